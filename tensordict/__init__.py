@@ -1,0 +1,19 @@
+"""tensordict: dictionaries of tensors that behave like one tensor."""
+
+from tensordict._keys import NestedKey, unravel_key, unravel_key_list
+from tensordict._nontensor import NonTensorData
+from tensordict._state import register_safe_globals as _register_safe_globals
+from tensordict._td import TensorDict, is_tensor_collection
+
+_register_safe_globals(TensorDict)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "NestedKey",
+    "NonTensorData",
+    "TensorDict",
+    "is_tensor_collection",
+    "unravel_key",
+    "unravel_key_list",
+]

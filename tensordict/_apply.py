@@ -1,0 +1,151 @@
+"""The leaf walk: recursive maps over the tensors of a collection, shared by element-wise ops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensorData
+
+if TYPE_CHECKING:
+    from tensordict._protocol import CollectionProtocol
+    from tensordict._td import TensorDict
+
+_NOT_GIVEN: Any = object()
+
+
+def tensor_leaves(td: CollectionProtocol, out: list[Tensor]) -> list[Tensor]:
+    """Append the tensor leaves of ``td`` to ``out`` in storage order (depth first)."""
+    for value in td._tensordict.values():
+        if isinstance(value, Tensor):
+            out.append(value)
+        elif type(value) is not NonTensorData:
+            tensor_leaves(value, out)
+    return out
+
+
+def tensor_leaf_paths(
+    td: CollectionProtocol, prefix: tuple[str, ...], out: list[tuple[str, ...]]
+) -> None:
+    """Append the key paths of the tensor leaves, in the order of :func:`tensor_leaves`."""
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            out.append((*prefix, key))
+        elif type(value) is not NonTensorData:
+            tensor_leaf_paths(value, (*prefix, key), out)
+
+
+def rebuild(
+    td: CollectionProtocol, new_leaves: Iterator[Tensor], check: str | None = None
+) -> TensorDict:
+    """A TensorDict of ``td``'s structure whose tensor leaves are taken from ``new_leaves``.
+
+    Without ``check`` the caller guarantees the new leaves keep the batch shape (an
+    element-wise result with a number); with it, leaves are checked and errors name it.
+    """
+    entries: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            entries[key] = next(new_leaves)
+        elif type(value) is NonTensorData:
+            entries[key] = value
+        else:
+            entries[key] = rebuild(value, new_leaves, check)
+    if check is not None:
+        return td._checked_from_entries(entries, td._batch_size, td._device, td._names, check)
+    return td._new_unsafe(entries, td._batch_size, td._device, td._names)
+
+
+def others_leaves(call: str, td: CollectionProtocol, other: CollectionProtocol) -> list[Tensor]:
+    """The tensor leaves of ``other`` in the order of ``td``'s leaves, checking the key sets."""
+    paths: list[tuple[str, ...]] = []
+    tensor_leaf_paths(td, (), paths)
+    out: list[Tensor] = []
+    missing = []
+    for path in paths:
+        value = other._get_path_or_none(path)
+        if value is None or not isinstance(value, Tensor):
+            missing.append(path[0] if len(path) == 1 else path)
+        else:
+            out.append(value)
+    theirs: list[tuple[str, ...]] = []
+    tensor_leaf_paths(other, (), theirs)
+    if missing or len(theirs) != len(paths):
+        extra = sorted(set(theirs) - set(paths))
+        raise KeyError(
+            f"{call}: the two TensorDicts hold different keys; missing from the other: "
+            f"{missing}, only in the other: {[p[0] if len(p) == 1 else p for p in extra]}"
+        )
+    return out
+
+
+def apply_nested(
+    td: TensorDict,
+    fn: Callable[..., Any],
+    others: tuple[TensorDict, ...],
+    *,
+    batch_size: torch.Size | None,
+    device: Any,
+    names: Any,
+    filter_empty: bool,
+    call_on_nested: bool,
+    key_fn: Callable[[tuple[str, ...]], Any] | None,
+    prefix: tuple[str, ...],
+    call: str,
+) -> TensorDict | None:
+    """Map ``fn`` over every tensor leaf of ``td`` (and the matching leaves of ``others``).
+
+    A leaf for which ``fn`` returns None is dropped; a nested collection left with no
+    entries is dropped too when ``filter_empty``. Non-tensor entries are carried over.
+    Returns None when the result is empty and ``filter_empty`` asks to drop it.
+    """
+    out_bs = td._batch_size if batch_size is None else batch_size
+    out_device = td._device if device is _NOT_GIVEN else device
+    keep_names = td._names if batch_size is None else None
+    out_names = keep_names if names is _NOT_GIVEN else names
+    entries: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor) or (call_on_nested and type(value) is not NonTensorData):
+            args = [_other_value(call, o, key, prefix) for o in others]
+            if key_fn is not None:
+                result = fn(key_fn((*prefix, key)), value, *args)
+            else:
+                result = fn(value, *args)
+            if result is not None:
+                entries[key] = result
+        elif type(value) is NonTensorData:
+            entries[key] = value._with(out_bs, out_device)
+        else:
+            sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
+            sub = apply_nested(
+                value,
+                fn,
+                sub_others,
+                batch_size=batch_size,
+                device=device,
+                names=names,
+                filter_empty=filter_empty,
+                call_on_nested=call_on_nested,
+                key_fn=key_fn,
+                prefix=(*prefix, key),
+                call=call,
+            )
+            if sub is not None:
+                entries[key] = sub
+    if filter_empty and not entries and prefix and td._tensordict:
+        return None
+    return td._checked_from_entries(entries, out_bs, out_device, out_names, call, prefix)
+
+
+def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]) -> Any:
+    try:
+        return other._tensordict[key]
+    except KeyError:
+        path = (*prefix, key)
+        raise KeyError(
+            f"{call}: key {path[0] if len(path) == 1 else path!r} is missing from "
+            "one of the other TensorDicts"
+        ) from None

@@ -1,0 +1,61 @@
+"""The batch-size rule: normalising batch sizes and devices, and checking leaves against them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import torch
+
+BatchSizeLike: TypeAlias = int | Sequence[int] | torch.Size | None
+DeviceLike: TypeAlias = torch.device | str | int | None
+
+_EMPTY = torch.Size([])
+
+
+def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
+    """Normalise ``batch_size`` (int, list, tuple, torch.Size or None) to a torch.Size."""
+    if batch_size is None:
+        return _EMPTY
+    if type(batch_size) is torch.Size:
+        size = batch_size
+    elif isinstance(batch_size, int) and not isinstance(batch_size, bool):
+        size = torch.Size([batch_size])
+    else:
+        try:
+            size = torch.Size(batch_size)  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(
+                f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
+            ) from None
+    for dim in size:
+        if dim < 0:
+            raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
+    return size
+
+
+def as_device(device: DeviceLike) -> torch.device | None:
+    """Normalise a device spelling; an index alone means a CUDA device as in torch."""
+    if device is None:
+        return None
+    if type(device) is torch.device:
+        return device
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    return torch.device(device)
+
+
+def leaf_shape_error(
+    call: str, key: object, shape: torch.Size, batch_size: torch.Size
+) -> ValueError:
+    """The error for a leaf whose shape does not start with the batch size."""
+    return ValueError(
+        f"{call}: shape {tuple(shape)} of key {key!r} does not start with "
+        f"batch_size {tuple(batch_size)}"
+    )
+
+
+def starts_with(shape: torch.Size, batch_size: torch.Size) -> bool:
+    """Whether ``shape`` begins with ``batch_size``."""
+    n = len(batch_size)
+    return shape[:n] == batch_size if n else True

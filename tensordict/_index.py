@@ -1,0 +1,141 @@
+"""Indexing over the batch dimensions: ``td[idx]`` reads and ``td[idx] = value`` writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensorData
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+
+def _consumed(item: Any) -> int:
+    """How many batch dims one index item consumes."""
+    if item is None or item is Ellipsis:
+        return 0
+    if isinstance(item, Tensor) and item.dtype == torch.bool:
+        return item.ndim
+    return 1
+
+
+def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
+    """The index as a tuple with lists, ranges and arrays as tensors and ``...`` expanded."""
+    items = index if isinstance(index, tuple) else (index,)
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, (list, range, np.ndarray)):
+            item = torch.as_tensor(item if not isinstance(item, range) else list(item))
+        elif isinstance(item, (np.integer, np.bool_)):
+            item = item.item()
+        out.append(item)
+    n_ellipsis = sum(1 for item in out if item is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError(f"TensorDict[]: an index can only have a single ellipsis, got {index!r}")
+    if n_ellipsis:
+        at = out.index(Ellipsis)
+        fill = max(ndim - sum(_consumed(i) for i in out), 0)
+        out[at : at + 1] = [slice(None)] * fill
+    return tuple(out)
+
+
+class IndexOps(CollectionProtocol):
+    """``td[idx]`` for every index a tensor of shape ``batch_size`` accepts, and writes."""
+
+    __slots__ = ()
+
+    def _index(self, index: Any) -> TensorDict:
+        bs = self._batch_size
+        if type(index) is int and bs:
+            size = bs[0]
+            if not -size <= index < size:
+                raise IndexError(
+                    f"TensorDict[]: index {index} is out of bounds for dim 0 of "
+                    f"batch_size {tuple(bs)}"
+                )
+            return self._index_with(index, bs[1:])
+        idx = _normalise(index, len(bs))
+        try:
+            new_bs = torch.zeros(()).expand(bs)[idx].shape
+        except (IndexError, TypeError, RuntimeError, ValueError) as err:
+            kind = TypeError if isinstance(err, TypeError) else IndexError
+            raise kind(
+                f"TensorDict[]: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
+            ) from None
+        return self._index_with(idx, new_bs)
+
+    def _index_with(self, idx: Any, new_bs: torch.Size) -> TensorDict:
+        ndim = len(self._batch_size)
+        entries: dict[str, Any] = {}
+        for key, value in self._tensordict.items():
+            if isinstance(value, Tensor):
+                entries[key] = value[idx]
+            elif type(value) is NonTensorData:
+                entries[key] = value._with(new_bs, value.device)
+            else:
+                entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:])
+        return self._new_unsafe(entries, new_bs, self._device, None)
+
+    def __getitems__(self, indices: list[int]) -> TensorDict:
+        """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
+        return self._index(torch.as_tensor(indices, dtype=torch.long))
+
+    def _set_at_index(self, index: Any, value: Any) -> None:
+        bs = self._batch_size
+        idx = _normalise(index, len(bs))
+        try:
+            sub_bs = torch.zeros(()).expand(bs)[idx].shape
+        except (IndexError, TypeError, RuntimeError, ValueError) as err:
+            kind = TypeError if isinstance(err, TypeError) else IndexError
+            raise kind(
+                f"TensorDict[]=: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
+            ) from None
+        self._write_at(idx, sub_bs, value, ())
+
+    def _write_at(self, idx: Any, sub_bs: torch.Size, value: Any, prefix: tuple[str, ...]) -> None:
+        ndim = len(self._batch_size)
+        if isinstance(value, (Mapping, CollectionProtocol)):
+            items = (
+                value._tensordict.items()
+                if isinstance(value, CollectionProtocol)
+                else value.items()
+            )
+            for key, item in items:
+                current = self._tensordict.get(key)
+                if isinstance(item, (Mapping, CollectionProtocol)):
+                    if current is None:
+                        self._set_path((key,), {}, "TensorDict[]=")
+                        current = self._tensordict[key]
+                    extra = current._batch_size[ndim:]
+                    current._write_at(idx, sub_bs + extra, item, (*prefix, key))
+                    continue
+                if type(item) is NonTensorData:
+                    self._set_path((key,), item, "TensorDict[]=")
+                    continue
+                if not isinstance(item, Tensor):
+                    item = torch.as_tensor(item)
+                if current is None:
+                    # lazy preallocation: a missing key gets the full batch size
+                    if item.shape[: len(sub_bs)] != sub_bs:
+                        raise ValueError(
+                            f"TensorDict[]=: shape {tuple(item.shape)} of key "
+                            f"{(*prefix, key)!r} does not start with the indexed batch "
+                            f"size {tuple(sub_bs)}"
+                        )
+                    full = (*self._batch_size, *item.shape[len(sub_bs) :])
+                    current = torch.zeros(full, dtype=item.dtype, device=item.device)
+                    self._set_path((key,), current, "TensorDict[]=")
+                    current = self._tensordict[key]
+                current[idx] = item
+            return
+        for leaf in self._tensordict.values():
+            if isinstance(leaf, Tensor):
+                leaf[idx] = value
+            elif type(leaf) is not NonTensorData:
+                leaf._write_at(idx, sub_bs, value, prefix)

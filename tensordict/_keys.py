@@ -1,0 +1,88 @@
+"""Nested keys: what a key may be, how nested tuples unravel, and key-error messages."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import TypeAlias
+
+NestedKey: TypeAlias = str | tuple["NestedKey", ...]
+"""A key of a TensorDict: a non-empty string, or a (nested) tuple of them."""
+
+_KEY_RULE = "a TensorDict key is a non-empty string or a (nested) tuple of non-empty strings"
+
+
+def _describe(obj: object) -> str:
+    return f"{type(obj).__name__} {obj!r}"
+
+
+def _unravel_into(key: object, out: list[str], call: str, whole: object) -> None:
+    if type(key) is str:
+        if not key:
+            raise ValueError(f"{call}: empty string in key {whole!r}; {_KEY_RULE}")
+        out.append(key)
+    elif isinstance(key, tuple):
+        for part in key:
+            _unravel_into(part, out, call, whole)
+    elif isinstance(key, str):  # str subclass
+        _unravel_into(str(key), out, call, whole)
+    else:
+        raise TypeError(f"{call}: got {_describe(whole)}; {_KEY_RULE}")
+
+
+def unravel_key(key: NestedKey, call: str = "unravel_key") -> str | tuple[str, ...]:
+    """Flatten any nesting of tuples in ``key``; a one-element tuple becomes its string.
+
+    >>> unravel_key(("a", ("b", ("c",))))
+    ('a', 'b', 'c')
+    >>> unravel_key((("a",),))
+    'a'
+    """
+    if type(key) is str and key:
+        return key
+    parts: list[str] = []
+    _unravel_into(key, parts, call, key)
+    if not parts:
+        raise ValueError(f"{call}: empty key {key!r}; {_KEY_RULE}")
+    return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def key_path(key: NestedKey, call: str) -> tuple[str, ...]:
+    """The key as a tuple of strings (``"a"`` -> ``("a",)``)."""
+    if type(key) is str and key:
+        return (key,)
+    parts: list[str] = []
+    _unravel_into(key, parts, call, key)
+    if not parts:
+        raise ValueError(f"{call}: empty key {key!r}; {_KEY_RULE}")
+    return tuple(parts)
+
+
+def unravel_key_list(keys: Iterable[NestedKey]) -> list[str | tuple[str, ...]]:
+    """Unravel every key of a list.
+
+    >>> unravel_key_list(["a", ("b", ("c",)), (("d",),)])
+    ['a', ('b', 'c'), 'd']
+    """
+    return [unravel_key(key, "unravel_key_list") for key in keys]
+
+
+def join_path(path: Sequence[str]) -> str | tuple[str, ...]:
+    """The public spelling of a key path: a string for one part, else a tuple."""
+    return path[0] if len(path) == 1 else tuple(path)
+
+
+def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyError:
+    """A KeyError naming ``key`` and the closest existing keys at that level."""
+    names = list(available)
+    leaf = key[-1] if isinstance(key, tuple) and key else key
+    close = difflib.get_close_matches(str(leaf), names, n=3, cutoff=0.5)
+    if close:
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?"
+    elif names:
+        shown = ", ".join(repr(n) for n in sorted(names)[:10])
+        more = ", ..." if len(names) > 10 else ""
+        hint = f"; keys at that level: {shown}{more}"
+    else:
+        hint = "; that level has no keys"
+    return KeyError(f"{call}: key {key!r} not found{hint}")

@@ -1,0 +1,181 @@
+"""Reductions over leaves: ``all``/``any`` and ``sum``/``mean``/``std``/... per leaf or in one."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._apply import tensor_leaves
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+Dim = int | Sequence[int] | str | None
+
+
+def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Normalise ``dim`` against the batch dimensions, rejecting feature dims."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if not -ndim <= d < ndim:
+            raise IndexError(
+                f"{call}: dim {d} is out of range for a batch of {ndim} dims; "
+                "reductions take batch dims (or dim='feature')"
+            )
+        out.append(d % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{call}: dim {dim} repeats a dimension")
+    return tuple(sorted(out))
+
+
+def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
+    fn: Callable[..., Tensor] = getattr(torch, op)
+    if dims is None:
+        return fn(t, **kw)
+    if op == "prod":  # torch.prod takes one dim at a time
+        for d in sorted(dims, reverse=True):
+            t = fn(t, dim=d, keepdim=keepdim, **kw)
+        return t
+    return fn(t, dim=dims, keepdim=keepdim, **kw)
+
+
+class ReduceOps(CollectionProtocol):
+    """Reductions: the result keeps the keys unless ``reduce=True`` asks for one tensor."""
+
+    __slots__ = ()
+
+    def all(self, dim: int | None = None) -> bool | TensorDict:
+        """Whether every element of every leaf is true (a TensorDict when ``dim`` is given).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.tensor([True, False])}, [2])
+        >>> td.all(), td.any()
+        (False, True)
+        """
+        if dim is None:
+            return builtins.all(bool(x.all()) for x in tensor_leaves(self, []))
+        return self._per_leaf("all", "TensorDict.all", dim, False)
+
+    def any(self, dim: int | None = None) -> bool | TensorDict:
+        """Whether some element of some leaf is true (a TensorDict when ``dim`` is given)."""
+        if dim is None:
+            return builtins.any(bool(x.any()) for x in tensor_leaves(self, []))
+        return self._per_leaf("any", "TensorDict.any", dim, False)
+
+    def _per_leaf(self, op: str, call: str, dim: Dim, keepdim: bool, **kw: Any) -> TensorDict:
+        bs = self._batch_size
+        ndim = len(bs)
+        if dim is None:
+            return self.apply(lambda x: _reduce(op, x, None, False, **kw), batch_size=[])
+        if dim == "feature":
+            return self.apply(
+                lambda x: (
+                    _reduce(op, x, tuple(range(ndim, x.ndim)), keepdim, **kw)
+                    if x.ndim > ndim
+                    else x
+                ),
+                batch_size=bs,
+            )
+        if isinstance(dim, str):
+            raise ValueError(f"{call}: dim must be an int, a tuple of ints, 'feature' or None")
+        dims = _batch_dims(call, dim, ndim)
+        new_bs = (
+            [1 if i in dims else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i not in dims]
+        )
+        return self.apply(lambda x: _reduce(op, x, dims, keepdim, **kw), batch_size=new_bs)
+
+    def _reduction(
+        self, op: str, dim: Dim, keepdim: bool, reduce: bool, **kw: Any
+    ) -> TensorDict | Tensor:
+        call = f"TensorDict.{op}"
+        if not reduce:
+            return self._per_leaf(op, call, dim, keepdim, **kw)
+        leaves = tensor_leaves(self, [])
+        if not leaves:
+            raise ValueError(f"{call}: reduce=True needs at least one tensor leaf")
+        ndim = len(self._batch_size)
+        # Every leaf becomes [*batch, features]; the leaves are joined on the feature dim.
+        joined = torch.cat([x.reshape(*self._batch_size, -1) for x in leaves], dim=-1)
+        if dim is None:
+            return _reduce(op, joined, None, False, **kw)
+        if dim == "feature":
+            return _reduce(op, joined, (ndim,), keepdim, **kw)
+        if isinstance(dim, str):
+            raise ValueError(f"{call}: dim must be an int, a tuple of ints, 'feature' or None")
+        return _reduce(op, joined, (*_batch_dims(call, dim, ndim), ndim), keepdim, **kw)
+
+    def sum(
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        dtype: torch.dtype | None = None,
+        reduce: bool = False,
+    ) -> TensorDict | Tensor:
+        """Sum each leaf (over everything, over batch ``dim``, or ``'feature'`` dims).
+
+        ``reduce=True`` sums across leaves too and returns one tensor.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2, 3), "b": torch.ones(2)}, [2])
+        >>> td.sum(dim=0)["a"]
+        tensor([2., 2., 2.])
+        >>> td.sum(reduce=True)
+        tensor(8.)
+        """
+        kw = {} if dtype is None else {"dtype": dtype}
+        return self._reduction("sum", dim, keepdim, reduce, **kw)
+
+    def mean(
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        dtype: torch.dtype | None = None,
+        reduce: bool = False,
+    ) -> TensorDict | Tensor:
+        """The mean of each leaf; ``reduce=True`` averages over all elements of all leaves."""
+        kw = {} if dtype is None else {"dtype": dtype}
+        return self._reduction("mean", dim, keepdim, reduce, **kw)
+
+    def prod(
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        dtype: torch.dtype | None = None,
+        reduce: bool = False,
+    ) -> TensorDict | Tensor:
+        """The product of each leaf's elements; ``reduce=True`` multiplies across leaves."""
+        kw = {} if dtype is None else {"dtype": dtype}
+        return self._reduction("prod", dim, keepdim, reduce, **kw)
+
+    def std(
+        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+    ) -> TensorDict | Tensor:
+        """The standard deviation of each leaf (Bessel-corrected by default)."""
+        return self._reduction("std", dim, keepdim, reduce, correction=correction)
+
+    def var(
+        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+    ) -> TensorDict | Tensor:
+        """The variance of each leaf (Bessel-corrected by default)."""
+        return self._reduction("var", dim, keepdim, reduce, correction=correction)
+
+    def amax(self, dim: Dim = None, keepdim: bool = False, *, reduce: bool = False) -> Any:
+        """The maximum of each leaf."""
+        return self._reduction("amax", dim, keepdim, reduce)
+
+    def amin(self, dim: Dim = None, keepdim: bool = False, *, reduce: bool = False) -> Any:
+        """The minimum of each leaf."""
+        return self._reduction("amin", dim, keepdim, reduce)

@@ -1,0 +1,206 @@
+"""State dicts, pickling, copying, and registration with torch's weights-only loader."""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._keys import join_path
+from tensordict._nontensor import NonTensorData, _rebuild
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+_BATCH = "__batch_size"
+_DEVICE = "__device"
+
+
+def _plain(td: CollectionProtocol) -> dict[str, Any]:
+    """The entries as nested (batch_size, device, entries) triples, for pickling."""
+    out: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if isinstance(value, (Tensor, NonTensorData)):
+            out[key] = value
+        else:
+            out[key] = (tuple(value._batch_size), value._device, _plain(value))
+    return out
+
+
+def _from_plain(
+    cls: type[TensorDict],
+    batch_size: tuple[int, ...],
+    device: torch.device | None,
+    entries: dict[str, Any],
+    names: list[str | None] | None = None,
+    locked: bool = False,
+) -> TensorDict:
+    """Rebuild a pickled TensorDict; validated like construction (pickles may be foreign)."""
+    nested = {
+        key: _from_plain(cls, *value) if isinstance(value, tuple) else value
+        for key, value in entries.items()
+    }
+    td = cls(nested, batch_size=batch_size, device=device, names=names)
+    if locked:
+        td.lock_()
+    return td
+
+
+class StateOps(CollectionProtocol):
+    """``state_dict``/``load_state_dict``, pickle, ``copy.copy`` and ``copy.deepcopy``."""
+
+    __slots__ = ()
+
+    def state_dict(
+        self, keep_vars: bool = False, flatten: bool = True, prefix: str = ""
+    ) -> OrderedDict[str, Any]:
+        """Entries plus each level's ``__batch_size`` and ``__device``, keys joined by ".".
+
+        ``keep_vars=True`` keeps the live tensors (for in-place restores); otherwise
+        leaves are detached. ``flatten=False`` nests one OrderedDict per level.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> sd = TensorDict({"a": {"b": torch.zeros(2)}}, [2]).state_dict()
+        >>> list(sd)
+        ['a.b', 'a.__batch_size', 'a.__device', '__batch_size', '__device']
+        """
+        out: OrderedDict[str, Any] = OrderedDict()
+        for key, value in self._tensordict.items():
+            if flatten and "." in key:
+                raise ValueError(
+                    f"TensorDict.state_dict: key {key!r} contains '.', which flatten=True "
+                    "uses as separator; pass flatten=False"
+                )
+            if isinstance(value, Tensor):
+                out[prefix + key] = value if keep_vars else value.detach()
+            elif type(value) is NonTensorData:
+                out[prefix + key] = value
+            elif flatten:
+                out.update(value.state_dict(keep_vars, True, prefix + key + "."))
+            else:
+                out[prefix + key] = value.state_dict(keep_vars, False)
+        out[prefix + _BATCH] = self._batch_size
+        out[prefix + _DEVICE] = self._device
+        return out
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> TensorDict:
+        """Load a :meth:`state_dict`, copying into existing leaves (or replacing, ``assign``).
+
+        Onto an empty TensorDict everything is created, batch size and device included.
+        With ``strict`` every key of a non-empty TensorDict must be in the state, and
+        nothing outside its keys may be in the state; all offending keys are named.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> src = TensorDict({"a": torch.ones(3), "b": {"c": torch.ones(3)}}, [3])
+        >>> dst = TensorDict().load_state_dict(src.state_dict())
+        >>> dst.batch_size, dst["b", "c"]
+        (torch.Size([3]), tensor([1., 1., 1.]))
+        """
+        nested = _nest(state_dict)
+        was_empty = not self._tensordict
+        if strict and not was_empty:
+            ours = {join_path(p) for p in _paths(self)}
+            theirs = {join_path(p) for p in _paths_of_nested(nested)}
+            missing, unexpected = sorted(ours - theirs, key=str), sorted(theirs - ours, key=str)
+            if missing or unexpected:
+                raise KeyError(
+                    f"TensorDict.load_state_dict: missing keys {missing}, "
+                    f"unexpected keys {unexpected} (pass strict=False to load what matches)"
+                )
+        self._load_nested(nested, assign)
+        return self  # type: ignore[return-value]
+
+    def _load_nested(self, nested: dict[str, Any], assign: bool) -> None:
+        if _BATCH in nested and not self._tensordict:
+            self.batch_size = nested[_BATCH]  # type: ignore[misc]
+            if self._device is None and nested.get(_DEVICE) is not None:
+                self._device = torch.device(nested[_DEVICE])
+        for key, value in nested.items():
+            if key in (_BATCH, _DEVICE):
+                continue
+            current = self._tensordict.get(key)
+            if isinstance(value, dict):
+                if current is None:
+                    bs = value.get(_BATCH, self._batch_size)
+                    current = self._new_unsafe({}, torch.Size(bs), self._device, None)
+                    self._set_path((key,), current, "TensorDict.load_state_dict")
+                    current = self._tensordict[key]
+                current._load_nested(value, assign)
+            elif isinstance(current, Tensor) and isinstance(value, Tensor) and not assign:
+                self.set_(key, value)
+            else:
+                self._set_path((key,), value, "TensorDict.load_state_dict")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _from_plain,
+            (
+                type(self),
+                tuple(self._batch_size),
+                self._device,
+                _plain(self),
+                self._names,
+                self._is_locked,
+            ),
+        )
+
+    def __copy__(self) -> TensorDict:
+        from tensordict._structure import _copy_structure
+
+        return _copy_structure(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TensorDict:
+        fn, args = self.__reduce__()
+        return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
+
+
+def _nest(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A flat state dict (``"a.b"`` keys) as nested dicts; nested state dicts pass through."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        parts = key.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = _nest(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _paths(td: CollectionProtocol, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for key, value in td._tensordict.items():
+        if isinstance(value, (Tensor, NonTensorData)):
+            out.append((*prefix, key))
+        else:
+            out.extend(_paths(value, (*prefix, key)))
+    return out
+
+
+def _paths_of_nested(nested: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for key, value in nested.items():
+        if key in (_BATCH, _DEVICE):
+            continue
+        if isinstance(value, dict):
+            out.extend(_paths_of_nested(value, (*prefix, key)))
+        else:
+            out.append((*prefix, key))
+    return out
+
+
+def register_safe_globals(td_cls: type) -> None:
+    """Let ``torch.load(weights_only=True)`` rebuild TensorDicts and their pieces.
+
+    Only constructors that validate their input are registered; nothing here runs
+    code named by a file.
+    """
+    torch.serialization.add_safe_globals([td_cls, _from_plain, NonTensorData, _rebuild])

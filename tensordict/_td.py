@@ -1,0 +1,764 @@
+"""The TensorDict container: storage, the batch-size rule, reading and writing entries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeGuard
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tensordict._batch import (
+    BatchSizeLike,
+    DeviceLike,
+    as_batch_size,
+    as_device,
+    leaf_shape_error,
+    starts_with,
+)
+from tensordict._convert import ConvertOps
+from tensordict._index import IndexOps
+from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._nontensor import NonTensorData
+from tensordict._pointwise import PointwiseOps
+from tensordict._reduce import ReduceOps
+from tensordict._repr import td_repr
+from tensordict._state import StateOps
+from tensordict._structure import StructureOps
+from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
+
+_NO_DEFAULT: Any = object()
+_NUMBER_TYPES = (bool, int, float, complex)
+
+
+def is_tensor_collection(obj: object) -> bool:
+    """Whether ``obj`` (an instance or a class) is a tensor collection such as a TensorDict.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, is_tensor_collection
+    >>> is_tensor_collection(TensorDict()), is_tensor_collection(torch.zeros(1))
+    (True, False)
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    return issubclass(cls, TensorDict)
+
+
+def _is_td(value: object) -> TypeGuard[TensorDict]:
+    return isinstance(value, TensorDict)
+
+
+def _is_mapping(value: object) -> bool:
+    return isinstance(value, (Mapping, TensorDict))
+
+
+class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, IndexOps):
+    """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
+
+    Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size
+    starts with its parent's. Indexing, reshaping and device moves act on all leaves.
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> td = TensorDict({"obs": torch.zeros(4, 3), "nested": {"r": torch.ones(4)}}, batch_size=[4])
+    >>> td["nested", "r"].shape
+    torch.Size([4])
+    >>> td.batch_size
+    torch.Size([4])
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        source: Mapping[Any, Any] | TensorDict | None = None,
+        batch_size: BatchSizeLike = None,
+        device: DeviceLike = None,
+        names: Sequence[str | None] | None = None,
+        lock: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        bs = as_batch_size(batch_size, "TensorDict")
+        dev = as_device(device)
+        self._batch_size = bs
+        self._device = dev
+        self._names = None
+        self._is_locked = False
+        store: dict[str, Any] = {}
+        self._tensordict = store
+        if source is not None and not _is_mapping(source):
+            raise TypeError(
+                f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                f"{type(source).__name__}"
+            )
+        if source is not None:
+            n = len(bs)
+            for key, value in source.items():
+                # Fast path: a plain string key and a tensor that needs no move.
+                if (
+                    type(key) is str
+                    and key
+                    and isinstance(value, Tensor)
+                    and (dev is None or value.device == dev)
+                ):
+                    if n and value.shape[:n] != bs:
+                        raise leaf_shape_error("TensorDict", key, value.shape, bs)
+                    store[key] = value
+                else:
+                    self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
+        for key, value in kwargs.items():
+            self._set_path((key,), value, "TensorDict")
+        if names is not None:
+            self.names = names
+        if lock:
+            self.lock_()
+
+    @classmethod
+    def _new_unsafe(
+        cls,
+        entries: dict[str, Any],
+        batch_size: torch.Size,
+        device: torch.device | None,
+        names: list[str | None] | None,
+    ) -> TensorDict:
+        """Build without checks, from entries known to satisfy the batch-size rule."""
+        td = cls.__new__(cls)
+        td._tensordict = entries
+        td._batch_size = batch_size
+        td._device = device
+        td._names = names
+        td._is_locked = False
+        return td
+
+    def _checked_from_entries(
+        self,
+        entries: dict[str, Any],
+        batch_size: torch.Size,
+        device: torch.device | None,
+        names: list[str | None] | None,
+        call: str,
+        prefix: tuple[str, ...] = (),
+    ) -> TensorDict:
+        """Build from entries computed by a user function: leaves are checked and moved."""
+        n = len(batch_size)
+        for key, value in entries.items():
+            if isinstance(value, Tensor):
+                if device is not None and value.device != device:
+                    value = entries[key] = value.to(device)
+                if n and value.shape[:n] != batch_size:
+                    raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
+            elif type(value) is NonTensorData:
+                continue
+            elif _is_td(value):
+                if not starts_with(value._batch_size, batch_size):
+                    raise leaf_shape_error(
+                        call, join_path((*prefix, key)), value._batch_size, batch_size
+                    )
+            else:
+                raise TypeError(
+                    f"{call}: the function returned {type(value).__name__} for key "
+                    f"{join_path((*prefix, key))!r}; expected a tensor or None"
+                )
+        return self._new_unsafe(entries, batch_size, device, names)
+
+    @classmethod
+    def from_dict(
+        cls,
+        d: Mapping[NestedKey, Any],
+        batch_size: BatchSizeLike = None,
+        device: DeviceLike = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+    ) -> TensorDict:
+        """Build from a (nested) dict; without ``batch_size``, infer the common leading shape.
+
+        ``batch_dims`` caps the number of inferred dimensions.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict.from_dict({"a": torch.zeros(3, 4), "b": {"c": torch.zeros(3, 4, 5)}})
+        >>> td.batch_size, td["b"].batch_size
+        (torch.Size([3, 4]), torch.Size([3, 4, 5]))
+        >>> TensorDict.from_dict({"a": torch.zeros(3, 4)}, batch_dims=1).batch_size
+        torch.Size([3])
+        """
+        if batch_size is not None and batch_dims is not None:
+            raise ValueError("TensorDict.from_dict: pass batch_size or batch_dims, not both")
+        if batch_size is not None:
+            return cls(d, batch_size=batch_size, device=device, names=names)
+        converted: dict[str, Any] = {}
+        for key, value in d.items():
+            path = key_path(key, "TensorDict.from_dict")
+            if isinstance(value, Mapping) and not _is_td(value):
+                value = cls.from_dict(value, device=device, batch_dims=batch_dims)
+            node = converted
+            for part in path[:-1]:
+                node = node.setdefault(part, {})
+            node[path[-1]] = value
+        shapes = [s for s in (_entry_shape(v) for v in _flat_values(converted)) if s is not None]
+        common = _common_prefix(shapes)
+        if batch_dims is not None:
+            common = common[:batch_dims]
+        return cls(converted, batch_size=common, device=device, names=names)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def batch_size(self) -> torch.Size:
+        """The leading shape shared by every leaf; assigning it re-validates all leaves."""
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, new: BatchSizeLike) -> None:
+        size = as_batch_size(new, "TensorDict.batch_size")
+        bad = []
+        for key, value in self._tensordict.items():
+            shape = value._batch_size if _is_td(value) else value.shape
+            if type(value) is not NonTensorData and not starts_with(shape, size):
+                bad.append(f"{key!r} {tuple(shape)}")
+        if bad:
+            raise ValueError(
+                f"TensorDict.batch_size: cannot set batch_size {tuple(size)}: "
+                f"shapes of {', '.join(bad)} do not start with it"
+            )
+        for key, value in self._tensordict.items():
+            if type(value) is NonTensorData:
+                self._tensordict[key] = value._with(size, value.device)
+        if self._names is not None and len(self._names) != len(size):
+            self._names = None
+        self._batch_size = size
+
+    @property
+    def shape(self) -> torch.Size:
+        """Alias of :attr:`batch_size`."""
+        return self._batch_size
+
+    @property
+    def batch_dims(self) -> int:
+        """The number of batch dimensions."""
+        return len(self._batch_size)
+
+    ndim = batch_dims
+
+    def dim(self) -> int:
+        """The number of batch dimensions."""
+        return len(self._batch_size)
+
+    def numel(self) -> int:
+        """The number of elements of the batch (the product of ``batch_size``)."""
+        return self._batch_size.numel()
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device every leaf lives on, or None when leaves may live anywhere."""
+        return self._device
+
+    @property
+    def names(self) -> list[str | None]:
+        """Names of the batch dimensions (None for unnamed ones)."""
+        if self._names is None:
+            return [None] * len(self._batch_size)
+        return list(self._names)
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        if value is None:
+            self._names = None
+            return
+        names = list(value)
+        if len(names) != len(self._batch_size):
+            raise ValueError(
+                f"TensorDict.names: got {len(names)} names {names} for "
+                f"{len(self._batch_size)} batch dims {tuple(self._batch_size)}"
+            )
+        given = [n for n in names if n is not None]
+        if len(set(given)) != len(given):
+            raise ValueError(f"TensorDict.names: names must be unique, got {names}")
+        self._names = None if not given else names
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether keys may not be added, removed or replaced out of place."""
+        return self._is_locked
+
+    # ------------------------------------------------------------- value intake
+    def _convert(self, value: Any, key: str, call: str) -> Any:
+        """Turn ``value`` into what this TensorDict stores, checking the batch-size rule."""
+        bs = self._batch_size
+        if isinstance(value, Tensor):
+            if self._device is not None and value.device != self._device:
+                value = value.to(self._device)
+            if not starts_with(value.shape, bs):
+                raise leaf_shape_error(call, key, value.shape, bs)
+            return value
+        if _is_td(value):
+            if not starts_with(value._batch_size, bs):
+                raise leaf_shape_error(call, key, value._batch_size, bs)
+            if self._device is not None and value._device != self._device:
+                value = value.to(self._device)
+            return value
+        if type(value) is NonTensorData:
+            return value._with(bs, self._device)
+        if isinstance(value, Mapping):
+            return type(self)(value, batch_size=bs, device=self._device, names=self._names)
+        tensor = _as_tensor_or_none(value, self._device)
+        if tensor is not None:
+            if not starts_with(tensor.shape, bs):
+                raise leaf_shape_error(call, key, tensor.shape, bs)
+            return tensor
+        return NonTensorData(value, bs, self._device)
+
+    def _check_unlocked(self, call: str, key: object) -> None:
+        if self._is_locked:
+            raise RuntimeError(
+                f"{call}: cannot add, remove or replace key {key!r}: the TensorDict is locked "
+                "(call unlock_() first, or write in place with set_ / update_)"
+            )
+
+    def _subtd(self, part: str, call: str, create: bool) -> TensorDict:
+        """The nested TensorDict under ``part``, created empty when missing and ``create``."""
+        node = self._tensordict.get(part)
+        if node is None:
+            if not create:
+                raise missing_key_error(call, part, self._tensordict)
+            self._check_unlocked(call, part)
+            node = self._new_unsafe({}, self._batch_size, self._device, self._names)
+            self._tensordict[part] = node
+            return node
+        if not _is_td(node):
+            raise KeyError(
+                f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
+            )
+        return node
+
+    def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None:
+        node = self
+        for part in path[:-1]:
+            node = node._subtd(part, call, create=True)
+        node._set_str(path[-1], value, call)
+
+    def _set_str(self, key: str, value: Any, call: str) -> None:
+        store = self._tensordict
+        if self._is_locked:
+            if key not in store:
+                self._check_unlocked(call, key)
+            self._set_inplace(key, value, call)
+            return
+        store[key] = self._convert(value, key, call)
+
+    def _set_inplace(self, key: str, value: Any, call: str) -> None:
+        """Write ``value`` into the existing entry ``key`` without replacing it."""
+        try:
+            current = self._tensordict[key]
+        except KeyError:
+            raise missing_key_error(call, key, self._tensordict) from None
+        if isinstance(current, Tensor):
+            if not isinstance(value, Tensor):
+                value = torch.as_tensor(value, device=current.device)
+            if value.shape != current.shape:
+                raise ValueError(
+                    f"{call}: shape {tuple(value.shape)} does not match the shape "
+                    f"{tuple(current.shape)} of key {key!r}"
+                )
+            if value.dtype != current.dtype:
+                raise TypeError(
+                    f"{call}: dtype {value.dtype} does not match the dtype {current.dtype} "
+                    f"of key {key!r}"
+                )
+            current.copy_(value)
+        elif type(current) is NonTensorData:
+            self._tensordict[key] = self._convert(value, key, call)
+        else:
+            if not _is_mapping(value):
+                raise TypeError(
+                    f"{call}: key {key!r} holds a nested TensorDict; got {type(value).__name__}"
+                )
+            current.update_(value)
+
+    # ----------------------------------------------------------------- reading
+    def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
+        node: Any = self
+        for part in path:
+            if not _is_td(node):
+                return None
+            node = node._tensordict.get(part)
+            if node is None:
+                return None
+        return node
+
+    def _get_path(self, path: tuple[str, ...], call: str) -> Any:
+        node: Any = self
+        for i, part in enumerate(path):
+            if not _is_td(node):
+                raise KeyError(
+                    f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
+                    f"{type(node).__name__}, not a nested TensorDict"
+                )
+            try:
+                node = node._tensordict[part]
+            except KeyError:
+                shown = join_path(path[: i + 1]) if i else part
+                raise missing_key_error(call, shown, node._tensordict) from None
+        return node
+
+    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """The entry at ``key`` (a NonTensorData wrapper for non-tensor data), or ``default``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2)}, [2])
+        >>> td.get("b", None) is None
+        True
+        """
+        if type(key) is str:
+            try:
+                return self._tensordict[key]
+            except KeyError:
+                if default is _NO_DEFAULT:
+                    raise missing_key_error("TensorDict.get", key, self._tensordict) from None
+                return default
+        path = key_path(key, "TensorDict.get")
+        if default is _NO_DEFAULT:
+            return self._get_path(path, "TensorDict.get")
+        value = self._get_path_or_none(path)
+        return default if value is None else value
+
+    def __getitem__(self, key: Any) -> Any:
+        if type(key) is str:
+            try:
+                value = self._tensordict[key]
+            except KeyError:
+                raise missing_key_error("TensorDict[]", key, self._tensordict) from None
+        elif type(key) is tuple and key and type(key[0]) is str:
+            value = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
+        else:
+            return self._index(key)
+        if type(value) is NonTensorData:
+            return value.data
+        return value
+
+    def get_item_shape(self, key: NestedKey) -> torch.Size:
+        """The shape of the entry at ``key`` (the batch size for nested and non-tensor ones)."""
+        value = self.get(key)
+        return value.shape  # type: ignore[no-any-return]
+
+    def __contains__(self, key: object) -> bool:
+        return key in KeysView(self, True, False, None)
+
+    # ----------------------------------------------------------------- writing
+    def set(self, key: NestedKey, value: Any, inplace: bool = False) -> TensorDict:
+        """Write ``value`` at ``key``, creating nested levels; ``inplace`` copies into the leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[2]).set(("a", "b"), torch.ones(2, 3))
+        >>> td["a"].batch_size
+        torch.Size([2])
+        """
+        path = key_path(key, "TensorDict.set")
+        if inplace and self._get_path_or_none(path) is not None:
+            node = self
+            for part in path[:-1]:
+                node = node._subtd(part, "TensorDict.set", create=False)
+            node._set_inplace(path[-1], value, "TensorDict.set")
+        else:
+            self._set_path(path, value, "TensorDict.set")
+        return self
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if type(key) is str and key and isinstance(value, Tensor) and not self._is_locked:
+            device = self._device
+            if device is not None and value.device != device:
+                value = value.to(device)
+            bs = self._batch_size
+            if bs and value.shape[: len(bs)] != bs:
+                raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
+            self._tensordict[key] = value
+        elif type(key) is str or (type(key) is tuple and key and type(key[0]) is str):
+            self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+        else:
+            self._set_at_index(key, value)
+
+    def set_(self, key: NestedKey, value: Any) -> TensorDict:
+        """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> a = torch.zeros(2)
+        >>> td = TensorDict({"a": a}, [2]).set_("a", torch.ones(2))
+        >>> a
+        tensor([1., 1.])
+        """
+        path = key_path(key, "TensorDict.set_")
+        node = self
+        for part in path[:-1]:
+            node = node._subtd(part, "TensorDict.set_", create=False)
+        node._set_inplace(path[-1], value, "TensorDict.set_")
+        return self
+
+    def __delitem__(self, key: NestedKey) -> None:
+        self.del_(key)
+
+    def del_(self, key: NestedKey) -> TensorDict:
+        """Remove the entry at ``key``."""
+        path = key_path(key, "TensorDict.del_")
+        node = self
+        for part in path[:-1]:
+            node = node._subtd(part, "TensorDict.del_", create=False)
+        if path[-1] not in node._tensordict:
+            raise missing_key_error("TensorDict.del_", join_path(path), node._tensordict)
+        node._check_unlocked("TensorDict.del_", join_path(path))
+        del node._tensordict[path[-1]]
+        return self
+
+    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """Remove the entry at ``key`` and return it, or return ``default`` when missing."""
+        path = key_path(key, "TensorDict.pop")
+        value = self._get_path_or_none(path)
+        if value is None:
+            if default is _NO_DEFAULT:
+                self._get_path(path, "TensorDict.pop")  # raises the KeyError
+            return default
+        self.del_(path)
+        return value
+
+    def setdefault(self, key: NestedKey, default: Any) -> Any:
+        """Return the entry at ``key``, writing ``default`` there first when it is missing."""
+        path = key_path(key, "TensorDict.setdefault")
+        value = self._get_path_or_none(path)
+        if value is None:
+            self._set_path(path, default, "TensorDict.setdefault")
+            value = self._get_path(path, "TensorDict.setdefault")
+        return value
+
+    def update(self, other: Mapping[Any, Any] | TensorDict, inplace: bool = False) -> TensorDict:
+        """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": {"b": torch.zeros(1)}}, [])
+        >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
+        [('a', 'b'), ('a', 'c'), 'a']
+        """
+        items = other._tensordict.items() if _is_td(other) else other.items()
+        for key, value in items:
+            path = key_path(key, "TensorDict.update")
+            target = self._get_path_or_none(path)
+            if _is_td(target) and _is_mapping(value):
+                target.update(value, inplace)
+            elif inplace and target is not None:
+                self.set_(path, value)
+            else:
+                self._set_path(path, value, "TensorDict.update")
+        return self
+
+    def update_(self, other: Mapping[Any, Any] | TensorDict) -> TensorDict:
+        """Copy every entry of ``other`` into the existing entries, in place."""
+        items = other._tensordict.items() if _is_td(other) else other.items()
+        for key, value in items:
+            if type(value) is NonTensorData:
+                value = value.data
+            self.set_(key, value)
+        return self
+
+    # -------------------------------------------------------------- containers
+    def keys(
+        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+    ) -> KeysView:
+        """The keys; nested ones as tuples when ``include_nested``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "b": {"c": torch.zeros(1)}}, [1])
+        >>> list(td.keys(include_nested=True, leaves_only=True))
+        ['a', ('b', 'c')]
+        """
+        return KeysView(self, include_nested, leaves_only, is_leaf)
+
+    def values(
+        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+    ) -> ValuesView:
+        """The values, in the order of :meth:`keys`."""
+        return ValuesView(self, include_nested, leaves_only, is_leaf)
+
+    def items(
+        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+    ) -> ItemsView:
+        """``(key, value)`` pairs, in the order of :meth:`keys`."""
+        return ItemsView(self, include_nested, leaves_only, is_leaf)
+
+    def __len__(self) -> int:
+        return self._batch_size[0] if self._batch_size else 0
+
+    def __iter__(self) -> Iterator[TensorDict]:
+        if not self._batch_size:
+            raise TypeError("TensorDict: iteration over a TensorDict with batch_size=[]")
+        return (self._index(i) for i in range(self._batch_size[0]))
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(
+            "TensorDict: the truth value of a TensorDict is ambiguous; "
+            "use td.is_empty(), (td == x).all() or .any()"
+        )
+
+    # ----------------------------------------------------------------- locking
+    def lock_(self) -> TensorDict:
+        """Forbid adding, removing or replacing keys (here and in nested TensorDicts)."""
+        self._is_locked = True
+        for value in self._tensordict.values():
+            if _is_td(value):
+                value.lock_()
+        return self
+
+    def unlock_(self) -> TensorDict:
+        """Allow keys to change again (here and in nested TensorDicts)."""
+        self._is_locked = False
+        for value in self._tensordict.values():
+            if _is_td(value):
+                value.unlock_()
+        return self
+
+    # ----------------------------------------------------------------- apply
+    def apply(
+        self,
+        fn: Callable[..., Tensor | None],
+        *others: TensorDict,
+        batch_size: BatchSizeLike = None,
+        device: Any = None,
+        names: Any = None,
+        inplace: bool = False,
+        filter_empty: bool = True,
+        call_on_nested: bool = False,
+    ) -> TensorDict:
+        """A new TensorDict with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "b": torch.ones(2, dtype=torch.int64)}, [2])
+        >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
+        ['a']
+        """
+        return self._apply_impl(
+            fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
+        )
+
+    def named_apply(
+        self,
+        fn: Callable[..., Tensor | None],
+        *others: TensorDict,
+        nested_keys: bool = False,
+        batch_size: BatchSizeLike = None,
+        device: Any = None,
+        names: Any = None,
+        inplace: bool = False,
+        filter_empty: bool = True,
+        call_on_nested: bool = False,
+    ) -> TensorDict:
+        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "b": {"c": torch.zeros(1)}}, [1])
+        >>> seen = []
+        >>> _ = td.named_apply(lambda k, x: seen.append(k), nested_keys=True)
+        >>> seen
+        ['a', ('b', 'c')]
+        """
+        key_fn = join_path if nested_keys else (lambda path: path[-1])
+        return self._apply_impl(
+            fn, others, key_fn, batch_size, device, names, inplace, filter_empty, call_on_nested
+        )
+
+    def apply_(self, fn: Callable[..., Tensor], *others: TensorDict) -> TensorDict:
+        """Apply ``fn`` to every tensor leaf and copy the result back into the leaf."""
+        return self._apply_impl(fn, others, None, None, None, None, True, True, False)
+
+    def _apply_impl(
+        self,
+        fn: Callable[..., Any],
+        others: tuple[TensorDict, ...],
+        key_fn: Callable[[tuple[str, ...]], Any] | None,
+        batch_size: BatchSizeLike,
+        device: Any,
+        names: Any,
+        inplace: bool,
+        filter_empty: bool,
+        call_on_nested: bool,
+    ) -> TensorDict:
+        from tensordict._apply import _NOT_GIVEN, apply_nested
+
+        call = "TensorDict.apply"
+        for other in others:
+            if not _is_td(other):
+                raise TypeError(
+                    f"{call}: the other arguments must be TensorDicts, got {type(other).__name__}"
+                )
+        bs = None if batch_size is None else as_batch_size(batch_size, call)
+        out = apply_nested(
+            self,
+            fn,
+            others,
+            batch_size=bs,
+            device=_NOT_GIVEN if device is None else as_device(device),
+            names=_NOT_GIVEN if names is None else list(names),
+            filter_empty=filter_empty,
+            call_on_nested=call_on_nested,
+            key_fn=key_fn,
+            prefix=(),
+            call=call,
+        )
+        assert out is not None
+        if names is not None:
+            out.names = names
+        if inplace:
+            self.update_(out)
+            return self
+        return out
+
+    def __repr__(self) -> str:
+        return td_repr(self)
+
+
+def _flat_values(d: Mapping[str, Any]) -> Iterator[Any]:
+    for value in d.values():
+        if isinstance(value, Mapping) and not _is_td(value):
+            yield from _flat_values(value)
+        else:
+            yield value
+
+
+def _entry_shape(value: Any) -> torch.Size | None:
+    if isinstance(value, Tensor):
+        return value.shape
+    if _is_td(value):
+        return value._batch_size
+    tensor = _as_tensor_or_none(value, None)
+    return None if tensor is None else tensor.shape
+
+
+def _common_prefix(shapes: list[torch.Size]) -> torch.Size:
+    if not shapes:
+        return torch.Size([])
+    first = shapes[0]
+    n = min(len(s) for s in shapes)
+    for i in range(n):
+        if any(s[i] != first[i] for s in shapes):
+            return first[:i]
+    return first[:n]
+
+
+def _as_tensor_or_none(value: Any, device: torch.device | None) -> Tensor | None:
+    """Numbers, numeric sequences and numeric numpy arrays as tensors; None for the rest."""
+    if isinstance(value, _NUMBER_TYPES):
+        return torch.tensor(value, device=device)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biufc":
+            return torch.as_tensor(value, device=device)
+        return None
+    if isinstance(value, np.generic) and value.dtype.kind in "biufc":
+        return torch.as_tensor(value, device=device)
+    if isinstance(value, (list, tuple)) and value:
+        try:
+            return torch.as_tensor(value, device=device)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    return None
