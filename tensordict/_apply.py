@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._batch import leaf_shape_error
+from tensordict._keys import join_path
 from tensordict._nontensor import NonTensorData
 
 if TYPE_CHECKING:
@@ -106,6 +108,10 @@ def apply_nested(
     out_device = td._device if device is _NOT_GIVEN else device
     keep_names = td._names if batch_size is None else None
     out_names = keep_names if names is _NOT_GIVEN else names
+    if not others and key_fn is None and not call_on_nested:
+        return _apply_simple(
+            td, fn, batch_size, out_bs, device, out_device, out_names, filter_empty, prefix, call
+        )
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor) or (call_on_nested and type(value) is not NonTensorData):
@@ -149,3 +155,60 @@ def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]
             f"{call}: key {path[0] if len(path) == 1 else path!r} is missing from "
             "one of the other TensorDicts"
         ) from None
+
+
+def _apply_simple(
+    td: TensorDict,
+    fn: Callable[[Tensor], Any],
+    batch_size: torch.Size | None,
+    out_bs: torch.Size,
+    device: Any,
+    out_device: torch.device | None,
+    out_names: Any,
+    filter_empty: bool,
+    prefix: tuple[str, ...],
+    call: str,
+) -> TensorDict | None:
+    """:func:`apply_nested` for one function of one leaf: checks results in the same pass."""
+    entries: dict[str, Any] = {}
+    n = len(out_bs)
+    b0 = out_bs[0] if n else 0
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            result = fn(value)
+            if result is None:
+                continue
+            if not isinstance(result, Tensor):
+                raise TypeError(
+                    f"{call}: the function returned {type(result).__name__} for key "
+                    f"{join_path((*prefix, key))!r}; expected a tensor or None"
+                )
+            if out_device is not None and result.device != out_device:
+                result = result.to(out_device)
+            if n:
+                shape = result.shape
+                if shape[0] != b0 if n == 1 and shape else shape[:n] != out_bs:
+                    raise leaf_shape_error(call, join_path((*prefix, key)), shape, out_bs)
+            entries[key] = result
+        elif type(value) is NonTensorData:
+            entries[key] = value._with(out_bs, out_device)
+        else:
+            sub_names = value._names if batch_size is None else None
+            sub_device = value._device if device is _NOT_GIVEN else out_device
+            sub = _apply_simple(
+                value,
+                fn,
+                batch_size,
+                value._batch_size if batch_size is None else batch_size,
+                device,
+                sub_device,
+                sub_names,
+                filter_empty,
+                (*prefix, key),
+                call,
+            )
+            if sub is not None:
+                entries[key] = sub
+    if filter_empty and not entries and prefix and td._tensordict:
+        return None
+    return td._new_unsafe(entries, out_bs, out_device, out_names)

@@ -19,6 +19,13 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
         return _EMPTY
     if type(batch_size) is torch.Size:
         size = batch_size
+    elif type(batch_size) is list or type(batch_size) is tuple:
+        try:
+            size = torch.Size(batch_size)
+        except TypeError:
+            raise TypeError(
+                f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
+            ) from None
     elif isinstance(batch_size, int) and not isinstance(batch_size, bool):
         size = torch.Size([batch_size])
     else:
@@ -28,9 +35,8 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
             raise TypeError(
                 f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
             ) from None
-    for dim in size:
-        if dim < 0:
-            raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
+    if size and min(size) < 0:
+        raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
     return size
 
 

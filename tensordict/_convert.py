@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import tensor_leaves
+from tensordict._apply import rebuild, tensor_leaves
 from tensordict._batch import as_device
 from tensordict._nontensor import NonTensorData
 from tensordict._protocol import CollectionProtocol
+from tensordict._torch_compat import cast_together
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -77,7 +78,7 @@ class ConvertOps(CollectionProtocol):
         if device is None and dtype is None:
             return self  # type: ignore[return-value]
         if device is None:
-            return map_leaves(self, operator.methodcaller("to", dtype))
+            return _cast(self, dtype)
         caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
         return map_leaves(self, caster, device)
 
@@ -195,6 +196,26 @@ class ConvertOps(CollectionProtocol):
     def clear_device(self) -> TensorDict:
         """The seeds' spelling of :meth:`clear_device_` (acts in place, returns self)."""
         return self.clear_device_()
+
+
+def _cast(td: CollectionProtocol, dtype: torch.dtype) -> TensorDict:
+    """Every leaf cast to ``dtype``; leaves already of that dtype are kept as they are.
+
+    Dense leaves on one device are cast with a single copy into one buffer (the results
+    are views of it), which beats one cast per leaf; otherwise each leaf is cast alone.
+    """
+    leaves = tensor_leaves(td, [])
+    todo = [i for i, x in enumerate(leaves) if x.dtype != dtype]
+    if len(todo) > 1:
+        try:
+            cast = cast_together([leaves[i] for i in todo], dtype)
+        except RuntimeError:  # leaves on several devices, or sparse ones: cast one by one
+            pass
+        else:
+            for i, x in zip(todo, cast, strict=True):
+                leaves[i] = x
+            return rebuild(td, iter(leaves))
+    return rebuild(td, iter(x.to(dtype) for x in leaves))
 
 
 def _identity(x: Tensor) -> Tensor:

@@ -147,36 +147,50 @@ class StructureOps(CollectionProtocol):
         >>> list(td.keys(include_nested=True))
         ['a', ('a', 'b'), ('a', 'c')]
         """
-        out = self._shell()
+        tree: dict[str, Any] = {}
         for key, value in self._tensordict.items():
-            if _is_nested(value):
+            if not isinstance(value, Tensor) and type(value) is not NonTensorData:
                 value = value.unflatten_keys(separator)
-            parts = tuple(key.split(separator)) if separator in key else (key,)
-            if any(not p for p in parts):
+            if separator not in key:
+                if key in tree:
+                    raise ValueError(
+                        f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
+                    )
+                tree[key] = value
+                continue
+            parts = key.split(separator)
+            if "" in parts:
                 raise ValueError(
                     f"TensorDict.unflatten_keys: key {key!r} splits into an empty part "
                     f"on separator {separator!r}"
                 )
-            node: Any = out
-            for i, part in enumerate(parts[:-1]):
-                child = node._tensordict.get(part)
-                if child is None:
-                    child = node._tensordict[part] = out._shell()
-                elif not _is_nested(child):
+            node = tree
+            for part in parts[:-1]:
+                child = node.setdefault(part, {})
+                if type(child) is not dict:
                     raise ValueError(
-                        f"TensorDict.unflatten_keys: key {key!r} needs "
-                        f"{join_path(parts[: i + 1])!r} to be nested, but it holds a leaf"
+                        f"TensorDict.unflatten_keys: key {key!r} needs {part!r} to be "
+                        "nested, but it holds a leaf"
                     )
                 node = child
-            if parts[-1] in node._tensordict:
+            if parts[-1] in node:
                 raise ValueError(
                     f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
                 )
-            node._tensordict[parts[-1]] = value
+            node[parts[-1]] = value
+        out = self._from_tree(tree)
         if inplace:
             self._replace_entries(out, "TensorDict.unflatten_keys")
             return self  # type: ignore[return-value]
         return out
+
+    def _from_tree(self, tree: dict[str, Any]) -> TensorDict:
+        """Plain nested dicts (of checked entries) as TensorDicts of this batch size."""
+        entries = {
+            key: self._from_tree(value) if type(value) is dict else value
+            for key, value in tree.items()
+        }
+        return self._new_unsafe(entries, self._batch_size, self._device, self._names)
 
     def empty(self, recurse: bool = False) -> TensorDict:
         """A TensorDict with the same batch size and device and no entries.

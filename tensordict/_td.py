@@ -79,39 +79,51 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         **kwargs: Any,
     ) -> None:
         bs = as_batch_size(batch_size, "TensorDict")
-        dev = as_device(device)
+        dev = None if device is None else as_device(device)
         self._batch_size = bs
         self._device = dev
         self._names = None
         self._is_locked = False
-        store: dict[str, Any] = {}
-        self._tensordict = store
-        if source is not None and not _is_mapping(source):
-            raise TypeError(
-                f"TensorDict: source must be a mapping (dict or TensorDict), got "
-                f"{type(source).__name__}"
-            )
+        self._tensordict = {}
         if source is not None:
-            n = len(bs)
-            for key, value in source.items():
-                # Fast path: a plain string key and a tensor that needs no move.
-                if (
-                    type(key) is str
-                    and key
-                    and isinstance(value, Tensor)
-                    and (dev is None or value.device == dev)
-                ):
-                    if n and value.shape[:n] != bs:
-                        raise leaf_shape_error("TensorDict", key, value.shape, bs)
-                    store[key] = value
-                else:
-                    self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
+            if type(source) is not dict and not _is_mapping(source):
+                raise TypeError(
+                    f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                    f"{type(source).__name__}"
+                )
+            self._fill(source)
         for key, value in kwargs.items():
             self._set_path((key,), value, "TensorDict")
         if names is not None:
             self.names = names
         if lock:
             self.lock_()
+
+    def _fill(self, source: Mapping[Any, Any] | TensorDict) -> None:
+        """Store the entries of ``source``; plain dicts nest without re-normalising anything."""
+        bs, dev, store = self._batch_size, self._device, self._tensordict
+        n = len(bs)
+        for key, value in source.items():
+            if type(key) is not str or not key:
+                self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
+            elif isinstance(value, Tensor) and (dev is None or value.device == dev):
+                # the hot path: check the leading dims and store
+                if n == 1:
+                    try:
+                        bad = value.shape[0] != bs[0]
+                    except IndexError:  # a 0-dim tensor
+                        bad = True
+                    if bad:
+                        raise leaf_shape_error("TensorDict", key, value.shape, bs)
+                elif n and value.shape[:n] != bs:
+                    raise leaf_shape_error("TensorDict", key, value.shape, bs)
+                store[key] = value
+            elif type(value) is dict:
+                child = self._new_unsafe({}, bs, dev, self._names)
+                child._fill(value)
+                store[key] = child
+            else:
+                self._set_str(key, value, "TensorDict")
 
     @classmethod
     def _new_unsafe(
@@ -428,13 +440,24 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                 value = self._tensordict[key]
             except KeyError:
                 raise missing_key_error("TensorDict[]", key, self._tensordict) from None
-        elif type(key) is tuple and key and type(key[0]) is str:
-            value = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
+            if type(value) is NonTensorData:
+                return value.data
+            return value
+        return self._getitem_slow(key)
+
+    def _getitem_slow(self, key: Any) -> Any:
+        if type(key) is tuple and key and type(key[0]) is str:
+            node: Any = self
+            try:
+                for part in key:
+                    node = node._tensordict[part]
+            except (KeyError, TypeError, AttributeError):
+                node = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
         else:
             return self._index(key)
-        if type(value) is NonTensorData:
-            return value.data
-        return value
+        if type(node) is NonTensorData:
+            return node.data
+        return node
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """The shape of the entry at ``key`` (the batch size for nested and non-tensor ones)."""
@@ -465,16 +488,31 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if type(key) is str and key and isinstance(value, Tensor) and not self._is_locked:
-            device = self._device
+        node: Any = self
+        if type(key) is tuple and key and type(key[0]) is str:
+            # walk to the parent of a nested key, creating levels on the way
+            try:
+                for part in key[:-1]:
+                    node = node._tensordict[part]
+                key = key[-1]
+                node._tensordict  # noqa: B018  (a leaf on the way is handled below)
+            except (KeyError, TypeError, AttributeError):
+                self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+                return
+        if type(key) is str and key and isinstance(value, Tensor) and not node._is_locked:
+            device = node._device
             if device is not None and value.device != device:
                 value = value.to(device)
-            bs = self._batch_size
-            if bs and value.shape[: len(bs)] != bs:
+            bs = node._batch_size
+            n = len(bs)
+            if n == 1:
+                if not value.ndim or value.shape[0] != bs[0]:
+                    raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
+            elif n and value.shape[:n] != bs:
                 raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
-            self._tensordict[key] = value
-        elif type(key) is str or (type(key) is tuple and key and type(key[0]) is str):
-            self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+            node._tensordict[key] = value
+        elif type(key) is str or type(key) is tuple:
+            node._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
         else:
             self._set_at_index(key, value)
 

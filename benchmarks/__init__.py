@@ -1,0 +1,1 @@
+"""Benchmarks: each case times the library and a plain-torch baseline in one process."""

@@ -1,0 +1,33 @@
+"""``python -m benchmarks [--only NAME] [--rounds N]``: run the cases, print a Markdown table."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from benchmarks import _cases_container
+from benchmarks._harness import Case, measure, table
+
+ALL: list[Case] = [*_cases_container.CASES]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--only", help="run the cases whose name contains this text")
+    parser.add_argument("--rounds", type=int, default=21)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cases = [c for c in ALL if args.only is None or args.only in c.name]
+    if not cases:
+        raise SystemExit(f"no benchmark case matches {args.only!r}")
+    results = []
+    for case in cases:
+        results.append(measure(case, rounds=args.rounds))
+        print(f"{case.name}: {results[-1].ratio:.2f}x", flush=True)
+    print()
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
