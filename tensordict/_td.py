@@ -489,8 +489,11 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
 
     def __setitem__(self, key: Any, value: Any) -> None:
         node: Any = self
-        if type(key) is tuple and key and type(key[0]) is str:
-            # walk to the parent of a nested key, creating levels on the way
+        if type(key) is not str:
+            if type(key) is not tuple or not key or type(key[0]) is not str:
+                self._set_at_index(key, value)
+                return
+            # walk to the parent of a nested key; missing levels take the slow path
             try:
                 for part in key[:-1]:
                     node = node._tensordict[part]
@@ -506,15 +509,17 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             bs = node._batch_size
             n = len(bs)
             if n == 1:
-                if not value.ndim or value.shape[0] != bs[0]:
+                try:
+                    bad = value.shape[0] != bs[0]
+                except IndexError:  # a 0-dim tensor
+                    bad = True
+                if bad:
                     raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
             elif n and value.shape[:n] != bs:
                 raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
             node._tensordict[key] = value
-        elif type(key) is str or type(key) is tuple:
-            node._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
         else:
-            self._set_at_index(key, value)
+            node._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
 
     def set_(self, key: NestedKey, value: Any) -> TensorDict:
         """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.

@@ -1,0 +1,190 @@
+"""Reading and writing entries: get/set/set_/del/pop/setdefault/update, keys views, locking."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+
+
+@pytest.fixture
+def td() -> TensorDict:
+    return TensorDict(
+        {"a": torch.zeros(3, 2), "nested": {"b": torch.ones(3), "deep": {"c": torch.ones(3, 1)}}},
+        [3],
+    )
+
+
+def test_get_and_getitem(td: TensorDict) -> None:
+    assert td.get("a") is td["a"]
+    assert td["nested", "b"] is td.get(("nested", "b"))
+    assert td["nested", ("deep", ("c",))] is td["nested"]["deep"]["c"]
+    assert td.get("missing", None) is None
+    assert td.get(("nested", "missing"), 7) == 7
+
+
+def test_missing_key_errors_suggest(td: TensorDict) -> None:
+    with pytest.raises(KeyError, match=r"TensorDict\[\]: key 'aa' not found; did you mean 'a'"):
+        td["aa"]
+    with pytest.raises(
+        KeyError, match=r"TensorDict.get: key \('nested', 'bb'\) not found; did you mean 'b'"
+    ):
+        td.get(("nested", "bb"))
+    with pytest.raises(KeyError, match=r"'a' holds a Tensor, not a nested TensorDict"):
+        td.get(("a", "x"))
+    with pytest.raises(KeyError, match="keys at that level: 'a', 'nested'"):
+        td["zzzzzz"]
+
+
+def test_nested_set_creates_levels(td: TensorDict) -> None:
+    td["x", "y", "z"] = torch.zeros(3, 4)
+    assert td["x"].batch_size == torch.Size([3])
+    assert ("x", "y", "z") in td.keys(include_nested=True)
+    td.set(("nested", "deep", "e"), torch.ones(3))
+    assert torch.equal(td["nested", "deep", "e"], torch.ones(3))
+    with pytest.raises(ValueError, match=r"TensorDict\[\]=: shape \(2,\) of key 'w'"):
+        td["x", "w"] = torch.zeros(2)
+
+
+def test_seed_nested_keys() -> None:
+    data = TensorDict({"key 1": torch.ones(3, 4, 5)}, batch_size=[3, 4])
+    data["nested", "key"] = torch.zeros(3, 4)
+    data["nested", ("supernested", ("key",))] = torch.zeros(3, 4)
+    assert (data["nested", "supernested", "key"] == 0).all()
+    assert (("nested",), "supernested", (("key",),)) in data.keys(include_nested=True)
+    assert ("nested", "supernested", "key") in data
+    assert ("nested", "nope") not in data
+    assert ("nested", "key") not in data.keys()
+
+
+def test_set_inplace_and_set_(td: TensorDict) -> None:
+    leaf = td["a"]
+    td.set("a", torch.ones(3, 2), inplace=True)
+    assert td["a"] is leaf and torch.equal(leaf, torch.ones(3, 2))
+    td.set_(("nested", "b"), torch.full((3,), 5.0))
+    assert torch.equal(td["nested", "b"], torch.full((3,), 5.0))
+    with pytest.raises(
+        ValueError,
+        match=r"TensorDict.set_: shape \(3, 3\) does not match the shape \(3, 2\) of key 'a'",
+    ):
+        td.set_("a", torch.ones(3, 3))
+    with pytest.raises(
+        TypeError, match=r"dtype torch.int64 does not match the dtype torch.float32 of key 'a'"
+    ):
+        td.set_("a", torch.ones(3, 2, dtype=torch.long))
+    with pytest.raises(KeyError, match="TensorDict.set_: key 'nope' not found"):
+        td.set_("nope", torch.ones(3))
+
+
+def test_del_pop_setdefault(td: TensorDict) -> None:
+    del td["nested", "b"]
+    assert ("nested", "b") not in td
+    with pytest.raises(KeyError, match="TensorDict.del_: key"):
+        del td["nested", "b"]
+    leaf = td.pop("a")
+    assert leaf.shape == (3, 2) and "a" not in td
+    assert td.pop("a", "gone") == "gone"
+    with pytest.raises(KeyError, match="TensorDict.pop"):
+        td.pop("a")
+    new = td.setdefault("s", torch.ones(3))
+    assert td.setdefault("s", torch.zeros(3)) is new
+
+
+def test_update(td: TensorDict) -> None:
+    leaf = td["a"]
+    td.update({"a": torch.full((3, 2), 2.0), "nested": {"new": torch.zeros(3)}})
+    assert td["a"] is not leaf
+    assert ("nested", "deep", "c") in td and ("nested", "new") in td
+    b = td["nested", "b"]
+    td.update(TensorDict({"nested": {"b": torch.full((3,), 9.0)}}, [3]), inplace=True)
+    assert td["nested", "b"] is b and (b == 9).all()
+    td.update_({"a": torch.zeros(3, 2)})
+    assert (td["a"] == 0).all()
+
+
+def test_keys_values_items(td: TensorDict) -> None:
+    assert list(td.keys()) == ["a", "nested"]
+    assert list(td.keys(include_nested=True)) == [
+        "a",
+        "nested",
+        ("nested", "b"),
+        ("nested", "deep"),
+        ("nested", "deep", "c"),
+    ]
+    assert list(td.keys(True, True)) == ["a", ("nested", "b"), ("nested", "deep", "c")]
+    assert len(td.keys(True, True)) == 3
+    assert [v.shape for v in td.values(True, True)] == [(3, 2), (3,), (3, 1)]
+    assert dict(td.items(True, True))["nested", "b"] is td["nested", "b"]
+    only_td = list(td.keys(True, True, is_leaf=lambda cls: issubclass(cls, TensorDict)))
+    assert only_td == ["nested", ("nested", "deep")]
+    assert "a" in td.keys() and 3 not in td.keys()  # type: ignore[operator]
+
+
+def test_len_iter_bool() -> None:
+    td = TensorDict({"a": torch.arange(3)}, [3])
+    assert len(td) == 3
+    assert [int(x["a"]) for x in td] == [0, 1, 2]
+    assert len(TensorDict({}, [])) == 0
+    with pytest.raises(TypeError, match="iteration over a TensorDict with batch_size"):
+        iter(TensorDict({}, []))
+    with pytest.raises(RuntimeError, match="truth value of a TensorDict is ambiguous"):
+        bool(td)
+
+
+def test_lock(td: TensorDict) -> None:
+    td.lock_()
+    assert td.is_locked and td["nested"].is_locked
+    leaf = td["a"]
+    td["a"] = torch.ones(3, 2)  # in place while locked
+    assert td["a"] is leaf and (leaf == 1).all()
+    td.set_(("nested", "b"), torch.zeros(3))
+    with pytest.raises(
+        RuntimeError,
+        match=r"TensorDict\[\]=: cannot add, remove or replace key 'new': the TensorDict is locked",
+    ):
+        td["new"] = torch.zeros(3)
+    with pytest.raises(RuntimeError, match="is locked"):
+        td["nested", "new"] = torch.zeros(3)
+    with pytest.raises(
+        RuntimeError, match="TensorDict.del_: cannot add, remove or replace key 'a'"
+    ):
+        del td["a"]
+    with pytest.raises(RuntimeError, match="locked"):
+        td.exclude("a", inplace=True)
+    td.unlock_()
+    td["new"] = torch.zeros(3)
+    assert not td["nested"].is_locked
+
+
+def test_get_item_shape(td: TensorDict) -> None:
+    assert td.get_item_shape("a") == torch.Size([3, 2])
+    assert td.get_item_shape("nested") == torch.Size([3])
+    td["s"] = "x"
+    assert td.get_item_shape("s") == torch.Size([3])
+
+
+def test_basic_indexing_reaches_all_leaves(td: TensorDict) -> None:
+    td["s"] = "text"
+    sub = td[1]
+    assert sub.batch_size == torch.Size([])
+    assert torch.equal(sub["nested", "deep", "c"], td["nested", "deep", "c"][1])
+    assert sub["s"] == "text"
+    assert td[-1]["a"].shape == (2,)
+    assert td[:2].batch_size == torch.Size([2])
+    with pytest.raises(
+        IndexError, match=r"index 3 is out of bounds for dim 0 of batch_size \(3,\)"
+    ):
+        td[3]
+    with pytest.raises(IndexError, match=r"index 0 is not valid for batch_size \(\)"):
+        TensorDict({}, [])[0]
+
+
+def test_seed_ellipsis_indexing() -> None:
+    data = TensorDict(
+        {"key 1": torch.ones(3, 4, 5), "key 2": torch.zeros(3, 4, 5, dtype=torch.bool)},
+        batch_size=[3, 4],
+    )
+    sub = data[..., :2]
+    assert sub.shape == torch.Size([3, 2])
+    assert sub["key 1"].shape == torch.Size([3, 2, 5])

@@ -1,0 +1,65 @@
+"""The house rules that code can check: import direction and where torch internals are used."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_tensordict_never_imports_tdnn() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tensordict").rglob("*.py")
+        if any(name == "tdnn" or name.startswith("tdnn.") for name in _imports(p))
+    ]
+    assert offenders == []
+
+
+def test_tdnn_uses_only_public_tensordict_names() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tdnn").rglob("*.py")
+        if any(name.startswith("tensordict._") for name in _imports(p))
+    ]
+    assert offenders == []
+
+
+def test_torch_private_apis_live_in_one_file() -> None:
+    users = []
+    for p in (ROOT / "tensordict").rglob("*.py"):
+        text = p.read_text()
+        if "torch._" in text.replace("torch._C._", "") or "torch._C" in text:
+            users.append(p.name)
+    assert users == ["_torch_compat.py"]
+
+
+def test_every_module_opens_with_a_docstring() -> None:
+    missing = [
+        str(p.relative_to(ROOT))
+        for package in ("tensordict", "tdnn")
+        for p in (ROOT / package).rglob("*.py")
+        if ast.get_docstring(ast.parse(p.read_text())) is None
+    ]
+    assert missing == []
+
+
+def test_init_modules_only_re_export() -> None:
+    for package in ("tensordict", "tdnn"):
+        tree = ast.parse((ROOT / package / "__init__.py").read_text())
+        for node in tree.body:
+            assert isinstance(
+                node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Expr)
+            ), f"{package}/__init__.py holds a {type(node).__name__}"
