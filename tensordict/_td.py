@@ -435,17 +435,19 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         return default if value is None else value
 
     def __getitem__(self, key: Any) -> Any:
-        if type(key) is str:
-            try:
-                value = self._tensordict[key]
-            except KeyError:
-                raise missing_key_error("TensorDict[]", key, self._tensordict) from None
-            if type(value) is NonTensorData:
-                return value.data
-            return value
-        return self._getitem_slow(key)
+        if key.__class__ is tuple:
+            return self._getitem_slow(key)
+        try:
+            value = self._tensordict[key]
+        except (KeyError, TypeError):  # a nested key, an index, or a missing key
+            return self._getitem_slow(key)
+        if value.__class__ is NonTensorData:
+            return value.data
+        return value
 
     def _getitem_slow(self, key: Any) -> Any:
+        if type(key) is str:
+            raise missing_key_error("TensorDict[]", key, self._tensordict)
         if type(key) is tuple and key and type(key[0]) is str:
             node: Any = self
             try:
