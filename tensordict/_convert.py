@@ -14,7 +14,6 @@ from tensordict._apply import rebuild, tensor_leaves
 from tensordict._batch import as_device
 from tensordict._nontensor import NonTensorData
 from tensordict._protocol import CollectionProtocol
-from tensordict._torch_compat import cast_together
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -201,21 +200,24 @@ class ConvertOps(CollectionProtocol):
 def _cast(td: CollectionProtocol, dtype: torch.dtype) -> TensorDict:
     """Every leaf cast to ``dtype``; leaves already of that dtype are kept as they are.
 
-    Dense leaves on one device are cast with a single copy into one buffer (the results
-    are views of it), which beats one cast per leaf; otherwise each leaf is cast alone.
+    Leaves of one shape and device are cast together: stacked, cast once and unbound,
+    so each result is a view of one fresh buffer per group. Three calls into torch per
+    group beat one cast per leaf; a leaf alone in its group is cast by itself.
     """
     leaves = tensor_leaves(td, [])
-    todo = [i for i, x in enumerate(leaves) if x.dtype != dtype]
-    if len(todo) > 1:
-        try:
-            cast = cast_together([leaves[i] for i in todo], dtype)
-        except RuntimeError:  # leaves on several devices, or sparse ones: cast one by one
-            pass
-        else:
-            for i, x in zip(todo, cast, strict=True):
-                leaves[i] = x
-            return rebuild(td, iter(leaves))
-    return rebuild(td, iter(x.to(dtype) for x in leaves))
+    groups: dict[tuple[torch.Size, torch.device, torch.layout], list[int]] = {}
+    for i, x in enumerate(leaves):
+        if x.dtype != dtype:
+            groups.setdefault((x.shape, x.device, x.layout), []).append(i)
+    for (_, _, layout), members in groups.items():
+        if len(members) == 1 or layout != torch.strided:
+            for i in members:
+                leaves[i] = leaves[i].to(dtype)
+            continue
+        cast = torch.stack([leaves[i] for i in members]).to(dtype).unbind(0)
+        for i, x in zip(members, cast, strict=True):
+            leaves[i] = x
+    return rebuild(td, iter(leaves))
 
 
 def _identity(x: Tensor) -> Tensor:

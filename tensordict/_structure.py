@@ -147,16 +147,18 @@ class StructureOps(CollectionProtocol):
         >>> list(td.keys(include_nested=True))
         ['a', ('a', 'b'), ('a', 'c')]
         """
-        tree: dict[str, Any] = {}
+        bs, device, names = self._batch_size, self._device, self._names
+        new = self._new_unsafe
+        root: dict[str, Any] = {}
         for key, value in self._tensordict.items():
-            if not isinstance(value, Tensor) and type(value) is not NonTensorData:
-                value = value.unflatten_keys(separator)
+            if type(value) is not Tensor and _is_nested(value):
+                value = value.unflatten_keys(separator)  # a new TensorDict: safe to merge into
             if separator not in key:
-                if key in tree:
+                if key in root:
                     raise ValueError(
                         f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
                     )
-                tree[key] = value
+                root[key] = value
                 continue
             parts = key.split(separator)
             if "" in parts:
@@ -164,33 +166,28 @@ class StructureOps(CollectionProtocol):
                     f"TensorDict.unflatten_keys: key {key!r} splits into an empty part "
                     f"on separator {separator!r}"
                 )
-            node = tree
+            node = root
             for part in parts[:-1]:
-                child = node.setdefault(part, {})
-                if type(child) is not dict:
+                try:
+                    node = node[part]._tensordict
+                except KeyError:
+                    child = node[part] = new({}, bs, device, names)
+                    node = child._tensordict
+                except AttributeError:  # a tensor or non-tensor leaf holds that name
                     raise ValueError(
                         f"TensorDict.unflatten_keys: key {key!r} needs {part!r} to be "
                         "nested, but it holds a leaf"
-                    )
-                node = child
+                    ) from None
             if parts[-1] in node:
                 raise ValueError(
                     f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
                 )
             node[parts[-1]] = value
-        out = self._from_tree(tree)
+        out = new(root, bs, device, names)
         if inplace:
             self._replace_entries(out, "TensorDict.unflatten_keys")
             return self  # type: ignore[return-value]
         return out
-
-    def _from_tree(self, tree: dict[str, Any]) -> TensorDict:
-        """Plain nested dicts (of checked entries) as TensorDicts of this batch size."""
-        entries = {
-            key: self._from_tree(value) if type(value) is dict else value
-            for key, value in tree.items()
-        }
-        return self._new_unsafe(entries, self._batch_size, self._device, self._names)
 
     def empty(self, recurse: bool = False) -> TensorDict:
         """A TensorDict with the same batch size and device and no entries.
