@@ -19,6 +19,10 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
         return _EMPTY
     if type(batch_size) is torch.Size:
         size = batch_size
+    elif type(batch_size) is list and len(batch_size) == 1 and type(batch_size[0]) is int:
+        if batch_size[0] >= 0:  # the common [N]: nothing more to check
+            return torch.Size(batch_size)
+        size = torch.Size(batch_size)
     elif type(batch_size) is list or type(batch_size) is tuple:
         try:
             size = torch.Size(batch_size)

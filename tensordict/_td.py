@@ -78,7 +78,10 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         lock: bool = False,
         **kwargs: Any,
     ) -> None:
-        bs = as_batch_size(batch_size, "TensorDict")
+        if type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
+            bs = batch_size
+        else:
+            bs = as_batch_size(batch_size, "TensorDict")
         dev = None if device is None else as_device(device)
         self._batch_size = bs
         self._device = dev
@@ -103,27 +106,36 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         """Store the entries of ``source``; plain dicts nest without re-normalising anything."""
         bs, dev, store = self._batch_size, self._device, self._tensordict
         n = len(bs)
-        for key, value in source.items():
-            if type(key) is not str or not key:
-                self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
-            elif isinstance(value, Tensor) and (dev is None or value.device == dev):
-                # the hot path: check the leading dims and store
-                if n == 1:
+        if n == 1 and dev is None:
+            # The hot path: plain tensors under plain keys, checked on their first dim.
+            b0 = bs[0]
+            for key, value in source.items():
+                if type(value) is Tensor and type(key) is str and key:
                     try:
-                        bad = value.shape[0] != bs[0]
-                    except IndexError:  # a 0-dim tensor
-                        bad = True
-                    if bad:
-                        raise leaf_shape_error("TensorDict", key, value.shape, bs)
-                elif n and value.shape[:n] != bs:
-                    raise leaf_shape_error("TensorDict", key, value.shape, bs)
-                store[key] = value
-            elif type(value) is dict:
-                child = self._new_unsafe({}, bs, dev, self._names)
-                child._fill(value)
-                store[key] = child
-            else:
-                self._set_str(key, value, "TensorDict")
+                        if value.shape[0] == b0:
+                            store[key] = value
+                            continue
+                    except IndexError:  # a 0-dim tensor: reported below
+                        pass
+                self._fill_one(key, value)
+        else:
+            for key, value in source.items():
+                self._fill_one(key, value)
+
+    def _fill_one(self, key: Any, value: Any) -> None:
+        bs, dev = self._batch_size, self._device
+        if type(key) is not str or not key:
+            self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
+        elif isinstance(value, Tensor) and (dev is None or value.device == dev):
+            if not starts_with(value.shape, bs):
+                raise leaf_shape_error("TensorDict", key, value.shape, bs)
+            self._tensordict[key] = value
+        elif type(value) is dict:
+            child = self._new_unsafe({}, bs, dev, self._names)
+            child._fill(value)
+            self._tensordict[key] = child
+        else:
+            self._set_str(key, value, "TensorDict")
 
     @classmethod
     def _new_unsafe(
