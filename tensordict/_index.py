@@ -45,6 +45,17 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) -> torch.Size:
+    """The batch size after indexing, as torch computes it for a tensor of shape ``bs``."""
+    try:
+        return torch.zeros(()).expand(bs)[idx].shape
+    except (IndexError, TypeError, RuntimeError, ValueError) as err:
+        kind = TypeError if isinstance(err, TypeError) else IndexError
+        raise kind(
+            f"{call}: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
+        ) from None
+
+
 class IndexOps(CollectionProtocol):
     """``td[idx]`` for every index a tensor of shape ``batch_size`` accepts, and writes."""
 
@@ -61,14 +72,7 @@ class IndexOps(CollectionProtocol):
                 )
             return self._index_with(index, bs[1:])
         idx = _normalise(index, len(bs))
-        try:
-            new_bs = torch.zeros(()).expand(bs)[idx].shape
-        except (IndexError, TypeError, RuntimeError, ValueError) as err:
-            kind = TypeError if isinstance(err, TypeError) else IndexError
-            raise kind(
-                f"TensorDict[]: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
-            ) from None
-        return self._index_with(idx, new_bs)
+        return self._index_with(idx, _indexed_shape("TensorDict[]", index, idx, bs))
 
     def _index_with(self, idx: Any, new_bs: torch.Size) -> TensorDict:
         ndim = len(self._batch_size)
@@ -89,14 +93,7 @@ class IndexOps(CollectionProtocol):
     def _set_at_index(self, index: Any, value: Any) -> None:
         bs = self._batch_size
         idx = _normalise(index, len(bs))
-        try:
-            sub_bs = torch.zeros(()).expand(bs)[idx].shape
-        except (IndexError, TypeError, RuntimeError, ValueError) as err:
-            kind = TypeError if isinstance(err, TypeError) else IndexError
-            raise kind(
-                f"TensorDict[]=: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
-            ) from None
-        self._write_at(idx, sub_bs, value, ())
+        self._write_at(idx, _indexed_shape("TensorDict[]=", index, idx, bs), value, ())
 
     def _write_at(self, idx: Any, sub_bs: torch.Size, value: Any, prefix: tuple[str, ...]) -> None:
         ndim = len(self._batch_size)

@@ -188,3 +188,10 @@ def test_seed_ellipsis_indexing() -> None:
     sub = data[..., :2]
     assert sub.shape == torch.Size([3, 2])
     assert sub["key 1"].shape == torch.Size([3, 2, 5])
+
+
+def test_getitems_for_dataloader() -> None:
+    td = TensorDict({"x": torch.arange(10)}, [10])
+    batch = td.__getitems__([3, 1, 4])
+    assert batch.batch_size == torch.Size([3])
+    assert torch.equal(batch["x"], torch.tensor([3, 1, 4]))

@@ -185,3 +185,12 @@ def test_all_any(example: TensorDict) -> None:
     assert (td != 0).all() == all(bool((x != 0).all()) for x in leaves(td).values())
     assert td.bool().all() == expected_all
     assert_same(td == td, td.apply(lambda x: x == x))
+
+
+def test_invert_and_bitwise_on_bool_leaves() -> None:
+    m = torch.tensor([True, False, True])
+    td = TensorDict({"m": m, "n": {"k": ~m}}, [3])
+    assert torch.equal((~td)["m"], ~m)
+    assert torch.equal((td & td)["n", "k"], ~m)
+    assert torch.equal((td | ~td)["m"], torch.ones(3, dtype=torch.bool))
+    assert torch.equal((td ^ td)["m"], torch.zeros(3, dtype=torch.bool))
