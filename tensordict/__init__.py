@@ -2,6 +2,7 @@
 
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._nontensor import NonTensorData
+from tensordict._shape import pad
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._td import TensorDict, is_tensor_collection
 
@@ -14,6 +15,7 @@ __all__ = [
     "NonTensorData",
     "TensorDict",
     "is_tensor_collection",
+    "pad",
     "unravel_key",
     "unravel_key_list",
 ]

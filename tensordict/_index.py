@@ -31,7 +31,10 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
     out: list[Any] = []
     for item in items:
         if isinstance(item, (list, range, np.ndarray)):
-            item = torch.as_tensor(item if not isinstance(item, range) else list(item))
+            if len(item) == 0:
+                item = torch.zeros(0, dtype=torch.long)
+            else:
+                item = torch.as_tensor(list(item) if isinstance(item, range) else item)
         elif isinstance(item, (np.integer, np.bool_)):
             item = item.item()
         out.append(item)
@@ -63,18 +66,42 @@ class IndexOps(CollectionProtocol):
 
     def _index(self, index: Any) -> TensorDict:
         bs = self._batch_size
-        if type(index) is int and bs:
-            size = bs[0]
-            if not -size <= index < size:
-                raise IndexError(
-                    f"TensorDict[]: index {index} is out of bounds for dim 0 of "
-                    f"batch_size {tuple(bs)}"
-                )
-            return self._index_with(index, bs[1:])
+        if bs:
+            cls = type(index)
+            if cls is int:
+                size = bs[0]
+                if not -size <= index < size:
+                    raise IndexError(
+                        f"TensorDict[]: index {index} is out of bounds for dim 0 of "
+                        f"batch_size {tuple(bs)}"
+                    )
+                names = None if self._names is None else self._names[1:]
+                return self._index_with(index, bs[1:], names)
+            if cls is slice and (index.step is None or index.step > 0):
+                rows = len(range(*index.indices(bs[0])))
+                names = None if self._names is None else list(self._names)
+                return self._index_with(index, torch.Size([rows, *bs[1:]]), names)
+            if cls is Tensor and index.ndim == 1 and index.dtype == torch.long:
+                try:  # the fast path: one index_select per leaf
+                    return self._select_rows(index, torch.Size([len(index), *bs[1:]]))
+                except (IndexError, RuntimeError):
+                    pass  # negative or out-of-range rows: the general path explains
         idx = _normalise(index, len(bs))
-        return self._index_with(idx, _indexed_shape("TensorDict[]", index, idx, bs))
+        return self._index_with(idx, _indexed_shape("TensorDict[]", index, idx, bs), None)
 
-    def _index_with(self, idx: Any, new_bs: torch.Size) -> TensorDict:
+    def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> TensorDict:
+        ndim = len(self._batch_size)
+        entries: dict[str, Any] = {}
+        for key, value in self._tensordict.items():
+            if isinstance(value, Tensor):
+                entries[key] = value.index_select(0, rows)
+            elif type(value) is NonTensorData:
+                entries[key] = value._with(new_bs, value.device)
+            else:
+                entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
+        return self._new_unsafe(entries, new_bs, self._device, self._names)
+
+    def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> TensorDict:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
         for key, value in self._tensordict.items():
@@ -83,8 +110,8 @@ class IndexOps(CollectionProtocol):
             elif type(value) is NonTensorData:
                 entries[key] = value._with(new_bs, value.device)
             else:
-                entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:])
-        return self._new_unsafe(entries, new_bs, self._device, None)
+                entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
+        return self._new_unsafe(entries, new_bs, self._device, names)
 
     def __getitems__(self, indices: list[int]) -> TensorDict:
         """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""

@@ -24,6 +24,7 @@ from tensordict._nontensor import NonTensorData
 from tensordict._pointwise import PointwiseOps
 from tensordict._reduce import ReduceOps
 from tensordict._repr import td_repr
+from tensordict._shape import ShapeOps
 from tensordict._state import StateOps
 from tensordict._structure import StructureOps
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
@@ -52,7 +53,7 @@ def _is_mapping(value: object) -> bool:
     return isinstance(value, (Mapping, TensorDict))
 
 
-class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, IndexOps):
+class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, IndexOps, ShapeOps):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
     Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size

@@ -1,0 +1,462 @@
+"""Shape operations over the batch dimensions: every leaf keeps its trailing feature dims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensorData
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+Names = list[str | None] | None
+
+
+def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
+    """``f(1, 0)`` and ``f((1, 0))`` both mean dims (1, 0)."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list, torch.Size)):
+        dims = tuple(dims[0])
+    for d in dims:
+        if not isinstance(d, int):
+            raise TypeError(f"{call}: dims must be ints, got {dims!r}")
+    return dims
+
+
+def _norm(call: str, dim: int, ndim: int) -> int:
+    if not -ndim <= dim < ndim:
+        raise IndexError(
+            f"{call}: dim {dim} is out of range for a batch of {ndim} dims "
+            f"(expected one of [{-ndim}, {ndim - 1}])"
+        )
+    return dim % ndim
+
+
+def _dummy(bs: torch.Size) -> Tensor:
+    """A zero-strided tensor of shape ``bs``: torch's shape rules, no memory."""
+    return torch.zeros(()).expand(bs)
+
+
+def _shape_via(call: str, bs: torch.Size, fn: Callable[[Tensor], Any]) -> Any:
+    """Apply ``fn`` to a dummy of the batch shape, re-raising torch's error with context."""
+    try:
+        return fn(_dummy(bs))
+    except (RuntimeError, IndexError, ValueError, TypeError) as err:
+        raise type(err)(f"{call}: not valid for batch_size {tuple(bs)}: {err}") from None
+
+
+def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
+    """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
+    return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
+
+
+class ShapeOps(CollectionProtocol):
+    """reshape, view, permute, expand, split, ... acting on the batch dimensions only."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def ndim(self) -> int: ...
+        @property
+        def names(self) -> list[str | None]: ...
+
+    # ----------------------------------------------------------------- engine
+    def _remap(self, fn: Callable[[Any], Any], new_bs: torch.Size, names: Names) -> TensorDict:
+        """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch."""
+        entries: dict[str, Any] = {}
+        for key, value in self._tensordict.items():
+            if type(value) is NonTensorData:
+                entries[key] = value._with(new_bs, value.device)
+            else:
+                entries[key] = fn(value)
+        return self._new_unsafe(entries, new_bs, self._device, names)
+
+    def _remap_many(
+        self, fn: Callable[[Any], Sequence[Any]], new_bss: Sequence[torch.Size], names: Names
+    ) -> tuple[TensorDict, ...]:
+        """Like :meth:`_remap` for ops with several outputs (split, chunk, unbind)."""
+        parts: list[dict[str, Any]] = [{} for _ in new_bss]
+        for key, value in self._tensordict.items():
+            if type(value) is NonTensorData:
+                for part, bs in zip(parts, new_bss, strict=True):
+                    part[key] = value._with(bs, value.device)
+            else:
+                for part, piece in zip(parts, fn(value), strict=True):
+                    part[key] = piece
+        return tuple(
+            self._new_unsafe(part, bs, self._device, None if names is None else list(names))
+            for part, bs in zip(parts, new_bss, strict=True)
+        )
+
+    def _names_kept(self) -> Names:
+        return None if self._names is None else list(self._names)
+
+    # ------------------------------------------------------------- reshaping
+    def reshape(self, *shape: Any) -> TensorDict:
+        """Reshape the batch dims (``-1`` infers one size); trailing dims are kept.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3, 4, 5)}, [3, 4])
+        >>> td.reshape(-1)["a"].shape
+        torch.Size([12, 5])
+        """
+        dims = _dims_arg("TensorDict.reshape", shape)
+        bs = self._batch_size
+        new_bs = _shape_via("TensorDict.reshape", bs, lambda d: d.reshape(dims).shape)
+        if new_bs == bs:
+            return self._remap(lambda x: x, bs, self._names_kept())
+        n = len(bs)
+        return self._remap(lambda x: x.reshape(*new_bs, *x.shape[n:]), new_bs, None)
+
+    def view(self, *shape: Any) -> TensorDict:
+        """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
+        dims = _dims_arg("TensorDict.view", shape)
+        bs = self._batch_size
+        new_bs = _shape_via("TensorDict.view", bs, lambda d: d.reshape(dims).shape)
+        if new_bs == bs:
+            return self._remap(lambda x: x, bs, self._names_kept())
+        n = len(bs)
+        return self._remap(lambda x: x.view(*new_bs, *x.shape[n:]), new_bs, None)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorDict:
+        """Merge batch dims ``start_dim..end_dim`` into one."""
+        n = len(self._batch_size)
+        if n == 0:
+            return self.unsqueeze(0)
+        s = _norm("TensorDict.flatten", start_dim, n)
+        e = _norm("TensorDict.flatten", end_dim, n)
+        if s > e:
+            raise ValueError(
+                f"TensorDict.flatten: start_dim {start_dim} comes after end_dim {end_dim}"
+            )
+        bs = self._batch_size
+        new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
+        names = None
+        if self._names is not None:
+            names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
+        return self._remap(lambda x: x.flatten(s, e), new_bs, names)
+
+    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> TensorDict:
+        """Split batch dim ``dim`` into ``unflattened_size``."""
+        n = len(self._batch_size)
+        d = _norm("TensorDict.unflatten", dim, n)
+        sizes = tuple(unflattened_size)
+        new_bs = _shape_via(
+            "TensorDict.unflatten",
+            self._batch_size,
+            lambda t: t.unflatten(d, sizes).shape,  # type: ignore[no-untyped-call]
+        )
+        names = None
+        if self._names is not None:
+            names = [*self._names[:d], *([None] * len(sizes)), *self._names[d + 1 :]]
+        return self._remap(lambda x: x.unflatten(d, sizes), new_bs, names)
+
+    def squeeze(self, dim: int | None = None) -> TensorDict:
+        """Drop batch dims of size one (all of them, or ``dim`` if it has size one)."""
+        bs = self._batch_size
+        n = len(bs)
+        if dim is None:
+            dims = tuple(i for i, s in enumerate(bs) if s == 1)
+        else:
+            d = _norm("TensorDict.squeeze", dim, n)
+            dims = (d,) if bs[d] == 1 else ()
+        if not dims:
+            return self._remap(lambda x: x, bs, self._names_kept())
+        new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
+        names = None
+        if self._names is not None:
+            names = [nm for i, nm in enumerate(self._names) if i not in dims]
+        return self._remap(lambda x: x.squeeze(dims), new_bs, names)
+
+    def unsqueeze(self, dim: int) -> TensorDict:
+        """Insert a batch dim of size one at ``dim``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.zeros(3, 4)}, [3, 4]).unsqueeze(-1).batch_size
+        torch.Size([3, 4, 1])
+        """
+        bs = self._batch_size
+        d = _norm("TensorDict.unsqueeze", dim, len(bs) + 1)
+        new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
+        names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
+        return self._remap(lambda x: x.unsqueeze(d), new_bs, names)
+
+    def permute(self, *dims: Any) -> TensorDict:
+        """Reorder the batch dims."""
+        order = _dims_arg("TensorDict.permute", dims)
+        n = len(self._batch_size)
+        norm = tuple(_norm("TensorDict.permute", d, n) for d in order)
+        if sorted(norm) != list(range(n)):
+            raise ValueError(
+                f"TensorDict.permute: dims {order} are not a permutation of the {n} batch dims"
+            )
+        bs = self._batch_size
+        new_bs = torch.Size([bs[d] for d in norm])
+        names = None if self._names is None else [self._names[d] for d in norm]
+        return self._remap(lambda x: x.permute(*norm, *range(n, x.ndim)), new_bs, names)
+
+    def transpose(self, dim0: int, dim1: int) -> TensorDict:
+        """Swap two batch dims."""
+        n = len(self._batch_size)
+        a = _norm("TensorDict.transpose", dim0, n)
+        b = _norm("TensorDict.transpose", dim1, n)
+        order = list(range(n))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(*order)
+
+    def expand(self, *shape: Any) -> TensorDict:
+        """Broadcast the batch to ``shape`` (new leading dims allowed); a view, no copy.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> big = TensorDict({"a": torch.zeros(3)}, []).expand(1000)
+        >>> big["a"].shape, big["a"].stride()
+        (torch.Size([1000, 3]), (0, 1))
+        """
+        dims = _dims_arg("TensorDict.expand", shape)
+        bs = self._batch_size
+        new_bs = _shape_via("TensorDict.expand", bs, lambda d: d.expand(dims).shape)
+        n = len(bs)
+        names = None
+        if self._names is not None:
+            names = [*([None] * (len(new_bs) - n)), *self._names]
+        return self._remap(lambda x: x.expand(*new_bs, *x.shape[n:]), new_bs, names)
+
+    def expand_as(self, other: Tensor | CollectionProtocol) -> TensorDict:
+        """Expand to the shape (batch size) of ``other``."""
+        return self.expand(other.shape)  # type: ignore[union-attr]
+
+    def broadcast_to(self, shape: Sequence[int]) -> TensorDict:
+        """Alias of :meth:`expand` with one shape argument."""
+        return self.expand(tuple(shape))
+
+    def repeat(self, *repeats: Any) -> TensorDict:
+        """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims)."""
+        reps = _dims_arg("TensorDict.repeat", repeats)
+        bs = self._batch_size
+        n = len(bs)
+        new_bs = _shape_via("TensorDict.repeat", bs, lambda d: d.repeat(reps).shape)
+        return self._remap(lambda x: x.repeat(*reps, *([1] * (x.ndim - n))), new_bs, None)
+
+    # --------------------------------------------------------- slicing kinds
+    def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[TensorDict, ...]:
+        """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
+        d = _norm("TensorDict.split", dim, len(self._batch_size))
+        sizes = _shape_via(
+            "TensorDict.split",
+            self._batch_size,
+            lambda t: [p.shape for p in t.split(split_size, d)],  # type: ignore[no-untyped-call]
+        )
+        return self._remap_many(lambda x: x.split(split_size, d), sizes, self._names_kept())
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[TensorDict, ...]:
+        """Split along batch dim ``dim`` into ``chunks`` nearly equal pieces."""
+        d = _norm("TensorDict.chunk", dim, len(self._batch_size))
+        sizes = _shape_via(
+            "TensorDict.chunk", self._batch_size, lambda t: [p.shape for p in t.chunk(chunks, d)]
+        )
+        return self._remap_many(lambda x: x.chunk(chunks, d), sizes, self._names_kept())
+
+    def unbind(self, dim: int = 0) -> tuple[TensorDict, ...]:
+        """The slices along batch dim ``dim``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> [t["a"].tolist() for t in TensorDict({"a": torch.arange(3)}, [3]).unbind(0)]
+        [0, 1, 2]
+        """
+        bs = self._batch_size
+        d = _norm("TensorDict.unbind", dim, len(bs))
+        new_bs = torch.Size([*bs[:d], *bs[d + 1 :]])
+        names = None
+        if self._names is not None:
+            names = [*self._names[:d], *self._names[d + 1 :]]
+        return self._remap_many(lambda x: x.unbind(d), [new_bs] * bs[d], names)
+
+    def narrow(self, dim: int, start: int, length: int) -> TensorDict:
+        """``length`` elements of batch dim ``dim`` from ``start`` (a view)."""
+        d = _norm("TensorDict.narrow", dim, len(self._batch_size))
+        new_bs = _shape_via(
+            "TensorDict.narrow", self._batch_size, lambda t: t.narrow(d, start, length).shape
+        )
+        return self._remap(lambda x: x.narrow(d, start, length), new_bs, self._names_kept())
+
+    def flip(self, *dims: Any) -> TensorDict:
+        """Reverse the order of elements along batch ``dims``."""
+        n = len(self._batch_size)
+        norm = tuple(_norm("TensorDict.flip", d, n) for d in _dims_arg("TensorDict.flip", dims))
+        return self._remap(lambda x: x.flip(norm), self._batch_size, self._names_kept())
+
+    def roll(
+        self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
+    ) -> TensorDict:
+        """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None)."""
+        bs = self._batch_size
+        if dims is None:
+            if isinstance(shifts, Sequence):
+                raise TypeError("TensorDict.roll: without dims, shifts must be one int")
+            return self.reshape(-1).roll(shifts, 0).reshape(bs)
+        n = len(bs)
+        dim_t = (dims,) if isinstance(dims, int) else tuple(dims)
+        norm = tuple(_norm("TensorDict.roll", d, n) for d in dim_t)
+        return self._remap(lambda x: x.roll(shifts, norm), bs, self._names_kept())
+
+    def gather(self, dim: int, index: Tensor) -> TensorDict:
+        """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``)."""
+        n = len(self._batch_size)
+        d = _norm("TensorDict.gather", dim, n)
+        if index.ndim != n:
+            raise ValueError(
+                f"TensorDict.gather: index must have {n} dims (the batch dims), got "
+                f"shape {tuple(index.shape)}"
+            )
+        new_bs = _shape_via(
+            "TensorDict.gather", self._batch_size, lambda t: t.gather(d, index).shape
+        )
+
+        def fn(x: Any) -> Any:
+            idx = _trail(index, x.ndim, n).expand(*index.shape, *x.shape[n:])
+            return x.gather(d, idx)
+
+        return self._remap(fn, new_bs, self._names_kept())
+
+    def masked_fill(self, mask: Tensor, value: float | bool) -> TensorDict:
+        """Fill the batch elements where ``mask`` is true with ``value``."""
+        n = len(self._batch_size)
+        self._check_mask("TensorDict.masked_fill", mask)
+        return self._remap(
+            lambda x: x.masked_fill(_trail(mask, x.ndim, n), value),
+            self._batch_size,
+            self._names_kept(),
+        )
+
+    def masked_fill_(self, mask: Tensor, value: float | bool) -> TensorDict:
+        """In-place :meth:`masked_fill`."""
+        n = len(self._batch_size)
+        self._check_mask("TensorDict.masked_fill_", mask)
+        for value_ in self._tensordict.values():
+            if type(value_) is not NonTensorData:
+                value_.masked_fill_(_trail(mask, value_.ndim, n), value)
+        return self  # type: ignore[return-value]
+
+    def masked_select(self, mask: Tensor) -> TensorDict:
+        """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim."""
+        if mask.shape != self._batch_size:
+            raise ValueError(
+                f"TensorDict.masked_select: mask shape {tuple(mask.shape)} must equal "
+                f"batch_size {tuple(self._batch_size)}"
+            )
+        return self._index(mask)
+
+    def _check_mask(self, call: str, mask: Tensor) -> None:
+        if mask.dtype != torch.bool:
+            raise TypeError(f"{call}: mask must be a bool tensor, got {mask.dtype}")
+        try:
+            torch.broadcast_shapes(mask.shape, self._batch_size)  # type: ignore[no-untyped-call]
+        except RuntimeError:
+            raise ValueError(
+                f"{call}: mask shape {tuple(mask.shape)} does not broadcast to batch_size "
+                f"{tuple(self._batch_size)}"
+            ) from None
+        if mask.ndim > len(self._batch_size):
+            raise ValueError(
+                f"{call}: mask has {mask.ndim} dims, more than the "
+                f"{len(self._batch_size)} batch dims"
+            )
+
+    def where(self, condition: Tensor, other: Any) -> TensorDict:
+        """``self`` where ``condition`` (batch-shaped) holds, else ``other``."""
+        return where(condition, self, other)
+
+    # ------------------------------------------------------------------ names
+    def refine_names(self, *names: str | None) -> TensorDict:
+        """Name the unnamed batch dims; named ones must keep their name. Acts in place."""
+        current = self.names
+        if len(names) != len(current):
+            raise ValueError(
+                f"TensorDict.refine_names: got {len(names)} names for {len(current)} batch dims"
+            )
+        for i, (old, new) in enumerate(zip(current, names, strict=True)):
+            if old is not None and new is not None and old != new:
+                raise ValueError(
+                    f"TensorDict.refine_names: dim {i} is named {old!r}; cannot refine to {new!r}"
+                )
+        self.names = [old if new is None else new for old, new in zip(current, names, strict=True)]  # type: ignore[misc]
+        return self  # type: ignore[return-value]
+
+    def rename(self, *names: str | None, **rename_map: str | None) -> TensorDict:
+        """A shallow copy with batch dims renamed (positionally, or ``old=new``)."""
+        out = self._remap(lambda x: x, self._batch_size, self._names_kept())
+        return out.rename_(*names, **rename_map)
+
+    def rename_(self, *names: str | None, **rename_map: str | None) -> TensorDict:
+        """Rename batch dims in place (positionally, or ``old=new``)."""
+        if names and rename_map:
+            raise ValueError("TensorDict.rename_: pass names positionally or as old=new, not both")
+        if names:
+            self.names = list(names)  # type: ignore[misc]
+            return self  # type: ignore[return-value]
+        current = self.names
+        unknown = sorted(set(rename_map) - {n for n in current if n is not None})
+        if unknown:
+            raise ValueError(
+                f"TensorDict.rename_: no batch dims named {unknown}; names are {current}"
+            )
+        self.names = [rename_map.get(n, n) if n is not None else None for n in current]  # type: ignore[misc]
+        return self  # type: ignore[return-value]
+
+
+def where(condition: Tensor, input: Any, other: Any) -> TensorDict:
+    """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``."""
+    if not isinstance(input, CollectionProtocol):
+        raise TypeError("tensordict where: input must be a TensorDict")
+    n = len(input._batch_size)
+    if condition.dtype != torch.bool:
+        raise TypeError(f"TensorDict.where: condition must be a bool tensor, got {condition.dtype}")
+    if isinstance(other, CollectionProtocol):
+        return input.apply(
+            lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y),
+            other,  # type: ignore[arg-type]
+        )
+    return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
+
+
+def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
+    """Pad the batch dims: ``pad_size`` holds (before, after) pairs from the first dim on.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, pad
+    >>> pad(TensorDict({"a": torch.ones(2, 3)}, [2]), [1, 1])["a"][:, 0]
+    tensor([0., 1., 1., 0.])
+    """
+    sizes = list(pad_size)
+    n = len(td.batch_size)
+    if len(sizes) % 2 or len(sizes) // 2 > n:
+        raise ValueError(
+            f"pad: pad_size needs (before, after) pairs for at most the {n} batch dims, got {sizes}"
+        )
+    pairs = [(sizes[i], sizes[i + 1]) for i in range(0, len(sizes), 2)]
+    new_bs = torch.Size(
+        [
+            s + (pairs[i][0] + pairs[i][1] if i < len(pairs) else 0)
+            for i, s in enumerate(td.batch_size)
+        ]
+    )
+
+    def fn(x: Any) -> Any:
+        if not isinstance(x, Tensor):
+            return pad(x, sizes, value)
+        flat = [0, 0] * (x.ndim - len(pairs))
+        for before, after in reversed(pairs):
+            flat += [before, after]
+        return torch.nn.functional.pad(x, flat, value=value)
+
+    return td._remap(fn, new_bs, td._names_kept())  # type: ignore[no-any-return]
