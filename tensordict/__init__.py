@@ -1,7 +1,8 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
-from tensordict._nontensor import NonTensorData
+from tensordict._lazy import LazyStackedTensorDict, lazy_stack
+from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._shape import pad
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._td import TensorDict, is_tensor_collection
@@ -11,10 +12,13 @@ _register_safe_globals(TensorDict)
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "LazyStackedTensorDict",
     "NestedKey",
     "NonTensorData",
+    "NonTensorStack",
     "TensorDict",
     "is_tensor_collection",
+    "lazy_stack",
     "pad",
     "unravel_key",
     "unravel_key_list",

@@ -10,10 +10,10 @@ from torch import Tensor
 
 from tensordict._batch import leaf_shape_error
 from tensordict._keys import join_path
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
+from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
-    from tensordict._protocol import CollectionProtocol
     from tensordict._td import TensorDict
 
 _NOT_GIVEN: Any = object()
@@ -21,10 +21,14 @@ _NOT_GIVEN: Any = object()
 
 def tensor_leaves(td: CollectionProtocol, out: list[Tensor]) -> list[Tensor]:
     """Append the tensor leaves of ``td`` to ``out`` in storage order (depth first)."""
+    if td._lazy:
+        for member in td.tensordicts:  # type: ignore[attr-defined]
+            tensor_leaves(member, out)
+        return out
     for value in td._tensordict.values():
         if isinstance(value, Tensor):
             out.append(value)
-        elif type(value) is not NonTensorData:
+        elif not isinstance(value, NonTensor):
             tensor_leaves(value, out)
     return out
 
@@ -36,7 +40,7 @@ def tensor_leaf_paths(
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             out.append((*prefix, key))
-        elif type(value) is not NonTensorData:
+        elif not isinstance(value, NonTensor):
             tensor_leaf_paths(value, (*prefix, key), out)
 
 
@@ -48,11 +52,14 @@ def rebuild(
     Without ``check`` the caller guarantees the new leaves keep the batch shape (an
     element-wise result with a number); with it, leaves are checked and errors name it.
     """
+    if td._lazy:
+        members = [rebuild(m, new_leaves, check) for m in td.tensordicts]  # type: ignore[attr-defined]
+        return type(td)(members, stack_dim=td.stack_dim)  # type: ignore[attr-defined,call-arg,return-value]
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             entries[key] = next(new_leaves)
-        elif type(value) is NonTensorData:
+        elif isinstance(value, NonTensor):
             entries[key] = value
         else:
             entries[key] = rebuild(value, new_leaves, check)
@@ -63,6 +70,15 @@ def rebuild(
 
 def others_leaves(call: str, td: CollectionProtocol, other: CollectionProtocol) -> list[Tensor]:
     """The tensor leaves of ``other`` in the order of ``td``'s leaves, checking the key sets."""
+    if td._lazy or other._lazy:
+        mine = td.unbind(td.stack_dim) if td._lazy else [td]  # type: ignore[attr-defined]
+        dim = td.stack_dim if td._lazy else other.stack_dim  # type: ignore[attr-defined]
+        theirs_ = other.unbind(dim)  # type: ignore[attr-defined]
+        if not td._lazy:
+            raise TypeError(f"{call}: put the LazyStackedTensorDict on the left-hand side")
+        if len(mine) != len(theirs_):
+            raise ValueError(f"{call}: {len(mine)} stacked members against {len(theirs_)}")
+        return [x for m, o in zip(mine, theirs_, strict=True) for x in others_leaves(call, m, o)]
     paths: list[tuple[str, ...]] = []
     tensor_leaf_paths(td, (), paths)
     out: list[Tensor] = []
@@ -114,7 +130,7 @@ def apply_nested(
         )
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, Tensor) or (call_on_nested and type(value) is not NonTensorData):
+        if isinstance(value, Tensor) or (call_on_nested and not isinstance(value, NonTensor)):
             args = [_other_value(call, o, key, prefix) for o in others]
             if key_fn is not None:
                 result = fn(key_fn((*prefix, key)), value, *args)
@@ -122,17 +138,23 @@ def apply_nested(
                 result = fn(value, *args)
             if result is not None:
                 entries[key] = result
-        elif type(value) is NonTensorData:
+        elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
         else:
             sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
+            for other in sub_others:
+                if not isinstance(other, CollectionProtocol):
+                    raise TypeError(
+                        f"{call}: key {join_path((*prefix, key))!r} is a nested TensorDict here "
+                        f"but a {type(other).__name__} in one of the other TensorDicts"
+                    )
             sub = apply_nested(
                 value,
                 fn,
                 sub_others,
                 batch_size=batch_size,
                 device=device,
-                names=names,
+                names=_NOT_GIVEN if names is _NOT_GIVEN else None,
                 filter_empty=filter_empty,
                 call_on_nested=call_on_nested,
                 key_fn=key_fn,
@@ -190,7 +212,7 @@ def _apply_simple(
                 if shape[0] != b0 if n == 1 and shape else shape[:n] != out_bs:
                     raise leaf_shape_error(call, join_path((*prefix, key)), shape, out_bs)
             entries[key] = result
-        elif type(value) is NonTensorData:
+        elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
         else:
             sub_names = value._names if batch_size is None else None

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tensordict._apply import rebuild, tensor_leaves
 from tensordict._batch import as_device
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -26,12 +26,15 @@ def map_leaves(
 
     ``device`` (when not False) becomes the device of the result and of its nested levels.
     """
+    if td._lazy:
+        members = [map_leaves(m, fn, device) for m in td.tensordicts]  # type: ignore[attr-defined]
+        return type(td)(members, stack_dim=td.stack_dim)  # type: ignore[attr-defined,call-arg,return-value]
     entries: dict[str, Any] = {}
     out_device = td._device if device is False else device
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             entries[key] = fn(value)
-        elif type(value) is NonTensorData:
+        elif isinstance(value, NonTensor):
             entries[key] = value._with(value.batch_size, out_device)
         else:
             entries[key] = map_leaves(value, fn, device)
@@ -184,9 +187,13 @@ class ConvertOps(CollectionProtocol):
         >>> TensorDict({"a": torch.zeros(1)}, [1], device="cpu").clear_device_().device is None
         True
         """
+        if self._lazy:
+            for member in self.tensordicts:  # type: ignore[attr-defined]
+                member.clear_device_()
+            return self  # type: ignore[return-value]
         self._device = None
         for key, value in self._tensordict.items():
-            if type(value) is NonTensorData:
+            if isinstance(value, NonTensor):
                 self._tensordict[key] = value._with(value.batch_size, None)
             elif not isinstance(value, Tensor):
                 value.clear_device_()
@@ -200,17 +207,19 @@ class ConvertOps(CollectionProtocol):
 def _cast(td: CollectionProtocol, dtype: torch.dtype) -> TensorDict:
     """Every leaf cast to ``dtype``; leaves already of that dtype are kept as they are.
 
-    Leaves of one shape and device are cast together: stacked, cast once and unbound,
+    Leaves of one shape, dtype and device are cast together: stacked, cast once and unbound,
     so each result is a view of one fresh buffer per group. Three calls into torch per
     group beat one cast per leaf; a leaf alone in its group is cast by itself.
     """
     leaves = tensor_leaves(td, [])
-    groups: dict[tuple[torch.Size, torch.device, torch.layout], list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for i, x in enumerate(leaves):
         if x.dtype != dtype:
-            groups.setdefault((x.shape, x.device, x.layout), []).append(i)
-    for (_, _, layout), members in groups.items():
-        if len(members) == 1 or layout != torch.strided:
+            key = (x.shape, x.device, x.layout, x.dtype, x.requires_grad)
+            groups.setdefault(key, []).append(i)
+    for (_, _, layout, _, grad), members in groups.items():
+        # grad leaves are cast alone: views of an unbind could not be modified in place
+        if len(members) == 1 or layout != torch.strided or grad:
             for i in members:
                 leaves[i] = leaves[i].to(dtype)
             continue

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -95,8 +95,8 @@ class IndexOps(CollectionProtocol):
         for key, value in self._tensordict.items():
             if isinstance(value, Tensor):
                 entries[key] = value.index_select(0, rows)
-            elif type(value) is NonTensorData:
-                entries[key] = value._with(new_bs, value.device)
+            elif isinstance(value, NonTensor):
+                entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
             else:
                 entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
         return self._new_unsafe(entries, new_bs, self._device, self._names)
@@ -107,8 +107,8 @@ class IndexOps(CollectionProtocol):
         for key, value in self._tensordict.items():
             if isinstance(value, Tensor):
                 entries[key] = value[idx]
-            elif type(value) is NonTensorData:
-                entries[key] = value._with(new_bs, value.device)
+            elif isinstance(value, NonTensor):
+                entries[key] = value._remap(lambda p: p[idx], new_bs)
             else:
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
         return self._new_unsafe(entries, new_bs, self._device, names)
@@ -122,6 +122,34 @@ class IndexOps(CollectionProtocol):
         idx = _normalise(index, len(bs))
         self._write_at(idx, _indexed_shape("TensorDict[]=", index, idx, bs), value, ())
 
+    def _write_nontensor(self, key: str, idx: Any, sub_bs: torch.Size, item: NonTensor) -> None:
+        """Write non-tensor values at ``idx``: equal values stay one, others become a stack."""
+        current = self._tensordict.get(key)
+        if current is None:
+            if self._is_locked:
+                self._set_path((key,), item, "TensorDict[]=")  # raises: locked
+            self._tensordict[key] = item._with(self._batch_size, self._device)
+            return
+        if not isinstance(current, NonTensor):
+            raise TypeError(
+                f"TensorDict[]=: key {key!r} holds a {type(current).__name__}; "
+                f"cannot write non-tensor data into it"
+            )
+        if (
+            isinstance(current, NonTensorData)
+            and isinstance(item, NonTensorData)
+            and current == item
+        ):
+            return
+        stack = as_stack(current)
+        if isinstance(item, NonTensorData):
+            stack._set_at(idx, item.data)
+        elif isinstance(item, NonTensorStack):
+            offset = len(stack.values)
+            stack.values.extend(item.values)
+            stack.positions[idx] = item.positions.expand(sub_bs) + offset
+        self._tensordict[key] = stack
+
     def _write_at(self, idx: Any, sub_bs: torch.Size, value: Any, prefix: tuple[str, ...]) -> None:
         ndim = len(self._batch_size)
         if isinstance(value, (Mapping, CollectionProtocol)):
@@ -133,17 +161,30 @@ class IndexOps(CollectionProtocol):
             for key, item in items:
                 current = self._tensordict.get(key)
                 if isinstance(item, (Mapping, CollectionProtocol)):
+                    if current is not None and not isinstance(current, CollectionProtocol):
+                        raise TypeError(
+                            f"TensorDict[]=: key {(*prefix, key)!r} holds a "
+                            f"{type(current).__name__}; cannot write a nested TensorDict into it"
+                        )
                     if current is None:
                         self._set_path((key,), {}, "TensorDict[]=")
                         current = self._tensordict[key]
                     extra = current._batch_size[ndim:]
-                    current._write_at(idx, sub_bs + extra, item, (*prefix, key))
+                    current._write_at(idx, sub_bs + extra, item, (*prefix, key))  # type: ignore[union-attr]
                     continue
-                if type(item) is NonTensorData:
-                    self._set_path((key,), item, "TensorDict[]=")
+                if not isinstance(item, (Tensor, NonTensor)):
+                    try:
+                        item = torch.as_tensor(item)
+                    except (TypeError, ValueError, RuntimeError):
+                        item = NonTensorData(item)
+                if isinstance(item, NonTensor):
+                    self._write_nontensor(key, idx, sub_bs, item)
                     continue
-                if not isinstance(item, Tensor):
-                    item = torch.as_tensor(item)
+                if current is not None and not isinstance(current, Tensor):
+                    raise TypeError(
+                        f"TensorDict[]=: key {(*prefix, key)!r} holds a "
+                        f"{type(current).__name__}; cannot write a tensor into it"
+                    )
                 if current is None:
                     # lazy preallocation: a missing key gets the full batch size
                     if item.shape[: len(sub_bs)] != sub_bs:
@@ -161,5 +202,5 @@ class IndexOps(CollectionProtocol):
         for leaf in self._tensordict.values():
             if isinstance(leaf, Tensor):
                 leaf[idx] = value
-            elif type(leaf) is not NonTensorData:
+            elif not isinstance(leaf, NonTensor):
                 leaf._write_at(idx, sub_bs, value, prefix)

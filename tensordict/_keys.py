@@ -24,8 +24,8 @@ def _unravel_into(key: object, out: list[str], call: str, whole: object) -> None
     elif isinstance(key, tuple):
         for part in key:
             _unravel_into(part, out, call, whole)
-    elif isinstance(key, str):  # str subclass
-        _unravel_into(str(key), out, call, whole)
+    elif isinstance(key, str):  # a str subclass (StrEnum, ...): its plain string content
+        _unravel_into(str.__str__(key), out, call, whole)
     else:
         raise TypeError(f"{call}: got {_describe(whole)}; {_KEY_RULE}")
 

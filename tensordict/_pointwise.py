@@ -45,12 +45,10 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
     if not leaves:
         return
     kernel = foreach(f"{name}_")
-    if kernel is not None:
-        try:
-            kernel(leaves, *args, **kwargs)
-            return
-        except (RuntimeError, TypeError):
-            pass
+    if kernel is not None and all(x.is_floating_point() for x in leaves):
+        # no fallback after a kernel error: the kernel may have written some leaves already
+        kernel(leaves, *args, **kwargs)
+        return
     if args and isinstance(args[0], list):
         rest = args[1:]
         for x, y in zip(leaves, args[0], strict=True):

@@ -21,6 +21,8 @@ Dim = int | Sequence[int] | str | None
 def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
     """Normalise ``dim`` against the batch dimensions, rejecting feature dims."""
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not dims:
+        raise ValueError(f"{call}: dim=() names no dimension; pass None to reduce everything")
     out = []
     for d in dims:
         if not -ndim <= d < ndim:

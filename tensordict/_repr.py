@@ -6,7 +6,7 @@ from typing import Any
 
 from torch import Tensor
 
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
 
 _INDENT = "    "
 
@@ -20,7 +20,7 @@ def _tensor_line(t: Tensor) -> str:
 def _entry(value: Any) -> str:
     if isinstance(value, Tensor):
         return _tensor_line(value)
-    if type(value) is NonTensorData:
+    if isinstance(value, NonTensor):
         return repr(value)
     return td_repr(value)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ class ShapeOps(CollectionProtocol):
         """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch."""
         entries: dict[str, Any] = {}
         for key, value in self._tensordict.items():
-            if type(value) is NonTensorData:
-                entries[key] = value._with(new_bs, value.device)
+            if isinstance(value, NonTensor):
+                entries[key] = value._remap(fn, new_bs)
             else:
                 entries[key] = fn(value)
         return self._new_unsafe(entries, new_bs, self._device, names)
@@ -83,9 +83,9 @@ class ShapeOps(CollectionProtocol):
         """Like :meth:`_remap` for ops with several outputs (split, chunk, unbind)."""
         parts: list[dict[str, Any]] = [{} for _ in new_bss]
         for key, value in self._tensordict.items():
-            if type(value) is NonTensorData:
-                for part, bs in zip(parts, new_bss, strict=True):
-                    part[key] = value._with(bs, value.device)
+            if isinstance(value, NonTensor):
+                for part, piece in zip(parts, value._remap_many(fn, new_bss), strict=True):
+                    part[key] = piece
             else:
                 for part, piece in zip(parts, fn(value), strict=True):
                     part[key] = piece
@@ -343,7 +343,7 @@ class ShapeOps(CollectionProtocol):
         n = len(self._batch_size)
         self._check_mask("TensorDict.masked_fill_", mask)
         for value_ in self._tensordict.values():
-            if type(value_) is not NonTensorData:
+            if not isinstance(value_, NonTensor):
                 value_.masked_fill_(_trail(mask, value_.ndim, n), value)
         return self  # type: ignore[return-value]
 

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from tensordict._keys import join_path
-from tensordict._nontensor import NonTensorData, _rebuild
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -25,10 +25,16 @@ def _plain(td: CollectionProtocol) -> dict[str, Any]:
     """The entries as nested (batch_size, device, entries) triples, for pickling."""
     out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, (Tensor, NonTensorData)):
+        if isinstance(value, (Tensor, NonTensor)):
             out[key] = value
         else:
-            out[key] = (tuple(value._batch_size), value._device, _plain(value))
+            out[key] = (
+                tuple(value._batch_size),
+                value._device,
+                _plain(value),
+                value._names,
+                value._is_locked,
+            )
     return out
 
 
@@ -72,6 +78,11 @@ class StateOps(CollectionProtocol):
         """
         out: OrderedDict[str, Any] = OrderedDict()
         for key, value in self._tensordict.items():
+            if key in (_BATCH, _DEVICE):
+                raise ValueError(
+                    f"TensorDict.state_dict: key {key!r} is reserved for the state dict's "
+                    "metadata; rename it first"
+                )
             if flatten and "." in key:
                 raise ValueError(
                     f"TensorDict.state_dict: key {key!r} contains '.', which flatten=True "
@@ -79,7 +90,7 @@ class StateOps(CollectionProtocol):
                 )
             if isinstance(value, Tensor):
                 out[prefix + key] = value if keep_vars else value.detach()
-            elif type(value) is NonTensorData:
+            elif isinstance(value, NonTensor):
                 out[prefix + key] = value
             elif flatten:
                 out.update(value.state_dict(keep_vars, True, prefix + key + "."))
@@ -90,13 +101,19 @@ class StateOps(CollectionProtocol):
         return out
 
     def load_state_dict(
-        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        assign: bool = False,
+        from_flatten: bool | None = None,
     ) -> TensorDict:
         """Load a :meth:`state_dict`, copying into existing leaves (or replacing, ``assign``).
 
         Onto an empty TensorDict everything is created, batch size and device included.
         With ``strict`` every key of a non-empty TensorDict must be in the state, and
         nothing outside its keys may be in the state; all offending keys are named.
+        ``from_flatten`` says whether keys were joined by "." (``state_dict(flatten=True)``);
+        by default a state holding nested mappings is taken as nested, any other as flat.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -105,8 +122,10 @@ class StateOps(CollectionProtocol):
         >>> dst.batch_size, dst["b", "c"]
         (torch.Size([3]), tensor([1., 1., 1.]))
         """
-        nested = _nest(state_dict)
+        nested = _nest(state_dict, from_flatten)
         was_empty = not self._tensordict
+        if self._is_locked and was_empty and _paths_of_nested(nested):
+            raise RuntimeError("TensorDict.load_state_dict: the TensorDict is locked and empty")
         if strict and not was_empty:
             ours = {join_path(p) for p in _paths(self)}
             theirs = {join_path(p) for p in _paths_of_nested(nested)}
@@ -129,12 +148,17 @@ class StateOps(CollectionProtocol):
                 continue
             current = self._tensordict.get(key)
             if isinstance(value, dict):
+                if current is not None and not isinstance(current, CollectionProtocol):
+                    raise TypeError(
+                        f"TensorDict.load_state_dict: key {key!r} is a {type(current).__name__} "
+                        "here but a nested TensorDict in the state dict"
+                    )
                 if current is None:
                     bs = value.get(_BATCH, self._batch_size)
                     current = self._new_unsafe({}, torch.Size(bs), self._device, None)
                     self._set_path((key,), current, "TensorDict.load_state_dict")
                     current = self._tensordict[key]
-                current._load_nested(value, assign)
+                current._load_nested(value, assign)  # type: ignore[union-attr]
             elif isinstance(current, Tensor) and isinstance(value, Tensor) and not assign:
                 self.set_(key, value)
             else:
@@ -163,22 +187,30 @@ class StateOps(CollectionProtocol):
         return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
 
 
-def _nest(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A flat state dict (``"a.b"`` keys) as nested dicts; nested state dicts pass through."""
+def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> dict[str, Any]:
+    """A flat state dict (``"a.b"`` keys) as nested dicts; nested state dicts pass through.
+
+    A state dict holding mappings is in the nested form (``flatten=False``): its keys are
+    taken as they are, dots included.
+    """
+    if from_flatten is None:
+        from_flatten = not any(isinstance(v, Mapping) for v in state.values())
+    if not from_flatten:
+        return {k: _nest(v, False) if isinstance(v, Mapping) else v for k, v in state.items()}
     out: dict[str, Any] = {}
     for key, value in state.items():
         parts = key.split(".")
         node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = _nest(value) if isinstance(value, Mapping) else value
+        node[parts[-1]] = value
     return out
 
 
 def _paths(td: CollectionProtocol, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = []
     for key, value in td._tensordict.items():
-        if isinstance(value, (Tensor, NonTensorData)):
+        if isinstance(value, (Tensor, NonTensor)):
             out.append((*prefix, key))
         else:
             out.extend(_paths(value, (*prefix, key)))
@@ -203,4 +235,6 @@ def register_safe_globals(td_cls: type) -> None:
     Only constructors that validate their input are registered; nothing here runs
     code named by a file.
     """
-    torch.serialization.add_safe_globals([td_cls, _from_plain, NonTensorData, _rebuild])
+    torch.serialization.add_safe_globals(
+        [td_cls, _from_plain, NonTensorData, _rebuild, NonTensorStack]
+    )

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
+from tensordict._batch import starts_with
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def _is_nested(value: Any) -> bool:
-    return not isinstance(value, (Tensor, NonTensorData))
+    return not isinstance(value, (Tensor, NonTensor))
 
 
 class StructureOps(CollectionProtocol):
@@ -55,7 +56,7 @@ class StructureOps(CollectionProtocol):
                         {}, src._batch_size, src._device, src._names
                     )
                 node = node._tensordict[part]
-            node._tensordict[path[-1]] = value
+            node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
         if missing and strict:
             raise KeyError(
                 f"TensorDict.select: keys not found: {missing} "
@@ -110,12 +111,18 @@ class StructureOps(CollectionProtocol):
         if value is None:
             parent = self._get_path_or_none(old[:-1]) if len(old) > 1 else self
             raise missing_key_error(call, join_path(old), getattr(parent, "_tensordict", {}))
+        if old == new:
+            return self  # type: ignore[return-value]
+        shorter = min(len(old), len(new))
+        if old[:shorter] == new[:shorter]:
+            raise ValueError(
+                f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
+                "lies inside the other"
+            )
         if safe and self._get_path_or_none(new) is not None:
             raise KeyError(f"{call}: key {join_path(new)!r} already exists and safe=True")
         if self._is_locked:
             raise RuntimeError(f"{call}: cannot rename keys: the TensorDict is locked")
-        if type(value) is NonTensorData:
-            value = value.data
         self._set_path(new, value, call)
         parent = self._get_path_or_none(old[:-1]) if len(old) > 1 else self
         del parent._tensordict[old[-1]]
@@ -150,28 +157,29 @@ class StructureOps(CollectionProtocol):
         bs, device, names = self._batch_size, self._device, self._names
         new = self._new_unsafe
         root: dict[str, Any] = {}
+        dotted = []
         for key, value in self._tensordict.items():
             if type(value) is not Tensor and _is_nested(value):
                 value = value.unflatten_keys(separator)  # a new TensorDict: safe to merge into
-            if separator not in key:
-                if key in root:
-                    raise ValueError(
-                        f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
-                    )
+            if separator in key:
+                dotted.append((key, value))
+            else:
                 root[key] = value
-                continue
+        for key, value in dotted:
             parts = key.split(separator)
             if "" in parts:
                 raise ValueError(
                     f"TensorDict.unflatten_keys: key {key!r} splits into an empty part "
                     f"on separator {separator!r}"
                 )
-            node = root
+            node, owner_bs = root, bs
             for part in parts[:-1]:
                 try:
-                    node = node[part]._tensordict
+                    owner = node[part]
+                    node = owner._tensordict
+                    owner_bs = owner._batch_size
                 except KeyError:
-                    child = node[part] = new({}, bs, device, names)
+                    child = node[part] = new({}, owner_bs, device, names)
                     node = child._tensordict
                 except AttributeError:  # a tensor or non-tensor leaf holds that name
                     raise ValueError(
@@ -182,6 +190,15 @@ class StructureOps(CollectionProtocol):
                 raise ValueError(
                     f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
                 )
+            if owner_bs is not bs:  # merged into a nested level with a longer batch size
+                if isinstance(value, NonTensor):
+                    value = value._with(owner_bs, value.device)
+                elif not starts_with(value.shape, owner_bs):
+                    raise ValueError(
+                        f"TensorDict.unflatten_keys: shape {tuple(value.shape)} of key {key!r} "
+                        f"does not start with batch_size {tuple(owner_bs)} of "
+                        f"{separator.join(parts[:-1])!r}"
+                    )
             node[parts[-1]] = value
         out = new(root, bs, device, names)
         if inplace:
@@ -230,4 +247,4 @@ def _flatten_into(td: CollectionProtocol, prefix: str, sep: str, out: dict[str, 
                 f"TensorDict.flatten_keys: key {name!r} appears twice after flattening "
                 f"with separator {sep!r}"
             )
-        out[name] = value
+        out[name] = _copy_structure(value) if _is_nested(value) else value

@@ -20,13 +20,16 @@ from tensordict._batch import (
 from tensordict._convert import ConvertOps
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._pointwise import PointwiseOps
+from tensordict._protocol import CollectionProtocol
 from tensordict._reduce import ReduceOps
 from tensordict._repr import td_repr
 from tensordict._shape import ShapeOps
+from tensordict._stack import cat, stack
 from tensordict._state import StateOps
 from tensordict._structure import StructureOps
+from tensordict._torch_fn import TorchFunctionOps
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 _NO_DEFAULT: Any = object()
@@ -42,7 +45,7 @@ def is_tensor_collection(obj: object) -> bool:
     (True, False)
     """
     cls = obj if isinstance(obj, type) else type(obj)
-    return issubclass(cls, TensorDict)
+    return issubclass(cls, CollectionProtocol)
 
 
 def _is_td(value: object) -> TypeGuard[TensorDict]:
@@ -53,7 +56,16 @@ def _is_mapping(value: object) -> bool:
     return isinstance(value, (Mapping, TensorDict))
 
 
-class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, IndexOps, ShapeOps):
+class TensorDict(
+    StructureOps,
+    PointwiseOps,
+    ReduceOps,
+    ConvertOps,
+    StateOps,
+    IndexOps,
+    ShapeOps,
+    TorchFunctionOps,
+):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
     Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size
@@ -95,7 +107,7 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                     f"TensorDict: source must be a mapping (dict or TensorDict), got "
                     f"{type(source).__name__}"
                 )
-            self._fill(source)
+            self._fill(source.clone(recurse=False) if _is_td(source) else source)
         for key, value in kwargs.items():
             self._set_path((key,), value, "TensorDict")
         if names is not None:
@@ -172,7 +184,7 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                     value = entries[key] = value.to(device)
                 if n and value.shape[:n] != batch_size:
                     raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
-            elif type(value) is NonTensorData:
+            elif isinstance(value, NonTensor):
                 continue
             elif _is_td(value):
                 if not starts_with(value._batch_size, batch_size):
@@ -211,15 +223,14 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             raise ValueError("TensorDict.from_dict: pass batch_size or batch_dims, not both")
         if batch_size is not None:
             return cls(d, batch_size=batch_size, device=device, names=names)
-        converted: dict[str, Any] = {}
-        for key, value in d.items():
-            path = key_path(key, "TensorDict.from_dict")
-            if isinstance(value, Mapping) and not _is_td(value):
-                value = cls.from_dict(value, device=device, batch_dims=batch_dims)
-            node = converted
-            for part in path[:-1]:
-                node = node.setdefault(part, {})
-            node[path[-1]] = value
+        tree: dict[str, Any] = {}
+        _merge_tree(tree, (), d)
+        converted = {
+            key: cls.from_dict(value, device=device, batch_dims=batch_dims)
+            if type(value) is dict
+            else value
+            for key, value in tree.items()
+        }
         shapes = [s for s in (_entry_shape(v) for v in _flat_values(converted)) if s is not None]
         common = _common_prefix(shapes)
         if batch_dims is not None:
@@ -235,10 +246,14 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
     @batch_size.setter
     def batch_size(self, new: BatchSizeLike) -> None:
         size = as_batch_size(new, "TensorDict.batch_size")
+        if self._is_locked and size != self._batch_size:
+            raise RuntimeError(
+                "TensorDict.batch_size: cannot change the batch size of a locked TensorDict"
+            )
         bad = []
         for key, value in self._tensordict.items():
             shape = value._batch_size if _is_td(value) else value.shape
-            if type(value) is not NonTensorData and not starts_with(shape, size):
+            if not isinstance(value, NonTensor) and not starts_with(shape, size):
                 bad.append(f"{key!r} {tuple(shape)}")
         if bad:
             raise ValueError(
@@ -246,7 +261,7 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                 f"shapes of {', '.join(bad)} do not start with it"
             )
         for key, value in self._tensordict.items():
-            if type(value) is NonTensorData:
+            if isinstance(value, NonTensor):
                 self._tensordict[key] = value._with(size, value.device)
         if self._names is not None and len(self._names) != len(size):
             self._names = None
@@ -321,7 +336,7 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             if self._device is not None and value._device != self._device:
                 value = value.to(self._device)
             return value
-        if type(value) is NonTensorData:
+        if isinstance(value, NonTensor):
             return value._with(bs, self._device)
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
@@ -357,13 +372,22 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
 
     def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None:
         node = self
+        locked = self._is_locked
         for part in path[:-1]:
+            if locked and part not in node._tensordict:
+                self._check_unlocked(call, join_path(path))
             node = node._subtd(part, call, create=True)
-        node._set_str(path[-1], value, call)
+            locked = locked or node._is_locked
+        if locked and path[-1] not in node._tensordict:
+            raise RuntimeError(
+                f"{call}: cannot add, remove or replace key {join_path(path)!r}: the "
+                "TensorDict is locked (call unlock_() first, or write in place with set_ / update_)"
+            )
+        node._set_str(path[-1], value, call, locked)
 
-    def _set_str(self, key: str, value: Any, call: str) -> None:
+    def _set_str(self, key: str, value: Any, call: str, locked: bool = False) -> None:
         store = self._tensordict
-        if self._is_locked:
+        if self._is_locked or locked:
             if key not in store:
                 self._check_unlocked(call, key)
             self._set_inplace(key, value, call)
@@ -377,6 +401,11 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         except KeyError:
             raise missing_key_error(call, key, self._tensordict) from None
         if isinstance(current, Tensor):
+            if isinstance(value, (CollectionProtocol, Mapping, NonTensor)):
+                raise TypeError(
+                    f"{call}: key {key!r} holds a tensor; cannot write a "
+                    f"{type(value).__name__} into it in place"
+                )
             if not isinstance(value, Tensor):
                 value = torch.as_tensor(value, device=current.device)
             if value.shape != current.shape:
@@ -390,8 +419,14 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                     f"of key {key!r}"
                 )
             current.copy_(value)
-        elif type(current) is NonTensorData:
-            self._tensordict[key] = self._convert(value, key, call)
+        elif isinstance(current, NonTensor):
+            new = self._convert(value, key, call)
+            if not isinstance(new, NonTensor):
+                raise TypeError(
+                    f"{call}: key {key!r} holds non-tensor data; cannot write a "
+                    f"{type(value).__name__} into it in place"
+                )
+            self._tensordict[key] = new
         else:
             if not _is_mapping(value):
                 raise TypeError(
@@ -456,11 +491,15 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             return self._getitem_slow(key)
         if value.__class__ is NonTensorData:
             return value.data
+        if isinstance(value, NonTensor):
+            return value._public()
         return value
 
     def _getitem_slow(self, key: Any) -> Any:
         if type(key) is str:
-            raise missing_key_error("TensorDict[]", key, self._tensordict)
+            raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
+        if isinstance(key, str):
+            raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
         if type(key) is tuple and key and type(key[0]) is str:
             node: Any = self
             try:
@@ -470,8 +509,8 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                 node = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
         else:
             return self._index(key)
-        if type(node) is NonTensorData:
-            return node.data
+        if isinstance(node, NonTensor):
+            return node._public()
         return node
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
@@ -504,20 +543,30 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
 
     def __setitem__(self, key: Any, value: Any) -> None:
         node: Any = self
+        leaf_key = key
         if type(key) is not str:
-            if type(key) is not tuple or not key or type(key[0]) is not str:
+            if isinstance(key, str):  # a str subclass such as a StrEnum member
+                self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+                return
+            if type(key) is not tuple or not key or not isinstance(key[0], str):
                 self._set_at_index(key, value)
                 return
             # walk to the parent of a nested key; missing levels take the slow path
             try:
                 for part in key[:-1]:
                     node = node._tensordict[part]
-                key = key[-1]
                 node._tensordict  # noqa: B018  (a leaf on the way is handled below)
             except (KeyError, TypeError, AttributeError):
-                self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
-                return
-        if type(key) is str and key and isinstance(value, Tensor) and not node._is_locked:
+                node = None
+            leaf_key = key[-1]
+        if (
+            node is not None
+            and type(leaf_key) is str
+            and leaf_key
+            and isinstance(value, Tensor)
+            and not node._is_locked
+            and not self._is_locked
+        ):
             device = node._device
             if device is not None and value.device != device:
                 value = value.to(device)
@@ -529,12 +578,12 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
                 except IndexError:  # a 0-dim tensor
                     bad = True
                 if bad:
-                    raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
+                    raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
             elif n and value.shape[:n] != bs:
-                raise leaf_shape_error("TensorDict[]=", key, value.shape, bs)
-            node._tensordict[key] = value
+                raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
+            node._tensordict[leaf_key] = value
         else:
-            node._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+            self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
 
     def set_(self, key: NestedKey, value: Any) -> TensorDict:
         """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.
@@ -564,6 +613,7 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             node = node._subtd(part, "TensorDict.del_", create=False)
         if path[-1] not in node._tensordict:
             raise missing_key_error("TensorDict.del_", join_path(path), node._tensordict)
+        self._check_unlocked("TensorDict.del_", join_path(path))
         node._check_unlocked("TensorDict.del_", join_path(path))
         del node._tensordict[path[-1]]
         return self
@@ -606,6 +656,8 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
+                if _is_td(value):  # a structural copy: dst must not share src's nested levels
+                    value = value.clone(recurse=False)
                 self._set_path(path, value, "TensorDict.update")
         return self
 
@@ -613,8 +665,6 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
         """Copy every entry of ``other`` into the existing entries, in place."""
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
-            if type(value) is NonTensorData:
-                value = value.data
             self.set_(key, value)
         return self
 
@@ -774,6 +824,36 @@ class TensorDict(StructureOps, PointwiseOps, ReduceOps, ConvertOps, StateOps, In
 
     def __repr__(self) -> str:
         return td_repr(self)
+
+    @classmethod
+    def stack(cls, tds: Sequence[TensorDict], dim: int = 0) -> Any:
+        """Same as ``torch.stack(tds, dim)`` (see :func:`tensordict.lazy_stack` too)."""
+        return stack(tds, dim)
+
+    @classmethod
+    def cat(cls, tds: Sequence[TensorDict], dim: int = 0) -> TensorDict:
+        """Same as ``torch.cat(tds, dim)``."""
+        return cat(tds, dim)
+
+
+def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, Any]) -> None:
+    """Place the entries of ``d`` (tuple keys, nested mappings) into one nested dict."""
+    for key, value in d.items():
+        path = (*prefix, *key_path(key, "TensorDict.from_dict"))
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if type(node) is not dict:
+                raise ValueError(f"TensorDict.from_dict: key {path!r} needs {part!r} to be nested")
+        if isinstance(value, Mapping) and not _is_td(value):
+            child = node.setdefault(path[-1], {})
+            if type(child) is not dict:
+                raise ValueError(f"TensorDict.from_dict: key {join_path(path)!r} is given twice")
+            _merge_tree(tree, path, value)
+        elif path[-1] in node:
+            raise ValueError(f"TensorDict.from_dict: key {join_path(path)!r} is given twice")
+        else:
+            node[path[-1]] = value
 
 
 def _flat_values(d: Mapping[str, Any]) -> Iterator[Any]:

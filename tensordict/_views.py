@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from tensordict._keys import join_path, key_path
-from tensordict._nontensor import NonTensorData
+from tensordict._nontensor import NonTensor
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -18,7 +18,7 @@ IsLeaf = Callable[[type], bool]
 
 def default_is_leaf(cls: type) -> bool:
     """Tensors and non-tensor entries are leaves; nested collections are not."""
-    return issubclass(cls, (Tensor, NonTensorData))
+    return issubclass(cls, (Tensor, NonTensor))
 
 
 def walk(
@@ -34,7 +34,7 @@ def walk(
         leaf = is_leaf(type(value))
         if leaf or not leaves_only:
             yield path, value
-        if include_nested and not isinstance(value, (Tensor, NonTensorData)):
+        if include_nested and not isinstance(value, (Tensor, NonTensor)):
             yield from walk(value, include_nested, leaves_only, is_leaf, path)
 
 

@@ -1,0 +1,195 @@
+"""Stacking and concatenating TensorDicts, and the ``torch.*`` functions that dispatch to them.
+
+The stacking rule: TensorDicts of identical structure (the same keys at every level,
+tensor leaves of the same shapes, nested TensorDicts of the same batch sizes, non-tensor
+entries at the same keys) stack into a dense TensorDict. Anything else (other key sets,
+leaves of other shapes) gives a LazyStackedTensorDict that keeps its members. Non-tensor
+entries: equal values stay one NonTensorData, different values become a NonTensorStack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+
+def _check_members(call: str, tds: Sequence[Any]) -> None:
+    if not tds:
+        raise ValueError(f"{call}: expected a non-empty sequence of TensorDicts")
+    for i, td in enumerate(tds):
+        if not isinstance(td, CollectionProtocol):
+            raise TypeError(
+                f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
+            )
+
+
+def same_structure(tds: Sequence[Any]) -> bool:
+    """Whether the TensorDicts can be stacked densely (see the module docstring)."""
+    first = tds[0]
+    keys = first._tensordict.keys()
+    for td in tds[1:]:
+        if td._tensordict.keys() != keys or td._batch_size != first._batch_size:
+            return False
+    for key, value in first._tensordict.items():
+        others = [td._tensordict[key] for td in tds[1:]]
+        if isinstance(value, Tensor):
+            if not all(isinstance(o, Tensor) and o.shape == value.shape for o in others):
+                return False
+        elif isinstance(value, NonTensor):
+            if not all(isinstance(o, NonTensor) for o in others):
+                return False
+        elif not all(isinstance(o, CollectionProtocol) for o in others) or not same_structure(
+            [value, *others]
+        ):
+            return False
+    return True
+
+
+def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
+    first = values[0]
+    if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values[1:]):
+        return first._with(new_bs, first.device)
+    stacks = [as_stack(v) for v in values]
+    pool: list[Any] = []
+    positions = []
+    for s in stacks:
+        positions.append(s.positions + len(pool))
+        pool.extend(s.values)
+    return NonTensorStack(pool, torch.stack(positions, dim), first.device)
+
+
+def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
+    first = values[0]
+    if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values[1:]):
+        sizes = [v.batch_size for v in values]
+        new_bs = list(sizes[0])
+        new_bs[dim] = sum(s[dim] for s in sizes)
+        return first._with(torch.Size(new_bs), first.device)
+    stacks = [as_stack(v) for v in values]
+    pool: list[Any] = []
+    positions = []
+    for s in stacks:
+        positions.append(s.positions + len(pool))
+        pool.extend(s.values)
+    return NonTensorStack(pool, torch.cat(positions, dim), first.device)
+
+
+def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
+    first = tds[0]
+    bs = first._batch_size
+    new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
+    entries: dict[str, Any] = {}
+    for key, value in first._tensordict.items():
+        column = [td._tensordict[key] for td in tds]
+        if isinstance(value, Tensor):
+            entries[key] = torch.stack(column, dim)
+        elif isinstance(value, NonTensor):
+            entries[key] = _stack_nontensor(column, dim, new_bs)
+        else:
+            entries[key] = _dense_stack(column, dim)
+    names = None
+    if first._names is not None and all(td._names == first._names for td in tds):
+        names = [*first._names[:dim], None, *first._names[dim:]]
+    out: TensorDict = first._new_unsafe(entries, new_bs, _common_device(tds), names)
+    return out
+
+
+def _common_device(tds: Sequence[Any]) -> torch.device | None:
+    device = tds[0]._device
+    return device if all(td._device == device for td in tds) else None
+
+
+def stack(tds: Sequence[Any], dim: int = 0) -> Any:
+    """Stack TensorDicts along a new batch dim: dense when they share one structure.
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> tds = [TensorDict({"a": torch.ones(3, 4)}, [3]) for _ in range(2)]
+    >>> torch.stack(tds, 1).batch_size
+    torch.Size([3, 2])
+    >>> mixed = [TensorDict({"a": torch.ones(2)}), TensorDict({"b": torch.ones(2)})]
+    >>> type(torch.stack(mixed)).__name__
+    'LazyStackedTensorDict'
+    """
+    tds = list(tds)
+    _check_members("torch.stack", tds)
+    bs = tds[0]._batch_size
+    for i, td in enumerate(tds):
+        if td._batch_size != bs:
+            raise RuntimeError(
+                f"torch.stack: TensorDicts must share a batch size; got {tuple(bs)} at "
+                f"position 0 and {tuple(td._batch_size)} at position {i}"
+            )
+    n = len(bs)
+    if not -n - 1 <= dim <= n:
+        raise IndexError(f"torch.stack: dim {dim} is out of range for {n + 1} dims")
+    dim %= n + 1
+    if all(type(td) is type(tds[0]) for td in tds) and same_structure(tds):
+        return _dense_stack(tds, dim)
+    from tensordict._lazy import LazyStackedTensorDict
+
+    return LazyStackedTensorDict(tds, stack_dim=dim)
+
+
+def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
+    """Concatenate TensorDicts with the same keys along an existing batch dim.
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> tds = [TensorDict({"a": torch.ones(3, 4)}, [3, 4]) for _ in range(2)]
+    >>> torch.cat(tds, 0).batch_size
+    torch.Size([6, 4])
+    """
+    tds = list(tds)
+    _check_members("torch.cat", tds)
+    n = len(tds[0]._batch_size)
+    if n == 0:
+        raise RuntimeError("torch.cat: TensorDicts with batch_size=[] cannot be concatenated")
+    if not -n <= dim < n:
+        raise IndexError(f"torch.cat: dim {dim} is out of range for {n} batch dims")
+    dim %= n
+    return _dense_cat(tds, dim, ())
+
+
+def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDict:
+    first = tds[0]
+    keys = first._tensordict.keys()
+    for i, td in enumerate(tds):
+        if td._tensordict.keys() != keys:
+            raise KeyError(
+                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at "
+                f"{'/'.join(prefix) or 'the top level'}, expected {sorted(keys)}"
+            )
+        other = td._batch_size
+        if len(other) != len(first._batch_size) or any(
+            a != b
+            for j, (a, b) in enumerate(zip(other, first._batch_size, strict=True))
+            if j != dim
+        ):
+            raise RuntimeError(
+                f"torch.cat: batch sizes must match except in dim {dim}; got "
+                f"{tuple(first._batch_size)} and {tuple(other)} at position {i}"
+            )
+    new_bs = list(first._batch_size)
+    new_bs[dim] = sum(td._batch_size[dim] for td in tds)
+    entries: dict[str, Any] = {}
+    for key, value in first._tensordict.items():
+        column = [td._tensordict[key] for td in tds]
+        if isinstance(value, Tensor):
+            entries[key] = torch.cat(column, dim)
+        elif isinstance(value, NonTensor):
+            entries[key] = _cat_nontensor(column, dim)
+        else:
+            entries[key] = _dense_cat(column, dim, (*prefix, key))
+    names = first._names if all(td._names == first._names for td in tds) else None
+    out: TensorDict = first._new_unsafe(entries, torch.Size(new_bs), _common_device(tds), names)
+    return out
