@@ -10,6 +10,7 @@ raises otherwise.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -189,7 +190,7 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
             if as_nested_tensor:
                 if self.stack_dim != 0:
                     raise ValueError(f"{call}: as_nested_tensor needs stack_dim=0")
-                return torch.nested.nested_tensor(values)
+                return _nested(values)
             if any(v.shape != first.shape for v in values):
                 raise RuntimeError(
                     f"{call}: key {join_path(path)!r} has shapes "
@@ -351,6 +352,42 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         """Apply ``fn`` to every leaf of every member, in place."""
         return self.apply(fn, *others, inplace=True)  # type: ignore[no-any-return]
 
+    def _per_leaf(self, op: str, call: str, dim: Any, keepdim: bool, **kw: Any) -> Any:
+        """Reductions: member by member unless the stack dim itself is reduced."""
+        if same_structure(self.tensordicts):
+            return self.densify()._per_leaf(op, call, dim, keepdim, **kw)
+        if dim == "feature":
+            return self._restack(
+                [m._per_leaf(op, call, dim, keepdim, **kw) for m in self.tensordicts]
+            )
+        n = len(self._batch_size)
+        dims = list(range(n)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+        norm = [_norm(call, d, n) for d in dims]
+        if self.stack_dim in norm:
+            raise RuntimeError(
+                f"{call}: reducing over the stack dim of members with different "
+                "structures is not possible; reduce other dims, or use as_padded_tensor"
+            )
+        sd = self.stack_dim
+        member_dims = tuple(d if d < sd else d - 1 for d in norm)
+        new_sd = sd if keepdim else sd - sum(1 for d in norm if d < sd)
+        return self._restack(
+            [m._per_leaf(op, call, member_dims, keepdim, **kw) for m in self.tensordicts], new_sd
+        )
+
+    def _reduction(self, op: str, dim: Any, keepdim: bool, reduce: bool, **kw: Any) -> Any:
+        if not reduce:
+            return self._per_leaf(op, f"LazyStackedTensorDict.{op}", dim, keepdim, **kw)
+        if same_structure(self.tensordicts):
+            return self.densify()._reduction(op, dim, keepdim, reduce, **kw)
+        if dim is not None:
+            raise RuntimeError(
+                f"LazyStackedTensorDict.{op}: reduce=True with dim needs members of one "
+                "structure; pass dim=None to reduce over every element"
+            )
+        leaves: list[Tensor] = [x.reshape(-1) for m in self.tensordicts for x in _leaf_list(m)]
+        return getattr(torch, op)(torch.cat(leaves), **kw)
+
     def _map(self, name: str, *args: Any, **kwargs: Any) -> Any:
         return self._restack([getattr(m, name)(*args, **kwargs) for m in self.tensordicts])
 
@@ -453,7 +490,7 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
                     f"dim of size {n}"
                 )
             member = self.tensordicts[at]
-            return member[member_index] if member_index else member
+            return member if _whole(member_index) else member[member_index]
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
             return self._dense_or_raise("LazyStackedTensorDict[]")[index]
@@ -484,7 +521,7 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         else:
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):
-            if member_index:
+            if not _whole(member_index):
                 self.tensordicts[i][member_index] = part
             elif isinstance(part, (Mapping, TensorDict)):
                 self.tensordicts[i].update(part)
@@ -650,6 +687,24 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         return self._restack(
             [m.where(c, o) for m, c, o in zip(self.tensordicts, conds, others, strict=True)]
         )
+
+
+def _leaf_list(td: Any) -> list[Tensor]:
+    return [v for v in td.values(True, True) if isinstance(v, Tensor)]
+
+
+def _whole(index: tuple[Any, ...]) -> bool:
+    """Whether a member index selects everything (only full slices)."""
+    return all(isinstance(i, slice) and i == slice(None) for i in index)
+
+
+def _nested(values: list[Tensor]) -> Tensor:
+    """A nested tensor of the members' leaves: jagged when only the first dim differs."""
+    if all(v.shape[1:] == values[0].shape[1:] for v in values) and values[0].ndim:
+        return torch.nested.nested_tensor(values, layout=torch.jagged)
+    with warnings.catch_warnings():  # torch warns that the strided layout is a prototype
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor(values)
 
 
 def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tensor:

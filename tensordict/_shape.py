@@ -158,15 +158,16 @@ class ShapeOps(CollectionProtocol):
             names = [*self._names[:d], *([None] * len(sizes)), *self._names[d + 1 :]]
         return self._remap(lambda x: x.unflatten(d, sizes), new_bs, names)
 
-    def squeeze(self, dim: int | None = None) -> TensorDict:
-        """Drop batch dims of size one (all of them, or ``dim`` if it has size one)."""
+    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> TensorDict:
+        """Drop batch dims of size one (all of them, or those of ``dim`` that have size one)."""
         bs = self._batch_size
         n = len(bs)
         if dim is None:
             dims = tuple(i for i, s in enumerate(bs) if s == 1)
         else:
-            d = _norm("TensorDict.squeeze", dim, n)
-            dims = (d,) if bs[d] == 1 else ()
+            asked = (dim,) if isinstance(dim, int) else tuple(dim)
+            norm = (_norm("TensorDict.squeeze", d, n) for d in asked)
+            dims = tuple(d for d in norm if bs[d] == 1)
         if not dims:
             return self._remap(lambda x: x, bs, self._names_kept())
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])

@@ -496,8 +496,6 @@ class TensorDict(
         return value
 
     def _getitem_slow(self, key: Any) -> Any:
-        if type(key) is str:
-            raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
         if isinstance(key, str):
             raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
         if type(key) is tuple and key and type(key[0]) is str:

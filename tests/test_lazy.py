@@ -1,0 +1,129 @@
+"""LazyStackedTensorDict: members kept, ragged leaves, partial keys, ops over members."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+
+
+def _members() -> list[TensorDict]:
+    a = TensorDict({"x": torch.zeros(3, 2), "n": {"y": torch.ones(3)}, "s": "a"}, [3])
+    b = TensorDict(
+        {"x": torch.ones(3, 4), "n": {"y": torch.ones(3)}, "only": torch.zeros(3), "s": "b"}, [3]
+    )
+    return [a, b]
+
+
+def test_shape_keys_and_ragged_get() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b], 1)
+    assert s.batch_size == (3, 2)
+    assert s.get_item_shape("x") == (3, 2, -1)
+    assert set(s.keys()) == {"x", "n", "s"} and s.partial_keys() == ["only"]
+    assert s["n", "y"].shape == (3, 2)
+    assert s["s"] == [["a", "b"]] * 3
+    xs = s.get("x", as_list=True)
+    assert xs[0] is a["x"] and xs[1] is b["x"]
+    padded = s.get("x", as_padded_tensor=True, padding_value=-1)
+    assert padded.shape == (3, 2, 4) and (padded[:, 0, 2:] == -1).all()
+    with pytest.raises(
+        RuntimeError,
+        match=r"key 'x' has shapes \[\(3, 2\), \(3, 4\)\] across members; pass as_list=True",
+    ):
+        s.get("x")
+    with pytest.raises(KeyError, match=r"key 'only' is missing from members \[0\] of 2"):
+        s.get("only")
+    nested = lazy_stack([a, b]).get("x", as_nested_tensor=True)
+    assert nested.is_nested
+
+
+def test_indexing_returns_members() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b])
+    assert s[0] is a and s[1] is b and s[-1] is b
+    assert isinstance(s[:, 1:], LazyStackedTensorDict) and s[:, 1:].batch_size == (2, 2)
+    assert torch.equal(s[1, 2]["x"], b["x"][2])
+    assert s[torch.tensor([1, 0])][0] is b
+    assert [m is x for m, x in zip(s, [a, b], strict=True)] == [True, True]
+    with pytest.raises(IndexError, match="index 2 is out of bounds for the stack dim of size 2"):
+        s[2]
+    t = lazy_stack([a, b], 1)
+    assert t[:, 0] is a
+    assert t[1].batch_size == (2,)
+
+
+def test_writes_reach_members() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b])
+    s["n", "z"] = torch.full((2, 3), 5.0)
+    assert (a["n", "z"] == 5).all() and (b["n", "z"] == 5).all()
+    s["tag"] = "t"
+    assert a["tag"] == "t"
+    s[1] = TensorDict({"x": torch.full((3, 4), 2.0)}, [3])
+    assert (b["x"] == 2).all()
+    s.get("n")["w"] = torch.zeros(2, 3)
+    assert "w" in a["n"]
+    s.append(TensorDict({"x": torch.zeros(3, 1), "n": {"y": torch.ones(3)}}, [3]))
+    assert s.batch_size == (3, 3)
+
+
+def test_element_wise_ops_and_reductions_over_members() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b])
+    out = (s + 1) * 2
+    assert isinstance(out, LazyStackedTensorDict)
+    assert torch.equal(out[1]["x"], (b["x"] + 1) * 2)
+    assert out[0]["s"] == "a"
+    assert (s.apply(lambda x: x - x)[1]["only"] == 0).all()
+    assert s.clone()[0]["x"] is not a["x"]
+    assert s.to(torch.float64)[1]["x"].dtype == torch.float64
+    assert bool((s >= 0).all())
+    assert (s.sum(dim=1)[1]["x"] == b["x"].sum(0)).all()
+    s.zero_()
+    assert (a["n", "y"] == 0).all()
+
+
+def test_shape_ops_over_members() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b])
+    assert s.unsqueeze(0).batch_size == (1, 2, 3) and s.unsqueeze(0).stack_dim == 1
+    assert s.unsqueeze(-1).batch_size == (2, 3, 1)
+    assert s.permute(1, 0).batch_size == (3, 2) and s.permute(1, 0).stack_dim == 1
+    assert s.transpose(0, 1)[:, 1]["x"].shape == (3, 4)
+    assert s.unbind(0)[1] is b
+    assert [t.batch_size for t in s.unbind(1)] == [(2,)] * 3
+    assert s.flip(0)[0] is b
+    assert s.expand(4, 2, 3).batch_size == (4, 2, 3)
+    assert [p.batch_size for p in s.split(1, 0)] == [(1, 3), (1, 3)]
+    assert s.unsqueeze(0).squeeze().batch_size == (2, 3)
+    assert s.narrow(1, 0, 2).batch_size == (2, 2)
+    with pytest.raises(
+        RuntimeError, match="LazyStackedTensorDict.reshape: this mixes elements of members"
+    ):
+        s.reshape(-1)
+
+
+def test_homogeneous_lazy_stack_densifies() -> None:
+    tds = [TensorDict({"x": torch.full((2,), float(i))}, [2]) for i in range(3)]
+    s = lazy_stack(tds)
+    dense = s.densify()
+    assert isinstance(dense, TensorDict) and dense.batch_size == (3, 2)
+    assert torch.equal(s.reshape(-1)["x"], dense.reshape(-1)["x"])
+    assert torch.equal(s[:, 1]["x"], torch.tensor([0.0, 1.0, 2.0]))
+    assert torch.equal(s[torch.tensor([True, False, True])]["x"][:, 0], torch.tensor([0.0, 2.0]))
+    assert s.state_dict()["x"].shape == (3, 2)
+    back = pickle.loads(pickle.dumps(s))
+    assert isinstance(back, LazyStackedTensorDict) and torch.equal(back.densify()["x"], dense["x"])
+
+
+def test_construction_errors() -> None:
+    with pytest.raises(ValueError, match="needs at least one member"):
+        LazyStackedTensorDict([])
+    with pytest.raises(ValueError, match=r"member 0 has \(2,\), member 1 has \(3,\)"):
+        lazy_stack([TensorDict({}, [2]), TensorDict({}, [3])])
+    with pytest.raises(TypeError, match="member 0 is a Tensor"):
+        lazy_stack([torch.zeros(2)])

@@ -1,0 +1,189 @@
+"""Shape operations checked leaf by leaf with the positional oracle of test_index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import NonTensorStack, TensorDict, pad
+from tests.test_index import _positions, _td, check_against_oracle
+
+BS = (4, 3)
+
+# (name, op on a TensorDict or a positional tensor of the batch shape)
+SINGLE: list[tuple[str, Callable[[Any], Any]]] = [
+    ("reshape", lambda t: t.reshape(-1)),
+    ("reshape2", lambda t: t.reshape(2, 6)),
+    ("view", lambda t: t.view(3, 4)),
+    ("flatten", lambda t: t.flatten(0, 1)),
+    ("unflatten", lambda t: t.unflatten(0, (2, 2))),
+    ("unsqueeze0", lambda t: t.unsqueeze(0)),
+    ("unsqueeze-1", lambda t: t.unsqueeze(-1)),
+    ("squeeze", lambda t: t.unsqueeze(1).squeeze(1)),
+    ("squeeze_all", lambda t: t.unsqueeze(0).unsqueeze(-1).squeeze()),
+    ("permute", lambda t: t.permute(1, 0)),
+    ("transpose", lambda t: t.transpose(0, 1)),
+    ("expand", lambda t: t.expand(2, 4, 3)),
+    ("repeat", lambda t: t.repeat(2, 1)),
+    ("narrow", lambda t: t.narrow(1, 1, 2)),
+    ("flip", lambda t: t.flip(0)),
+    ("flip2", lambda t: t.flip(0, 1)),
+    ("roll", lambda t: t.roll(1, 0)),
+    ("gather", lambda t: t.gather(1, torch.tensor([[2, 0, 1]] * 4))),
+]
+
+MULTI: list[tuple[str, Callable[[Any], Any]]] = [
+    ("split", lambda t: t.split(3, 0)),
+    ("split_sizes", lambda t: t.split([1, 2], 1)),
+    ("chunk", lambda t: t.chunk(2, 0)),
+    ("unbind0", lambda t: t.unbind(0)),
+    ("unbind1", lambda t: t.unbind(1)),
+]
+
+
+@pytest.mark.parametrize(("name", "op"), SINGLE, ids=[s[0] for s in SINGLE])
+def test_single_output_ops(name: str, op: Callable[[Any], Any]) -> None:
+    td = _td(BS)
+    check_against_oracle(td, op(td), op(_positions(BS)))
+
+
+@pytest.mark.parametrize(("name", "op"), MULTI, ids=[m[0] for m in MULTI])
+def test_multi_output_ops(name: str, op: Callable[[Any], Any]) -> None:
+    td = _td(BS)
+    outs, poss = op(td), op(_positions(BS))
+    assert len(outs) == len(poss)
+    for out, pos in zip(outs, poss, strict=True):
+        check_against_oracle(td, out, pos)
+
+
+def test_torch_functions_match_methods() -> None:
+    td = _td(BS)
+    pos = _positions(BS)
+    check_against_oracle(td, torch.permute(td, (1, 0)), pos.permute(1, 0))
+    check_against_oracle(td, torch.flatten(td), pos.flatten())
+    check_against_oracle(td, torch.unsqueeze(td, 0), pos.unsqueeze(0))
+    check_against_oracle(td, torch.squeeze(td.unsqueeze(0)), pos)
+    check_against_oracle(td, torch.transpose(td, 0, 1), pos.transpose(0, 1))
+    check_against_oracle(td, torch.flip(td, (1,)), pos.flip(1))
+    check_against_oracle(td, torch.roll(td, 2, 1), pos.roll(2, 1))
+    check_against_oracle(td, torch.narrow(td, 0, 1, 2), pos.narrow(0, 1, 2))
+    check_against_oracle(td, torch.unflatten(td, 1, (3, 1)), pos.unflatten(1, (3, 1)))
+    idx = torch.tensor([[0, 1, 2]] * 4)
+    check_against_oracle(td, torch.gather(td, 1, idx), pos.gather(1, idx))
+    for a, b in zip(torch.unbind(td, 1), pos.unbind(1), strict=True):
+        check_against_oracle(td, a, b)
+    for a, b in zip(torch.split(td, 2), pos.split(2), strict=True):
+        check_against_oracle(td, a, b)
+    clone = torch.clone(td)
+    assert clone["a"] is not td["a"] and torch.equal(clone["a"], td["a"])
+    for fn in (torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like):
+        out = fn(td.exclude("nested", "inner").float())
+        assert out["a"].shape == td["a"].shape
+    assert (torch.full_like(td.float(), 3.0)["a"] == 3).all()
+    assert (torch.zeros_like(td)["nested", "b"] == 0).all()
+
+
+def test_roll_without_dims_rolls_the_flat_batch() -> None:
+    td = _td(BS)
+    check_against_oracle(td, td.roll(1), _positions(BS).roll(1))
+
+
+def test_expand_is_a_view() -> None:
+    datum = TensorDict({"images": torch.zeros((8, 8, 3), dtype=torch.uint8)}, batch_size=[])
+    big = datum.expand(1_000_000)
+    assert big.batch_size == (1_000_000,)
+    assert big["images"].stride()[0] == 0
+    assert big["images"].untyped_storage().nbytes() == 8 * 8 * 3
+    assert (
+        torch.broadcast_to(datum["images"], (2, 8, 8, 3)).shape
+        == datum.broadcast_to([2])["images"].shape
+    )
+    assert datum.expand_as(torch.zeros(5)).batch_size == (5,)
+
+
+def test_masked_fill_select_where() -> None:
+    td = TensorDict({"a": torch.arange(6.0).reshape(3, 2), "n": {"b": torch.arange(3)}}, [3])
+    mask = torch.tensor([True, False, True])
+    filled = td.masked_fill(mask, -1)
+    assert torch.equal(filled["a"][:, 0], torch.tensor([-1.0, 2.0, -1.0]))
+    assert torch.equal(filled["n", "b"], torch.tensor([-1, 1, -1]))
+    sel = td.masked_select(mask)
+    assert sel.batch_size == (2,) and torch.equal(sel["n", "b"], torch.tensor([0, 2]))
+    other = td.apply(lambda x: x * 0 + 100)
+    mixed = torch.where(mask, td, other)
+    assert torch.equal(mixed["n", "b"], torch.tensor([0, 100, 2]))
+    assert torch.equal(td.where(mask, 7)["n", "b"], torch.tensor([0, 7, 2]))
+    td.masked_fill_(~mask, 0)
+    assert torch.equal(td["n", "b"], torch.tensor([0, 0, 2]))
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        td.masked_fill(torch.tensor([1, 0, 1]), 0)
+    with pytest.raises(
+        ValueError, match=r"mask shape \(2,\) does not broadcast to batch_size \(3,\)"
+    ):
+        td.masked_fill(torch.tensor([True, False]), 0)
+    with pytest.raises(ValueError, match=r"mask shape \(2,\) must equal batch_size \(3,\)"):
+        td.masked_select(torch.tensor([True, False]))
+
+
+def test_pad() -> None:
+    td = TensorDict({"a": torch.ones(2, 3, 4), "n": {"b": torch.ones(2, 3)}}, [2, 3])
+    out = pad(td, [1, 0, 0, 2], value=0.0)
+    assert out.batch_size == (3, 5)
+    assert out["a"].shape == (3, 5, 4) and out["n", "b"].shape == (3, 5)
+    assert out["a"][0].sum() == 0 and out["a"][1:, :3].sum() == 2 * 3 * 4
+    with pytest.raises(ValueError, match="pad_size needs"):
+        pad(td, [1, 1, 1])
+
+
+def test_shape_op_errors_name_the_call() -> None:
+    td = _td(BS)
+    with pytest.raises(
+        RuntimeError, match=r"TensorDict.reshape: not valid for batch_size \(4, 3\)"
+    ):
+        td.reshape(5)
+    with pytest.raises(IndexError, match="TensorDict.unsqueeze: dim 4 is out of range"):
+        td.unsqueeze(4)
+    with pytest.raises(ValueError, match="not a permutation"):
+        td.permute(0, 0)
+    with pytest.raises(RuntimeError, match="TensorDict.expand"):
+        td.expand(5, 3)
+    with pytest.raises(ValueError, match="index must have 2 dims"):
+        td.gather(0, torch.tensor([0]))
+
+
+def test_names_through_shape_ops() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3], names=["b", "t"])
+    assert td.permute(1, 0).names == ["t", "b"]
+    assert td.unsqueeze(0).names == [None, "b", "t"]
+    assert td.unsqueeze(0).squeeze(0).names == ["b", "t"]
+    assert td.transpose(0, 1).names == ["t", "b"]
+    assert td.flatten().names == [None]
+    assert td.unbind(1)[0].names == ["b"]
+    assert td.flip(0).names == ["b", "t"]
+    assert td.expand(5, 2, 3).names == [None, "b", "t"]
+    assert td.rename("x", "y").names == ["x", "y"] and td.names == ["b", "t"]
+    assert td.rename(t="time").names == ["b", "time"]
+    plain = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+    assert plain.refine_names("x", None).names == ["x", None]
+    with pytest.raises(ValueError, match="dim 0 is named 'x'; cannot refine to 'z'"):
+        plain.refine_names("z", None)
+    with pytest.raises(ValueError, match=r"no batch dims named \['q'\]"):
+        plain.rename(q="r")
+
+
+def test_non_tensor_stack_follows_shape_ops() -> None:
+    words = NonTensorStack.from_list([["a", "b", "c"], ["d", "e", "f"]])
+    td = TensorDict({"x": torch.zeros(2, 3), "w": words}, [2, 3])
+    assert td["w"] == [["a", "b", "c"], ["d", "e", "f"]]
+    assert td.permute(1, 0)["w"] == [["a", "d"], ["b", "e"], ["c", "f"]]
+    assert td.flip(1)["w"][0] == ["c", "b", "a"]
+    assert td.reshape(-1)["w"] == ["a", "b", "c", "d", "e", "f"]
+    assert td[1, 2]["w"] == "f"
+    assert td.roll(1, 1)["w"][0] == ["c", "a", "b"]
+    assert [t["w"] for t in td.unbind(1)] == [["a", "d"], ["b", "e"], ["c", "f"]]
+    assert td[:, torch.tensor([2, 0])]["w"] == [["c", "a"], ["f", "d"]]
+    with pytest.raises(ValueError, match="values differ along the batch"):
+        td.sum(dim=0)

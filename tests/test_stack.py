@@ -1,0 +1,91 @@
+"""torch.stack / torch.cat of TensorDicts: the dense rule, non-tensor entries, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict
+from tests.catalogue import CATALOGUE, leaves
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+@pytest.mark.parametrize("dim", [0, -1])
+def test_stack_matches_per_leaf_stack(name: str, dim: int) -> None:
+    tds = [CATALOGUE[name]().detach() for _ in range(3)]
+    out = torch.stack(tds, dim)
+    assert isinstance(out, TensorDict)
+    n = len(tds[0].batch_size)
+    d = dim % (n + 1)
+    assert out.batch_size == torch.Size([*tds[0].batch_size[:d], 3, *tds[0].batch_size[d:]])
+    for key in leaves(tds[0]):
+        torch.testing.assert_close(out.get(key), torch.stack([t.get(key) for t in tds], d))
+    back = out.unbind(d)
+    for a, b in zip(back, tds, strict=True):
+        assert (a == b).all()
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(CATALOGUE) if n != "empty_batch"])
+def test_cat_matches_per_leaf_cat(name: str) -> None:
+    tds = [CATALOGUE[name]().detach() for _ in range(2)]
+    out = torch.cat(tds, 0)
+    for key in leaves(tds[0]):
+        torch.testing.assert_close(out.get(key), torch.cat([t.get(key) for t in tds], 0))
+    assert TensorDict.cat(tds, 0).batch_size == out.batch_size
+
+
+def test_seed_stack_and_cat() -> None:
+    tensordicts = [
+        TensorDict(
+            {"key 1": torch.ones(3, 4, 5), "key 2": torch.zeros(3, 4, 5, dtype=torch.bool)},
+            batch_size=[3, 4],
+        )
+        for _ in range(2)
+    ]
+    stack_tensordict = torch.stack(tensordicts, 1)
+    assert stack_tensordict.shape == torch.Size([3, 2, 4])
+    assert stack_tensordict["key 1"].shape == torch.Size([3, 2, 4, 5])
+    cat_tensordict = torch.cat(tensordicts, 0)
+    assert cat_tensordict.shape == torch.Size([6, 4])
+    assert cat_tensordict["key 1"].shape == torch.Size([6, 4, 5])
+    assert TensorDict.stack(tensordicts, 0).batch_size == (2, 3, 4)
+
+
+def test_non_tensor_rule() -> None:
+    same = torch.stack([TensorDict({"s": "x"}, [2]), TensorDict({"s": "x"}, [2])])
+    assert type(same.get("s")).__name__ == "NonTensorData" and same["s"] == "x"
+    diff = torch.stack([TensorDict({"s": "x"}, [2]), TensorDict({"s": "y"}, [2])])
+    assert isinstance(diff.get("s"), NonTensorStack)
+    assert diff["s"] == [["x", "x"], ["y", "y"]]
+    assert diff[1, 0]["s"] == "y"
+    cat = torch.cat([TensorDict({"s": "x"}, [1]), TensorDict({"s": "y"}, [2])])
+    assert cat["s"] == ["x", "y", "y"]
+    again = torch.stack([diff, diff], 0)
+    assert again["s"][1] == [["x", "x"], ["y", "y"]]
+
+
+def test_heterogeneous_stacks_are_lazy() -> None:
+    a = TensorDict({"x": torch.zeros(2, 3)}, [2])
+    b = TensorDict({"x": torch.zeros(2, 4)}, [2])
+    c = TensorDict({"y": torch.zeros(2)}, [2])
+    assert isinstance(torch.stack([a, b]), LazyStackedTensorDict)
+    assert isinstance(torch.stack([a, c]), LazyStackedTensorDict)
+
+
+def test_stack_cat_errors() -> None:
+    a = TensorDict({"x": torch.zeros(2)}, [2])
+    with pytest.raises(
+        RuntimeError,
+        match=r"torch.stack: TensorDicts must share a batch size; got \(2,\) at position 0 and \(3,\) at position 1",
+    ):
+        torch.stack([a, TensorDict({"x": torch.zeros(3)}, [3])])
+    with pytest.raises(ValueError, match="expected a non-empty sequence"):
+        TensorDict.stack([])
+    with pytest.raises(KeyError, match=r"torch.cat: TensorDict 1 has keys \['y'\]"):
+        torch.cat([a, TensorDict({"y": torch.zeros(2)}, [2])])
+    with pytest.raises(RuntimeError, match="batch sizes must match except in dim 0"):
+        torch.cat([TensorDict({}, [2, 3]), TensorDict({}, [2, 4])])
+    with pytest.raises(RuntimeError, match=r"batch_size=\[\] cannot be concatenated"):
+        torch.cat([TensorDict(), TensorDict()])
+    with pytest.raises(IndexError, match="dim 3 is out of range"):
+        torch.stack([a, a], 3)
