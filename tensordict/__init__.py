@@ -3,11 +3,13 @@
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._td import TensorDict, is_tensor_collection
 
 _register_safe_globals(TensorDict)
+_register_pytree()
 
 __version__ = "0.1.0.dev0"
 

@@ -206,6 +206,25 @@ class StructureOps(CollectionProtocol):
             return self  # type: ignore[return-value]
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dicts of the entries (non-tensor entries as their values).
+
+        ``td.flatten_keys(".").to_dict()`` is what ``torch.func.functional_call`` takes.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
+        {'a': {'b': tensor([0.])}, 's': 'x'}
+        """
+        return {
+            key: value._public()
+            if isinstance(value, NonTensor)
+            else value
+            if isinstance(value, Tensor)
+            else value.to_dict()
+            for key, value in self._tensordict.items()
+        }
+
     def empty(self, recurse: bool = False) -> TensorDict:
         """A TensorDict with the same batch size and device and no entries.
 

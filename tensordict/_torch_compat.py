@@ -11,3 +11,31 @@ import torch
 def foreach(name: str) -> Callable[..., Any] | None:
     """The multi-tensor kernel ``torch._foreach_<name>``, or None where torch lacks it."""
     return getattr(torch, f"_foreach_{name}", None)
+
+
+def register_pytree_node(
+    cls: type,
+    flatten: Callable[[Any], tuple[list[Any], Any]],
+    unflatten: Callable[[Any, Any], Any],
+    flatten_with_keys: Callable[[Any], tuple[list[tuple[Any, Any]], Any]],
+    name: str,
+) -> None:
+    """Teach ``torch.utils._pytree`` (vmap, torch.func, compile) to open ``cls``."""
+    from torch.utils import _pytree
+
+    if cls in _pytree.SUPPORTED_NODES:
+        return
+    _pytree.register_pytree_node(
+        cls,
+        flatten,
+        unflatten,
+        serialized_type_name=name,
+        flatten_with_keys_fn=flatten_with_keys,
+    )
+
+
+def mapping_key(key: str) -> Any:
+    """The pytree path entry for a mapping key."""
+    from torch.utils import _pytree
+
+    return _pytree.MappingKey(key)
