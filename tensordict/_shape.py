@@ -113,7 +113,7 @@ class ShapeOps(CollectionProtocol):
         if new_bs == bs:
             return self._remap(lambda x: x, bs, self._names_kept())
         n = len(bs)
-        return self._remap(lambda x: x.reshape(*new_bs, *x.shape[n:]), new_bs, None)
+        return self._remap(lambda x: x.reshape((*new_bs, *x.shape[n:])), new_bs, None)
 
     def view(self, *shape: Any) -> TensorDict:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
@@ -123,7 +123,7 @@ class ShapeOps(CollectionProtocol):
         if new_bs == bs:
             return self._remap(lambda x: x, bs, self._names_kept())
         n = len(bs)
-        return self._remap(lambda x: x.view(*new_bs, *x.shape[n:]), new_bs, None)
+        return self._remap(lambda x: x.view((*new_bs, *x.shape[n:])), new_bs, None)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorDict:
         """Merge batch dims ``start_dim..end_dim`` into one."""
@@ -202,7 +202,7 @@ class ShapeOps(CollectionProtocol):
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
         names = None if self._names is None else [self._names[d] for d in norm]
-        return self._remap(lambda x: x.permute(*norm, *range(n, x.ndim)), new_bs, names)
+        return self._remap(lambda x: x.permute((*norm, *range(n, x.ndim))), new_bs, names)
 
     def transpose(self, dim0: int, dim1: int) -> TensorDict:
         """Swap two batch dims."""
@@ -229,7 +229,7 @@ class ShapeOps(CollectionProtocol):
         names = None
         if self._names is not None:
             names = [*([None] * (len(new_bs) - n)), *self._names]
-        return self._remap(lambda x: x.expand(*new_bs, *x.shape[n:]), new_bs, names)
+        return self._remap(lambda x: x.expand((*new_bs, *x.shape[n:])), new_bs, names)
 
     def expand_as(self, other: Tensor | CollectionProtocol) -> TensorDict:
         """Expand to the shape (batch size) of ``other``."""
@@ -245,7 +245,7 @@ class ShapeOps(CollectionProtocol):
         bs = self._batch_size
         n = len(bs)
         new_bs = _shape_via("TensorDict.repeat", bs, lambda d: d.repeat(reps).shape)
-        return self._remap(lambda x: x.repeat(*reps, *([1] * (x.ndim - n))), new_bs, None)
+        return self._remap(lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, None)
 
     # --------------------------------------------------------- slicing kinds
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[TensorDict, ...]:

@@ -338,6 +338,15 @@ class TensorDict(
             return value
         if isinstance(value, NonTensor):
             return value._with(bs, self._device)
+        if isinstance(value, CollectionProtocol):  # a lazy stack: stored dense
+            try:
+                value = value.densify()  # type: ignore[attr-defined]
+            except RuntimeError:
+                raise TypeError(
+                    f"{call}: key {key!r}: a LazyStackedTensorDict whose members differ in "
+                    "structure cannot be nested in a TensorDict; keep it at the top level"
+                ) from None
+            return self._convert(value, key, call)
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)

@@ -127,3 +127,12 @@ def test_construction_errors() -> None:
         lazy_stack([TensorDict({}, [2]), TensorDict({}, [3])])
     with pytest.raises(TypeError, match="member 0 is a Tensor"):
         lazy_stack([torch.zeros(2)])
+
+
+def test_nesting_a_lazy_stack() -> None:
+    same = lazy_stack([TensorDict({"x": torch.zeros(2)}, [2]) for _ in range(3)])
+    td = TensorDict({"s": same}, [3])
+    assert isinstance(td["s"], TensorDict) and td["s", "x"].shape == (3, 2)
+    mixed = lazy_stack([TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({}, [2])])
+    with pytest.raises(TypeError, match="members differ in structure cannot be nested"):
+        TensorDict({"s": mixed}, [2])

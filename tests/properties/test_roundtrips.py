@@ -61,3 +61,33 @@ def test_clone_equals_and_is_independent(td: TensorDict) -> None:
     c = td.clone()
     assert (c == td).all()
     assert_same(c.to(torch.float64), td.to(torch.float64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(tensordicts(), st.integers(0, 2), st.integers(1, 3))
+def test_stack_unbind(td: TensorDict, dim: int, n: int) -> None:
+    dim = dim % (td.batch_dims + 1)
+    parts = [td.clone() for _ in range(n)]
+    stacked = torch.stack(parts, dim)
+    for part, back in zip(parts, stacked.unbind(dim), strict=True):
+        assert_same(back, part)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tensordicts(), st.integers(1, 3))
+def test_cat_split(td: TensorDict, size: int) -> None:
+    if td.batch_dims == 0:
+        return
+    pieces = td.split(size, 0)
+    assert_same(torch.cat(pieces, 0), td)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tensordicts())
+def test_reshape_round_trip(td: TensorDict) -> None:
+    flat = td.reshape(-1)
+    assert flat.batch_size == (td.batch_size.numel(),)
+    assert_same(flat.reshape(td.batch_size), td)
+    assert_same(td.unsqueeze(0).squeeze(0), td)
+    if td.batch_dims == 2:
+        assert_same(td.permute(1, 0).permute(1, 0), td)
