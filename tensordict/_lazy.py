@@ -348,6 +348,54 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         ]
         return self if inplace else self._restack(out)
 
+    def named_apply(
+        self, fn: Callable[..., Tensor | None], *others: Any, nested_keys: bool = False, **kw: Any
+    ) -> Any:
+        """:meth:`TensorDict.named_apply`, member by member."""
+        split = [o.unbind(self.stack_dim) for o in others]
+        return self._restack(
+            [
+                m.named_apply(fn, *[s[i] for s in split], nested_keys=nested_keys, **kw)
+                for i, m in enumerate(self.tensordicts)
+            ]
+        )
+
+    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """Remove ``key`` from every member and return its stacked value."""
+        if default is not _NO_DEFAULT and key not in self:
+            return default
+        value = self.get(key)
+        del self[key]
+        return value
+
+    def setdefault(self, key: NestedKey, default: Any) -> Any:
+        """The stacked value at ``key``, written from ``default`` first when missing."""
+        if key not in self:
+            self.set(key, default)
+        return self.get(key)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
+        """Copy a (dense) state dict into the members' existing entries."""
+        dense = TensorDict().load_state_dict(state_dict)
+        if strict:
+            ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
+            if ours != theirs or self.partial_keys(True):
+                raise KeyError(
+                    "LazyStackedTensorDict.load_state_dict: missing keys "
+                    f"{sorted(map(str, ours - theirs))}, unexpected keys "
+                    f"{sorted(map(str, theirs - ours))}, keys in some members only "
+                    f"{sorted(map(str, self.partial_keys(True)))}"
+                )
+        return self.update_(dense)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dicts of the stacked entries (members must share a structure)."""
+        return self._dense_or_raise("LazyStackedTensorDict.to_dict").to_dict()
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
+        return self._index(torch.as_tensor(indices, dtype=torch.long))
+
     def apply_(self, fn: Callable[..., Tensor], *others: Any) -> LazyStackedTensorDict:
         """Apply ``fn`` to every leaf of every member, in place."""
         return self.apply(fn, *others, inplace=True)  # type: ignore[no-any-return]

@@ -49,6 +49,37 @@ def _shape_via(call: str, bs: torch.Size, fn: Callable[[Tensor], Any]) -> Any:
         raise type(err)(f"{call}: not valid for batch_size {tuple(bs)}: {err}") from None
 
 
+def _same(x: Any) -> Any:
+    return x
+
+
+def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size:
+    """``dims`` with one ``-1`` resolved so that it holds as many elements as ``bs``."""
+    numel = bs.numel()
+    known = 1
+    free = None
+    for i, d in enumerate(dims):
+        if d == -1 and free is None:
+            free = i
+        elif d < 0:
+            raise RuntimeError(f"{call}: invalid shape {tuple(dims)} for batch_size {tuple(bs)}")
+        else:
+            known *= d
+    if free is not None:
+        if known == 0 or numel % known:
+            raise RuntimeError(
+                f"{call}: not valid for batch_size {tuple(bs)}: shape {list(dims)} is invalid "
+                f"for input of size {numel}"
+            )
+        dims = (*dims[:free], numel // known, *dims[free + 1 :])
+    elif known != numel:
+        raise RuntimeError(
+            f"{call}: not valid for batch_size {tuple(bs)}: shape {list(dims)} is invalid for "
+            f"input of size {numel}"
+        )
+    return torch.Size(dims)
+
+
 def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
     return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
@@ -71,10 +102,10 @@ class ShapeOps(CollectionProtocol):
         """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch."""
         entries: dict[str, Any] = {}
         for key, value in self._tensordict.items():
-            if isinstance(value, NonTensor):
-                entries[key] = value._remap(fn, new_bs)
-            else:
+            if type(value) is Tensor or not isinstance(value, NonTensor):
                 entries[key] = fn(value)
+            else:
+                entries[key] = value._remap(fn, new_bs)
         return self._new_unsafe(entries, new_bs, self._device, names)
 
     def _remap_many(
@@ -107,23 +138,40 @@ class ShapeOps(CollectionProtocol):
         >>> td.reshape(-1)["a"].shape
         torch.Size([12, 5])
         """
-        dims = _dims_arg("TensorDict.reshape", shape)
-        bs = self._batch_size
-        new_bs = _shape_via("TensorDict.reshape", bs, lambda d: d.reshape(dims).shape)
-        if new_bs == bs:
-            return self._remap(lambda x: x, bs, self._names_kept())
-        n = len(bs)
-        return self._remap(lambda x: x.reshape((*new_bs, *x.shape[n:])), new_bs, None)
+        return self._reshape("reshape", shape)
 
     def view(self, *shape: Any) -> TensorDict:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
-        dims = _dims_arg("TensorDict.view", shape)
+        return self._reshape("view", shape)
+
+    def _reshape(self, method: str, shape: tuple[Any, ...]) -> TensorDict:
+        call = f"TensorDict.{method}"
         bs = self._batch_size
-        new_bs = _shape_via("TensorDict.view", bs, lambda d: d.reshape(dims).shape)
+        new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
         if new_bs == bs:
-            return self._remap(lambda x: x, bs, self._names_kept())
+            return self._remap(_same, bs, self._names_kept())
         n = len(bs)
-        return self._remap(lambda x: x.view((*new_bs, *x.shape[n:])), new_bs, None)
+        if len(new_bs) == 1 and n > 1:
+            # merging every batch dim: flatten needs no per-leaf target shape
+            if method == "reshape":
+                return self._remap(lambda x: x.flatten(0, n - 1), new_bs, None)
+            return self._remap(
+                lambda x: x.flatten(0, n - 1) if x.is_contiguous() else x.view(-1, *x.shape[n:]),
+                new_bs,
+                None,
+            )
+        targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
+
+        def target(x: Any) -> tuple[int, ...]:
+            shape = x.shape
+            out = targets.get(shape)
+            if out is None:
+                out = targets[shape] = (*new_bs, *shape[n:])
+            return out
+
+        if method == "view":
+            return self._remap(lambda x: x.view(target(x)), new_bs, None)
+        return self._remap(lambda x: x.reshape(target(x)), new_bs, None)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorDict:
         """Merge batch dims ``start_dim..end_dim`` into one."""
@@ -202,7 +250,19 @@ class ShapeOps(CollectionProtocol):
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
         names = None if self._names is None else [self._names[d] for d in norm]
-        return self._remap(lambda x: x.permute((*norm, *range(n, x.ndim))), new_bs, names)
+        swapped = [i for i, d in enumerate(norm) if i != d]
+        if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
+            a, b = swapped
+            return self._remap(lambda x: x.transpose(a, b), new_bs, names)
+        orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
+
+        def fn(x: Any) -> Any:
+            order = orders.get(x.ndim)
+            if order is None:
+                order = orders[x.ndim] = (*norm, *range(n, x.ndim))
+            return x.permute(*order)
+
+        return self._remap(fn, new_bs, names)
 
     def transpose(self, dim0: int, dim1: int) -> TensorDict:
         """Swap two batch dims."""

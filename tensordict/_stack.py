@@ -83,18 +83,43 @@ def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
     return NonTensorStack(pool, torch.cat(positions, dim), first.device)
 
 
+class _NotDense(Exception):
+    """The members differ in structure: the stack must be lazy."""
+
+
 def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
+    """Stack members of one structure; raises _NotDense as soon as they differ.
+
+    The structure is checked as the columns are built (same key count, every key present,
+    torch.stack refusing other shapes), so the common case walks the members once.
+    """
     first = tds[0]
     bs = first._batch_size
     new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
+    n_keys = len(first._tensordict)
+    for td in tds:
+        if len(td._tensordict) != n_keys or td._lazy:
+            raise _NotDense
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
-        column = [td._tensordict[key] for td in tds]
+        try:
+            column = [td._tensordict[key] for td in tds]
+        except KeyError:
+            raise _NotDense from None
         if isinstance(value, Tensor):
-            entries[key] = torch.stack(column, dim)
+            try:
+                entries[key] = torch.stack(column, dim)
+            except (RuntimeError, TypeError):
+                raise _NotDense from None
         elif isinstance(value, NonTensor):
+            if not all(isinstance(v, NonTensor) for v in column):
+                raise _NotDense
             entries[key] = _stack_nontensor(column, dim, new_bs)
         else:
+            if not all(isinstance(v, CollectionProtocol) for v in column):
+                raise _NotDense
+            if any(v._batch_size != value._batch_size for v in column):
+                raise _NotDense
             entries[key] = _dense_stack(column, dim)
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
@@ -133,8 +158,11 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     if not -n - 1 <= dim <= n:
         raise IndexError(f"torch.stack: dim {dim} is out of range for {n + 1} dims")
     dim %= n + 1
-    if all(type(td) is type(tds[0]) for td in tds) and same_structure(tds):
-        return _dense_stack(tds, dim)
+    if all(type(td) is type(tds[0]) for td in tds):
+        try:
+            return _dense_stack(tds, dim)
+        except _NotDense:
+            pass
     from tensordict._lazy import LazyStackedTensorDict
 
     return LazyStackedTensorDict(tds, stack_dim=dim)
@@ -162,28 +190,37 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
 
 def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDict:
     first = tds[0]
-    keys = first._tensordict.keys()
+    n_keys = len(first._tensordict)
+    where = "/".join(prefix) or "the top level"
     for i, td in enumerate(tds):
-        if td._tensordict.keys() != keys:
+        if len(td._tensordict) != n_keys:
             raise KeyError(
-                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at "
-                f"{'/'.join(prefix) or 'the top level'}, expected {sorted(keys)}"
+                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at {where}, "
+                f"expected {sorted(first._tensordict)}"
             )
+    bs = first._batch_size
+    new_bs = list(bs)
+    new_bs[dim] = 0
+    for i, td in enumerate(tds):
         other = td._batch_size
-        if len(other) != len(first._batch_size) or any(
-            a != b
-            for j, (a, b) in enumerate(zip(other, first._batch_size, strict=True))
-            if j != dim
+        if other != bs and (
+            len(other) != len(bs) or other[:dim] != bs[:dim] or other[dim + 1 :] != bs[dim + 1 :]
         ):
             raise RuntimeError(
                 f"torch.cat: batch sizes must match except in dim {dim}; got "
-                f"{tuple(first._batch_size)} and {tuple(other)} at position {i}"
+                f"{tuple(bs)} and {tuple(other)} at position {i}"
             )
-    new_bs = list(first._batch_size)
-    new_bs[dim] = sum(td._batch_size[dim] for td in tds)
+        new_bs[dim] += other[dim]
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
-        column = [td._tensordict[key] for td in tds]
+        try:
+            column = [td._tensordict[key] for td in tds]
+        except KeyError:
+            bad = next(i for i, td in enumerate(tds) if key not in td._tensordict)
+            raise KeyError(
+                f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
+                f"{where}, expected {sorted(first._tensordict)}"
+            ) from None
         if isinstance(value, Tensor):
             entries[key] = torch.cat(column, dim)
         elif isinstance(value, NonTensor):

@@ -136,3 +136,28 @@ def test_nesting_a_lazy_stack() -> None:
     mixed = lazy_stack([TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({}, [2])])
     with pytest.raises(TypeError, match="members differ in structure cannot be nested"):
         TensorDict({"s": mixed}, [2])
+
+
+def test_remaining_container_methods() -> None:
+    a, b = _members()
+    s = lazy_stack([a, b])
+    seen = []
+    s.named_apply(lambda k, x: seen.append(k), nested_keys=True)
+    assert seen.count("x") == 2 and ("n", "y") in seen
+    popped = s.pop(("n", "y"))
+    assert popped.shape == (2, 3) and ("n", "y") not in a
+    assert s.pop("nope", None) is None
+    got = s.setdefault("new", torch.ones(2, 3))
+    assert torch.equal(got, torch.ones(2, 3)) and "new" in b
+    assert s.__getitems__([1, 0])[0] is b
+    same = lazy_stack([TensorDict({"x": torch.zeros(2)}, [2]) for _ in range(3)])
+    src = TensorDict({"x": torch.ones(3, 2)}, [3, 2])
+    same.load_state_dict(src.state_dict())
+    assert (same[2]["x"] == 1).all()
+    with pytest.raises(KeyError, match="unexpected keys"):
+        same.load_state_dict(
+            TensorDict({"x": torch.ones(3, 2), "y": torch.ones(3, 2)}, [3, 2]).state_dict()
+        )
+    assert set(same.to_dict()) == {"x"}
+    with pytest.raises(RuntimeError, match="mixes elements of members"):
+        s.to_dict()
