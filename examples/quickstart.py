@@ -34,6 +34,13 @@ def main() -> None:
     print("normalised obs mean:", round(float(normalised["obs"].mean()), 6))
     print("total reward:", float(data["next", "reward"].sum()))
 
+    # Stacking and shape ops act on the batch dims of every leaf; vmap maps over them.
+    episodes = torch.stack([data, data.clone()], 0)
+    print("stacked batch size:", tuple(episodes.batch_size))
+    print("reshaped:", tuple(episodes.reshape(4, 4).batch_size))
+    per_step = torch.vmap(lambda step: step["obs"].norm())(data)
+    print("per-step obs norms:", tuple(per_step.shape))
+
     # Conversions act on every leaf at once.
     doubled = data.to(torch.float64)
     print("obs dtype after to(float64):", doubled["obs"].dtype)

@@ -151,27 +151,22 @@ class ShapeOps(CollectionProtocol):
         if new_bs == bs:
             return self._remap(_same, bs, self._names_kept())
         n = len(bs)
-        if len(new_bs) == 1 and n > 1:
+        if len(new_bs) == 1 and n > 1 and method == "reshape":
             # merging every batch dim: flatten needs no per-leaf target shape
-            if method == "reshape":
-                return self._remap(lambda x: x.flatten(0, n - 1), new_bs, None)
-            return self._remap(
-                lambda x: x.flatten(0, n - 1) if x.is_contiguous() else x.view(-1, *x.shape[n:]),
-                new_bs,
-                None,
-            )
+            return self._remap(lambda x: x.flatten(0, n - 1), new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
+        as_view = method == "view"
 
-        def target(x: Any) -> tuple[int, ...]:
+        def fn(x: Any) -> Any:
             shape = x.shape
-            out = targets.get(shape)
-            if out is None:
-                out = targets[shape] = (*new_bs, *shape[n:])
-            return out
+            target = targets.get(shape)
+            if target is None:
+                target = targets[shape] = (*new_bs, *shape[n:])
+            if not target:
+                return x.view(()) if as_view else x.reshape(())
+            return x.view(*target) if as_view else x.reshape(*target)
 
-        if method == "view":
-            return self._remap(lambda x: x.view(target(x)), new_bs, None)
-        return self._remap(lambda x: x.reshape(target(x)), new_bs, None)
+        return self._remap(fn, new_bs, None)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorDict:
         """Merge batch dims ``start_dim..end_dim`` into one."""

@@ -498,7 +498,10 @@ class TensorDict(
             value = self._tensordict[key]
         except (KeyError, TypeError):  # a nested key, an index, or a missing key
             return self._getitem_slow(key)
-        if value.__class__ is NonTensorData:
+        cls = value.__class__
+        if cls is Tensor:
+            return value
+        if cls is NonTensorData:
             return value.data
         if isinstance(value, NonTensor):
             return value._public()
