@@ -91,23 +91,6 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         return self._batch_size
 
     @property
-    def shape(self) -> torch.Size:
-        """Alias of :attr:`batch_size`."""
-        return self._batch_size
-
-    @property
-    def batch_dims(self) -> int:
-        """The number of batch dimensions."""
-        return len(self._batch_size)
-
-    ndim = batch_dims
-
-    @property
-    def device(self) -> torch.device | None:
-        """The members' common device, or None."""
-        return self._device
-
-    @property
     def names(self) -> list[str | None]:
         """Batch dims are unnamed on a lazy stack."""
         return [None] * len(self._batch_size)

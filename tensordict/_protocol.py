@@ -22,6 +22,31 @@ class CollectionProtocol:
 
     _lazy = False  # True for LazyStackedTensorDict: the leaf walks then visit its members
 
+    @property
+    def shape(self) -> torch.Size:
+        """Alias of ``batch_size``."""
+        return self._batch_size
+
+    @property
+    def batch_dims(self) -> int:
+        """The number of batch dimensions."""
+        return len(self._batch_size)
+
+    ndim = batch_dims
+
+    def dim(self) -> int:
+        """The number of batch dimensions."""
+        return len(self._batch_size)
+
+    def numel(self) -> int:
+        """The number of elements of the batch (the product of ``batch_size``)."""
+        return self._batch_size.numel()
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device every leaf lives on, or None when leaves may live anywhere."""
+        return self._device
+
     _tensordict: dict[str, Any]
     _batch_size: torch.Size
     _device: torch.device | None
@@ -32,8 +57,6 @@ class CollectionProtocol:
 
         @property
         def batch_size(self) -> torch.Size: ...
-        @property
-        def device(self) -> torch.device | None: ...
         @classmethod
         def _new_unsafe(
             cls,

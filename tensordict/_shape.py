@@ -93,8 +93,6 @@ class ShapeOps(CollectionProtocol):
     if TYPE_CHECKING:
 
         @property
-        def ndim(self) -> int: ...
-        @property
         def names(self) -> list[str | None]: ...
 
     # ----------------------------------------------------------------- engine
@@ -288,7 +286,7 @@ class ShapeOps(CollectionProtocol):
 
     def expand_as(self, other: Tensor | CollectionProtocol) -> TensorDict:
         """Expand to the shape (batch size) of ``other``."""
-        return self.expand(other.shape)  # type: ignore[union-attr]
+        return self.expand(other.shape)
 
     def broadcast_to(self, shape: Sequence[int]) -> TensorDict:
         """Alias of :meth:`expand` with one shape argument."""

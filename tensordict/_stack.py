@@ -54,33 +54,33 @@ def same_structure(tds: Sequence[Any]) -> bool:
     return True
 
 
-def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
+def _all_equal(values: list[NonTensor]) -> bool:
     first = values[0]
-    if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values[1:]):
-        return first._with(new_bs, first.device)
-    stacks = [as_stack(v) for v in values]
+    return all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values[1:])
+
+
+def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
+    """One NonTensorStack of all values, positions joined by ``torch.stack``/``torch.cat``."""
     pool: list[Any] = []
     positions = []
-    for s in stacks:
+    for s in map(as_stack, values):
         positions.append(s.positions + len(pool))
         pool.extend(s.values)
-    return NonTensorStack(pool, torch.stack(positions, dim), first.device)
+    return NonTensorStack(pool, join(positions, dim), values[0].device)
+
+
+def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
+    if _all_equal(values):
+        return values[0]._with(new_bs, values[0].device)
+    return _joined(values, torch.stack, dim)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
-    first = values[0]
-    if all(isinstance(v, NonTensorData) for v in values) and all(v == first for v in values[1:]):
-        sizes = [v.batch_size for v in values]
-        new_bs = list(sizes[0])
-        new_bs[dim] = sum(s[dim] for s in sizes)
-        return first._with(torch.Size(new_bs), first.device)
-    stacks = [as_stack(v) for v in values]
-    pool: list[Any] = []
-    positions = []
-    for s in stacks:
-        positions.append(s.positions + len(pool))
-        pool.extend(s.values)
-    return NonTensorStack(pool, torch.cat(positions, dim), first.device)
+    if _all_equal(values):
+        new_bs = list(values[0].batch_size)
+        new_bs[dim] = sum(v.batch_size[dim] for v in values)
+        return values[0]._with(torch.Size(new_bs), values[0].device)
+    return _joined(values, torch.cat, dim)
 
 
 class _NotDense(Exception):

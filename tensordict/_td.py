@@ -268,31 +268,6 @@ class TensorDict(
         self._batch_size = size
 
     @property
-    def shape(self) -> torch.Size:
-        """Alias of :attr:`batch_size`."""
-        return self._batch_size
-
-    @property
-    def batch_dims(self) -> int:
-        """The number of batch dimensions."""
-        return len(self._batch_size)
-
-    ndim = batch_dims
-
-    def dim(self) -> int:
-        """The number of batch dimensions."""
-        return len(self._batch_size)
-
-    def numel(self) -> int:
-        """The number of elements of the batch (the product of ``batch_size``)."""
-        return self._batch_size.numel()
-
-    @property
-    def device(self) -> torch.device | None:
-        """The device every leaf lives on, or None when leaves may live anywhere."""
-        return self._device
-
-    @property
     def names(self) -> list[str | None]:
         """Names of the batch dimensions (None for unnamed ones)."""
         if self._names is None:
