@@ -34,7 +34,13 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
             if len(item) == 0:
                 item = torch.zeros(0, dtype=torch.long)
             else:
-                item = torch.as_tensor(list(item) if isinstance(item, range) else item)
+                try:
+                    item = torch.as_tensor(list(item) if isinstance(item, range) else item)
+                except (TypeError, ValueError, RuntimeError) as err:
+                    raise IndexError(
+                        f"TensorDict[]: index {index!r} holds a sequence that is not a list of "
+                        f"ints or bools: {err}"
+                    ) from None
         elif isinstance(item, (np.integer, np.bool_)):
             item = item.item()
         out.append(item)
@@ -46,6 +52,24 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
         fill = max(ndim - sum(_consumed(i) for i in out), 0)
         out[at : at + 1] = [slice(None)] * fill
     return tuple(out)
+
+
+def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
+    """Names after a basic index (ints, slices, None); None for advanced indexing."""
+    if names is None or not all(i is None or isinstance(i, (int, slice)) for i in idx):
+        return None
+    out: list[str | None] = []
+    dim = 0
+    for item in idx:
+        if item is None:
+            out.append(None)
+        elif isinstance(item, slice):
+            out.append(names[dim])
+            dim += 1
+        else:
+            dim += 1
+    out.extend(names[dim:])
+    return out if len(out) == new_ndim else None
 
 
 def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) -> torch.Size:
@@ -87,7 +111,8 @@ class IndexOps(CollectionProtocol):
                 except (IndexError, RuntimeError):
                     pass  # negative or out-of-range rows: the general path explains
         idx = _normalise(index, len(bs))
-        return self._index_with(idx, _indexed_shape("TensorDict[]", index, idx, bs), None)
+        new_bs = _indexed_shape("TensorDict[]", index, idx, bs)
+        return self._index_with(idx, new_bs, _basic_names(idx, self._names, len(new_bs)))
 
     def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> TensorDict:
         ndim = len(self._batch_size)
@@ -128,8 +153,11 @@ class IndexOps(CollectionProtocol):
         if current is None:
             if self._is_locked:
                 self._set_path((key,), item, "TensorDict[]=")  # raises: locked
-            self._tensordict[key] = item._with(self._batch_size, self._device)
-            return
+            if isinstance(item, NonTensorData):  # one value: shared until others are written
+                self._tensordict[key] = item._with(self._batch_size, self._device)
+                return
+            blank = torch.zeros(self._batch_size, dtype=torch.long)
+            current = NonTensorStack([None], blank, self._device)
         if not isinstance(current, NonTensor):
             raise TypeError(
                 f"TensorDict[]=: key {key!r} holds a {type(current).__name__}; "
@@ -141,17 +169,12 @@ class IndexOps(CollectionProtocol):
             and current == item
         ):
             return
-        stack = as_stack(current)
-        if isinstance(item, NonTensorData):
-            stack._set_at(idx, item.data)
-        elif isinstance(item, NonTensorStack):
-            offset = len(stack.values)
-            stack.values.extend(item.values)
-            stack.positions[idx] = item.positions.expand(sub_bs) + offset
-        self._tensordict[key] = stack
+        self._tensordict[key] = as_stack(current)._written(idx, item, sub_bs)
 
     def _write_at(self, idx: Any, sub_bs: torch.Size, value: Any, prefix: tuple[str, ...]) -> None:
         ndim = len(self._batch_size)
+        if isinstance(value, CollectionProtocol) and value._lazy:
+            value = value._dense_or_raise("TensorDict[]=")  # type: ignore[attr-defined]
         if isinstance(value, (Mapping, CollectionProtocol)):
             items = (
                 value._tensordict.items()
@@ -167,8 +190,11 @@ class IndexOps(CollectionProtocol):
                             f"{type(current).__name__}; cannot write a nested TensorDict into it"
                         )
                     if current is None:
+                        # a new level: the full batch plus the value's own extra batch dims
+                        extra_bs = getattr(item, "batch_size", torch.Size())[len(sub_bs) :]
                         self._set_path((key,), {}, "TensorDict[]=")
                         current = self._tensordict[key]
+                        current.batch_size = self._batch_size + extra_bs
                     extra = current._batch_size[ndim:]
                     current._write_at(idx, sub_bs + extra, item, (*prefix, key))  # type: ignore[union-attr]
                     continue

@@ -182,7 +182,9 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
                 )
             return torch.stack(values, self.stack_dim)
         if isinstance(first, NonTensor):
-            return _stack_nontensor(values, self.stack_dim, self._batch_size)
+            inner = values[0].batch_size
+            d = self.stack_dim
+            return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         return self._restack(values)
 
     def __getitem__(self, key: Any) -> Any:
@@ -525,10 +527,13 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
             return self._dense_or_raise("LazyStackedTensorDict[]")[index]
-        members = [self.tensordicts[i] for i in chosen.tolist()]
-        if member_index and any(
-            not (isinstance(i, slice) and i == slice(None)) for i in member_index
-        ):
+        ids = chosen.tolist()
+        if not ids:  # nothing selected: an empty dense result shaped by member 0
+            first = self.tensordicts[0]
+            view = first if _whole(member_index) else first[member_index]
+            return view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
+        members = [self.tensordicts[i] for i in ids]
+        if not _whole(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
 
@@ -536,28 +541,52 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         return (self._index(i) for i in range(self._batch_size[0]))
 
     def _set_at_index(self, index: Any, value: Any) -> None:
+        """Write into the members' entries; values covering the indexed batch are split
+        along the stack dim, others broadcast to every selected member."""
         split = self._split_index(index)
         if split is None:
             raise IndexError(
                 f"LazyStackedTensorDict[]=: index {index!r} is not supported on a lazy stack; "
                 "use ints and slices, with tensors only on the stack dim"
             )
-        at, member_index, _ = split
-        chosen = [at] if isinstance(at, int) else torch.arange(len(self.tensordicts))[at].tolist()
-        if isinstance(value, (TensorDict, LazyStackedTensorDict)) and not isinstance(at, int):
-            parts: Sequence[Any] = value.unbind(
-                self.stack_dim
-                - sum(1 for i in member_index[: self.stack_dim] if isinstance(i, int))
+        at, member_index, kept = split
+        target = Ellipsis if _whole(member_index) else member_index
+        n = len(self.tensordicts)
+        if isinstance(at, int):
+            if not -n <= at < n:
+                raise IndexError(
+                    f"LazyStackedTensorDict[]=: index {at} is out of bounds for the stack "
+                    f"dim of size {n}"
+                )
+            self.tensordicts[at][target] = value
+            return
+        chosen = torch.arange(n)[at].tolist()
+        sub_bs = self._index(index).batch_size
+        if isinstance(value, Mapping) and not isinstance(value, TensorDict):
+            value = TensorDict(value, batch_size=sub_bs)
+        parts: Sequence[Any]
+        if isinstance(value, Tensor) and 0 < value.ndim <= len(sub_bs):
+            try:  # a tensor is broadcast over the indexed batch dims, then split
+                value = value.expand(sub_bs)
+            except RuntimeError:
+                raise ValueError(
+                    f"LazyStackedTensorDict[]=: a tensor of shape {tuple(value.shape)} does not "
+                    f"broadcast to the indexed batch size {tuple(sub_bs)}"
+                ) from None
+        covers = isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)) and (
+            value.shape[: len(sub_bs)] == sub_bs
+        )
+        if covers:
+            parts = value.unbind(kept)
+        elif isinstance(value, (TensorDict, LazyStackedTensorDict)):
+            raise ValueError(
+                f"LazyStackedTensorDict[]=: value batch size {tuple(value.batch_size)} does not "
+                f"match the indexed batch size {tuple(sub_bs)}"
             )
         else:
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):
-            if not _whole(member_index):
-                self.tensordicts[i][member_index] = part
-            elif isinstance(part, (Mapping, TensorDict)):
-                self.tensordicts[i].update(part)
-            else:
-                self.tensordicts[i].fill_(part)
+            self.tensordicts[i][target] = part
 
     # ---------------------------------------------------------------- shape
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
@@ -579,11 +608,17 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
             return self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
         return self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
 
-    def squeeze(self, dim: int | None = None) -> Any:
+    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
-        if dim is None:
+        if dim is None or not isinstance(dim, int):
+            n = len(self._batch_size)
+            asked = (
+                range(n)
+                if dim is None
+                else [_norm("LazyStackedTensorDict.squeeze", d, n) for d in dim]
+            )
             out: Any = self
-            for d in reversed([i for i, s in enumerate(self._batch_size) if s == 1]):
+            for d in sorted({i for i in asked if self._batch_size[i] == 1}, reverse=True):
                 out = out.squeeze(d)
             return out
         d = _norm("LazyStackedTensorDict.squeeze", dim, len(self._batch_size))
@@ -685,11 +720,17 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         return self._dense_op("roll", shifts, dims)
 
     def narrow(self, dim: int, start: int, length: int) -> Any:
-        """Narrow a batch dim (a slice of members on the stack dim)."""
-        index = [slice(None)] * len(self._batch_size)
-        index[_norm("LazyStackedTensorDict.narrow", dim, len(self._batch_size))] = slice(
-            start, start + length
-        )
+        """Narrow a batch dim (a slice of members on the stack dim), with torch's checks."""
+        d = _norm("LazyStackedTensorDict.narrow", dim, len(self._batch_size))
+        size = self._batch_size[d]
+        begin = start + size if start < 0 else start
+        if not 0 <= begin <= size or length < 0 or begin + length > size:
+            raise RuntimeError(
+                f"LazyStackedTensorDict.narrow: start {start} and length {length} do not fit "
+                f"dim {d} of size {size}"
+            )
+        index: list[Any] = [slice(None)] * len(self._batch_size)
+        index[d] = slice(begin, begin + length)
         return self._index(tuple(index))
 
     def repeat(self, *repeats: Any) -> Any:
@@ -714,7 +755,10 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
     def where(self, condition: Tensor, other: Any) -> Any:
         """Member-wise ``where``."""
         conds = condition.expand(self._batch_size).unbind(self.stack_dim)
-        others = other.unbind(self.stack_dim) if hasattr(other, "unbind") else [other] * len(conds)
+        covers = isinstance(other, (Tensor, TensorDict, LazyStackedTensorDict)) and (
+            other.shape[: len(self._batch_size)] == self._batch_size
+        )
+        others = other.unbind(self.stack_dim) if covers else [other] * len(conds)
         return self._restack(
             [m.where(c, o) for m, c, o in zip(self.tensordicts, conds, others, strict=True)]
         )

@@ -94,9 +94,7 @@ class NonTensorData(NonTensor):
         return [self._with(bs, self.device) for bs in batch_sizes]
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, NonTensorData):
-            return bool(self.data == other.data)
-        return bool(self.data == other)
+        return same_value(self.data, other.data if isinstance(other, NonTensorData) else other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -156,12 +154,11 @@ class NonTensorStack(NonTensor):
 
     def tolist(self) -> Any:
         """The values as a nested list shaped like the batch."""
-        flat = [self.values[i] for i in self.positions.reshape(-1).tolist()]
-        if not self.batch_size:
-            return flat[0]
-        for size in reversed(self.batch_size[1:]):
-            flat = [flat[i : i + size] for i in range(0, len(flat), size)]
-        return flat
+
+        def fill(pos: Any) -> Any:
+            return [fill(p) for p in pos] if isinstance(pos, list) else self.values[pos]
+
+        return fill(self.positions.tolist())
 
     def _public(self) -> Any:
         return self.tolist()
@@ -171,7 +168,7 @@ class NonTensorStack(NonTensor):
             return NonTensorStack(self.values, self.positions, device)
         used = sorted(set(self.positions.reshape(-1).tolist()))
         first = self.values[used[0]] if used else None
-        if all(self.values[i] == first for i in used):
+        if all(same_value(self.values[i], first) for i in used):
             return NonTensorData(first, batch_size, device)
         raise ValueError(
             f"NonTensorStack: values differ along the batch, so they cannot follow a "
@@ -186,10 +183,15 @@ class NonTensorStack(NonTensor):
     ) -> list[NonTensor]:
         return [NonTensorStack(self.values, p, self.device) for p in fn(self.positions)]
 
-    def _set_at(self, index: Any, value: Any) -> None:
-        """Write one value at ``index`` of the batch."""
-        self.values.append(value)
-        self.positions[index] = len(self.values) - 1
+    def _written(self, index: Any, other: NonTensor, sub_bs: torch.Size) -> NonTensorStack:
+        """A new stack with ``other``'s values at ``index`` (copy on write: views of this
+        stack, and TensorDicts sharing it, keep their values)."""
+        values = list(self.values)
+        positions = self.positions.clone()
+        src = as_stack(other)
+        positions[index] = src.positions.expand(sub_bs) + len(values)
+        values.extend(src.values)
+        return NonTensorStack(values, positions, self.device)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, NonTensor):
@@ -205,6 +207,21 @@ class NonTensorStack(NonTensor):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (NonTensorStack, (self.values, self.positions, self.device))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equality for arbitrary values: arrays and tensors compare whole, errors mean no."""
+    if a is b:
+        return True
+    try:
+        result = a == b
+        if isinstance(result, bool):
+            return result
+        if getattr(a, "shape", None) != getattr(b, "shape", None):
+            return False
+        return bool(result.all())
+    except Exception:  # a value whose == raises is simply not equal
+        return False
 
 
 def as_stack(value: NonTensor) -> NonTensorStack:

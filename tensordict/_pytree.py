@@ -64,15 +64,15 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
 
 
 def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
-    return list(td.tensordicts), td.stack_dim
+    """A lazy stack opens as its dense form (vmap must see the stack dim in the leaves);
+    members of different structures cannot, and say so."""
+    return _flatten(td._dense_or_raise("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
 
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
-    return [(mapping_key(str(i)), m) for i, m in enumerate(td.tensordicts)], td.stack_dim
-
-
-def _unflatten_lazy(values: Any, stack_dim: int) -> LazyStackedTensorDict:
-    return LazyStackedTensorDict(list(values), stack_dim=stack_dim)
+    return _flatten_with_keys(
+        td._dense_or_raise("pytree (vmap, torch.func) of a LazyStackedTensorDict")
+    )
 
 
 def register() -> None:
@@ -83,7 +83,7 @@ def register() -> None:
     register_pytree_node(
         LazyStackedTensorDict,
         _flatten_lazy,
-        _unflatten_lazy,
+        _unflatten,
         _flatten_lazy_with_keys,
         "tensordict.LazyStackedTensorDict",
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensor
+from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._protocol import CollectionProtocol
 
 if TYPE_CHECKING:
@@ -49,8 +49,9 @@ def _shape_via(call: str, bs: torch.Size, fn: Callable[[Tensor], Any]) -> Any:
         raise type(err)(f"{call}: not valid for batch_size {tuple(bs)}: {err}") from None
 
 
-def _same(x: Any) -> Any:
-    return x
+def _shallow(x: Any) -> Any:
+    """Tensors as they are; nested collections as new structures over the same leaves."""
+    return x if isinstance(x, Tensor) else x.clone(recurse=False)
 
 
 def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size:
@@ -96,12 +97,21 @@ class ShapeOps(CollectionProtocol):
         def names(self) -> list[str | None]: ...
 
     # ----------------------------------------------------------------- engine
-    def _remap(self, fn: Callable[[Any], Any], new_bs: torch.Size, names: Names) -> TensorDict:
-        """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch."""
+    def _remap(
+        self,
+        fn: Callable[[Any], Any],
+        new_bs: torch.Size,
+        names: Names,
+        nontensor: Callable[[NonTensor], NonTensor] | None = None,
+    ) -> TensorDict:
+        """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch
+        (``fn`` applied to their positions, or ``nontensor`` when values need care)."""
         entries: dict[str, Any] = {}
         for key, value in self._tensordict.items():
             if type(value) is Tensor or not isinstance(value, NonTensor):
                 entries[key] = fn(value)
+            elif nontensor is not None:
+                entries[key] = nontensor(value)
             else:
                 entries[key] = value._remap(fn, new_bs)
         return self._new_unsafe(entries, new_bs, self._device, names)
@@ -147,7 +157,7 @@ class ShapeOps(CollectionProtocol):
         bs = self._batch_size
         new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
         if new_bs == bs:
-            return self._remap(_same, bs, self._names_kept())
+            return self._remap(_shallow, bs, self._names_kept())
         n = len(bs)
         if len(new_bs) == 1 and n > 1 and method == "reshape":
             # merging every batch dim: flatten needs no per-leaf target shape
@@ -210,7 +220,7 @@ class ShapeOps(CollectionProtocol):
             norm = (_norm("TensorDict.squeeze", d, n) for d in asked)
             dims = tuple(d for d in norm if bs[d] == 1)
         if not dims:
-            return self._remap(lambda x: x, bs, self._names_kept())
+            return self._remap(_shallow, bs, self._names_kept())
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = None
         if self._names is not None:
@@ -390,6 +400,7 @@ class ShapeOps(CollectionProtocol):
             lambda x: x.masked_fill(_trail(mask, x.ndim, n), value),
             self._batch_size,
             self._names_kept(),
+            nontensor=lambda v: v,  # the fill value is for tensors: non-tensors stay
         )
 
     def masked_fill_(self, mask: Tensor, value: float | bool) -> TensorDict:
@@ -448,7 +459,7 @@ class ShapeOps(CollectionProtocol):
 
     def rename(self, *names: str | None, **rename_map: str | None) -> TensorDict:
         """A shallow copy with batch dims renamed (positionally, or ``old=new``)."""
-        out = self._remap(lambda x: x, self._batch_size, self._names_kept())
+        out = self._remap(_shallow, self._batch_size, self._names_kept())
         return out.rename_(*names, **rename_map)
 
     def rename_(self, *names: str | None, **rename_map: str | None) -> TensorDict:
@@ -505,12 +516,19 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
         ]
     )
 
-    def fn(x: Any) -> Any:
-        if not isinstance(x, Tensor):
-            return pad(x, sizes, value)
+    def flat_pad(x: Tensor, fill: float) -> Tensor:
         flat = [0, 0] * (x.ndim - len(pairs))
         for before, after in reversed(pairs):
             flat += [before, after]
-        return torch.nn.functional.pad(x, flat, value=value)
+        return torch.nn.functional.pad(x, flat, value=fill)
 
-    return td._remap(fn, new_bs, td._names_kept())  # type: ignore[no-any-return]
+    def fn(x: Any) -> Any:
+        return flat_pad(x, value) if isinstance(x, Tensor) else pad(x, sizes, value)
+
+    def nontensor(v: NonTensor) -> NonTensor:
+        """Padded elements hold None: the pad value is for tensors."""
+        stack = as_stack(v)
+        positions = flat_pad(stack.positions, len(stack.values))
+        return NonTensorStack([*stack.values, None], positions, stack.device)
+
+    return td._remap(fn, new_bs, td._names_kept(), nontensor)  # type: ignore[no-any-return]

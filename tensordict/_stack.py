@@ -96,9 +96,11 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
     first = tds[0]
     bs = first._batch_size
     new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
+    if any(td._lazy for td in tds):
+        raise _NotDense
     n_keys = len(first._tensordict)
     for td in tds:
-        if len(td._tensordict) != n_keys or td._lazy:
+        if len(td._tensordict) != n_keys:
             raise _NotDense
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
@@ -179,6 +181,7 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
     """
     tds = list(tds)
     _check_members("torch.cat", tds)
+    tds = [td._dense_or_raise("torch.cat") if td._lazy else td for td in tds]
     n = len(tds[0]._batch_size)
     if n == 0:
         raise RuntimeError("torch.cat: TensorDicts with batch_size=[] cannot be concatenated")
@@ -221,9 +224,17 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
                 f"{where}, expected {sorted(first._tensordict)}"
             ) from None
-        if isinstance(value, Tensor):
+        kind: type = Tensor if isinstance(value, Tensor) else NonTensor
+        if not isinstance(value, (Tensor, NonTensor)):
+            kind = CollectionProtocol
+        if not all(isinstance(v, kind) for v in column):
+            raise TypeError(
+                f"torch.cat: key {'/'.join((*prefix, key))!r} holds "
+                f"{sorted({type(v).__name__ for v in column})} across the TensorDicts"
+            )
+        if kind is Tensor:
             entries[key] = torch.cat(column, dim)
-        elif isinstance(value, NonTensor):
+        elif kind is NonTensor:
             entries[key] = _cat_nontensor(column, dim)
         else:
             entries[key] = _dense_cat(column, dim, (*prefix, key))

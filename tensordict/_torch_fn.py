@@ -18,13 +18,6 @@ def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     return like
 
 
-def _method(name: str) -> Callable[..., Any]:
-    def call(td: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(td, name)(*args, **kwargs)
-
-    return call
-
-
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.stack: stack,
     torch.cat: cat,
@@ -37,28 +30,26 @@ HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.full_like: _like(torch.full_like),
     torch.rand_like: _like(torch.rand_like),
     torch.randn_like: _like(torch.randn_like),
-    **{
-        getattr(torch, name): _method(name)
-        for name in (
-            "unbind",
-            "split",
-            "chunk",
-            "clone",
-            "squeeze",
-            "unsqueeze",
-            "permute",
-            "flatten",
-            "unflatten",
-            "transpose",
-            "flip",
-            "roll",
-            "narrow",
-            "gather",
-            "reshape",
-            "masked_select",
-            "masked_fill",
-        )
-    },
+    # the torch.* spellings, with torch's own parameter names
+    torch.unbind: lambda input, dim=0: input.unbind(dim),
+    torch.split: lambda tensor, split_size_or_sections, dim=0: tensor.split(
+        split_size_or_sections, dim
+    ),
+    torch.chunk: lambda input, chunks, dim=0: input.chunk(chunks, dim),
+    torch.clone: lambda input, **_: input.clone(),
+    torch.squeeze: lambda input, dim=None: input.squeeze(dim),
+    torch.unsqueeze: lambda input, dim: input.unsqueeze(dim),
+    torch.permute: lambda input, dims: input.permute(dims),
+    torch.flatten: lambda input, start_dim=0, end_dim=-1: input.flatten(start_dim, end_dim),
+    torch.unflatten: lambda input, dim, sizes: input.unflatten(dim, sizes),
+    torch.transpose: lambda input, dim0, dim1: input.transpose(dim0, dim1),
+    torch.flip: lambda input, dims: input.flip(dims),
+    torch.roll: lambda input, shifts, dims=None: input.roll(shifts, dims),
+    torch.narrow: lambda input, dim, start, length: input.narrow(dim, start, length),
+    torch.gather: lambda input, dim, index: input.gather(dim, index),
+    torch.reshape: lambda input, shape: input.reshape(shape),
+    torch.masked_select: lambda input, mask: input.masked_select(mask),
+    torch.masked_fill: lambda input, mask, value: input.masked_fill(mask, value),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -70,17 +71,17 @@ def test_functional_call_with_stacked_params_under_vmap() -> None:
     torch.testing.assert_close(y[1], torch.zeros(2, 4))
 
 
-def test_lazy_stack_is_a_pytree_too() -> None:
-    s = lazy_stack(
-        [
-            TensorDict({"x": torch.ones(2)}, [2]),
-            TensorDict({"x": torch.ones(2), "y": torch.zeros(2)}, [2]),
-        ]
+def test_lazy_stacks_open_as_their_dense_form() -> None:
+    same = lazy_stack([TensorDict({"a": torch.randn(3, 4)}, [3]) for _ in range(2)], 1)
+    out = torch.vmap(lambda t: t["a"].sum())(same)
+    torch.testing.assert_close(out, same.densify()["a"].sum((1, 2)))
+    mixed = lazy_stack(
+        [TensorDict({"x": torch.ones(2)}, [2]), TensorDict({"y": torch.zeros(2)}, [2])]
     )
-    leaves, spec = torch.utils._pytree.tree_flatten(s)
-    assert len(leaves) == 3
-    back = torch.utils._pytree.tree_unflatten([x * 2 for x in leaves], spec)
-    assert back.batch_size == (2, 2) and torch.equal(back[1]["x"], torch.full((2,), 2.0))
+    with pytest.raises(
+        RuntimeError, match="pytree .* of a LazyStackedTensorDict: this mixes elements"
+    ):
+        torch.vmap(lambda t: t)(mixed)
 
 
 def test_compile_fullgraph_matches_eager() -> None:
