@@ -96,11 +96,9 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
     first = tds[0]
     bs = first._batch_size
     new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
-    if any(td._lazy for td in tds):
-        raise _NotDense
-    n_keys = len(first._tensordict)
+    n_keys = -1 if first._lazy else len(first._tensordict)
     for td in tds:
-        if len(td._tensordict) != n_keys:
+        if td._lazy or len(td._tensordict) != n_keys:
             raise _NotDense
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
@@ -191,6 +189,13 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
     return _dense_cat(tds, dim, ())
 
 
+def _mixed_kinds(prefix: tuple[str, ...], key: str, column: list[Any]) -> TypeError:
+    return TypeError(
+        f"torch.cat: key {'/'.join((*prefix, key))!r} holds "
+        f"{sorted({type(v).__name__ for v in column})} across the TensorDicts"
+    )
+
+
 def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDict:
     first = tds[0]
     n_keys = len(first._tensordict)
@@ -224,19 +229,18 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
                 f"{where}, expected {sorted(first._tensordict)}"
             ) from None
-        kind: type = Tensor if isinstance(value, Tensor) else NonTensor
-        if not isinstance(value, (Tensor, NonTensor)):
-            kind = CollectionProtocol
-        if not all(isinstance(v, kind) for v in column):
-            raise TypeError(
-                f"torch.cat: key {'/'.join((*prefix, key))!r} holds "
-                f"{sorted({type(v).__name__ for v in column})} across the TensorDicts"
-            )
-        if kind is Tensor:
-            entries[key] = torch.cat(column, dim)
-        elif kind is NonTensor:
+        if isinstance(value, Tensor):
+            try:  # torch.cat itself refuses a column that is not all tensors
+                entries[key] = torch.cat(column, dim)
+            except TypeError:
+                raise _mixed_kinds(prefix, key, column) from None
+        elif isinstance(value, NonTensor):
+            if not all(isinstance(v, NonTensor) for v in column):
+                raise _mixed_kinds(prefix, key, column)
             entries[key] = _cat_nontensor(column, dim)
         else:
+            if not all(isinstance(v, CollectionProtocol) for v in column):
+                raise _mixed_kinds(prefix, key, column)
             entries[key] = _dense_cat(column, dim, (*prefix, key))
     names = first._names if all(td._names == first._names for td in tds) else None
     out: TensorDict = first._new_unsafe(entries, torch.Size(new_bs), _common_device(tds), names)
