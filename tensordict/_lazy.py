@@ -510,6 +510,12 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         kept = sum(1 for item in pre if isinstance(item, slice))
         return at, (*pre, *post), kept
 
+    def _member(self, call: str, at: int) -> Any:
+        n = len(self.tensordicts)
+        if not -n <= at < n:
+            raise IndexError(f"{call}: index {at} is out of bounds for the stack dim of size {n}")
+        return self.tensordicts[at]
+
     def _index(self, index: Any) -> Any:
         split = self._split_index(index)
         if split is None:
@@ -517,12 +523,7 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         at, member_index, kept = split
         n = len(self.tensordicts)
         if isinstance(at, int):
-            if not -n <= at < n:
-                raise IndexError(
-                    f"LazyStackedTensorDict[]: index {at} is out of bounds for the stack "
-                    f"dim of size {n}"
-                )
-            member = self.tensordicts[at]
+            member = self._member("LazyStackedTensorDict[]", at)
             return member if _whole(member_index) else member[member_index]
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
@@ -553,12 +554,7 @@ class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOp
         target = Ellipsis if _whole(member_index) else member_index
         n = len(self.tensordicts)
         if isinstance(at, int):
-            if not -n <= at < n:
-                raise IndexError(
-                    f"LazyStackedTensorDict[]=: index {at} is out of bounds for the stack "
-                    f"dim of size {n}"
-                )
-            self.tensordicts[at][target] = value
+            self._member("LazyStackedTensorDict[]=", at)[target] = value
             return
         chosen = torch.arange(n)[at].tolist()
         sub_bs = self._index(index).batch_size
