@@ -7,6 +7,7 @@ from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._td import TensorDict, is_tensor_collection
+from tensordict._tensorclass import TensorClass, is_tensorclass, tensorclass
 
 _register_safe_globals(TensorDict)
 _register_pytree()
@@ -18,10 +19,13 @@ __all__ = [
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",
+    "TensorClass",
     "TensorDict",
     "is_tensor_collection",
+    "is_tensorclass",
     "lazy_stack",
     "pad",
+    "tensorclass",
     "unravel_key",
     "unravel_key_list",
 ]

@@ -20,7 +20,7 @@ from tensordict._batch import (
 from tensordict._convert import ConvertOps
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
-from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._pointwise import PointwiseOps
 from tensordict._protocol import CollectionProtocol
 from tensordict._reduce import ReduceOps
@@ -329,6 +329,14 @@ class TensorDict(
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
             return tensor
+        if isinstance(value, list) and bs and len(value) == bs[0]:
+            try:  # a (nested) list shaped like the batch: one value per element
+                stack = NonTensorStack.from_list(value, self._device)
+            except ValueError:
+                pass
+            else:
+                if stack.batch_size == bs:
+                    return stack
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:

@@ -1,0 +1,22 @@
+"""Deprecated home of ``tensorclass`` (the seeds' ``tensordict.prototype.tensorclass``)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+__all__ = ["tensorclass"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "tensorclass":
+        warnings.warn(
+            "tensordict.prototype.tensorclass is deprecated; use `from tensordict import "
+            "tensorclass`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from tensordict import tensorclass
+
+        return tensorclass
+    raise AttributeError(f"module 'tensordict.prototype' has no attribute {name!r}")

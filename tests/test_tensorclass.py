@@ -1,0 +1,248 @@
+"""tensorclass: fields, construction rules, class identity through every operation."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import io
+import pickle
+from collections.abc import Callable
+from typing import Any, Optional
+
+import pytest
+import torch
+
+from tensordict import NonTensorStack, TensorClass, TensorDict, is_tensorclass, tensorclass
+
+
+@tensorclass
+class MyData:
+    image: torch.Tensor
+    mask: torch.Tensor
+    label: torch.Tensor
+
+    def mask_image(self):  # type: ignore[no-untyped-def]
+        return self.image[self.mask.expand_as(self.image)].view(*self.batch_size, -1)
+
+    def select_label(self, label):  # type: ignore[no-untyped-def]
+        return self[self.label == label]
+
+
+@tensorclass
+class Item:
+    obs: torch.Tensor
+    name: str = "anon"
+    extra: Optional[TensorDict] = None  # noqa: UP045
+
+
+@tensorclass
+class Node:
+    value: torch.Tensor
+    child: Optional[Node] = None  # noqa: UP045
+
+
+def _seed_data() -> Any:
+    images = torch.randn(100, 3, 64, 64)
+    label = torch.randint(10, (100,))
+    mask = torch.zeros(1, 64, 64, dtype=torch.bool).bernoulli_().expand(100, 1, 64, 64)
+    return MyData(images, mask, label=label, batch_size=[100]), images, label, mask
+
+
+def test_seed_example() -> None:
+    data, images, label, mask = _seed_data()
+    selected = data.select_label(1)
+    n = int((label == 1).sum())
+    assert type(selected) is MyData and selected.batch_size == (n,)
+    assert torch.equal(selected.image, images[label == 1])
+    assert repr(selected).startswith(
+        f"MyData(\n    image=Tensor(shape=torch.Size([{n}, 3, 64, 64]), device=cpu, "
+        "dtype=torch.float32, is_shared=False),\n    label=Tensor(shape=torch.Size"
+    )
+    assert repr(selected).endswith(
+        f"    batch_size=torch.Size([{n}]),\n    device=None,\n    is_shared=False)"
+    )
+    assert data.mask_image().shape == (100, int(mask[0].sum()) * 3)
+    reshaped = data.reshape(10, 10)
+    assert type(reshaped) is MyData and reshaped.image.shape == (10, 10, 3, 64, 64)
+    assert reshaped.mask.shape == (10, 10, 1, 64, 64)
+
+
+def test_prototype_alias_is_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match="use `from tensordict import tensorclass`"):
+        from tensordict.prototype import tensorclass as old
+    assert old is tensorclass
+
+
+def _item() -> Any:
+    return Item(torch.arange(12.0).reshape(4, 3), name="cat", batch_size=[4])
+
+
+OPS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("index_int", lambda x: x[1]),
+    ("index_slice", lambda x: x[1:3]),
+    ("index_mask", lambda x: x[torch.tensor([True, False, True, False])]),
+    ("index_tensor", lambda x: x[torch.tensor([3, 0])]),
+    ("reshape", lambda x: x.reshape(2, 2)),
+    ("view", lambda x: x.view(2, 2)),
+    ("unsqueeze", lambda x: x.unsqueeze(0)),
+    ("permute", lambda x: x.reshape(2, 2).permute(1, 0)),
+    ("flip", lambda x: x.flip(0)),
+    ("expand", lambda x: x[0].expand(3)),
+    ("clone", lambda x: x.clone()),
+    ("to", lambda x: x.to(torch.float64)),
+    ("apply", lambda x: x.apply(lambda t: t * 2)),
+    ("add", lambda x: x + 1),
+    ("eq", lambda x: x == x),
+    ("detach", lambda x: x.detach()),
+    ("stack", lambda x: torch.stack([x, x], 0)),
+    ("cat", lambda x: torch.cat([x, x], 0)),
+    ("zeros_like", lambda x: torch.zeros_like(x)),
+    ("copy", copy.copy),
+    ("deepcopy", copy.deepcopy),
+    ("pickle", lambda x: pickle.loads(pickle.dumps(x))),
+]
+
+
+@pytest.mark.parametrize(("name", "op"), OPS, ids=[o[0] for o in OPS])
+def test_class_identity_and_non_tensor_fields_through_ops(
+    name: str, op: Callable[[Any], Any]
+) -> None:
+    out = op(_item())
+    assert type(out) is Item, name
+    assert out.name == "cat" or out.name == ["cat", "cat"] or name == "stack"
+    assert isinstance(out.obs, torch.Tensor)
+
+
+def test_unbind_split_and_torch_save() -> None:
+    x = _item()
+    assert all(type(p) is Item for p in x.unbind(0))
+    assert all(type(p) is Item for p in x.split(2))
+    buf = io.BytesIO()
+    torch.save(x, buf)
+    buf.seek(0)
+    back = torch.load(buf, weights_only=False)
+    assert type(back) is Item and back.name == "cat"
+
+
+def test_non_tensor_stacking_rule() -> None:
+    a = Item(torch.zeros(2, 3), name="a", batch_size=[2])
+    b = Item(torch.zeros(2, 3), name="b", batch_size=[2])
+    same = torch.stack([a, a.clone()])
+    assert same.name == "a"
+    diff = torch.stack([a, b])
+    assert isinstance(diff.get("name"), NonTensorStack)
+    assert diff.name == [["a", "a"], ["b", "b"]]
+    assert diff[1].name == ["b", "b"]
+
+
+def test_fields_defaults_and_writes() -> None:
+    x = Item(torch.zeros(2, 3), batch_size=[2])
+    assert x.name == "anon" and x.extra is None
+    x.extra = TensorDict({"e": torch.ones(2)}, [2])
+    assert isinstance(x.extra, TensorDict) and x.extra.batch_size == (2,)
+    x.obs = torch.ones(2, 5)
+    assert x.obs.shape == (2, 5)
+    x.extra = None
+    assert x.extra is None and "extra" not in x.keys()
+    with pytest.raises(
+        ValueError,
+        match=r"Item.obs: shape \(3,\) of key 'obs' does not start with batch_size \(2,\)",
+    ):
+        x.obs = torch.zeros(3)
+    with pytest.raises(
+        AttributeError, match=r"Item has no field 'nope'; fields are \['obs', 'name', 'extra'\]"
+    ):
+        x.nope = 1
+
+
+def test_construction_errors() -> None:
+    with pytest.raises(TypeError, match=r"Item.__init__: missing required fields \['obs'\]"):
+        Item(batch_size=[2])
+    with pytest.raises(TypeError, match="unexpected field 'bogus'"):
+        Item(torch.zeros(2), bogus=1, batch_size=[2])
+    with pytest.raises(TypeError, match="takes 3 positional fields"):
+        Item(1, 2, 3, 4)
+    with pytest.raises(TypeError, match="field 'obs' given twice"):
+        Item(torch.zeros(2), obs=torch.zeros(2), batch_size=[2])
+    with pytest.raises(TypeError, match="Item: field 'obs' expects Tensor, got str 'text'"):
+        Item("text", batch_size=[])
+    with pytest.raises(
+        ValueError,
+        match=r"Item.__init__|shape \(3,\) of key 'obs' does not start with batch_size \(2,\)",
+    ):
+        Item(torch.zeros(3), batch_size=[2])
+    with pytest.raises(ValueError, match="field name 'batch_size' is reserved"):
+
+        @tensorclass
+        class Bad:
+            batch_size: int
+
+
+def test_nesting_and_self_reference() -> None:
+    leaf = Node(torch.zeros(3), batch_size=[3])
+    root = Node(torch.ones(3), child=leaf, batch_size=[3])
+    assert type(root.child) is Node
+    sub = root[1:]
+    assert type(sub) is Node and type(sub.child) is Node and sub.child.batch_size == (2,)
+    assert root.get(("child", "value")).shape == (3,)
+
+
+def test_inheritance_form_post_init_and_factories() -> None:
+    class Base(TensorClass):
+        x: torch.Tensor
+
+    class Derived(Base):
+        y: torch.Tensor
+        tags: list = dataclasses.field(default_factory=list)  # type: ignore[type-arg]
+
+        def __post_init__(self) -> None:
+            self.y = self.y * 2
+
+    d = Derived(torch.zeros(2), torch.ones(2), batch_size=[2])
+    assert d._fields == ("x", "y", "tags")
+    assert torch.equal(d.y, torch.full((2,), 2.0))
+    assert (
+        d.tags == [] and Derived(torch.zeros(2), torch.ones(2), batch_size=[2]).tags is not d.tags
+    )
+    assert is_tensorclass(d) and is_tensorclass(Derived) and not is_tensorclass(TensorDict())
+    assert type(d[0]) is Derived
+
+
+def test_autocast_nocast_frozen() -> None:
+    @tensorclass(autocast=True)
+    class Auto:
+        n: int
+        t: torch.Tensor
+
+    a = Auto("3", [1.0, 2.0], batch_size=[2])
+    assert a.n == 3 and torch.equal(a.t, torch.tensor([1.0, 2.0]))
+
+    @tensorclass(nocast=True)
+    class Raw:
+        t: torch.Tensor
+
+    assert Raw(5, batch_size=[]).t == 5
+
+    @tensorclass(frozen=True)
+    class Frozen:
+        t: torch.Tensor
+
+    f = Frozen(torch.zeros(2), batch_size=[2])
+    with pytest.raises(dataclasses.FrozenInstanceError, match="frozen"):
+        f.t = torch.ones(2)
+    assert f.is_locked
+    with pytest.raises(ValueError, match="autocast and nocast exclude each other"):
+
+        @tensorclass(autocast=True, nocast=True)
+        class Both:
+            t: torch.Tensor
+
+
+def test_state_dict_and_update() -> None:
+    x = _item()
+    sd = x.state_dict()
+    y = Item(torch.zeros(4, 3), name="cat", batch_size=[4])
+    y.load_state_dict(sd)
+    assert torch.equal(y.obs, x.obs)
+    y.update({"obs": torch.ones(4, 3)})
+    assert type(y) is Item and (y.obs == 1).all()
