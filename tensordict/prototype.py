@@ -5,9 +5,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-__all__ = ["tensorclass"]
-
-
 def __getattr__(name: str) -> Any:
     if name == "tensorclass":
         warnings.warn(
