@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+
 def __getattr__(name: str) -> Any:
     if name == "tensorclass":
         warnings.warn(
