@@ -6,10 +6,10 @@ import argparse
 
 import torch
 
-from benchmarks import _cases_container, _cases_shapes
+from benchmarks import _cases_container, _cases_shapes, _cases_tensorclass
 from benchmarks._harness import Case, measure, table
 
-ALL: list[Case] = [*_cases_container.CASES, *_cases_shapes.CASES]
+ALL: list[Case] = [*_cases_container.CASES, *_cases_shapes.CASES, *_cases_tensorclass.CASES]
 
 
 def main() -> None:

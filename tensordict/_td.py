@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeGuard
 
 import numpy as np
@@ -117,12 +117,16 @@ class TensorDict(
 
     def _fill(self, source: Mapping[Any, Any] | TensorDict) -> None:
         """Store the entries of ``source``; plain dicts nest without re-normalising anything."""
+        self._fill_pairs(source.items())
+
+    def _fill_pairs(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        """Store ``(key, value)`` pairs, checking each against the batch size."""
         bs, dev, store = self._batch_size, self._device, self._tensordict
         n = len(bs)
         if n == 1 and dev is None:
             # The hot path: plain tensors under plain keys, checked on their first dim.
             b0 = bs[0]
-            for key, value in source.items():
+            for key, value in pairs:
                 if type(value) is Tensor and type(key) is str and key:
                     try:
                         if value.shape[0] == b0:
@@ -132,7 +136,7 @@ class TensorDict(
                         pass
                 self._fill_one(key, value)
         else:
-            for key, value in source.items():
+            for key, value in pairs:
                 self._fill_one(key, value)
 
     def _fill_one(self, key: Any, value: Any) -> None:

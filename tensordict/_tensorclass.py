@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform
 import torch
 from torch import Tensor
 
+from tensordict._batch import as_batch_size, as_device
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._protocol import CollectionProtocol
 from tensordict._td import TensorDict
@@ -23,10 +24,12 @@ from tensordict._td import TensorDict
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
 _RESERVED = {"batch_size", "device", "names", "lock", "shape"}
+_SLOTS = frozenset(CollectionProtocol.__slots__)  # the storage attributes every op sets
 
 
 class _Field:
-    """A tensorclass field: reads unwrap non-tensor data, writes go through the rules."""
+    """A non-tensor field: reads unwrap the value. (Tensor fields need no descriptor: the
+    instance ``__dict__`` *is* the storage, so ``x.image`` is a plain attribute read.)"""
 
     __slots__ = ("name",)
 
@@ -37,27 +40,27 @@ class _Field:
         if obj is None:
             default = getattr(owner, "_defaults", {}).get(self.name, _MISSING)
             if default is _MISSING:
-                raise AttributeError(
-                    f"{owner.__name__ if owner else ''}.{self.name} has no default"
-                )
+                raise AttributeError(f"{getattr(owner, '__name__', '')}.{self.name} has no default")
             return default
         value = obj._tensordict.get(self.name)
-        if type(value) is NonTensorData:
-            return value.data
         if isinstance(value, NonTensor):
             return value._public()
         return value
 
     def __set__(self, obj: Any, value: Any) -> None:
-        cls = type(obj)
-        call = f"{cls.__name__}.{self.name}"
-        if cls._frozen:
-            raise dataclasses.FrozenInstanceError(f"{call}: cannot assign to a frozen tensorclass")
-        if value is None:  # an unset optional field holds no entry
-            if self.name in obj._tensordict:
-                obj.del_(self.name)
-            return
-        obj._set_str(self.name, _cast(cls, self.name, value), call)
+        _set_field(obj, self.name, value)
+
+
+def _set_field(obj: Any, name: str, value: Any) -> None:
+    cls = type(obj)
+    call = f"{cls.__name__}.{name}"
+    if cls._frozen:
+        raise dataclasses.FrozenInstanceError(f"{call}: cannot assign to a frozen tensorclass")
+    if value is None:  # an unset optional field holds no entry
+        if name in obj._tensordict:
+            obj.del_(name)
+        return
+    obj._set_str(name, _cast(cls, name, value), call)
 
 
 def _is_tensor_type(hint: Any) -> bool:
@@ -105,6 +108,20 @@ def _cast(cls: Any, name: str, value: Any) -> Any:
     return NonTensorData(value)
 
 
+_SLOT_SETTERS: dict[str, Any] = {
+    name: CollectionProtocol.__dict__[name].__set__ for name in CollectionProtocol.__slots__
+}
+_SET_BS = _SLOT_SETTERS["_batch_size"]
+_SET_DEVICE = _SLOT_SETTERS["_device"]
+_SET_NAMES = _SLOT_SETTERS["_names"]
+_SET_LOCKED = _SLOT_SETTERS["_is_locked"]
+_SET_STORE = _SLOT_SETTERS["_tensordict"]
+
+
+def _SET_DICT(obj: Any, store: dict[str, Any]) -> None:
+    object.__setattr__(obj, "__dict__", store)
+
+
 class TensorClass(TensorDict):
     """Base of every tensorclass; subclass it directly or use ``@tensorclass``.
 
@@ -119,6 +136,8 @@ class TensorClass(TensorDict):
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
+    _field_set: ClassVar[frozenset[str]] = frozenset()
+    _post_init: ClassVar[Callable[[Any], None] | None] = None
     _defaults: ClassVar[dict[str, Any]] = {}
     _hints: ClassVar[dict[str, tuple[Any, ...]]] = {}
     _autocast = False
@@ -140,46 +159,73 @@ class TensorClass(TensorDict):
         **kwargs: Any,
     ) -> None:
         cls = type(self)
-        call = f"{cls.__name__}.__init__"
-        if len(args) > len(cls._fields):
-            raise TypeError(
-                f"{call}: takes {len(cls._fields)} positional fields {list(cls._fields)}, "
-                f"got {len(args)}"
-            )
-        values = dict(zip(cls._fields, args, strict=False))
-        for key, value in kwargs.items():
-            if key not in cls._fields:
-                raise TypeError(f"{call}: unexpected field {key!r}; fields are {list(cls._fields)}")
-            if key in values:
-                raise TypeError(f"{call}: field {key!r} given twice")
-            values[key] = value
-        missing = []
-        for name in cls._fields:
-            if name not in values:
-                default = cls._defaults.get(name, _MISSING)
-                if default is _MISSING:
-                    missing.append(name)
-                else:
-                    values[name] = default() if isinstance(default, _Factory) else default
-        if missing:
-            raise TypeError(f"{call}: missing required fields {missing}")
-        entries = {
-            name: _cast(cls, name, value) for name, value in values.items() if value is not None
-        }
-        TensorDict.__init__(self, entries, batch_size=batch_size, device=device, names=names)
-        post = getattr(self, "__post_init__", None)
-        if post is not None:
-            post()
+        fields = cls._fields
+        store: dict[str, Any] = {}
+        # the slot descriptors directly: no per-attribute __setattr__ hop
+        _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
+        _SET_DEVICE(self, None if device is None else as_device(device))
+        _SET_NAMES(self, None)
+        _SET_LOCKED(self, False)
+        _SET_STORE(self, store)
+        _SET_DICT(self, store)
+        if kwargs or len(args) != len(fields):
+            self._fill_pairs(_collect(cls, args, kwargs))
+        else:  # every field given positionally: the common, fast case
+            self._fill_pairs(zip(fields, args, strict=True))
+        if names is not None:
+            self.names = names
+        if cls._post_init is not None:
+            cls._post_init(self)
         if cls._frozen:
             self.lock_()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_") or name in type(self).__dict__ or _class_attr(type(self), name):
-            object.__setattr__(self, name, value)
-            return
+    def _fill_one(self, key: Any, value: Any) -> None:
+        if value is not None:  # an unset optional field holds no entry
+            super()._fill_one(key, value)
+
+    def _convert(self, value: Any, key: str, call: str) -> Any:
+        if key in type(self)._field_set:
+            value = _cast(type(self), key, value)
+        return super()._convert(value, key, call)
+
+    @classmethod
+    def _new_unsafe(
+        cls,
+        entries: dict[str, Any],
+        batch_size: torch.Size,
+        device: torch.device | None,
+        names: list[str | None] | None,
+    ) -> Any:
+        td = cls.__new__(cls)
+        _SET_STORE(td, entries)
+        _SET_DICT(td, entries)
+        _SET_BS(td, batch_size)
+        _SET_DEVICE(td, device)
+        _SET_NAMES(td, names)
+        _SET_LOCKED(td, False)
+        return td
+
+    def __getattr__(self, name: str) -> Any:
+        # reached only when a normal lookup fails: an unset optional tensor field
+        if name in type(self)._field_set:
+            return None
         raise AttributeError(
-            f"{type(self).__name__} has no field {name!r}; fields are {list(type(self)._fields)}"
+            f"{type(self).__name__} has no attribute {name!r}; fields are "
+            f"{list(type(self)._fields)}"
         )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        cls = type(self)
+        if name in _SLOTS:
+            object.__setattr__(self, name, value)
+        elif name in cls._field_set:
+            _set_field(self, name, value)
+        elif _class_attr(cls, name):
+            object.__setattr__(self, name, value)
+        else:
+            raise AttributeError(
+                f"{cls.__name__} has no field {name!r}; fields are {list(cls._fields)}"
+            )
 
     def __repr__(self) -> str:
         return _tc_repr(self)
@@ -187,6 +233,34 @@ class TensorClass(TensorDict):
     def __reduce__(self) -> tuple[Any, ...]:
         _, args = super().__reduce__()
         return (_rebuild, (type(self), args))
+
+
+def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """(field, value) pairs from positional and keyword arguments and the defaults."""
+    fields = cls._fields
+    call = f"{cls.__name__}.__init__"
+    if len(args) > len(fields):
+        raise TypeError(
+            f"{call}: takes {len(fields)} positional fields {list(fields)}, got {len(args)}"
+        )
+    values = dict(zip(fields, args, strict=False))
+    for key, value in kwargs.items():
+        if key not in cls._field_set:
+            raise TypeError(f"{call}: unexpected field {key!r}; fields are {list(fields)}")
+        if key in values:
+            raise TypeError(f"{call}: field {key!r} given twice")
+        values[key] = value
+    missing = []
+    for name in fields:
+        if name not in values:
+            default = cls._defaults.get(name, _MISSING)
+            if default is _MISSING:
+                missing.append(name)
+            else:
+                values[name] = default() if isinstance(default, _Factory) else default
+    if missing:
+        raise TypeError(f"{call}: missing required fields {missing}")
+    return values.items()
 
 
 def _class_attr(cls: type, name: str) -> bool:
@@ -246,8 +320,15 @@ def _setup(cls: Any, *, autocast: bool, nocast: bool, frozen: bool) -> None:
         hint = hints.get(name, Any)
         types = _hint_types(hint)
         field_hints[name] = tuple(cls if t == "Self" or t is typing.Self else t for t in types)
-        setattr(cls, name, _Field(name))
+        tensor_only = not nocast and any(_is_tensor_type(t) for t in field_hints[name])
+        if tensor_only:  # read straight from the instance __dict__ (the storage)
+            if isinstance(cls.__dict__.get(name), _Field) or name in cls.__dict__:
+                delattr(cls, name)
+        else:
+            setattr(cls, name, _Field(name))
     cls._fields = tuple(fields)
+    cls._field_set = frozenset(fields)
+    cls._post_init = getattr(cls, "__post_init__", None)
     cls._defaults = defaults
     cls._hints = field_hints
     cls._autocast = autocast
