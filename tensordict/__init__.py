@@ -2,6 +2,7 @@
 
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
+from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
 from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
@@ -16,6 +17,9 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "LazyStackedTensorDict",
+    "MemmapTensor",
+    "MemoryMappedTensor",
+    "Memmaptensor",
     "NestedKey",
     "NonTensorData",
     "NonTensorStack",

@@ -39,3 +39,8 @@ def mapping_key(key: str) -> Any:
     from torch.utils import _pytree
 
     return _pytree.MappingKey(key)
+
+
+def disable_subclass_dispatch() -> Any:
+    """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
+    return torch._C.DisableTorchFunctionSubclass()
