@@ -18,8 +18,10 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import ConvertOps
+from tensordict._format import register_type
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._memmap_ops import MemmapOps
 from tensordict._nontensor import NonTensor
 from tensordict._pointwise import PointwiseOps
 from tensordict._reduce import ReduceOps
@@ -50,7 +52,7 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     return LazyStackedTensorDict(list(tds), stack_dim=dim)
 
 
-class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps):
+class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps):
     """A stack of TensorDicts kept as its members (see the module docstring).
 
     Members share one batch size; leaves may differ in shape (ragged dims show as -1
@@ -790,3 +792,6 @@ def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tenso
             pad += [0, target[i] - v.shape[i]]
         padded.append(torch.nn.functional.pad(v, pad, value=padding_value))
     return torch.stack(padded, dim)
+
+
+register_type("LazyStackedTensorDict", LazyStackedTensorDict)

@@ -32,6 +32,14 @@ def _shape_arg(call: str, shape: tuple[Any, ...]) -> torch.Size:
     return size
 
 
+def rename_files(old_dir: str, new_dir: str) -> None:
+    """Files under ``old_dir`` now live under ``new_dir`` (after a folder rename)."""
+    old_dir, new_dir = os.path.abspath(old_dir), os.path.abspath(new_dir)
+    for address, (name, nbytes) in list(_FILES.items()):
+        if name.startswith(old_dir + os.sep):
+            _FILES[address] = (new_dir + name[len(old_dir) :], nbytes)
+
+
 def _forget(address: int) -> None:
     _FILES.pop(address, None)
 

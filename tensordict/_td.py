@@ -18,8 +18,10 @@ from tensordict._batch import (
     starts_with,
 )
 from tensordict._convert import ConvertOps
+from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._memmap_ops import MemmapOps
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._pointwise import PointwiseOps
 from tensordict._protocol import CollectionProtocol
@@ -65,6 +67,7 @@ class TensorDict(
     IndexOps,
     ShapeOps,
     TorchFunctionOps,
+    MemmapOps,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
@@ -897,3 +900,6 @@ def _as_tensor_or_none(value: Any, device: torch.device | None) -> Tensor | None
         except (TypeError, ValueError, RuntimeError):
             return None
     return None
+
+
+register_type("TensorDict", TensorDict)

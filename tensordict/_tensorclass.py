@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from tensordict._batch import as_batch_size, as_device
+from tensordict._format import register_type
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._protocol import CollectionProtocol
 from tensordict._td import TensorDict
@@ -329,6 +330,7 @@ def _setup(cls: Any, *, autocast: bool, nocast: bool, frozen: bool) -> None:
     cls._fields = tuple(fields)
     cls._field_set = frozenset(fields)
     cls._post_init = getattr(cls, "__post_init__", None)
+    register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
     cls._defaults = defaults
     cls._hints = field_hints
     cls._autocast = autocast

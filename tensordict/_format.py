@@ -1,0 +1,127 @@
+"""The on-disk format's vocabulary (docs/format.md): version, dtype names, names, types."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from typing import Any
+
+import torch
+
+FORMAT = "tensordict"
+VERSION = 1
+META = "meta.json"
+MAX_BYTES = 2**62
+
+
+class FormatError(ValueError):
+    """A checkpoint folder that does not follow docs/format.md."""
+
+
+_DTYPE_NAMES = [
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+]
+DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name) for name in _DTYPE_NAMES if hasattr(torch, name)
+}
+DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+
+_SAFE = re.compile(r"[A-Za-z0-9_\-.()\[\]+]+")
+_MAX_NAME = 120
+
+
+def encode_name(key: str, suffix: str, taken: set[str]) -> str:
+    """A file or folder name for ``key`` inside its folder (section 3 of the spec)."""
+    if _SAFE.fullmatch(key) and not key.startswith(".") and not key.endswith(".json"):
+        base = key
+    else:
+        base = "".join(
+            ch if _SAFE.fullmatch(ch) and not (ch == "." and i == 0) else _escape(ch)
+            for i, ch in enumerate(key)
+        )
+        if base.endswith(".json"):
+            base = base[:-5] + "%2Ejson"
+    if len(base.encode()) > _MAX_NAME:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        base = base.encode()[: _MAX_NAME - 17].decode(errors="ignore") + "~" + digest
+    name = base + suffix
+    counter = 0
+    while name in taken or name == META:
+        counter += 1
+        name = f"{base}~{counter}{suffix}"
+    taken.add(name)
+    return name
+
+
+def _escape(ch: str) -> str:
+    return "".join(f"%{b:02X}" for b in ch.encode())
+
+
+def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
+    """``folder/name`` after checking the name cannot leave the folder (section 3)."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or any(c in name for c in "/\\\0")
+    ):
+        raise FormatError(f"{call}: {what} name {name!r} of key {key!r} in {folder!r} is not valid")
+    path = os.path.join(folder, name)
+    real_folder = os.path.realpath(folder)
+    if not os.path.realpath(path).startswith(real_folder + os.sep):
+        raise FormatError(
+            f"{call}: {what} {name!r} of key {key!r} in {folder!r} leads outside the checkpoint"
+        )
+    return path
+
+
+# ------------------------------------------------------------ collection types
+_TYPES: dict[str, type] = {}
+
+
+def register_type(name: str, cls: type) -> None:
+    """Record ``cls`` under the stable ``name`` written in checkpoints."""
+    known = _TYPES.get(name)
+    if known is not None and known is not cls and known.__qualname__ != cls.__qualname__:
+        raise ValueError(
+            f"register_type: {name!r} already names {known.__module__}.{known.__qualname__}"
+        )
+    _TYPES[name] = cls
+
+
+def lookup_type(name: str, call: str, where: str) -> type:
+    """The class registered as ``name``; never imports anything."""
+    cls = _TYPES.get(name)
+    if cls is None:
+        raise FormatError(
+            f"{call}: {where} names type {name!r}, which is not registered in this process "
+            f"(registered: {sorted(_TYPES)}); define or import the class before loading"
+        )
+    return cls
+
+
+def type_name(cls: type) -> str:
+    """The registered name of ``cls``."""
+    for name, known in _TYPES.items():
+        if known is cls:
+            return name
+    raise TypeError(f"{cls.__qualname__} is not a registered tensor collection type")

@@ -1,0 +1,231 @@
+"""Loading checkpoints (docs/format.md): validate everything, then map the leaf files."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+
+from tensordict._format import (
+    DTYPES,
+    FORMAT,
+    MAX_BYTES,
+    META,
+    VERSION,
+    FormatError,
+    checked_path,
+    lookup_type,
+)
+from tensordict._memmap import MemoryMappedTensor
+from tensordict._nontensor import NonTensorData, NonTensorStack
+
+_TOP: dict[str, Any] = {
+    "format": str,
+    "version": int,
+    "type": str,
+    "batch_size": list,
+    "device": (str, type(None)),
+    "names": (list, type(None)),
+    "entries": dict,
+}
+
+
+class _Loader:
+    def __init__(self, call: str, verify: bool, allow_pickle: bool) -> None:
+        self.call = call
+        self.verify = verify
+        self.allow_pickle = allow_pickle
+
+    def meta(self, folder: str) -> dict[str, Any]:
+        path = os.path.join(folder, META)
+        if not os.path.isfile(path):
+            hint = ""
+            if not os.path.exists(folder) and glob.glob(glob.escape(folder) + ".*.old"):
+                hint = "; an interrupted save left it as a '.old' folder beside it"
+            raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
+        try:
+            with open(path, encoding="utf-8") as handle:
+                meta = json.load(handle)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
+        if not isinstance(meta, dict):
+            raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
+        for member, kind in _TOP.items():
+            if member not in meta:
+                raise FormatError(f"{self.call}: {path!r} lacks the member {member!r}")
+            if not isinstance(meta[member], kind) or isinstance(meta[member], bool):
+                raise FormatError(f"{self.call}: {path!r} member {member!r} has the wrong type")
+        if meta["format"] != FORMAT:
+            raise FormatError(f"{self.call}: {path!r} is not a tensordict checkpoint")
+        if meta["version"] > VERSION or meta["version"] < 1:
+            raise FormatError(
+                f"{self.call}: {path!r} has format version {meta['version']}; this "
+                f"library reads versions 1 to {VERSION}"
+            )
+        _check_shape(self.call, path, "batch_size", meta["batch_size"])
+        return meta
+
+    def collection(self, folder: str, device: Any) -> Any:
+        meta = self.meta(folder)
+        path = os.path.join(folder, META)
+        cls = lookup_type(meta["type"], self.call, path)
+        bs = torch.Size(meta["batch_size"])
+        dev = device if device is not None else meta["device"]
+        if "stack_dim" in meta:
+            stack_dim = meta["stack_dim"]
+            if not isinstance(stack_dim, int) or not 0 <= stack_dim < max(len(bs), 1):
+                raise FormatError(f"{self.call}: {path!r} has an invalid stack_dim {stack_dim!r}")
+            members = [
+                self.collection(checked_path(folder, str(i), self.call, str(i), "member"), device)
+                for i in range(bs[stack_dim])
+            ]
+            return cls(members, stack_dim=stack_dim)
+        entries: dict[str, Any] = {}
+        for key, record in meta["entries"].items():
+            if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+                raise FormatError(
+                    f"{self.call}: {path!r} entry {key!r} is not an object with a kind"
+                )
+            entries[key] = self.entry(folder, path, key, record, bs, device)
+        return _build(cls, entries, bs, dev, meta["names"])
+
+    def entry(
+        self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
+    ) -> Any:
+        kind = record["kind"]
+        if kind == "tensor":
+            dtype = DTYPES.get(record.get("dtype"))  # type: ignore[arg-type]
+            if dtype is None:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
+                )
+            shape: Any = record.get("shape")
+            _check_shape(self.call, path, f"shape of key {key!r}", shape)
+            itemsize = torch.empty((), dtype=dtype).element_size()
+            nbytes = torch.Size(shape).numel() * itemsize
+            if nbytes > MAX_BYTES:
+                raise FormatError(f"{self.call}: {path!r} key {key!r} declares {nbytes} bytes")
+            leaf_path = checked_path(folder, record.get("file"), self.call, key, "file")
+            if not os.path.isfile(leaf_path):
+                raise FormatError(f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing")
+            actual = os.path.getsize(leaf_path)
+            if actual != nbytes:
+                raise FormatError(
+                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
+                    f"shape {shape} of {record['dtype']} needs {nbytes}"
+                )
+            if list(shape[: len(bs)]) != list(bs):
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
+                    f"start with batch_size {list(bs)}"
+                )
+            if self.verify and "sha256" in record:
+                from tensordict._save import file_sha256
+
+                if file_sha256(leaf_path) != record["sha256"]:
+                    raise FormatError(
+                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                    )
+            return _Leaf(leaf_path, dtype, torch.Size(shape))
+        if kind == "collection":
+            sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
+            return self.collection(sub, device)
+        if kind == "json":
+            if "value" not in record:
+                raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
+            return NonTensorData(record["value"], bs)
+        if kind == "json_stack":
+            values, positions = record.get("values"), record.get("positions")
+            if not isinstance(values, list):
+                raise FormatError(f"{self.call}: {path!r} key {key!r} has no list of values")
+            try:
+                pos = torch.tensor(positions, dtype=torch.long)
+                return NonTensorStack(values, pos)
+            except (TypeError, ValueError, RuntimeError) as err:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r}: bad positions: {err}"
+                ) from None
+        if kind == "pickle":
+            file = checked_path(folder, record.get("file"), self.call, key, "file")
+            if not self.allow_pickle:
+                raise FormatError(
+                    f"{self.call}: key {key!r} in {path!r} is pickled data; pass "
+                    "allow_pickle=True to unpickle it (only for files you trust)"
+                )
+            return torch.load(file, weights_only=False)
+        raise FormatError(f"{self.call}: {path!r} key {key!r} has unknown kind {kind!r}")
+
+
+class _Leaf:
+    """A validated leaf file, mapped once every file has been checked."""
+
+    __slots__ = ("dtype", "path", "shape")
+
+    def __init__(self, path: str, dtype: torch.dtype, shape: torch.Size) -> None:
+        self.path = path
+        self.dtype = dtype
+        self.shape = shape
+
+
+def _check_shape(call: str, path: str, what: str, shape: Any) -> None:
+    if not isinstance(shape, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s < MAX_BYTES for s in shape
+    ):
+        raise FormatError(
+            f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"
+        )
+
+
+def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names: Any) -> Any:
+    """An unmapped collection: leaves are _Leaf placeholders until :func:`_map_leaves`."""
+    td = cls._new_unsafe(entries, bs, None if device is None else torch.device(device), None)
+    if names is not None:
+        td.names = names
+    return td
+
+
+def _placeholders(td: Any, out: list[tuple[dict[str, Any], str, _Leaf]]) -> None:
+    if td._lazy:
+        for member in td.tensordicts:
+            _placeholders(member, out)
+        return
+    for key, value in td._tensordict.items():
+        if isinstance(value, _Leaf):
+            out.append((td._tensordict, key, value))
+        elif not isinstance(value, (torch.Tensor, NonTensorData, NonTensorStack)):
+            _placeholders(value, out)
+
+
+def load(
+    prefix: str,
+    *,
+    call: str,
+    device: Any = None,
+    num_threads: int = 0,
+    verify: bool = False,
+    allow_pickle: bool = False,
+) -> Any:
+    """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
+    loader = _Loader(call, verify, allow_pickle)
+    td = loader.collection(os.path.abspath(os.fspath(prefix)), device)
+    slots: list[tuple[dict[str, Any], str, _Leaf]] = []
+    _placeholders(td, slots)
+
+    def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
+        store, key, leaf = slot
+        tensor: Any = MemoryMappedTensor.from_filename(leaf.path, leaf.dtype, leaf.shape)
+        if device is not None:
+            tensor = tensor.to(device)
+        store[key] = tensor
+
+    if num_threads > 1 and len(slots) > 1:
+        with ThreadPoolExecutor(max_workers=num_threads) as pool:
+            list(pool.map(open_leaf, slots))
+    else:
+        for slot in slots:
+            open_leaf(slot)
+    return td

@@ -1,0 +1,268 @@
+"""Memory-mapped TensorDicts: memmap_/memmap/memmap_like/load_memmap and friends."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._apply import tensor_leaves
+from tensordict._convert import map_leaves
+from tensordict._memmap import MemoryMappedTensor
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+_DEFAULT_THREADS = 0
+
+
+def _inside(path: str | None, folder: str) -> bool:
+    return path is not None and os.path.abspath(path).startswith(os.path.abspath(folder) + os.sep)
+
+
+class MemmapOps(CollectionProtocol):
+    """Writing a collection as memory-mapped files (docs/format.md) and loading it back."""
+
+    __slots__ = ()
+
+    def is_memmap(self) -> bool:
+        """Whether every tensor leaf is a MemoryMappedTensor (however it was built).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, MemoryMappedTensor
+        >>> TensorDict({"a": MemoryMappedTensor.zeros(3)}, [3]).is_memmap()
+        True
+        """
+        leaves = tensor_leaves(self, [])
+        return bool(leaves) and all(isinstance(x, MemoryMappedTensor) for x in leaves)
+
+    def _check_existing(self, prefix: str | None, copy_existing: bool, call: str) -> None:
+        if prefix is None or copy_existing:
+            return
+        for leaf in tensor_leaves(self, []):
+            if isinstance(leaf, MemoryMappedTensor):
+                name = leaf.filename
+                if name is not None and not _inside(name, prefix):
+                    raise RuntimeError(
+                        f"{call}: a leaf is already memory-mapped at {name!r}, outside "
+                        f"{os.fspath(prefix)!r}; pass copy_existing=True to copy it there"
+                    )
+
+    def memmap(
+        self,
+        prefix: str | os.PathLike[str] | None = None,
+        copy_existing: bool = False,
+        *,
+        num_threads: int = _DEFAULT_THREADS,
+        existsok: bool = True,
+        durable: bool = False,
+        checksum: bool = False,
+        allow_pickle: bool = False,
+    ) -> TensorDict:
+        """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
+        or in anonymous shared memory without one. The save is atomic.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> folder = tempfile.mkdtemp() + "/ckpt"
+        >>> td = TensorDict({"a": torch.rand(10), "b": {"c": torch.rand(10)}}, [10])
+        >>> saved = td.memmap(folder)
+        >>> saved.is_memmap(), bool((TensorDict.load_memmap(folder) == td).all())
+        (True, True)
+        """
+        return self._memmap(
+            "TensorDict.memmap",
+            prefix,
+            copy_existing,
+            num_threads,
+            existsok,
+            durable,
+            checksum,
+            allow_pickle,
+            like=False,
+            inplace=False,
+        )
+
+    def memmap_(
+        self,
+        prefix: str | os.PathLike[str] | None = None,
+        copy_existing: bool = False,
+        *,
+        num_threads: int = _DEFAULT_THREADS,
+        existsok: bool = True,
+        durable: bool = False,
+        checksum: bool = False,
+        allow_pickle: bool = False,
+    ) -> TensorDict:
+        """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones."""
+        return self._memmap(
+            "TensorDict.memmap_",
+            prefix,
+            copy_existing,
+            num_threads,
+            existsok,
+            durable,
+            checksum,
+            allow_pickle,
+            like=False,
+            inplace=True,
+        )
+
+    def memmap_like(
+        self,
+        prefix: str | os.PathLike[str] | None = None,
+        copy_existing: bool = False,
+        *,
+        num_threads: int = _DEFAULT_THREADS,
+        existsok: bool = True,
+        durable: bool = False,
+    ) -> TensorDict:
+        """Allocate memory-mapped leaves of the same shapes and dtypes, without copying
+        values (an expanded TensorDict is never materialised in RAM).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> datum = TensorDict({"image": torch.zeros(3, 8, 8, dtype=torch.uint8)}, [])
+        >>> data = datum.expand(1000).memmap_like(tempfile.mkdtemp() + "/data")
+        >>> data.batch_size, data["image"].is_contiguous()
+        (torch.Size([1000]), True)
+        """
+        return self._memmap(
+            "TensorDict.memmap_like",
+            prefix,
+            copy_existing,
+            num_threads,
+            existsok,
+            durable,
+            False,
+            False,
+            like=True,
+            inplace=False,
+        )
+
+    def _memmap(
+        self,
+        call: str,
+        prefix: Any,
+        copy_existing: bool,
+        num_threads: int,
+        existsok: bool,
+        durable: bool,
+        checksum: bool,
+        allow_pickle: bool,
+        like: bool,
+        inplace: bool,
+    ) -> TensorDict:
+        if prefix is None:
+
+            def share(x: Tensor) -> Tensor:
+                if isinstance(x, MemoryMappedTensor) and not like:
+                    return x
+                return MemoryMappedTensor.from_tensor(x.detach(), copy_data=not like)
+
+            out = map_leaves(self, share)
+            if inplace:
+                _swap_leaves(self, out)
+                return self  # type: ignore[return-value]
+            return out
+        prefix = os.fspath(prefix)
+        self._check_existing(prefix, copy_existing, call)
+        if not existsok and os.path.exists(prefix):
+            raise FileExistsError(f"{call}: {prefix!r} exists (pass existsok=True to replace it)")
+        from tensordict._save import save
+
+        mapping: dict[int, Tensor] = {}
+
+        def keep(pairs: list[tuple[Tensor, MemoryMappedTensor]]) -> None:
+            for old, new in pairs:
+                mapping[id(old)] = new
+
+        save(
+            self,
+            prefix,
+            call=call,
+            like=like,
+            num_threads=num_threads,
+            durable=durable,
+            checksum=checksum,
+            allow_pickle=allow_pickle,
+            on_leaves=keep,
+        )
+        out = map_leaves(self, lambda x: mapping[id(x)])
+        if inplace:
+            _swap_leaves(self, out)
+            return self  # type: ignore[return-value]
+        return out
+
+    def make_memmap(
+        self, key: Any, shape: Any, *, dtype: torch.dtype | None = None
+    ) -> MemoryMappedTensor:
+        """A new memory-mapped leaf at ``key`` (in shared memory), returned for filling."""
+        leaf = MemoryMappedTensor.empty(tuple(shape), dtype=dtype)
+        self.set(key, leaf)
+        return leaf
+
+    @classmethod
+    def load_memmap(
+        cls,
+        prefix: str | os.PathLike[str],
+        *,
+        device: Any = None,
+        num_threads: int = _DEFAULT_THREADS,
+        verify: bool = False,
+        allow_pickle: bool = False,
+    ) -> Any:
+        """Load a checkpoint (docs/format.md) lazily: leaves map their files.
+
+        Everything is validated first; a sub-folder loads on its own (partial loading).
+        """
+        from tensordict._load import load
+
+        return load(
+            os.fspath(prefix),
+            call="TensorDict.load_memmap",
+            device=device,
+            num_threads=num_threads,
+            verify=verify,
+            allow_pickle=allow_pickle,
+        )
+
+    def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> TensorDict:
+        """Copy a checkpoint's values into this TensorDict's existing leaves."""
+        loaded = type(self).load_memmap(prefix, **kwargs)
+        self.update_(loaded)
+        return self  # type: ignore[return-value]
+
+    def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> TensorDict:
+        """Alias of :meth:`memmap` (the checkpoint is written; a memory-mapped copy returned)."""
+        return self.memmap(prefix, **kwargs)
+
+    @classmethod
+    def load(cls, prefix: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """Alias of :meth:`load_memmap`."""
+        return cls.load_memmap(prefix, **kwargs)
+
+    @property
+    def saved_path(self) -> str | None:
+        """The checkpoint folder the leaves map, when they all lie in one; else None."""
+        names = [x.filename for x in tensor_leaves(self, []) if isinstance(x, MemoryMappedTensor)]
+        if not names or None in names:
+            return None
+        return os.path.commonpath([os.path.dirname(n) for n in names if n])
+
+
+def _swap_leaves(td: Any, new: Any) -> None:
+    """Give ``td`` the leaves of ``new`` (same structure), level by level, in place."""
+    if td._lazy:
+        for a, b in zip(td.tensordicts, new.tensordicts, strict=True):
+            _swap_leaves(a, b)
+        return
+    for key, value in td._tensordict.items():
+        replacement = new._tensordict[key]
+        if isinstance(value, Tensor):
+            td._tensordict[key] = replacement
+        elif isinstance(value, CollectionProtocol):
+            _swap_leaves(value, replacement)

@@ -1,0 +1,227 @@
+"""Writing checkpoints (docs/format.md): staging folder, leaf files, atomic commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tensordict._format import (
+    DTYPE_NAMES,
+    FORMAT,
+    META,
+    VERSION,
+    encode_name,
+    type_name,
+)
+from tensordict._memmap import MemoryMappedTensor, rename_files
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+
+Job = tuple[Tensor, str, dict[str, Any]]
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
+    except (TypeError, ValueError):
+        return False
+
+
+class _Writer:
+    def __init__(self, call: str, like: bool, allow_pickle: bool, checksum: bool) -> None:
+        self.call = call
+        self.like = like
+        self.allow_pickle = allow_pickle
+        self.checksum = checksum
+        self.jobs: list[Job] = []
+
+    def folder(self, td: Any, folder: str, prefix: tuple[str, ...]) -> dict[str, Any]:
+        """Write ``td``'s folder (meta.json now, leaves later as jobs); returns the meta."""
+        os.makedirs(folder)
+        meta: dict[str, Any] = {
+            "format": FORMAT,
+            "version": VERSION,
+            "type": type_name(type(td)),
+            "batch_size": list(td.batch_size),
+            "device": None if td.device is None else str(td.device),
+            "names": None,
+            "entries": {},
+        }
+        if td._lazy:
+            meta["stack_dim"] = td.stack_dim
+            for i, member in enumerate(td.tensordicts):
+                self.folder(member, os.path.join(folder, str(i)), (*prefix, str(i)))
+        else:
+            meta["names"] = td._names
+            taken: set[str] = set()
+            entries = meta["entries"]
+            for key, value in td._tensordict.items():
+                entries[key] = self.entry(key, value, folder, taken, (*prefix, key))
+        with open(os.path.join(folder, META), "w", encoding="utf-8") as handle:
+            json.dump(meta, handle)
+        return meta
+
+    def entry(
+        self, key: str, value: Any, folder: str, taken: set[str], path: tuple[str, ...]
+    ) -> dict[str, Any]:
+        if isinstance(value, Tensor):
+            if value.dtype not in DTYPE_NAMES:
+                raise TypeError(
+                    f"{self.call}: key {path!r} has dtype {value.dtype}, which has no on-disk name"
+                )
+            name = encode_name(key, ".memmap", taken)
+            record = {
+                "kind": "tensor",
+                "file": name,
+                "dtype": DTYPE_NAMES[value.dtype],
+                "shape": list(value.shape),
+            }
+            self.jobs.append((value, os.path.join(folder, name), record))
+            return record
+        if isinstance(value, NonTensorData):
+            if _is_json(value.data):
+                return {"kind": "json", "value": value.data}
+            return self.pickled(key, value, folder, taken, path)
+        if isinstance(value, NonTensorStack):
+            if _is_json(value.values):
+                return {
+                    "kind": "json_stack",
+                    "values": value.values,
+                    "positions": value.positions.tolist(),
+                }
+            return self.pickled(key, value, folder, taken, path)
+        name = encode_name(key, "", taken)
+        self.folder(value, os.path.join(folder, name), path)
+        return {"kind": "collection", "dir": name}
+
+    def pickled(
+        self, key: str, value: NonTensor, folder: str, taken: set[str], path: tuple[str, ...]
+    ) -> dict[str, Any]:
+        if not self.allow_pickle:
+            raise TypeError(
+                f"{self.call}: key {path!r} holds non-JSON data ({type(value.tolist()).__name__}); "
+                "pass allow_pickle=True to store it with pickle (loading it will need "
+                "allow_pickle=True too)"
+            )
+        name = encode_name(key, ".pkl", taken)
+        torch.save(value, os.path.join(folder, name))
+        return {"kind": "pickle", "file": name}
+
+    def run(self, num_threads: int) -> list[MemoryMappedTensor]:
+        """Write every leaf file (on ``num_threads`` threads); worker errors are raised."""
+
+        def write(job: Job) -> MemoryMappedTensor:
+            tensor, path, record = job
+            out = MemoryMappedTensor.from_tensor(
+                tensor.detach(), filename=path, copy_data=not self.like
+            )
+            if self.checksum:
+                record["sha256"] = file_sha256(path)
+            return out
+
+        if num_threads <= 1 or len(self.jobs) <= 1:
+            return [write(job) for job in self.jobs]
+        with ThreadPoolExecutor(max_workers=num_threads) as pool:
+            return list(pool.map(write, self.jobs))
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_tree(root: str) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def save(
+    td: Any,
+    prefix: str,
+    *,
+    call: str,
+    like: bool = False,
+    num_threads: int = 0,
+    durable: bool = False,
+    checksum: bool = False,
+    allow_pickle: bool = False,
+    on_leaves: Callable[[list[tuple[Tensor, MemoryMappedTensor]]], None] | None = None,
+) -> None:
+    """Write ``td`` as a checkpoint at ``prefix`` and commit it atomically (spec section 7)."""
+    target = os.path.abspath(os.fspath(prefix))
+    _check_replaceable(target, call)
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    token = uuid.uuid4().hex[:12]
+    staging = f"{target}.{token}.partial"
+    writer = _Writer(call, like, allow_pickle, checksum)
+    try:
+        writer.folder(td, staging, ())
+        leaves = writer.run(num_threads)
+        if checksum:  # the digests were added after meta.json was written: write it again
+            _rewrite_metas(writer, staging)
+        if durable:
+            _fsync_tree(staging)
+        _commit(staging, target, token)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    rename_files(staging, target)
+    if on_leaves is not None:
+        on_leaves([(job[0], leaf) for job, leaf in zip(writer.jobs, leaves, strict=True)])
+
+
+def _check_replaceable(target: str, call: str) -> None:
+    """Only an empty folder or a checkpoint may be replaced: never a folder of other files."""
+    if not os.path.lexists(target):
+        return
+    if os.path.islink(target) or not os.path.isdir(target):
+        raise FileExistsError(f"{call}: {target!r} exists and is not a folder")
+    if os.listdir(target) and not os.path.isfile(os.path.join(target, META)):
+        raise FileExistsError(
+            f"{call}: {target!r} holds files and is not a checkpoint; refusing to replace it"
+        )
+
+
+def _rewrite_metas(writer: _Writer, staging: str) -> None:
+    folders = {os.path.dirname(path) for _, path, _ in writer.jobs}
+    for folder in folders:
+        meta_path = os.path.join(folder, META)
+        with open(meta_path, encoding="utf-8") as handle:
+            meta = json.load(handle)
+        for _, path, record in writer.jobs:
+            if os.path.dirname(path) == folder:
+                for entry in meta["entries"].values():
+                    if entry.get("file") == record["file"] and entry.get("kind") == "tensor":
+                        entry["sha256"] = record["sha256"]
+        with open(meta_path, "w", encoding="utf-8") as handle:
+            json.dump(meta, handle)
+
+
+def _commit(staging: str, target: str, token: str) -> None:
+    if not os.path.lexists(target):
+        os.rename(staging, target)
+        return
+    old = f"{target}.{token}.old"
+    os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
