@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -106,7 +107,7 @@ class _Loader:
             shape: Any = record.get("shape")
             _check_shape(self.call, path, f"shape of key {key!r}", shape)
             itemsize = torch.empty((), dtype=dtype).element_size()
-            nbytes = torch.Size(shape).numel() * itemsize
+            nbytes = math.prod(shape) * itemsize  # Python ints: no int64 overflow
             if nbytes > MAX_BYTES:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} declares {nbytes} bytes")
             leaf_path = checked_path(folder, record.get("file"), self.call, key, "file")
@@ -210,8 +211,40 @@ def load(
     allow_pickle: bool = False,
 ) -> Any:
     """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
+    target = os.path.abspath(os.fspath(prefix))
+    for _ in range(_ATTEMPTS):
+        before = _identity(target)
+        try:
+            td = _load_once(target, call, device, num_threads, verify, allow_pickle)
+        except (FormatError, RuntimeError, OSError):
+            if _identity(target) != before:
+                continue  # the folder was replaced while we read it: read the new one
+            raise
+        if _identity(target) == before:
+            return td
+    raise FormatError(
+        f"{call}: {target!r} was replaced by concurrent saves while loading, "
+        f"{_ATTEMPTS} times; try again"
+    )
+
+
+_ATTEMPTS = 5
+
+
+def _identity(folder: str) -> tuple[int, int] | None:
+    """Which folder is at this path now (a save replaces the whole folder)."""
+    try:
+        stat = os.stat(folder)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+def _load_once(
+    target: str, call: str, device: Any, num_threads: int, verify: bool, allow_pickle: bool
+) -> Any:
     loader = _Loader(call, verify, allow_pickle)
-    td = loader.collection(os.path.abspath(os.fspath(prefix)), device)
+    td = loader.collection(target, device)
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
 

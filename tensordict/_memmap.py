@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 import weakref
@@ -138,7 +139,7 @@ class MemoryMappedTensor(Tensor):
         """Map an existing file of exactly ``prod(shape) * itemsize`` bytes (never grown)."""
         path = os.fspath(filename)
         size = _shape_arg("MemoryMappedTensor.from_filename", (tuple(shape),))
-        expected = size.numel() * torch.empty((), dtype=dtype).element_size()
+        expected = math.prod(size) * torch.empty((), dtype=dtype).element_size()
         actual = os.path.getsize(path)
         if actual != expected:
             raise ValueError(
