@@ -212,17 +212,22 @@ class MemmapOps(CollectionProtocol):
         *,
         device: Any = None,
         num_threads: int = _DEFAULT_THREADS,
+        subpath: str | os.PathLike[str] | None = None,
         verify: bool = False,
         allow_pickle: bool = False,
     ) -> Any:
         """Load a checkpoint (docs/format.md) lazily: leaves map their files.
 
-        Everything is validated first; a sub-folder loads on its own (partial loading).
+        Everything is validated first; a sub-folder loads on its own (partial loading),
+        named directly or as ``subpath`` under ``prefix``.
         """
         from tensordict._load import load
 
+        path = os.fspath(prefix)
+        if subpath is not None:
+            path = os.path.join(path, os.fspath(subpath))
         return load(
-            os.fspath(prefix),
+            path,
             call="TensorDict.load_memmap",
             device=device,
             num_threads=num_threads,

@@ -316,6 +316,12 @@ def _edit_meta(prefix: Path, edit) -> None:  # type: ignore[no-untyped-def]
         (lambda m: m["entries"]["a"].update(kind="exec"), "unknown kind 'exec'"),
         (lambda m: m["entries"]["n"].update(dir=".."), "is not valid"),
         (lambda m: m.update(batch_size=[5]), "does not start with batch_size \\[5\\]"),
+        (
+            lambda m: m["entries"].update(
+                s={"kind": "json_stack", "values": ["x"], "positions": [0]}
+            ),
+            r"expected batch_size \[4\]",
+        ),
     ],
 )
 def test_hostile_metadata_is_refused(tmp_path: Path, edit, pattern: str) -> None:  # type: ignore[no-untyped-def]
@@ -368,3 +374,56 @@ def test_loading_never_runs_code_named_by_a_file(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="not registered"):
         TensorDict.load_memmap(prefix)
     assert not marker.exists()
+
+
+_SAVE_MAIN = textwrap.dedent(
+    """
+    import sys, torch
+    from tensordict import tensorclass
+    @tensorclass
+    class Sample:
+        x: torch.Tensor
+        tag: str
+    Sample(torch.arange(3.0), tag="hi", batch_size=[3]).memmap(sys.argv[1])
+    """
+)
+_LOAD_MAIN = textwrap.dedent(
+    """
+    import sys, torch
+    from tensordict import TensorDict, tensorclass
+    if sys.argv[2] == "define":
+        @tensorclass
+        class Sample:
+            x: torch.Tensor
+            tag: str
+    try:
+        loaded = TensorDict.load_memmap(sys.argv[1])
+    except ValueError as err:
+        print("ERROR", err)
+    else:
+        print(type(loaded).__name__, loaded.tag, loaded.x.tolist())
+    """
+)
+
+
+def test_tensorclass_identity_across_processes(tmp_path: Path) -> None:
+    prefix = str(tmp_path / "tc")
+    subprocess.run([sys.executable, "-c", _SAVE_MAIN, prefix], check=True, timeout=120)
+    meta = json.loads((tmp_path / "tc" / "meta.json").read_text())
+    assert meta["type"] == "tensorclass:Sample"
+    ok = subprocess.run(
+        [sys.executable, "-c", _LOAD_MAIN, prefix, "define"],
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert ok.stdout.strip() == "Sample hi [0.0, 1.0, 2.0]"
+    missing = subprocess.run(
+        [sys.executable, "-c", _LOAD_MAIN, prefix, "no"],
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert "names type 'tensorclass:Sample', which is not registered" in missing.stdout
