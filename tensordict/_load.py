@@ -84,6 +84,12 @@ class _Loader:
                 self.collection(checked_path(folder, str(i), self.call, str(i), "member"), device)
                 for i in range(bs[stack_dim])
             ]
+            for i, member in enumerate(members):
+                if list(member.batch_size) != list(bs[:stack_dim]) + list(bs[stack_dim + 1 :]):
+                    raise FormatError(
+                        f"{self.call}: member {i} of {path!r} has batch_size "
+                        f"{list(member.batch_size)}, which does not fit batch_size {list(bs)}"
+                    )
             return cls(members, stack_dim=stack_dim)
         entries: dict[str, Any] = {}
         for key, record in meta["entries"].items():
@@ -134,7 +140,13 @@ class _Loader:
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
             sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
-            return self.collection(sub, device)
+            nested = self.collection(sub, device)
+            if list(nested.batch_size[: len(bs)]) != list(bs):
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has batch_size "
+                    f"{list(nested.batch_size)}, which does not start with {list(bs)}"
+                )
+            return nested
         if kind == "json":
             if "value" not in record:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
@@ -144,12 +156,17 @@ class _Loader:
             if not isinstance(values, list):
                 raise FormatError(f"{self.call}: {path!r} key {key!r} has no list of values")
             try:
-                pos = torch.tensor(positions, dtype=torch.long)
-                return NonTensorStack(values, pos)
+                stack = NonTensorStack(values, torch.tensor(positions, dtype=torch.long))
             except (TypeError, ValueError, RuntimeError) as err:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r}: bad positions: {err}"
                 ) from None
+            if stack.batch_size != bs:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has positions of shape "
+                    f"{list(stack.batch_size)}, expected batch_size {list(bs)}"
+                )
+            return stack
         if kind == "pickle":
             file = checked_path(folder, record.get("file"), self.call, key, "file")
             if not self.allow_pickle:
