@@ -17,3 +17,7 @@ def _seed() -> None:
 def example(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """Each TensorDict of the catalogue in turn."""
     return CATALOGUE[request.param]()
+
+
+# tests/data holds golden checkpoints and the script that wrote them: not tests to import
+collect_ignore = ["data"]
