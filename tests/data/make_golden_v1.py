@@ -21,7 +21,7 @@ class GoldenClass:
 
 
 def build() -> TensorDict:
-    td = TensorDict(
+    return TensorDict(
         {
             "float": torch.arange(6.0).reshape(2, 3),
             "int": torch.tensor([7, -8]),
@@ -35,7 +35,6 @@ def build() -> TensorDict:
         },
         batch_size=[2],
     )
-    return td
 
 
 def main() -> None:
