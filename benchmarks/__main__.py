@@ -6,10 +6,15 @@ import argparse
 
 import torch
 
-from benchmarks import _cases_container, _cases_shapes, _cases_tensorclass
+from benchmarks import _cases_checkpoint, _cases_container, _cases_shapes, _cases_tensorclass
 from benchmarks._harness import Case, measure, table
 
-ALL: list[Case] = [*_cases_container.CASES, *_cases_shapes.CASES, *_cases_tensorclass.CASES]
+ALL: list[Case] = [
+    *_cases_container.CASES,
+    *_cases_shapes.CASES,
+    *_cases_tensorclass.CASES,
+    *_cases_checkpoint.CASES,
+]
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ class Case:
     baseline: str
     target: float | None
     setup: Callable[[], tuple[Fn, Fn]]
+    rounds: int | None = None  # heavy cases (hundreds of MB per call) run fewer rounds
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def measure(case: Case, rounds: int = 21, budget_s: float = 0.01) -> Result:
     Pairing each library batch with the baseline batch next to it cancels most of the
     drift of a shared, noisy machine; absolute times are reported but mean little.
     """
+    rounds = case.rounds or rounds
     lib, base = case.setup()
     lib()
     base()  # warm up both (lazy imports, allocator)

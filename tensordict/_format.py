@@ -77,7 +77,11 @@ def _escape(ch: str) -> str:
 
 
 def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
-    """``folder/name`` after checking the name cannot leave the folder (section 3)."""
+    """``folder/name`` after checking the name cannot leave the folder (section 3).
+
+    A plain name cannot leave its folder; only a symbolic link can, so links (and only
+    links) are resolved and must stay inside the folder.
+    """
     if (
         not isinstance(name, str)
         or not name
@@ -86,11 +90,12 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
     ):
         raise FormatError(f"{call}: {what} name {name!r} of key {key!r} in {folder!r} is not valid")
     path = os.path.join(folder, name)
-    real_folder = os.path.realpath(folder)
-    if not os.path.realpath(path).startswith(real_folder + os.sep):
-        raise FormatError(
-            f"{call}: {what} {name!r} of key {key!r} in {folder!r} leads outside the checkpoint"
-        )
+    if os.path.islink(path):
+        real_folder = os.path.realpath(folder)
+        if not os.path.realpath(path).startswith(real_folder + os.sep):
+            raise FormatError(
+                f"{call}: {what} {name!r} of key {key!r} in {folder!r} leads outside the checkpoint"
+            )
     return path
 
 

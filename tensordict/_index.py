@@ -11,6 +11,7 @@ from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._protocol import CollectionProtocol
+from tensordict._torch_compat import disable_subclass_dispatch
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -117,6 +118,15 @@ class IndexOps(CollectionProtocol):
     def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> TensorDict:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
+        # index_select always copies: subclass dispatch (memory-mapped leaves) would only
+        # add a per-leaf hop to find that the result is a plain tensor
+        with disable_subclass_dispatch():
+            self._select_into(entries, rows, new_bs, ndim)
+        return self._new_unsafe(entries, new_bs, self._device, self._names)
+
+    def _select_into(
+        self, entries: dict[str, Any], rows: Tensor, new_bs: torch.Size, ndim: int
+    ) -> None:
         for key, value in self._tensordict.items():
             if isinstance(value, Tensor):
                 entries[key] = value.index_select(0, rows)
@@ -124,7 +134,6 @@ class IndexOps(CollectionProtocol):
                 entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
             else:
                 entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
-        return self._new_unsafe(entries, new_bs, self._device, self._names)
 
     def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> TensorDict:
         ndim = len(self._batch_size)

@@ -6,6 +6,7 @@ import glob
 import json
 import math
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -112,14 +113,17 @@ class _Loader:
                 )
             shape: Any = record.get("shape")
             _check_shape(self.call, path, f"shape of key {key!r}", shape)
-            itemsize = torch.empty((), dtype=dtype).element_size()
-            nbytes = math.prod(shape) * itemsize  # Python ints: no int64 overflow
+            nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
             if nbytes > MAX_BYTES:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} declares {nbytes} bytes")
             leaf_path = checked_path(folder, record.get("file"), self.call, key, "file")
-            if not os.path.isfile(leaf_path):
+            try:
+                info = os.stat(leaf_path)
+            except OSError:
+                info = None
+            if info is None or not stat.S_ISREG(info.st_mode):
                 raise FormatError(f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing")
-            actual = os.path.getsize(leaf_path)
+            actual = info.st_size
             if actual != nbytes:
                 raise FormatError(
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
@@ -267,7 +271,7 @@ def _load_once(
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
         store, key, leaf = slot
-        tensor: Any = MemoryMappedTensor.from_filename(leaf.path, leaf.dtype, leaf.shape)
+        tensor: Any = MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
         if device is not None:
             tensor = tensor.to(device)
         store[key] = tensor

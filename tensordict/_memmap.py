@@ -139,7 +139,7 @@ class MemoryMappedTensor(Tensor):
         """Map an existing file of exactly ``prod(shape) * itemsize`` bytes (never grown)."""
         path = os.fspath(filename)
         size = _shape_arg("MemoryMappedTensor.from_filename", (tuple(shape),))
-        expected = math.prod(size) * torch.empty((), dtype=dtype).element_size()
+        expected = math.prod(size) * dtype.itemsize
         actual = os.path.getsize(path)
         if actual != expected:
             raise ValueError(
@@ -147,6 +147,13 @@ class MemoryMappedTensor(Tensor):
                 f"{tuple(size)} of {dtype} needs {expected}"
             )
         return cls._wrap(_map_file(path, dtype, size))
+
+    @classmethod
+    def _from_checked_file(
+        cls, path: str, dtype: torch.dtype, shape: torch.Size
+    ) -> MemoryMappedTensor:
+        """Map a file whose size the caller has just checked (the loader)."""
+        return cls._wrap(_map_file(path, dtype, shape))
 
     @classmethod
     def _alloc(
