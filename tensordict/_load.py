@@ -276,7 +276,7 @@ def _load_once(
             tensor = tensor.to(device)
         store[key] = tensor
 
-    if num_threads > 1 and len(slots) > 1:
+    if num_threads > 1 and len(slots) > 1:  # (automatic, -1, maps on this thread: mapping is cheap)
         with ThreadPoolExecutor(max_workers=num_threads) as pool:
             list(pool.map(open_leaf, slots))
     else:

@@ -16,7 +16,7 @@ from tensordict._protocol import CollectionProtocol
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
 
-_DEFAULT_THREADS = 0
+_DEFAULT_THREADS = -1  # automatic: several threads for checkpoints of 16 MB and more
 
 
 def _inside(path: str | None, folder: str) -> bool:

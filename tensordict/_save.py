@@ -25,6 +25,7 @@ from tensordict._memmap import MemoryMappedTensor, rename_files
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 
 Job = tuple[Tensor, str, dict[str, Any]]
+_AUTO_THREADS_BYTES = 16 << 20
 
 
 def _is_json(value: Any) -> bool:
@@ -119,13 +120,22 @@ class _Writer:
 
         def write(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
-            out = MemoryMappedTensor.from_tensor(
-                tensor.detach(), filename=path, copy_data=not self.like
-            )
+            tensor = tensor.detach()
+            if self.like or tensor.device.type != "cpu" or tensor.numel() == 0:
+                out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
+            else:
+                # a plain sequential write beats copying into fresh mapped pages
+                data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+                with open(path, "wb") as handle:
+                    handle.write(data.data)
+                out = MemoryMappedTensor._from_checked_file(path, tensor.dtype, tensor.shape)
             if self.checksum:
                 record["sha256"] = file_sha256(path)
             return out
 
+        if num_threads < 0:  # automatic: threads pay off only for large checkpoints
+            total = sum(job[0].numel() * job[0].element_size() for job in self.jobs)
+            num_threads = min(os.cpu_count() or 1, 8) if total >= _AUTO_THREADS_BYTES else 1
         if num_threads <= 1 or len(self.jobs) <= 1:
             return [write(job) for job in self.jobs]
         with ThreadPoolExecutor(max_workers=num_threads) as pool:
