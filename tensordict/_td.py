@@ -22,6 +22,7 @@ from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
 from tensordict._memmap_ops import MemmapOps
+from tensordict._modules import ModuleOps
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._pointwise import PointwiseOps
 from tensordict._protocol import CollectionProtocol
@@ -68,6 +69,7 @@ class TensorDict(
     ShapeOps,
     TorchFunctionOps,
     MemmapOps,
+    ModuleOps,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 

@@ -1,0 +1,151 @@
+"""from_module / from_modules / to_module: parameter swapping, ensembles, restores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn, vmap
+
+from tensordict import MemoryMappedTensor, TensorDict
+
+
+def test_seed_functional_example() -> None:
+    layer1 = nn.Linear(3, 4)
+    layer2 = nn.Linear(4, 4)
+    model = nn.Sequential(layer1, layer2)
+    params = TensorDict.from_module(model)
+    weights1 = TensorDict(layer1.state_dict(), []).unflatten_keys(".")
+    weights2 = TensorDict(layer2.state_dict(), []).unflatten_keys(".")
+    assert (params == TensorDict({"0": weights1, "1": weights2}, [])).all()
+    x = torch.randn(10, 3)
+    with params.to_module(model):
+        out = model(x)
+    torch.testing.assert_close(out, model(x))
+    params_stack = torch.stack([params, params], 0)
+
+    def func(x: torch.Tensor, params: TensorDict) -> torch.Tensor:
+        with params.to_module(model):
+            return model(x)
+
+    y = vmap(func, (None, 0))(x, params_stack)
+    assert y.shape == torch.Size([2, 10, 4])
+    torch.testing.assert_close(y[0], model(x))
+
+
+def test_ensemble_matches_a_loop_over_models() -> None:
+    models = [nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2)) for _ in range(5)]
+    stacked = TensorDict.from_modules(*models)
+    assert stacked.batch_size == (5,) and isinstance(stacked["0", "weight"], nn.Parameter)
+    assert stacked["0", "weight"].is_leaf and stacked["0", "weight"].requires_grad
+    base = models[0]
+    x = torch.randn(7, 3)
+
+    def call(p: TensorDict) -> torch.Tensor:
+        with p.to_module(base):
+            return base(x)
+
+    out = vmap(call)(stacked)
+    for i, m in enumerate(models):
+        torch.testing.assert_close(out[i], m(x))
+    out.sum().backward()
+    assert stacked["2", "bias"].grad is not None
+
+
+def test_from_module_shares_tensors_and_buffers() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    td = TensorDict.from_module(model)
+    assert td["0", "weight"] is model[0].weight
+    assert td["1", "running_mean"] is model[1].running_mean
+    assert (
+        not TensorDict.from_module(model).is_locked
+        and TensorDict.from_module(model, lock=True).is_locked
+    )
+    sd = TensorDict.from_module(model, use_state_dict=True)
+    assert ("1", "num_batches_tracked") in sd.keys(True)
+
+
+def test_to_module_restores_after_exceptions_and_reports_keys() -> None:
+    model = nn.Linear(3, 4)
+    original = model.weight
+    params = TensorDict.from_module(model).apply(torch.zeros_like)
+    with pytest.raises(RuntimeError, match="boom"), params.to_module(model):
+        assert (model.weight == 0).all()
+        raise RuntimeError("boom")
+    assert model.weight is original
+    bad = TensorDict({"weight": torch.zeros(4, 3), "extra": torch.zeros(1)}, [])
+    with pytest.raises(KeyError, match=r"missing keys \['bias'\], unexpected keys \['extra'\]"):
+        bad.to_module(model)
+    assert model.weight is original
+    swap = bad.to_module(model, strict=False)
+    assert (model.weight == 0).all() and model.bias is not None
+    swap.restore()
+    assert model.weight is original
+
+
+def test_inplace_and_swapped_out_tensors() -> None:
+    model = nn.Linear(2, 2)
+    weight = model.weight
+    TensorDict.from_module(model).apply(torch.ones_like).to_module(model, inplace=True)
+    assert model.weight is weight and (weight == 1).all()
+    params = TensorDict.from_module(model).apply(torch.zeros_like)
+    with params.to_module(model) as old:
+        assert old["weight"] is weight
+    assert model.weight is weight
+
+
+def test_tied_weights_swap_once() -> None:
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(shared, nn.ReLU(), shared)
+    params = TensorDict.from_module(model)
+    assert set(params.keys()) == {"0", "2"}
+    zeros = params.apply(torch.zeros_like)
+    with zeros.to_module(model):
+        assert (model[2].weight == 0).all()
+    assert model[0].weight is shared.weight
+
+
+def test_gradients_through_swapped_params() -> None:
+    model = nn.Linear(3, 1)
+    params = TensorDict.from_module(model).detach().clone().requires_grad_()
+    x = torch.randn(4, 3)
+    with params.to_module(model):
+        loss = model(x).pow(2).sum()
+    loss.backward()
+    assert params["weight"].grad is not None and model.weight.grad is None
+
+    def loss_fn(p: TensorDict) -> torch.Tensor:
+        with p.to_module(model):
+            return model(x).pow(2).sum()
+
+    g = torch.func.grad(loss_fn)(params.detach())
+    torch.testing.assert_close(g["weight"], params["weight"].grad)
+    jac = torch.func.jacrev(lambda p: loss_fn(p))(params.detach())
+    assert jac["bias"].shape == (1,)
+
+
+def test_from_modules_validation() -> None:
+    with pytest.raises(TypeError, match="module 1 is a Conv1d, module 0 a Linear"):
+        TensorDict.from_modules(nn.Linear(2, 2), nn.Conv1d(2, 2, 1))
+    with pytest.raises(ValueError, match=r"parameter 'weight' of module 1 has shape \(3, 2\)"):
+        TensorDict.from_modules(nn.Linear(2, 2), nn.Linear(2, 3))
+    other = nn.Linear(2, 2).eval()
+    with pytest.raises(ValueError, match="module 1 is in eval mode"):
+        TensorDict.from_modules(nn.Linear(2, 2), other)
+    frozen = nn.Linear(2, 2).requires_grad_(False)
+    with pytest.raises(ValueError, match="differs in requires_grad"):
+        TensorDict.from_modules(nn.Linear(2, 2), frozen)
+    with pytest.raises(ValueError, match="needs at least one module"):
+        TensorDict.from_modules()
+
+
+def test_partial_loading_composes(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 3))
+    TensorDict.from_module(model).detach().memmap(tmp_path / "ckpt")
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 3))
+    part = TensorDict.load_memmap(tmp_path / "ckpt" / "0")
+    assert isinstance(part["weight"], MemoryMappedTensor)
+    part.to_module(fresh[0], inplace=True)
+    torch.testing.assert_close(fresh[0].weight, model[0].weight)
+    assert not torch.equal(fresh[1].weight, model[1].weight)
