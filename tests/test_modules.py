@@ -70,10 +70,16 @@ def test_to_module_restores_after_exceptions_and_reports_keys() -> None:
     model = nn.Linear(3, 4)
     original = model.weight
     params = TensorDict.from_module(model).apply(torch.zeros_like)
-    with pytest.raises(RuntimeError, match="boom"), params.to_module(model):
-        assert (model.weight == 0).all()
-        raise RuntimeError("boom")
-    assert model.weight is original
+    seen = []
+
+    def body() -> None:
+        with params.to_module(model):
+            seen.append(bool((model.weight == 0).all()))
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        body()
+    assert seen == [True] and model.weight is original
     bad = TensorDict({"weight": torch.zeros(4, 3), "extra": torch.zeros(1)}, [])
     with pytest.raises(KeyError, match=r"missing keys \['bias'\], unexpected keys \['extra'\]"):
         bad.to_module(model)
