@@ -127,7 +127,7 @@ def test_gradients_through_swapped_params() -> None:
 
     g = torch.func.grad(loss_fn)(params.detach())
     torch.testing.assert_close(g["weight"], params["weight"].grad)
-    jac = torch.func.jacrev(lambda p: loss_fn(p))(params.detach())
+    jac = torch.func.jacrev(loss_fn)(params.detach())
     assert jac["bias"].shape == (1,)
 
 
