@@ -1,15 +1,17 @@
-"""The quick-start tour: build a TensorDict, index it, compute on it, save and restore it.
-
-The tour grows with the library; ensembles and checkpoints join it with their issues.
-"""
+"""The quick-start tour: build a TensorDict, index and stack it, ensemble a small model
+with vmap over stacked parameters, save a checkpoint and load one submodule back."""
 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 
 import torch
+from torch import nn
 
 from tensordict import TensorDict
+from tensordict.utils import print_directory_tree
 
 
 def main() -> None:
@@ -55,6 +57,28 @@ def main() -> None:
     # A state dict loads onto an empty TensorDict, structure and all.
     fresh = TensorDict().load_state_dict(data.exclude("info").state_dict())
     print("state_dict round trip keys:", sorted(map(str, fresh.keys(True, True))))
+
+    # An ensemble: the parameters of 4 small models stacked, one vmap over them.
+    models = [nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2)) for _ in range(4)]
+    stacked = TensorDict.from_modules(*models)
+    base = models[0]
+
+    def predict(params: TensorDict, obs: torch.Tensor) -> torch.Tensor:
+        with params.to_module(base):
+            return base(obs)
+
+    ensemble_out = torch.vmap(predict, (0, None))(stacked, data["obs"])
+    print("ensemble output:", tuple(ensemble_out.shape))
+
+    # A checkpoint: one folder per submodule; load only the first layer into a new model.
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model")
+        TensorDict.from_module(models[1]).detach().memmap(path)
+        print_directory_tree(path)
+        fresh_model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+        TensorDict.load_memmap(os.path.join(path, "0")).to_module(fresh_model[0], inplace=True)
+        same = torch.equal(fresh_model[0].weight, models[1][0].weight)
+        print("first layer loaded on its own:", same)
 
 
 if __name__ == "__main__":
