@@ -1,7 +1,6 @@
-"""tdnn: the module layer over tensordict (parameter swapping, ensembles, TensorDict modules).
+"""tdnn: TensorDict-in / TensorDict-out modules over the public tensordict API."""
 
-Only the package skeleton exists so far; its contents arrive with the module-layer issue.
-It imports public ``tensordict`` names only.
-"""
+from tdnn._module import TensorDictModule, TensorDictModuleBase
+from tdnn._sequential import TensorDictSequential
 
-__all__: list[str] = []
+__all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential"]

@@ -1,0 +1,180 @@
+"""TensorDictModule: a torch module that reads its inputs from, and writes its outputs to,
+a TensorDict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
+
+DISCARD = "_"
+
+
+def _keys(call: str, keys: Any, what: str) -> list[Any]:
+    if isinstance(keys, (str, tuple)):
+        keys = [keys]
+    try:
+        return [unravel_key(k) for k in keys]
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{call}: {what} must be TensorDict keys: {err}") from None
+
+
+class TensorDictModuleBase(nn.Module):
+    """Base of TensorDict-in / TensorDict-out modules: declares ``in_keys``/``out_keys``."""
+
+    in_keys: list[Any]
+    out_keys: list[Any]
+
+
+class TensorDictModule(TensorDictModuleBase):
+    """Wrap ``module`` so it reads ``in_keys`` from a TensorDict and writes ``out_keys``.
+
+    ``in_keys`` as a list feeds positional arguments; as a dict ``{key: argument_name}``
+    (or ``{argument_name: key}`` with ``out_to_in_map=True``) feeds keyword arguments.
+    An out key ``"_"`` discards that output. The module may return a tensor, a tuple,
+    a dict or a TensorDict. Missing input keys are passed as None (``strict=True``
+    refuses them up front); if the module then fails, the error names the missing keys.
+    ``inplace=True`` writes into the input, ``False`` into a shallow copy, ``"empty"``
+    into an empty TensorDict of the same batch size.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from tensordict import TensorDict
+    >>> from tdnn import TensorDictModule
+    >>> policy = TensorDictModule(nn.Linear(3, 2), in_keys=["obs"], out_keys=["action"])
+    >>> td = policy(TensorDict({"obs": torch.zeros(5, 3)}, [5]))
+    >>> td["action"].shape
+    torch.Size([5, 2])
+    >>> policy(torch.zeros(1, 3)).shape     # plain tensors work too
+    torch.Size([1, 2])
+    """
+
+    def __init__(
+        self,
+        module: Callable[..., Any],
+        in_keys: Sequence[NestedKey] | Mapping[Any, Any],
+        out_keys: Sequence[NestedKey] | NestedKey,
+        *,
+        inplace: bool | str = True,
+        out_to_in_map: bool = False,
+        method: str | None = None,
+        strict: bool = False,
+    ) -> None:
+        super().__init__()
+        call = "TensorDictModule"
+        if isinstance(in_keys, Mapping):
+            pairs = [(v, k) for k, v in in_keys.items()] if out_to_in_map else list(in_keys.items())
+            self._kwargs: dict[Any, str] | None = {unravel_key(k): str(v) for k, v in pairs}
+            self.in_keys = list(self._kwargs)
+        else:
+            self._kwargs = None
+            self.in_keys = _keys(call, in_keys, "in_keys")
+        self.out_keys = _keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
+        if inplace not in (True, False, "empty"):
+            raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
+        self.inplace = inplace
+        self.method = method
+        self.strict = strict
+        if isinstance(module, nn.Module):
+            self.module = module
+        else:
+            self._fn = module
+
+    def _target(self) -> Callable[..., Any]:
+        base = self.module if "module" in self._modules else self._fn
+        return getattr(base, self.method) if self.method else base
+
+    def _name(self) -> str:
+        base = self.module if "module" in self._modules else self._fn
+        return (
+            type(base).__name__ if isinstance(base, nn.Module) else getattr(base, "__name__", "fn")
+        )
+
+    def forward(
+        self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
+    ) -> Any:
+        if not is_tensor_collection(tensordict):
+            return self._dispatch(tensordict, *args, **kwargs)
+        values = []
+        missing = []
+        for key in self.in_keys:
+            value = tensordict.get(key, None)
+            if value is None:
+                missing.append(key)
+            values.append(value)
+        if missing and self.strict:
+            raise KeyError(self._missing_message(missing, tensordict))
+        try:
+            if self._kwargs is not None:
+                named = {self._kwargs[k]: v for k, v in zip(self.in_keys, values, strict=True)}
+                out = self._target()(**named)
+            else:
+                out = self._target()(*values)
+        except Exception as err:
+            if missing:  # the module choked on None inputs: say which keys were absent
+                raise KeyError(self._missing_message(missing, tensordict)) from err
+            raise
+        return self._write(tensordict, out, tensordict_out)
+
+    def _missing_message(self, missing: list[Any], tensordict: Any) -> str:
+        have = ", ".join(sorted(map(str, tensordict.keys(True, True))))
+        return (
+            f"TensorDictModule({self._name()}): input keys {missing} are missing from the "
+            f"TensorDict, which has {have}"
+        )
+
+    def _write(self, tensordict: Any, out: Any, tensordict_out: Any) -> Any:
+        if tensordict_out is None:
+            if self.inplace is True:
+                tensordict_out = tensordict
+            elif self.inplace == "empty":
+                tensordict_out = tensordict.empty()
+            else:
+                tensordict_out = tensordict.clone(recurse=False)
+        if is_tensor_collection(out):
+            outputs = [out.get(k) for k in self.out_keys if k != DISCARD]
+            keys = [k for k in self.out_keys if k != DISCARD]
+        elif isinstance(out, Mapping):
+            keys = [k for k in self.out_keys if k != DISCARD]
+            outputs = [out[k if isinstance(k, str) else k[-1]] for k in keys]
+        else:
+            outs = out if isinstance(out, tuple) else (out,)
+            if len(outs) != len(self.out_keys):
+                raise ValueError(
+                    f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs "
+                    f"for {len(self.out_keys)} out_keys {self.out_keys}"
+                )
+            pairs = [(k, v) for k, v in zip(self.out_keys, outs, strict=True) if k != DISCARD]
+            keys, outputs = [k for k, _ in pairs], [v for _, v in pairs]
+        for key, value in zip(keys, outputs, strict=True):
+            tensordict_out.set(key, value)
+        return tensordict_out
+
+    def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
+        """Called with tensors: build the TensorDict, run, return the outputs."""
+        given = ([] if first is None else [first]) + list(args)
+        if len(given) > len(self.in_keys):
+            raise TypeError(
+                f"TensorDictModule({self._name()}): {len(given)} inputs for in_keys {self.in_keys}"
+            )
+        entries = dict(zip(self.in_keys, given, strict=False))
+        for name, value in kwargs.items():
+            key = next(
+                (k for k in self.in_keys if (k if isinstance(k, str) else "_".join(k)) == name),
+                None,
+            )
+            if key is None:
+                raise TypeError(f"TensorDictModule({self._name()}): unexpected input {name!r}")
+            entries[key] = value
+        td = TensorDict({}, [])
+        for key, value in entries.items():
+            td.set(key, value)
+        out = self.forward(td)
+        results = tuple(out.get(k) for k in self.out_keys if k != DISCARD)
+        return results[0] if len(results) == 1 else results
+
+    def extra_repr(self) -> str:
+        return f"in_keys={self.in_keys}, out_keys={self.out_keys}"

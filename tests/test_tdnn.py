@@ -1,0 +1,147 @@
+"""tdnn: TensorDictModule and TensorDictSequential, and a training loop over TensorDicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tdnn import TensorDictModule, TensorDictSequential
+from tensordict import TensorDict
+
+
+def _td() -> TensorDict:
+    return TensorDict({"obs": torch.randn(5, 3), "nested": {"x": torch.randn(5, 2)}}, [5])
+
+
+def test_list_in_keys_inplace_and_nested_keys() -> None:
+    m = TensorDictModule(nn.Linear(2, 4), in_keys=[("nested", "x")], out_keys=[("out", "h")])
+    td = _td()
+    assert m(td) is td and td["out", "h"].shape == (5, 4)
+
+
+def test_dict_in_keys_and_out_to_in_map() -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.sum(-1) - b.sum(-1)
+
+    td = _td()
+    m = TensorDictModule(fn, in_keys={"obs": "a", ("nested", "x"): "b"}, out_keys=["d"])
+    want = td["obs"].sum(-1) - td["nested", "x"].sum(-1)
+    torch.testing.assert_close(m(td)["d"], want)
+    inverted = TensorDictModule(
+        fn, in_keys={"a": "obs", "b": ("nested", "x")}, out_keys=["e"], out_to_in_map=True
+    )
+    torch.testing.assert_close(inverted(td)["e"], want)
+
+
+def test_output_kinds_and_discard() -> None:
+    td = _td()
+    tup = TensorDictModule(lambda x: (x * 2, x * 3), ["obs"], ["two", "_"])
+    out = tup(td)
+    assert "two" in out.keys() and "_" not in out.keys()
+    as_dict = TensorDictModule(lambda x: {"y": x + 1, "z": x}, ["obs"], ["y"])
+    assert torch.equal(as_dict(td)["y"], td["obs"] + 1)
+    as_td = TensorDictModule(lambda x: TensorDict({"w": x}, [5]), ["obs"], ["w"])
+    assert torch.equal(as_td(td)["w"], td["obs"])
+    with pytest.raises(ValueError, match=r"returned 2 outputs for 1 out_keys \['only'\]"):
+        TensorDictModule(lambda x: (x, x), ["obs"], ["only"])(td)
+
+
+def test_inplace_modes_and_tensordict_out() -> None:
+    m = TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"], inplace=False)
+    td = _td()
+    out = m(td)
+    assert out is not td and "act" not in td.keys() and "obs" in out.keys()
+    empty = TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"], inplace="empty")(td)
+    assert list(empty.keys()) == ["act"] and empty.batch_size == (5,)
+    target = TensorDict({}, [5])
+    assert TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"])(td, tensordict_out=target) is target
+    with pytest.raises(ValueError, match="inplace must be True, False or 'empty'"):
+        TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"], inplace="no")
+
+
+def test_plain_tensor_dispatch() -> None:
+    m = TensorDictModule(lambda a, b: (a + b, a - b), ["a", "b"], ["s", "d"])
+    s, d = m(torch.ones(2), torch.ones(2))
+    assert torch.equal(s, torch.full((2,), 2.0)) and torch.equal(d, torch.zeros(2))
+    single = TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"])
+    assert single(obs=torch.zeros(4, 3)).shape == (4, 2)
+    with pytest.raises(TypeError, match="unexpected input 'nope'"):
+        single(nope=torch.zeros(1))
+
+
+def test_missing_keys_name_the_module() -> None:
+    m = TensorDictModule(nn.Linear(3, 2), ["missing"], ["act"])
+    with pytest.raises(
+        KeyError, match=r"TensorDictModule\(Linear\): input keys \['missing'\] are missing"
+    ):
+        m(_td())
+    strict = TensorDictModule(lambda x: x, ["missing"], ["y"], strict=True)
+    with pytest.raises(KeyError, match="input keys \\['missing'\\] are missing"):
+        strict(_td())
+    tolerant = TensorDictModule(lambda x: torch.zeros(5) if x is None else x, ["missing"], ["y"])
+    assert (tolerant(_td())["y"] == 0).all()
+
+
+def test_sequential_keys_and_selection() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 4), ["obs"], ["hidden"]),
+        TensorDictModule(nn.Linear(4, 2), ["hidden"], ["action"]),
+        lambda td: td.set("done", torch.zeros(td.batch_size, dtype=torch.bool)),
+    )
+    assert seq.in_keys == ["obs"] and seq.out_keys == ["hidden", "action"]
+    assert len(seq) == 3 and isinstance(seq[0], TensorDictModule)
+    out = seq(_td())
+    assert {"hidden", "action", "done"} <= set(out.keys())
+    assert seq.select_out_keys("action").out_keys == ["action"]
+    sub = seq.select_subsequence(out_keys=["hidden"])
+    assert len(sub) == 1 and sub.out_keys == ["hidden"]
+    assert len(seq[:2]) == 2
+    with pytest.raises(TypeError, match="item 0 is not callable"):
+        TensorDictSequential(3)  # type: ignore[arg-type]
+
+
+def test_partial_tolerant_skips_modules_without_inputs() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 4), ["obs"], ["hidden"]),
+        TensorDictModule(nn.Linear(4, 2), ["absent"], ["never"]),
+        partial_tolerant=True,
+    )
+    out = seq(_td())
+    assert "hidden" in out.keys() and "never" not in out.keys()
+
+
+def test_functional_training_loop_reduces_the_loss() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(256, 4)
+    data = TensorDict({"x": x, "y": x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])}, [256])
+    model = TensorDictSequential(
+        TensorDictModule(nn.Linear(4, 16), ["x"], ["h"]),
+        TensorDictModule(nn.Tanh(), ["h"], ["h"]),
+        TensorDictModule(nn.Linear(16, 1), ["h"], ["pred"]),
+    )
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(5):
+        for batch in data.split(32):
+            out = model(batch.clone(recurse=False))
+            loss = (out["pred"] - out["y"]).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] / 2
+
+
+def test_compile_a_module_chain() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 4), ["obs"], ["hidden"]),
+        TensorDictModule(nn.Linear(4, 2), ["hidden"], ["action"]),
+    )
+
+    def run(obs: torch.Tensor) -> torch.Tensor:
+        return seq(TensorDict({"obs": obs}, [obs.shape[0]]))["action"]
+
+    obs = torch.randn(5, 3)
+    compiled = torch.compile(run, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(obs), run(obs))
