@@ -145,3 +145,58 @@ def test_compile_a_module_chain() -> None:
     obs = torch.randn(5, 3)
     compiled = torch.compile(run, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(obs), run(obs))
+
+
+def test_tensordict_params_is_a_module_and_a_tensordict() -> None:
+    from tdnn import TensorDictParams
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    params = TensorDictParams(TensorDict.from_modules(model))  # Parameters + buffers, batch [1]
+    names = sorted(n for n, _ in params.named_parameters())
+    assert names == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    buffers = sorted(n for n, _ in params.named_buffers())
+    assert buffers == ["1.num_batches_tracked", "1.running_mean", "1.running_var"]
+    assert params["0", "weight"] is params.data["0", "weight"]
+    opt = torch.optim.SGD(params.parameters(), lr=0.1)
+    before = params["0", "weight"].detach().clone()
+    with params.data[0].to_module(model):
+        loss = model(torch.randn(8, 3)).sum()
+    loss.backward()
+    opt.step()
+    assert not torch.equal(params["0", "weight"], before)
+    sd = params.state_dict()
+    assert "0.weight" in sd and "1.num_batches_tracked" in sd
+    other = TensorDictParams(
+        TensorDict.from_modules(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)))
+    )
+    result = other.load_state_dict(sd, strict=False)
+    assert not result.missing_keys and not result.unexpected_keys
+    torch.testing.assert_close(other["0", "weight"], params["0", "weight"])
+    params.to(torch.float64)
+    assert params.data["0", "weight"].dtype == torch.float64
+    assert params.data["1", "running_mean"].dtype == torch.float64  # buffers re-synced
+    with pytest.raises(TypeError, match="expected a TensorDict"):
+        TensorDictParams(torch.zeros(1))  # type: ignore[arg-type]
+
+
+def test_ensemble_module_copies_differ_and_match_a_loop() -> None:
+    from tdnn import EnsembleModule
+
+    torch.manual_seed(0)
+    ensemble = EnsembleModule(
+        nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), num_copies=3
+    )
+    weights = ensemble.params["0", "weight"]
+    assert weights.shape == (3, 4, 3) and not torch.equal(weights[0], weights[1])
+    x = torch.randn(5, 3)
+    out = ensemble(x)
+    assert out.shape == (3, 5, 2)
+    for i in range(3):
+        member = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        ensemble.params.data[i].to_module(member, inplace=True)
+        torch.testing.assert_close(out[i], member(x))
+    per_copy = EnsembleModule(nn.Linear(3, 2), num_copies=2, expand_input=False)
+    assert per_copy(torch.randn(2, 5, 3)).shape == (2, 5, 2)
+    assert len(list(ensemble.parameters())) == 4
+    with pytest.raises(ValueError, match="num_copies must be >= 1"):
+        EnsembleModule(nn.Linear(1, 1), num_copies=0)
