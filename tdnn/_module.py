@@ -13,6 +13,12 @@ from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 DISCARD = "_"
 
 
+def _skip_existing() -> bool:
+    from tdnn._helpers import skip_existing_active
+
+    return skip_existing_active()
+
+
 def _keys(call: str, keys: Any, what: str) -> list[Any]:
     if isinstance(keys, (str, tuple)):
         keys = [keys]
@@ -98,6 +104,10 @@ class TensorDictModule(TensorDictModuleBase):
     ) -> Any:
         if not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
+        if _skip_existing() and all(
+            k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
+        ):
+            return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
         values = []
         missing = []
         for key in self.in_keys:

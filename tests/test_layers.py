@@ -24,8 +24,28 @@ def test_tensordict_never_imports_tdnn() -> None:
         str(p.relative_to(ROOT))
         for p in (ROOT / "tensordict").rglob("*.py")
         if any(name == "tdnn" or name.startswith("tdnn.") for name in _imports(p))
+        or (
+            "tdnn" in p.read_text()
+            and p.name != "nn.py"
+            and "import" in p.read_text().split("tdnn")[0][-40:]
+        )
     ]
     assert offenders == []
+
+
+def test_core_import_does_not_load_tdnn_and_the_alias_does() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tensordict; assert 'tdnn' not in sys.modules; "
+        "import tensordict.nn as nn_alias, tdnn; assert nn_alias is tdnn; "
+        "from tensordict.nn import TensorDictModule; print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_tdnn_uses_only_public_tensordict_names() -> None:

@@ -200,3 +200,25 @@ def test_ensemble_module_copies_differ_and_match_a_loop() -> None:
     assert len(list(ensemble.parameters())) == 4
     with pytest.raises(ValueError, match="num_copies must be >= 1"):
         EnsembleModule(nn.Linear(1, 1), num_copies=0)
+
+
+def test_skip_existing_wrap_module_and_decorator() -> None:
+    from tdnn import WrapModule, as_tensordict_module, skip_existing
+
+    calls: list[int] = []
+
+    @as_tensordict_module(in_keys=["a"], out_keys=["b"])
+    def add_one(a: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return a + 1
+
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    add_one(td)
+    with skip_existing():
+        add_one(td)
+    assert calls == [1]
+    add_one(td)
+    assert calls == [1, 1]
+    wrapped = WrapModule(lambda t: t.set("c", t["b"] * 2), in_keys=["b"], out_keys=["c"])
+    assert torch.equal(wrapped(td)["c"], torch.full((2,), 2.0))
+    assert wrapped.in_keys == ["b"] and wrapped.out_keys == ["c"]

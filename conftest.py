@@ -1,0 +1,5 @@
+"""Repository-level pytest settings."""
+
+# tensordict/nn.py replaces itself with the tdnn package on import: not a module to
+# collect doctests from (tests/test_layers.py checks the alias in a subprocess)
+collect_ignore = ["tensordict/nn.py"]
