@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tdnn._module import TensorDictModule, TensorDictModuleBase
+from tdnn._module import SKIP_EXISTING, TensorDictModule, TensorDictModuleBase
 from tensordict import NestedKey
-
-_SKIP_EXISTING: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "skip_existing", default=False
-)
-
-
-def skip_existing_active() -> bool:
-    """Whether modules skip work whose outputs are already present."""
-    return _SKIP_EXISTING.get()
 
 
 @contextlib.contextmanager
 def skip_existing(mode: bool = True) -> Iterator[None]:
     """Within this context, a TensorDictModule whose out_keys are all present already
-    returns its input untouched.
+    returns its input untouched (a process-wide switch, like torch.no_grad's cousins).
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -36,11 +26,12 @@ def skip_existing(mode: bool = True) -> Iterator[None]:
     >>> calls
     []
     """
-    token = _SKIP_EXISTING.set(mode)
+    previous = SKIP_EXISTING[0]
+    SKIP_EXISTING[0] = mode
     try:
         yield
     finally:
-        _SKIP_EXISTING.reset(token)
+        SKIP_EXISTING[0] = previous
 
 
 class WrapModule(TensorDictModuleBase):

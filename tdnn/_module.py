@@ -13,10 +13,9 @@ from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 DISCARD = "_"
 
 
-def _skip_existing() -> bool:
-    from tdnn._helpers import skip_existing_active
-
-    return skip_existing_active()
+# Set by tdnn.skip_existing(); a plain flag (not a contextvar) so that compiled code
+# reads it without a graph break.
+SKIP_EXISTING = [False]
 
 
 def _keys(call: str, keys: Any, what: str) -> list[Any]:
@@ -104,7 +103,7 @@ class TensorDictModule(TensorDictModuleBase):
     ) -> Any:
         if not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
-        if _skip_existing() and all(
+        if SKIP_EXISTING[0] and all(
             k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
         ):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
