@@ -6,7 +6,13 @@ import argparse
 
 import torch
 
-from benchmarks import _cases_checkpoint, _cases_container, _cases_shapes, _cases_tensorclass
+from benchmarks import (
+    _cases_checkpoint,
+    _cases_container,
+    _cases_modules,
+    _cases_shapes,
+    _cases_tensorclass,
+)
 from benchmarks._harness import Case, measure, table
 
 ALL: list[Case] = [
@@ -14,6 +20,7 @@ ALL: list[Case] = [
     *_cases_shapes.CASES,
     *_cases_tensorclass.CASES,
     *_cases_checkpoint.CASES,
+    *_cases_modules.CASES,
 ]
 
 

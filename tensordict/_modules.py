@@ -187,10 +187,11 @@ class ModuleOps(CollectionProtocol):
         params = dict(modules[0].named_parameters())
 
         def fresh(name: tuple[str, ...], x: Tensor) -> Tensor:
+            # the stack made fresh tensors already: wrap them, no second copy
             original = params.get(".".join(name) if isinstance(name, tuple) else name)
             if original is not None:
-                return nn.Parameter(x.clone(), requires_grad=original.requires_grad)
-            return x.clone()
+                return nn.Parameter(x, requires_grad=original.requires_grad)
+            return x
 
         out = stacked.named_apply(fresh, nested_keys=True)
         if lock:
