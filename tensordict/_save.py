@@ -42,6 +42,13 @@ class _Writer:
         self.allow_pickle = allow_pickle
         self.checksum = checksum
         self.jobs: list[Job] = []
+        self.metas: list[tuple[str, dict[str, Any]]] = []
+
+    def write_metas(self) -> None:
+        """Write every meta.json, after the leaves (so optional checksums are in them)."""
+        for path, meta in self.metas:
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(meta, handle)
 
     def folder(self, td: Any, folder: str, prefix: tuple[str, ...]) -> dict[str, Any]:
         """Write ``td``'s folder (meta.json now, leaves later as jobs); returns the meta."""
@@ -65,8 +72,7 @@ class _Writer:
             entries = meta["entries"]
             for key, value in td._tensordict.items():
                 entries[key] = self.entry(key, value, folder, taken, (*prefix, key))
-        with open(os.path.join(folder, META), "w", encoding="utf-8") as handle:
-            json.dump(meta, handle)
+        self.metas.append((os.path.join(folder, META), meta))  # written after the leaves
         return meta
 
     def entry(
@@ -187,8 +193,7 @@ def save(
     try:
         writer.folder(td, staging, ())
         leaves = writer.run(num_threads)
-        if checksum:  # the digests were added after meta.json was written: write it again
-            _rewrite_metas(writer, staging)
+        writer.write_metas()
         if durable:
             _fsync_tree(staging)
         _commit(staging, target, token)
@@ -210,21 +215,6 @@ def _check_replaceable(target: str, call: str) -> None:
         raise FileExistsError(
             f"{call}: {target!r} holds files and is not a checkpoint; refusing to replace it"
         )
-
-
-def _rewrite_metas(writer: _Writer, staging: str) -> None:
-    folders = {os.path.dirname(path) for _, path, _ in writer.jobs}
-    for folder in folders:
-        meta_path = os.path.join(folder, META)
-        with open(meta_path, encoding="utf-8") as handle:
-            meta = json.load(handle)
-        for _, path, record in writer.jobs:
-            if os.path.dirname(path) == folder:
-                for entry in meta["entries"].values():
-                    if entry.get("file") == record["file"] and entry.get("kind") == "tensor":
-                        entry["sha256"] = record["sha256"]
-        with open(meta_path, "w", encoding="utf-8") as handle:
-            json.dump(meta, handle)
 
 
 def _commit(staging: str, target: str, token: str) -> None:

@@ -61,7 +61,7 @@ def _set_field(obj: Any, name: str, value: Any) -> None:
         if name in obj._tensordict:
             obj.del_(name)
         return
-    obj._set_str(name, _cast(cls, name, value), call)
+    obj._set_str(name, value, call)  # the tensorclass's _convert applies the casting rules
 
 
 def _is_tensor_type(hint: Any) -> bool:
