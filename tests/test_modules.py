@@ -101,6 +101,25 @@ def test_inplace_and_swapped_out_tensors() -> None:
     assert model.weight is weight
 
 
+def test_swap_dest_return_swap_and_state_dict_keys() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    original = model[0].weight
+    zeros = TensorDict.from_module(model).apply(torch.zeros_like)
+    dest = TensorDict()
+    with zeros.to_module(model, swap_dest=dest) as old:
+        assert old is dest and dest["0", "weight"] is original
+        assert dest["1", "running_mean"] is not model[1].running_mean
+    assert model[0].weight is original
+    assert zeros.to_module(model, return_swap=False) is None
+    assert (model[0].weight == 0).all()  # swapped and left in place: nothing to restore
+    flat = TensorDict(
+        {k: v.detach().clone() + 1 for k, v in model.state_dict().items()}, []
+    )  # keys like "0.weight"
+    with flat.to_module(model, use_state_dict=True):
+        assert (model[0].weight == 1).all()
+    assert (model[0].weight == 0).all()
+
+
 def test_tied_weights_swap_once() -> None:
     shared = nn.Linear(2, 2)
     model = nn.Sequential(shared, nn.ReLU(), shared)
