@@ -96,7 +96,8 @@ class MemoryMappedTensor(Tensor):
     ) -> MemoryMappedTensor:
         """A new tensor of ``size``: a fresh file of the right length, or shared memory."""
         if filename is None:
-            return cls._wrap(torch.empty(size, dtype=dtype).share_memory_())  # type: ignore[no-untyped-call]
+            # zero-filled, like a freshly truncated file: memmap_like() reads as zeros either way
+            return cls._wrap(torch.zeros(size, dtype=dtype).share_memory_())  # type: ignore[no-untyped-call]
         path = os.fspath(filename)
         if os.path.exists(path) and not existsok:
             raise FileExistsError(f"{call}: {path!r} exists (pass existsok=True to overwrite)")
@@ -330,6 +331,20 @@ def _deprecated(name: str) -> Callable[..., Any]:
             filename = os.path.join(os.fspath(prefix), f"{id(shape)}.memmap")
         return MemoryMappedTensor.zeros(*shape, dtype=dtype, filename=filename)
 
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"""Deprecated alias: builds a zero-filled ``MemoryMappedTensor``; warns.
+
+    ``{name}(*shape, dtype=..., prefix=...)`` is ``MemoryMappedTensor.zeros`` with a file
+    under ``prefix``; ``{name}(tensor)`` is ``MemoryMappedTensor.from_tensor(tensor)``.
+
+    >>> import warnings
+    >>> from tensordict import {name}
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     tensor = {name}(2, 3)
+    >>> type(tensor).__name__, tensor.shape, caught[0].category.__name__
+    ('MemoryMappedTensor', torch.Size([2, 3]), 'DeprecationWarning')
+    """
     return alias
 
 
