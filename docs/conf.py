@@ -18,7 +18,11 @@ exclude_patterns = ["_build"]
 root_doc = "index"
 
 # The docstrings are reStructuredText with ``>>>`` examples; show them as written.
-autodoc_default_options = {"members": True, "inherited-members": "Tensor,TensorBase,Module,object", "show-inheritance": False}
+autodoc_default_options = {
+    "members": True,
+    "inherited-members": "Tensor,TensorBase,Module,object",
+    "show-inheritance": False,
+}
 autodoc_member_order = "alphabetical"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
