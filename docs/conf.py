@@ -21,7 +21,6 @@ root_doc = "index"
 autodoc_default_options = {
     "members": True,
     "inherited-members": "Tensor,TensorBase,Module,object",
-    "show-inheritance": False,
 }
 autodoc_member_order = "alphabetical"
 autodoc_typehints = "description"
