@@ -10,7 +10,7 @@ from torch import nn
 from tensordict import TensorDict
 
 NUM_MEMBERS = 5
-STEPS = 100
+STEPS = 80
 
 
 def make_model() -> nn.Module:
@@ -36,7 +36,7 @@ def main() -> None:
             return base(inputs)
 
     ensemble = torch.vmap(forward, (0, 0))  # member i runs on batch i
-    optimizer = torch.optim.Adam(list(params.values(True, True)), lr=3e-2)
+    optimizer = torch.optim.Adam(list(params.values(True, True)), lr=5e-2)
 
     def losses() -> torch.Tensor:
         prediction = ensemble(params, batches["x"])
