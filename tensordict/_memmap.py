@@ -96,8 +96,7 @@ class MemoryMappedTensor(Tensor):
     ) -> MemoryMappedTensor:
         """A new tensor of ``size``: a fresh file of the right length, or shared memory."""
         if filename is None:
-            # zero-filled, like a freshly truncated file: memmap_like() reads as zeros either way
-            return cls._wrap(torch.zeros(size, dtype=dtype).share_memory_())  # type: ignore[no-untyped-call]
+            return cls._wrap(torch.empty(size, dtype=dtype).share_memory_())  # type: ignore[no-untyped-call]
         path = os.fspath(filename)
         if os.path.exists(path) and not existsok:
             raise FileExistsError(f"{call}: {path!r} exists (pass existsok=True to overwrite)")
@@ -131,6 +130,10 @@ class MemoryMappedTensor(Tensor):
         if copy_data and input.numel():
             with disable_subclass_dispatch():
                 out.copy_(input)
+        elif not copy_data and filename is None:
+            # a fresh file reads as zeros; make fresh shared memory (memmap_like) read the same
+            with disable_subclass_dispatch():
+                out.zero_()
         return out
 
     @classmethod
