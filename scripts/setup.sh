@@ -9,4 +9,4 @@ fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
     .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
 fi
-.venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,dev]"
+.venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,dev,docs]"

@@ -45,7 +45,19 @@ def tensor_inputs(
 
 
 class TensorDictModuleBase(nn.Module):
-    """Base of TensorDict-in / TensorDict-out modules: declares ``in_keys``/``out_keys``."""
+    """Base of TensorDict-in / TensorDict-out modules: declares ``in_keys``/``out_keys``.
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from tdnn import TensorDictModuleBase
+    >>> class AddOne(TensorDictModuleBase):
+    ...     in_keys, out_keys = ["x"], ["y"]
+    ...
+    ...     def forward(self, td):
+    ...         return td.set("y", td["x"] + 1)
+    >>> AddOne()(TensorDict({"x": torch.zeros(2)}, [2]))["y"]
+    tensor([1., 1.])
+    """
 
     in_keys: list[Any]
     out_keys: list[Any]

@@ -53,10 +53,21 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
 
 
 class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps):
-    """A stack of TensorDicts kept as its members (see the module docstring).
+    """A stack of TensorDicts kept as its members, which may differ in structure.
 
     Members share one batch size; leaves may differ in shape (ragged dims show as -1
     in :meth:`get_item_shape`) and keys may be present in only some members.
+    Element-wise operations visit the members; an operation that would mix elements of
+    members of different structure (a reshape across the stack dim) densifies when the
+    members share one structure and raises otherwise.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, lazy_stack
+    >>> stack = lazy_stack([TensorDict({"a": torch.zeros(2)}), TensorDict({"a": torch.zeros(3)})])
+    >>> stack.batch_size, stack.get_item_shape("a"), stack[1]["a"].shape
+    (torch.Size([2]), torch.Size([2, -1]), torch.Size([3]))
+    >>> (stack + 1)[0]["a"]
+    tensor([1., 1.])
     """
 
     __slots__ = ("stack_dim", "tensordicts")

@@ -133,6 +133,10 @@ class MemoryMappedTensor(Tensor):
         if copy_data and input.numel():
             with disable_subclass_dispatch():
                 out.copy_(input)
+        elif not copy_data and filename is None:
+            # a fresh file reads as zeros; make fresh shared memory (memmap_like) read the same
+            with disable_subclass_dispatch():
+                out.zero_()
         return out
 
     @classmethod
@@ -334,6 +338,20 @@ def _deprecated(name: str) -> Callable[..., Any]:
             filename = os.path.join(os.fspath(prefix), f"{id(shape)}.memmap")
         return MemoryMappedTensor.zeros(*shape, dtype=dtype, filename=filename)
 
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"""Deprecated alias: builds a zero-filled ``MemoryMappedTensor``; warns.
+
+    ``{name}(*shape, dtype=..., prefix=...)`` is ``MemoryMappedTensor.zeros`` with a file
+    under ``prefix``; ``{name}(tensor)`` is ``MemoryMappedTensor.from_tensor(tensor)``.
+
+    >>> import warnings
+    >>> from tensordict import {name}
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     tensor = {name}(2, 3)
+    >>> type(tensor).__name__, tensor.shape, caught[0].category.__name__
+    ('MemoryMappedTensor', torch.Size([2, 3]), 'DeprecationWarning')
+    """
     return alias
 
 

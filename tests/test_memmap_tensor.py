@@ -105,3 +105,17 @@ def test_writes_in_a_child_process_are_seen(tmp_path: Path, backed: str) -> None
     proc.join(timeout=120)
     assert proc.exitcode == 0
     assert t[1] == 42
+
+
+@pytest.mark.parametrize("where", ["file", "shared"])
+def test_allocation_without_copy_reads_as_zeros(tmp_path: Path, where: str) -> None:
+    # memmap_like allocates without copying: in a file or in shared memory, the values
+    # read as zeros, even where freed memory held something else just before
+    for attempt in range(3):
+        garbage = torch.full((1 << 14,), 7.0)
+        del garbage
+        filename = tmp_path / f"{attempt}.memmap" if where == "file" else None
+        fresh = MemoryMappedTensor.from_tensor(
+            torch.ones(1 << 14), filename=filename, copy_data=False
+        )
+        assert torch.equal(fresh, torch.zeros(1 << 14))
