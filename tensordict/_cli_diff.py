@@ -101,7 +101,8 @@ def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
             if line:
                 yield f"{where}: {line}"
     elif a.kind == "pickle":
-        assert a.path is not None and b.path is not None
+        assert a.path is not None
+        assert b.path is not None
         if not filecmp.cmp(a.path, b.path, shallow=False):
             yield f"{where}: pickled data differs (compared as bytes, not unpickled)"
     else:
@@ -112,7 +113,8 @@ def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
 
 def _value_difference(a: Leaf, b: Leaf) -> str | None:
     """How many elements of two same-shape, same-dtype tensor files differ, bit for bit."""
-    assert a.path is not None and b.path is not None
+    assert a.path is not None
+    assert b.path is not None
     if a.nbytes == 0 or os.path.samefile(a.path, b.path):
         return None
     shape = torch.Size([math.prod(a.shape)])
@@ -145,4 +147,3 @@ def _largest_gap(a: torch.Tensor, b: torch.Tensor) -> float | None:
         return float((a.to(wide) - b.to(wide)).abs().max())
     except (RuntimeError, TypeError):
         return None
-

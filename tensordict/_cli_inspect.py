@@ -105,7 +105,8 @@ def render(path: str, result: Survey) -> str:
     >>> from tensordict import TensorDict
     >>> from tensordict._survey import survey
     >>> folder = tempfile.mkdtemp() + "/ckpt"
-    >>> _ = TensorDict({"obs": torch.zeros(4, 3), "info": {"step": torch.ones(4, dtype=torch.int64)}}, [4]).memmap(folder)
+    >>> td = TensorDict({"obs": torch.zeros(4, 3), "info": {"step": torch.arange(4)}}, [4])
+    >>> _ = td.memmap(folder)
     >>> print(render("ckpt", survey(folder, "demo")))
     ckpt      TensorDict  batch_size=[4]
     ├── obs   float32  [4, 3]  48 B

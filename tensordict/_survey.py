@@ -151,7 +151,8 @@ def survey(path: str, call: str, verify: bool = False) -> Survey:
     >>> folder = tempfile.mkdtemp() + "/ckpt"
     >>> _ = TensorDict({"a": torch.zeros(4, 2), "b": {"c": torch.ones(4)}}, [4]).memmap(folder)
     >>> tree = survey(folder, "demo").root
-    >>> tree.type, tree.entries["a"].shape, tree.entries["a"].nbytes, list(tree.entries["b"].entries)
+    >>> leaf = tree.entries["a"]
+    >>> tree.type, leaf.shape, leaf.nbytes, list(tree.entries["b"].entries)
     ('TensorDict', [4, 2], 32, ['c'])
     """
     target = os.path.abspath(path)
