@@ -81,9 +81,13 @@ def _diff(args: argparse.Namespace) -> int:
             return TROUBLE
         trees.append(result.root)
     found = False
-    for line in differences(trees[0], trees[1]):
-        print(line)
-        found = True
+    try:
+        for line in differences(trees[0], trees[1]):
+            print(line)
+            found = True
+    except (OSError, ValueError, RuntimeError) as err:  # e.g. a file vanished meanwhile
+        _error(f"{call}: {err}")
+        return TROUBLE
     return FOUND if found else OK
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import filecmp
-import math
 import os
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from tensordict._cli_inspect import short
-from tensordict._memmap import _map_file
 from tensordict._survey import Collection, Leaf
 
 _CHUNK = 1 << 22  # elements compared at a time, so a large leaf never needs a large buffer
@@ -112,29 +111,37 @@ def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
 
 
 def _value_difference(a: Leaf, b: Leaf) -> str | None:
-    """How many elements of two same-shape, same-dtype tensor files differ, bit for bit."""
+    """How many elements of two same-shape, same-dtype tensor files differ, bit for bit.
+
+    The files are mapped read-only as bytes, one row of ``itemsize`` bytes per element.
+    """
     assert a.path is not None
     assert b.path is not None
     if a.nbytes == 0 or os.path.samefile(a.path, b.path):
         return None
-    shape = torch.Size([math.prod(a.shape)])
     dtype = a.torch_dtype
-    xa, xb = _map_file(a.path, dtype, shape), _map_file(b.path, dtype, shape)
+    size, numel = dtype.itemsize, a.nbytes // dtype.itemsize
+    xa = np.memmap(a.path, dtype=np.uint8, mode="r").reshape(numel, size)
+    xb = np.memmap(b.path, dtype=np.uint8, mode="r").reshape(numel, size)
     count, largest = 0, None
-    for start in range(0, shape[0], _CHUNK):
+    for start in range(0, numel, _CHUNK):
         ca, cb = xa[start : start + _CHUNK], xb[start : start + _CHUNK]
-        rows_a, rows_b = (c.view(torch.uint8).reshape(len(c), -1) for c in (ca, cb))
-        differ = (rows_a != rows_b).any(dim=1)
+        differ = (ca != cb).any(axis=1)
         n = int(differ.sum())
         if n:
             count += n
-            gap = _largest_gap(ca[differ], cb[differ])
+            gap = _largest_gap(*(_elements(c[differ], dtype) for c in (ca, cb)))
             if gap is not None:
                 largest = gap if largest is None else max(largest, gap)
     if not count:
         return None
-    text = f"{count} of {shape[0]} values differ"
+    text = f"{count} of {numel} values differ"
     return text + (f" (largest absolute difference {largest:g})" if largest is not None else "")
+
+
+def _elements(rows: np.ndarray[Any, Any], dtype: torch.dtype) -> torch.Tensor:
+    """Rows of little-endian bytes as a 1-d tensor of ``dtype``."""
+    return torch.from_numpy(np.ascontiguousarray(rows)).view(dtype).reshape(-1)
 
 
 def _largest_gap(a: torch.Tensor, b: torch.Tensor) -> float | None:

@@ -124,7 +124,6 @@ def test_inspect_maps_no_data(
         raise AssertionError("inspect mapped a leaf file")
 
     monkeypatch.setattr("tensordict._memmap._map_file", refuse)
-    monkeypatch.setattr("tensordict._cli_diff._map_file", refuse)
     assert _run(capsys, "inspect", path)[0] == 0
     assert _run(capsys, "verify", path)[0] == 0
 
@@ -431,4 +430,41 @@ def test_python_dash_m_end_to_end(tmp_path: Path) -> None:  # two runs: each imp
     assert (
         _one_line_error(done.stderr)
         == f"tensordict verify: '{tmp_path / 'missing'}' does not exist"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dtype", "gap"),
+    [
+        (torch.bfloat16, "largest absolute difference 1.5"),
+        (torch.complex128, "largest absolute difference 1.5"),
+        (torch.int8, "largest absolute difference 1"),
+        (torch.uint64, "largest absolute difference 1"),
+        (torch.bool, None),
+    ],
+)
+def test_diff_values_of_every_width(
+    dtype: torch.dtype, gap: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = torch.zeros(5, dtype=dtype)
+    changed = base.clone()
+    changed[3] = {torch.bool: True, torch.int8: 1, torch.uint64: 1}.get(dtype, 1.5)
+    code, out = _diff(tmp_path, capsys, TensorDict({"v": base}, []), TensorDict({"v": changed}, []))
+    expected = "'v': 1 of 5 values differ" + (f" ({gap})" if gap else "") + "\n"
+    assert (code, out) == (1, expected)
+
+
+def test_diff_reports_a_read_failure_as_trouble(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def vanished(*args: Any) -> None:
+        raise FileNotFoundError(2, "No such file or directory", "v.memmap")
+
+    monkeypatch.setattr("tensordict._cli_diff._value_difference", vanished)
+    pa = _save(TensorDict({"v": torch.zeros(2)}, []), tmp_path / "a")
+    pb = _save(TensorDict({"v": torch.ones(2)}, []), tmp_path / "b")
+    code, out, err = _run(capsys, "diff", pa, pb)
+    assert (code, out) == (2, "")
+    assert _one_line_error(err) == (
+        "tensordict diff: [Errno 2] No such file or directory: 'v.memmap'"
     )
