@@ -6,6 +6,8 @@ import sys
 from tensordict._cli import main
 
 if __name__ == "__main__":
+    if hasattr(sys.stdout, "reconfigure"):  # keys a terminal cannot show come out escaped
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         status = main()
         sys.stdout.flush()

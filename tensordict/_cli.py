@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from tensordict._cli_diff import differences
 from tensordict._cli_inspect import render
-from tensordict._survey import Survey, checkpoint_problem, survey
+from tensordict._survey import Leaf, Survey, checkpoint_problem, survey
 
 OK, FOUND, TROUBLE = 0, 1, 2
 
@@ -44,8 +44,16 @@ def _inspect(args: argparse.Namespace) -> int:
     if isinstance(result, str):
         _error(result + " (python -m tensordict verify checks it in full)")
         return FOUND
-    print(render(args.path, result))
+    print(render(args.path, result, ascii_only=not _can_print("├└│")))
     return OK
+
+
+def _can_print(text: str) -> bool:
+    try:
+        text.encode(sys.stdout.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -60,8 +68,8 @@ def _verify(args: argparse.Namespace) -> int:
         return FOUND
     for note in result.notes:
         print(f"note: {note}")
-    tensors = [n for n in result.root.walk() if getattr(n, "kind", None) == "tensor"]
-    checked = sum("sha256" in n.record for n in tensors)  # type: ignore[union-attr]
+    tensors = [n for n in result.root.walk() if isinstance(n, Leaf) and n.kind == "tensor"]
+    checked = sum("sha256" in n.record for n in tensors)
     print(
         f"{args.path}: valid checkpoint, format version {result.root.meta['version']}; "
         f"{len(tensors)} tensor files, {checked} checksums verified, "

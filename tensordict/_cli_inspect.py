@@ -7,7 +7,8 @@ from typing import Any
 
 from tensordict._survey import Collection, Leaf, Survey
 
-_BRANCH, _LAST, _PIPE, _SPACE = "├── ", "└── ", "│   ", "    "
+_GLYPHS = ("├── ", "└── ", "│   ", "    ")
+_ASCII_GLYPHS = ("|-- ", "`-- ", "|   ", "    ")  # for terminals that cannot print the others
 
 
 def human_bytes(n: int) -> str:
@@ -69,17 +70,20 @@ def _leaf_text(leaf: Leaf) -> str:
     return f"pickle  {human_bytes(leaf.nbytes)}  (not loaded)"
 
 
-def _rows(node: Collection, indent: str, out: list[tuple[str, str]]) -> None:
+def _rows(
+    node: Collection, indent: str, out: list[tuple[str, str]], glyphs: tuple[str, ...]
+) -> None:
+    branch, last_branch, pipe, space = glyphs
     children: list[tuple[str, Collection | Leaf]] = [
         (f"[{i}]", member) for i, member in enumerate(node.members)
     ]
     children += [(show_key(key), child) for key, child in node.entries.items()]
     for i, (label, child) in enumerate(children):
         last = i == len(children) - 1
-        left = indent + (_LAST if last else _BRANCH) + label
+        left = indent + (last_branch if last else branch) + label
         if isinstance(child, Collection):
             out.append((left, _collection_text(child)))
-            _rows(child, indent + (_SPACE if last else _PIPE), out)
+            _rows(child, indent + (space if last else pipe), out, glyphs)
         else:
             out.append((left, _leaf_text(child)))
 
@@ -98,8 +102,9 @@ def totals(root: Collection) -> str:
     )
 
 
-def render(path: str, result: Survey) -> str:
-    """The tree printed by ``inspect``: one line per key, aligned, then the totals.
+def render(path: str, result: Survey, ascii_only: bool = False) -> str:
+    """The tree printed by ``inspect``: one line per key, aligned, then the totals
+    (drawn with ASCII characters only with ``ascii_only``).
 
     >>> import tempfile, torch
     >>> from tensordict import TensorDict
@@ -115,7 +120,7 @@ def render(path: str, result: Survey) -> str:
     2 leaves (2 tensors, 0 non-tensor) in 2 collections; tensor data 80 bytes (80 B)
     """
     rows = [(path, _collection_text(result.root))]
-    _rows(result.root, "", rows)
+    _rows(result.root, "", rows, _ASCII_GLYPHS if ascii_only else _GLYPHS)
     width = max(len(left) for left, _ in rows)
     lines = [f"{left.ljust(width)}  {right}" for left, right in rows]
     return "\n".join([*lines, totals(result.root)])

@@ -468,3 +468,12 @@ def test_diff_reports_a_read_failure_as_trouble(
     assert _one_line_error(err) == (
         "tensordict diff: [Errno 2] No such file or directory: 'v.memmap'"
     )
+
+
+def test_inspect_can_draw_with_ascii_only() -> None:
+    from tensordict._cli_inspect import render
+    from tensordict._survey import survey
+
+    text = render("lazy", survey(os.fspath(GOLDEN / "lazy"), "test"), ascii_only=True)
+    assert text.isascii()
+    assert [line.split()[0] for line in text.splitlines()[1:4]] == ["|--", "|", "`--"]
