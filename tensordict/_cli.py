@@ -22,7 +22,7 @@ Nothing is ever unpickled; pickled entries are reported, not loaded.
 
 
 def _error(message: str) -> None:
-    print(" ".join(message.split()), file=sys.stderr)  # always one line
+    print(" ".join(message.splitlines()), file=sys.stderr)  # always one line
 
 
 def _read(path: str, call: str, verify: bool) -> Survey | str:
@@ -50,7 +50,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _can_print(text: str) -> bool:
     try:
-        text.encode(sys.stdout.encoding or "ascii")
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")  # None: a StringIO
     except (UnicodeEncodeError, LookupError):
         return False
     return True

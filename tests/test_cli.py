@@ -251,7 +251,7 @@ def test_verify_fails_as_a_load_does(
     assert line.startswith("tensordict verify: ")
     # the same validation: the loader's own message, under the command's name
     assert line.removeprefix("tensordict verify: ") == " ".join(
-        str(load_error.value).removeprefix("TensorDict.load_memmap: ").split()
+        str(load_error.value).removeprefix("TensorDict.load_memmap: ").splitlines()
     )
 
 
