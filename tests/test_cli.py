@@ -477,3 +477,15 @@ def test_inspect_can_draw_with_ascii_only() -> None:
     text = render("lazy", survey(os.fspath(GOLDEN / "lazy"), "test"), ascii_only=True)
     assert text.isascii()
     assert [line.split()[0] for line in text.splitlines()[1:4]] == ["|--", "|", "`--"]
+
+
+def test_a_cuda_checkpoint_is_read_on_any_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _save(TensorDict({"a": torch.zeros(2)}, [2]), tmp_path / "ckpt")
+    meta = _meta(path)
+    meta["device"] = "cuda:0"  # as written from a GPU: the commands never map the data
+    _write_meta(path, meta)
+    code, out, _ = _run(capsys, "inspect", path)
+    assert code == 0 and "TensorDict  batch_size=[2]  device=cuda:0" in out.splitlines()[0]
+    assert _run(capsys, "verify", path)[0] == 0
