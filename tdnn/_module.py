@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
@@ -25,6 +25,23 @@ def _keys(call: str, keys: Any, what: str) -> list[Any]:
         return [unravel_key(k) for k in keys]
     except (TypeError, ValueError) as err:
         raise TypeError(f"{call}: {what} must be TensorDict keys: {err}") from None
+
+
+def tensor_inputs(
+    call: str, in_keys: list[Any], first: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[Any, Any]:
+    """Tensors given positionally (in in_keys order) or by keyword (a key, or a nested key
+    joined with "_") as a ``{key: tensor}`` dict; None means "not given"."""
+    given = [first, *args]
+    if len(given) > max(len(in_keys), 1):
+        raise TypeError(f"{call}: {len(given)} inputs for in_keys {in_keys}")
+    env = {k: v for k, v in zip(in_keys, given, strict=False) if v is not None}
+    for name, value in kwargs.items():
+        key = next((k for k in in_keys if (k if isinstance(k, str) else "_".join(k)) == name), None)
+        if key is None:
+            raise TypeError(f"{call}: unexpected input {name!r}; in_keys are {in_keys}")
+        env[key] = value
+    return env
 
 
 class TensorDictModuleBase(nn.Module):
@@ -46,7 +63,7 @@ class TensorDictModule(TensorDictModuleBase):
     into an empty TensorDict of the same batch size.
 
     >>> import torch
-    >>> from torch import nn
+    >>> from torch import Tensor, nn
     >>> from tensordict import TensorDict
     >>> from tdnn import TensorDictModule
     >>> policy = TensorDictModule(nn.Linear(3, 2), in_keys=["obs"], out_keys=["action"])
@@ -88,12 +105,16 @@ class TensorDictModule(TensorDictModuleBase):
         else:
             self._fn = module
 
+    def _base(self) -> Any:
+        base = self._modules.get("module")
+        return self._fn if base is None else base
+
     def _target(self) -> Callable[..., Any]:
-        base = self.module if "module" in self._modules else self._fn
+        base: Callable[..., Any] = self._base()
         return getattr(base, self.method) if self.method else base
 
     def _name(self) -> str:
-        base = self.module if "module" in self._modules else self._fn
+        base = self._base()
         return (
             type(base).__name__ if isinstance(base, nn.Module) else getattr(base, "__name__", "fn")
         )
@@ -101,89 +122,80 @@ class TensorDictModule(TensorDictModuleBase):
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
     ) -> Any:
-        if not is_tensor_collection(tensordict):
+        if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
         if SKIP_EXISTING[0] and all(
             k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
         ):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
-        values = []
-        missing = []
-        for key in self.in_keys:
-            value = tensordict.get(key, None)
-            if value is None:
-                missing.append(key)
-            values.append(value)
-        if missing and self.strict:
-            raise KeyError(self._missing_message(missing, tensordict))
-        try:
-            if self._kwargs is not None:
-                named = {self._kwargs[k]: v for k, v in zip(self.in_keys, values, strict=True)}
-                out = self._target()(**named)
-            else:
-                out = self._target()(*values)
-        except Exception as err:
-            if missing:  # the module choked on None inputs: say which keys were absent
-                raise KeyError(self._missing_message(missing, tensordict)) from err
-            raise
-        return self._write(tensordict, out, tensordict_out)
-
-    def _missing_message(self, missing: list[Any], tensordict: Any) -> str:
-        have = ", ".join(sorted(map(str, tensordict.keys(True, True))))
-        return (
-            f"TensorDictModule({self._name()}): input keys {missing} are missing from the "
-            f"TensorDict, which has {have}"
-        )
-
-    def _write(self, tensordict: Any, out: Any, tensordict_out: Any) -> Any:
-        if tensordict_out is None:
-            if self.inplace is True:
-                tensordict_out = tensordict
-            elif self.inplace == "empty":
-                tensordict_out = tensordict.empty()
-            else:
-                tensordict_out = tensordict.clone(recurse=False)
-        if is_tensor_collection(out):
-            outputs = [out.get(k) for k in self.out_keys if k != DISCARD]
-            keys = [k for k in self.out_keys if k != DISCARD]
-        elif isinstance(out, Mapping):
-            keys = [k for k in self.out_keys if k != DISCARD]
-            outputs = [out[k if isinstance(k, str) else k[-1]] for k in keys]
+        in_keys = self.in_keys
+        value = module = None
+        if len(in_keys) == 1 and self._kwargs is None and self.method is None:
+            value = tensordict.get(in_keys[0], None)
+            module = self._modules.get("module")
+        if value is not None and module is not None:  # the common case: one tensor in
+            out = module(value)
         else:
-            outs = out if isinstance(out, tuple) else (out,)
-            if len(outs) != len(self.out_keys):
-                raise ValueError(
-                    f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs "
-                    f"for {len(self.out_keys)} out_keys {self.out_keys}"
-                )
-            pairs = [(k, v) for k, v in zip(self.out_keys, outs, strict=True) if k != DISCARD]
-            keys, outputs = [k for k, _ in pairs], [v for _, v in pairs]
-        for key, value in zip(keys, outputs, strict=True):
+            out = self._run(tensordict.get, lambda: tensordict.keys(True, True))
+        out_keys = self.out_keys
+        if tensordict_out is None and self.inplace is True:
+            if isinstance(out, Tensor) and len(out_keys) == 1:  # one tensor back into the input
+                if out_keys[0] != DISCARD:
+                    tensordict.set(out_keys[0], out)
+                return tensordict
+            tensordict_out = tensordict
+        elif tensordict_out is None:
+            empty = self.inplace == "empty"
+            tensordict_out = tensordict.empty() if empty else tensordict.clone(recurse=False)
+        for key, value in zip(*self._outputs(out), strict=True):
             tensordict_out.set(key, value)
         return tensordict_out
 
+    def _run(self, get: Callable[[Any, Any], Any], available: Callable[[], Any]) -> Any:
+        """Read the in_keys through ``get``, call the module, return what it returned."""
+        in_keys = self.in_keys
+        values = [get(key, None) for key in in_keys]
+        missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]
+        if missing and self.strict:
+            raise KeyError(self._missing_message(missing, available()))
+        try:
+            if self._kwargs is not None:
+                named = {self._kwargs[k]: v for k, v in zip(in_keys, values, strict=True)}
+                return self._target()(**named)
+            return self._target()(*values)
+        except Exception as err:
+            if missing:  # the module choked on None inputs: say which keys were absent
+                raise KeyError(self._missing_message(missing, available())) from err
+            raise
+
+    def _missing_message(self, missing: list[Any], available: Any) -> str:
+        have = ", ".join(sorted(map(str, available)))
+        return (
+            f"TensorDictModule({self._name()}): input keys {missing} are missing from the "
+            f"inputs, which have {have}"
+        )
+
+    def _outputs(self, out: Any) -> tuple[list[Any], list[Any]]:
+        """The (out key, value) pairs of a module result, ``"_"`` outputs dropped."""
+        keys = [k for k in self.out_keys if k != DISCARD]
+        if is_tensor_collection(out):
+            return keys, [out.get(k) for k in keys]
+        if isinstance(out, Mapping):
+            return keys, [out[k if isinstance(k, str) else k[-1]] for k in keys]
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(self.out_keys):
+            raise ValueError(
+                f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs "
+                f"for {len(self.out_keys)} out_keys {self.out_keys}"
+            )
+        return keys, [v for k, v in zip(self.out_keys, outs, strict=True) if k != DISCARD]
+
     def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
-        """Called with tensors: build the TensorDict, run, return the outputs."""
-        given = ([] if first is None else [first]) + list(args)
-        if len(given) > len(self.in_keys):
-            raise TypeError(
-                f"TensorDictModule({self._name()}): {len(given)} inputs for in_keys {self.in_keys}"
-            )
-        entries = dict(zip(self.in_keys, given, strict=False))
-        for name, value in kwargs.items():
-            key = next(
-                (k for k in self.in_keys if (k if isinstance(k, str) else "_".join(k)) == name),
-                None,
-            )
-            if key is None:
-                raise TypeError(f"TensorDictModule({self._name()}): unexpected input {name!r}")
-            entries[key] = value
-        td = TensorDict({}, [])
-        for key, value in entries.items():
-            td.set(key, value)
-        out = self.forward(td)
-        results = tuple(out.get(k) for k in self.out_keys if k != DISCARD)
-        return results[0] if len(results) == 1 else results
+        """Called with tensors: read them as the in_keys, return the outputs (no TensorDict
+        is built, so ``torch.fx`` traces this path)."""
+        env = tensor_inputs(f"TensorDictModule({self._name()})", self.in_keys, first, args, kwargs)
+        _, results = self._outputs(self._run(env.get, env.keys))
+        return results[0] if len(results) == 1 else tuple(results)
 
     def extra_repr(self) -> str:
         return f"in_keys={self.in_keys}, out_keys={self.out_keys}"

@@ -7,8 +7,8 @@ from typing import Any
 
 from torch import nn
 
-from tdnn._module import TensorDictModuleBase
-from tensordict import NestedKey, unravel_key
+from tdnn._module import TensorDictModuleBase, tensor_inputs
+from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
 
 def _io(module: Any) -> tuple[list[Any], list[Any]]:
@@ -67,7 +67,11 @@ class TensorDictSequential(TensorDictModuleBase):
         self.in_keys = read
         self.out_keys = written if self._selected is None else list(self._selected)
 
-    def forward(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
+    def forward(
+        self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
+    ) -> Any:
+        if not is_tensor_collection(tensordict):
+            return self._dispatch(tensordict, *args, **kwargs)
         td = tensordict
         for m in self.module:
             if self.partial_tolerant:
@@ -79,6 +83,24 @@ class TensorDictSequential(TensorDictModuleBase):
             tensordict_out.update(td.select(*self.out_keys, strict=False))
             return tensordict_out
         return td
+
+    def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
+        """Called with tensors: run the modules on a ``{key: tensor}`` dict (each module
+        called with tensors too, so ``torch.fx`` traces through), return the out_keys."""
+        env = tensor_inputs("TensorDictSequential", self.in_keys, first, args, kwargs)
+        for m in self.module:
+            ins, outs = _io(m)
+            if self.partial_tolerant and any(k not in env for k in ins):
+                continue
+            if isinstance(m, _Callable):  # a plain td -> td function needs a TensorDict
+                env.update(m(TensorDict(env, [])).items(True, True))
+                continue
+            result = m(*[env.get(k) for k in ins])
+            written = [k for k in outs if k != "_"]
+            values = result if isinstance(result, tuple) and len(written) > 1 else (result,)
+            env.update(zip(written, values, strict=True))
+        results = [env[k] for k in self.out_keys]
+        return results[0] if len(results) == 1 else tuple(results)
 
     def select_out_keys(self, *out_keys: NestedKey) -> TensorDictSequential:
         """Report only ``out_keys`` (the others are still computed and written)."""

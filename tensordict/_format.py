@@ -76,11 +76,9 @@ def _escape(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode())
 
 
-def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
-    """``folder/name`` after checking the name cannot leave the folder (section 3).
-
-    A plain name cannot leave its folder; only a symbolic link can, so links (and only
-    links) are resolved and must stay inside the folder.
+def checked_name(folder: str, name: Any, call: str, key: str, what: str) -> str:
+    """``folder/name`` after checking the name itself; a link there is the caller's to
+    check with :func:`check_link` (the loader learns it from the ``lstat`` it needs anyway).
     """
     if (
         not isinstance(name, str)
@@ -89,13 +87,27 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
         or any(c in name for c in "/\\\0")
     ):
         raise FormatError(f"{call}: {what} name {name!r} of key {key!r} in {folder!r} is not valid")
-    path = os.path.join(folder, name)
+    return folder + os.sep + name
+
+
+def check_link(folder: str, path: str, call: str, key: str, what: str) -> None:
+    """Refuse a symbolic link at ``path`` that resolves outside ``folder``."""
+    if not os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep):
+        name = os.path.basename(path)
+        raise FormatError(
+            f"{call}: {what} {name!r} of key {key!r} in {folder!r} leads outside the checkpoint"
+        )
+
+
+def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
+    """``folder/name`` after checking the name cannot leave the folder (section 3).
+
+    A plain name cannot leave its folder; only a symbolic link can, so links (and only
+    links) are resolved and must stay inside the folder.
+    """
+    path = checked_name(folder, name, call, key, what)
     if os.path.islink(path):
-        real_folder = os.path.realpath(folder)
-        if not os.path.realpath(path).startswith(real_folder + os.sep):
-            raise FormatError(
-                f"{call}: {what} {name!r} of key {key!r} in {folder!r} leads outside the checkpoint"
-            )
+        check_link(folder, path, call, key, what)
     return path
 
 

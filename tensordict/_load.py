@@ -19,6 +19,8 @@ from tensordict._format import (
     META,
     VERSION,
     FormatError,
+    check_link,
+    checked_name,
     checked_path,
     lookup_type,
 )
@@ -43,15 +45,22 @@ class _Loader:
         self.allow_pickle = allow_pickle
 
     def meta(self, folder: str) -> dict[str, Any]:
-        path = os.path.join(folder, META)
-        if not os.path.isfile(path):
+        path = folder + os.sep + META
+        try:
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                check_link(folder, path, self.call, META, "metadata file")
+                info = os.stat(path)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO would block the read)
             hint = ""
             if not os.path.exists(folder) and glob.glob(glob.escape(folder) + ".*.old"):
                 hint = "; an interrupted save left it as a '.old' folder beside it"
             raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
         try:
-            with open(path, encoding="utf-8") as handle:
-                meta = json.load(handle)
+            with open(path, "rb") as handle:
+                meta = json.loads(handle.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
         if not isinstance(meta, dict):
@@ -120,13 +129,19 @@ class _Loader:
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
             if nbytes > MAX_BYTES:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} declares {nbytes} bytes")
-            leaf_path = checked_path(folder, record.get("file"), self.call, key, "file")
+            leaf_path = checked_name(folder, record.get("file"), self.call, key, "file")
             try:
-                info = os.stat(leaf_path)
+                info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
+                if stat.S_ISLNK(info.st_mode):
+                    check_link(folder, leaf_path, self.call, key, "file")
+                    info = os.stat(leaf_path)
             except OSError:
                 info = None
             if info is None or not stat.S_ISREG(info.st_mode):
-                raise FormatError(f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing")
+                raise FormatError(
+                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing or not a "
+                    "regular file"
+                )
             actual = info.st_size
             if actual != nbytes:
                 raise FormatError(
@@ -198,8 +213,9 @@ class _Leaf:
 
 
 def _check_shape(call: str, path: str, what: str, shape: Any) -> None:
-    if not isinstance(shape, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) and 0 <= s < MAX_BYTES for s in shape
+    if type(shape) is not list or not all(
+        type(s) is int and 0 <= s < MAX_BYTES  # (type(True) is bool, not int)
+        for s in shape
     ):
         raise FormatError(
             f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"

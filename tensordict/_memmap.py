@@ -45,15 +45,18 @@ def _forget(address: int) -> None:
     _FILES.pop(address, None)
 
 
-def _map_file(filename: str, dtype: torch.dtype, shape: torch.Size) -> Tensor:
-    """Map ``filename`` (which must already hold exactly the right number of bytes)."""
+def _map_file(
+    filename: str, dtype: torch.dtype, shape: torch.Size, normalised: bool = False
+) -> Tensor:
+    """Map ``filename`` (which must already hold exactly the right number of bytes);
+    ``normalised`` says the name is already absolute and normal (the loader's are)."""
     numel = shape.numel()
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     flat = torch.from_file(filename, shared=True, size=numel, dtype=dtype)
     storage = flat.untyped_storage()
     address = storage.data_ptr()
-    _FILES[address] = (os.path.abspath(filename), storage.nbytes())
+    _FILES[address] = (filename if normalised else os.path.abspath(filename), storage.nbytes())
     weakref.finalize(storage, _forget, address)
     return flat.view(shape)
 
@@ -152,8 +155,9 @@ class MemoryMappedTensor(Tensor):
     def _from_checked_file(
         cls, path: str, dtype: torch.dtype, shape: torch.Size
     ) -> MemoryMappedTensor:
-        """Map a file whose size the caller has just checked (the loader)."""
-        return cls._wrap(_map_file(path, dtype, shape))
+        """Map a file whose size the caller has just checked (the loader; its paths are
+        absolute and normal)."""
+        return cls._wrap(_map_file(path, dtype, shape, normalised=True))
 
     @classmethod
     def _alloc(

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from tensordict._protocol import CollectionProtocol
-
-if TYPE_CHECKING:
-    pass
 
 
 def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) -> Any:
@@ -34,45 +32,85 @@ def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) 
     return td
 
 
-def _same_structure_error(call: str, modules: tuple[nn.Module, ...]) -> None:
+def _differs(call: str, i: int, where: str, what: str) -> ValueError:
+    return ValueError(f"{call}: {where} of module {i} {what}")
+
+
+def _stack_modules(cls: Any, modules: tuple[nn.Module, ...], path: str, call: str) -> Any:
+    """Walk same-structure ``modules`` in step, check them, stack their tensors (one pass)."""
     first = modules[0]
+    where = f"submodule {path!r}" if path else "the module"
     for i, other in enumerate(modules[1:], start=1):
         if type(other) is not type(first):
             raise TypeError(
-                f"{call}: module {i} is a {type(other).__name__}, module 0 a {type(first).__name__}"
+                f"{call}: {'' if not path else where + ' of '}module {i} is a "
+                f"{type(other).__name__}, module 0 a {type(first).__name__}"
             )
         if other.training != first.training:
             mode = "train" if other.training else "eval"
-            raise ValueError(f"{call}: module {i} is in {mode} mode, module 0 is not")
-        names0 = [n for n, _ in first.named_parameters()] + [n for n, _ in first.named_buffers()]
-        names = [n for n, _ in other.named_parameters()] + [n for n, _ in other.named_buffers()]
-        if names != names0:
-            missing = sorted(set(names0) - set(names))
-            extra = sorted(set(names) - set(names0))
-            raise ValueError(
-                f"{call}: module {i} has other parameters than module 0: missing {missing}, "
-                f"extra {extra}"
-            )
-        for (name, p0), (_, p) in zip(
-            first.named_parameters(), other.named_parameters(), strict=True
-        ):
-            if p0.shape != p.shape or p0.dtype != p.dtype:
-                raise ValueError(
-                    f"{call}: parameter {name!r} of module {i} has shape {tuple(p.shape)} "
-                    f"{p.dtype}, module 0 has {tuple(p0.shape)} {p0.dtype}"
+            raise _differs(call, i, where, f"is in {mode} mode, module 0 is not")
+    entries: dict[str, Any] = {}
+    for kind in ("_parameters", "_buffers"):
+        stores = [getattr(m, kind) for m in modules]
+        names = [n for n, t in stores[0].items() if t is not None]
+        for i, store in enumerate(stores[1:], start=1):
+            have = [n for n, t in store.items() if t is not None]
+            if have != names:
+                missing = sorted(set(names) - set(have))
+                extra = sorted(set(have) - set(names))
+                raise _differs(
+                    call,
+                    i,
+                    where,
+                    f"has other {kind[1:]} than module 0: missing {missing}, extra {extra}",
                 )
-            if p0.requires_grad != p.requires_grad:
-                raise ValueError(
-                    f"{call}: parameter {name!r} of module {i} differs in requires_grad"
-                )
+        for name in names:
+            tensors = [store[name] for store in stores]
+            t0 = tensors[0]
+            shape, dtype, grad = t0.shape, t0.dtype, t0.requires_grad
+            for i, t in enumerate(tensors[1:], start=1):
+                if t.shape != shape or t.dtype != dtype or t.requires_grad != grad:
+                    full = f"{path}.{name}" if path else name
+                    what = "requires_grad" if t.requires_grad != grad else "shape or dtype"
+                    raise ValueError(
+                        f"{call}: {kind[1:-1]} {full!r} of module {i} differs in {what}: "
+                        f"{tuple(t.shape)} {t.dtype} requires_grad={t.requires_grad}, module 0 "
+                        f"has {tuple(shape)} {dtype} requires_grad={grad}"
+                    )
+            stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
+            if isinstance(t0, nn.Parameter):
+                stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
+            entries[name] = stacked
+    names = [n for n, m in first._modules.items() if m is not None]
+    for i, other in enumerate(modules[1:], start=1):
+        have = [n for n, m in other._modules.items() if m is not None]
+        if have != names:
+            raise _differs(call, i, where, f"has submodules {have}, module 0 has {names}")
+    for name in names:
+        children: tuple[nn.Module, ...] = tuple(m._modules[name] for m in modules)  # type: ignore[misc]
+        sub = _stack_modules(cls, children, f"{path}.{name}" if path else name, call)
+        if sub._tensordict:
+            entries[name] = sub
+    return cls._new_unsafe(entries, torch.Size([len(modules)]), None, None)
+
+
+def _wrap(td: Any, as_module: bool) -> Any:
+    """``td`` itself, or as a ``TensorDictParams`` module when ``as_module``."""
+    if not as_module:
+        return td
+    # The module layer sits above the core; it is loaded here only because the caller
+    # asked for a module, through the same ``tensordict.nn`` alias users import.
+    params_cls = importlib.import_module("tensordict.nn").TensorDictParams
+    return params_cls(td)
+
+
+_Restore = list[tuple[dict[str, Any], str, Any]]
 
 
 class _Swap:
     """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
 
-    def __init__(
-        self, restore: list[tuple[dict[str, Any], str, Any, tuple[str, ...]]], swapped: Any
-    ) -> None:
+    def __init__(self, restore: _Restore, swapped: Any) -> None:
         self._restore = restore
         self.swapped = swapped
 
@@ -84,61 +122,77 @@ class _Swap:
 
     def restore(self) -> None:
         """Put the original tensors back (idempotent)."""
-        for store, name, value, _ in reversed(self._restore):
+        for store, name, value in reversed(self._restore):
             store[name] = value
         self._restore = []
+
+
+def _has_tensors(module: nn.Module) -> bool:
+    if not (module._parameters or module._buffers or module._modules):
+        return False  # the common parameterless child (activations, dropout): no walk
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
 def _swap_into(
     td: Any,
     module: nn.Module,
     inplace: bool,
-    restore: list[tuple[dict[str, Any], str, Any, tuple[str, ...]]],
+    restore: _Restore,
     path: tuple[str, ...],
     missing: list[str],
     unexpected: list[str],
     memo: dict[int, Any],
-) -> None:
-    """Put ``td``'s tensors into ``module`` (tied modules swapped once, via ``memo``)."""
+) -> dict[str, Any]:
+    """Put ``td``'s tensors into ``module`` (tied modules swapped once, via ``memo``);
+    returns the replaced originals as a nested dict."""
+    originals: dict[str, Any] = {}
     if id(module) in memo:
-        return
+        return originals
     memo[id(module)] = module
-    keys = set(td.keys())
+    entries = td._tensordict
+    keys = set(entries)
     stores: tuple[dict[str, Any], ...] = (module._parameters, module._buffers)
     for store in stores:
         for name, current in list(store.items()):
             if current is None:
                 continue
-            full = ".".join((*path, name))
             if name not in keys:
-                missing.append(full)
+                missing.append(".".join((*path, name)))
                 continue
             keys.discard(name)
-            value = td._tensordict[name]
+            value = entries[name]
             if not isinstance(value, Tensor):
-                unexpected.append(full)
+                unexpected.append(".".join((*path, name)))
                 continue
             if inplace:
                 with torch.no_grad():
                     current.copy_(value)
             else:
-                restore.append((store, name, current, (*path, name)))
+                restore.append((store, name, current))
                 store[name] = value
+                originals[name] = current
     for name, child in module._modules.items():
         if child is None:
             continue
-        full = ".".join((*path, name))
         if name not in keys:
-            if any(True for _ in child.parameters()) or any(True for _ in child.buffers()):
-                missing.append(full)
+            if _has_tensors(child):
+                missing.append(".".join((*path, name)))
             continue
         keys.discard(name)
-        sub = td._tensordict[name]
+        sub = entries[name]
         if not isinstance(sub, CollectionProtocol):
-            unexpected.append(full)
+            unexpected.append(".".join((*path, name)))
             continue
-        _swap_into(sub, child, inplace, restore, (*path, name), missing, unexpected, memo)
+        inner = _swap_into(sub, child, inplace, restore, (*path, name), missing, unexpected, memo)
+        if inner:
+            originals[name] = inner
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
+    return originals
+
+
+def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
+    entries = {k: _as_tree(cls, v) if isinstance(v, dict) else v for k, v in nested.items()}
+    return cls._new_unsafe(entries, torch.Size([]), None, None)
 
 
 class ModuleOps(CollectionProtocol):
@@ -148,12 +202,18 @@ class ModuleOps(CollectionProtocol):
 
     @classmethod
     def from_module(
-        cls, module: nn.Module, lock: bool = False, use_state_dict: bool = False
+        cls,
+        module: nn.Module,
+        as_module: bool = False,
+        lock: bool = False,
+        use_state_dict: bool = False,
     ) -> Any:
         """The parameters and buffers of ``module`` as a nested TensorDict (the same tensors,
         no copies), keyed by submodule names (``"0"``, ``"1"``, ... for nn.Sequential).
 
         ``lock`` defaults to False for every spelling (one documented default).
+        ``as_module=True`` returns a ``tdnn.TensorDictParams`` (an ``nn.Module`` whose
+        parameters are these leaves); it loads the module layer on request.
 
         >>> import torch
         >>> from torch import nn
@@ -163,10 +223,10 @@ class ModuleOps(CollectionProtocol):
         >>> params["0", "weight"] is model[0].weight
         True
         """
-        return _module_tree(module, cls, use_state_dict, lock)
+        return _wrap(_module_tree(module, cls, use_state_dict, lock), as_module)
 
     @classmethod
-    def from_modules(cls, *modules: nn.Module, lock: bool = False) -> Any:
+    def from_modules(cls, *modules: nn.Module, as_module: bool = False, lock: bool = False) -> Any:
         """The parameters of same-structure ``modules`` stacked along a new first dim, as
         fresh leaves (parameters where the originals were) that an optimiser can own.
 
@@ -180,23 +240,11 @@ class ModuleOps(CollectionProtocol):
         call = "TensorDict.from_modules"
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
-        _same_structure_error(call, modules)
-        trees = [_module_tree(m, cls, False, False) for m in modules]
         with torch.no_grad():
-            stacked: Any = torch.stack([t.detach() for t in trees], 0)
-        params = dict(modules[0].named_parameters())
-
-        def fresh(name: tuple[str, ...], x: Tensor) -> Tensor:
-            # the stack made fresh tensors already: wrap them, no second copy
-            original = params.get(".".join(name) if isinstance(name, tuple) else name)
-            if original is not None:
-                return nn.Parameter(x, requires_grad=original.requires_grad)
-            return x
-
-        out = stacked.named_apply(fresh, nested_keys=True)
+            out = _stack_modules(cls, modules, "", call)
         if lock:
             out.lock_()
-        return out
+        return _wrap(out, as_module)
 
     def to_module(
         self,
@@ -229,11 +277,11 @@ class ModuleOps(CollectionProtocol):
         source: Any = self
         if use_state_dict:
             source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]
-        restore: list[tuple[dict[str, Any], str, Any, tuple[str, ...]]] = []
+        restore: _Restore = []
         missing: list[str] = []
         unexpected: list[str] = []
         try:
-            _swap_into(source, module, inplace, restore, (), missing, unexpected, {})
+            originals = _swap_into(source, module, inplace, restore, (), missing, unexpected, {})
             if strict and (missing or unexpected):
                 raise KeyError(
                     f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
@@ -244,9 +292,9 @@ class ModuleOps(CollectionProtocol):
             raise
         if not return_swap or inplace:
             return _Swap([], None) if inplace else None
-        swapped = (
-            swap_dest if swap_dest is not None else self._new_unsafe({}, torch.Size([]), None, None)
-        )
-        for _, _, value, path in restore:
-            swapped.set(path, value)
+        from tensordict._td import TensorDict  # the concrete class sits above this mixin
+
+        swapped = _as_tree(TensorDict, originals)
+        if swap_dest is not None:
+            swapped = swap_dest.update(swapped)
         return _Swap(restore, swapped)

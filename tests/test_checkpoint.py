@@ -227,11 +227,11 @@ _KILL_SCRIPT = textwrap.dedent(
     prefix, fill = sys.argv[1], float(sys.argv[2])
     original = m._map_file
     count = [0]
-    def dying(*args):
+    def dying(*args, **kwargs):
         count[0] += 1
         if count[0] == 3:
             os._exit(9)  # the process dies in the middle of writing leaves
-        return original(*args)
+        return original(*args, **kwargs)
     m._map_file = dying
     TensorDict({k: torch.full((100,), fill) for k in "abcdef"}, [100]).memmap(prefix)
     """
@@ -346,6 +346,32 @@ def test_invalid_json_and_symlinks_out(tmp_path: Path) -> None:
     os.symlink(outside, prefix / "a.memmap")
     with pytest.raises(FormatError, match="leads outside the checkpoint"):
         TensorDict.load_memmap(prefix)
+
+
+def test_links_inside_are_followed_and_special_files_refused(tmp_path: Path) -> None:
+    prefix = tmp_path / "ckpt"
+    TensorDict({"a": torch.arange(4.0), "b": torch.ones(4)}, [4]).memmap(prefix)
+    os.rename(prefix / "a.memmap", prefix / "real.bin")  # another file of the folder
+    os.symlink(prefix / "real.bin", prefix / "a.memmap")
+    assert torch.equal(TensorDict.load_memmap(prefix)["a"], torch.arange(4.0))
+    outside = tmp_path / "meta-outside.json"
+    outside.write_bytes((prefix / "meta.json").read_bytes())
+    os.unlink(prefix / "meta.json")
+    os.symlink(outside, prefix / "meta.json")
+    with pytest.raises(FormatError, match="metadata file 'meta.json' .* leads outside"):
+        TensorDict.load_memmap(prefix)
+    os.unlink(prefix / "meta.json")
+    os.mkfifo(prefix / "meta.json")  # reading it would block forever
+    with pytest.raises(FormatError, match=r"is not a checkpoint \(no meta.json\)"):
+        TensorDict.load_memmap(prefix)
+    second = tmp_path / "second"
+    TensorDict({"a": torch.arange(4.0)}, [4]).memmap(second)
+    os.unlink(second / "a.memmap")
+    os.mkfifo(second / "a.memmap")
+    with pytest.raises(
+        FormatError, match=r"leaf file .*a.memmap.* of key 'a' is missing or not a regular file"
+    ):
+        TensorDict.load_memmap(second)
 
 
 def test_loading_never_runs_code_named_by_a_file(tmp_path: Path) -> None:

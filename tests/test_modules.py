@@ -101,6 +101,25 @@ def test_inplace_and_swapped_out_tensors() -> None:
     assert model.weight is weight
 
 
+def test_swap_dest_return_swap_and_state_dict_keys() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    original = model[0].weight
+    zeros = TensorDict.from_module(model).apply(torch.zeros_like)
+    dest = TensorDict()
+    with zeros.to_module(model, swap_dest=dest) as old:
+        assert old is dest and dest["0", "weight"] is original
+        assert dest["1", "running_mean"] is not model[1].running_mean
+    assert model[0].weight is original
+    assert zeros.to_module(model, return_swap=False) is None
+    assert (model[0].weight == 0).all()  # swapped and left in place: nothing to restore
+    flat = TensorDict(
+        {k: v.detach().clone() + 1 for k, v in model.state_dict().items()}, []
+    )  # keys like "0.weight"
+    with flat.to_module(model, use_state_dict=True):
+        assert (model[0].weight == 1).all()
+    assert (model[0].weight == 0).all()
+
+
 def test_tied_weights_swap_once() -> None:
     shared = nn.Linear(2, 2)
     model = nn.Sequential(shared, nn.ReLU(), shared)
@@ -134,7 +153,9 @@ def test_gradients_through_swapped_params() -> None:
 def test_from_modules_validation() -> None:
     with pytest.raises(TypeError, match="module 1 is a Conv1d, module 0 a Linear"):
         TensorDict.from_modules(nn.Linear(2, 2), nn.Conv1d(2, 2, 1))
-    with pytest.raises(ValueError, match=r"parameter 'weight' of module 1 has shape \(3, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'weight' of module 1 differs in shape or dtype: \(3, 2\)"
+    ):
         TensorDict.from_modules(nn.Linear(2, 2), nn.Linear(2, 3))
     other = nn.Linear(2, 2).eval()
     with pytest.raises(ValueError, match="module 1 is in eval mode"):
@@ -144,6 +165,22 @@ def test_from_modules_validation() -> None:
         TensorDict.from_modules(nn.Linear(2, 2), frozen)
     with pytest.raises(ValueError, match="needs at least one module"):
         TensorDict.from_modules()
+    seq_a = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    seq_b = nn.Sequential(nn.Linear(2, 2), nn.Conv1d(2, 2, 1))
+    with pytest.raises(TypeError, match="submodule '1' of module 1 is a Conv1d, module 0 a Linear"):
+        TensorDict.from_modules(seq_a, seq_b)
+    with pytest.raises(ValueError, match=r"has submodules \['0'\], module 0 has \['0', '1'\]"):
+        TensorDict.from_modules(seq_a, nn.Sequential(nn.Linear(2, 2)))
+    no_bias = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, bias=False))
+    with pytest.raises(
+        ValueError, match=r"submodule '1' of module 1 has other parameters .* missing \['bias'\]"
+    ):
+        TensorDict.from_modules(seq_a, no_bias)
+    norm_a, norm_b = nn.BatchNorm1d(2), nn.BatchNorm1d(2, track_running_stats=False)
+    with pytest.raises(
+        ValueError, match=r"has other buffers than module 0: missing \['num_batches"
+    ):
+        TensorDict.from_modules(norm_a, norm_b)
 
 
 def test_partial_loading_composes(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -68,6 +70,38 @@ def test_plain_tensor_dispatch() -> None:
     assert single(obs=torch.zeros(4, 3)).shape == (4, 2)
     with pytest.raises(TypeError, match="unexpected input 'nope'"):
         single(nope=torch.zeros(1))
+    with pytest.raises(TypeError, match=r"3 inputs for in_keys \['a', 'b'\]"):
+        m(torch.ones(1), torch.ones(1), torch.ones(1))
+    with pytest.raises(KeyError, match=r"input keys \['b'\] are missing from the inputs"):
+        m(torch.ones(1))
+
+
+def test_sequential_tensor_dispatch_matches_the_tensordict_path() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 4), ["obs"], [("net", "hidden")]),
+        lambda td: td.set("scaled", td["net", "hidden"] * 2),  # a plain td -> td callable
+        TensorDictModule(lambda h, s: (h + s, h - s), [("net", "hidden"), "scaled"], ["p", "m"]),
+    )
+    obs = torch.randn(5, 3)
+    by_td = seq(TensorDict({"obs": obs}, [5]))
+    assert seq.out_keys == [("net", "hidden"), "p", "m"]  # the callable declares no keys
+    hidden, p, m = seq(obs)
+    by_name = seq(obs=obs)
+    torch.testing.assert_close(hidden, by_td["net", "hidden"])
+    torch.testing.assert_close(p, by_td["p"])
+    torch.testing.assert_close(m, by_td["m"])
+    torch.testing.assert_close(by_name[1], p)
+    seq.select_out_keys("m")
+    torch.testing.assert_close(seq(obs), by_td["m"])
+    tolerant = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 2), ["obs"], ["a"]),
+        TensorDictModule(nn.Linear(2, 2), ["absent"], ["b"]),
+        partial_tolerant=True,
+        selected_out_keys=["a"],
+    )
+    assert tolerant(obs).shape == (5, 2)
+    with pytest.raises(TypeError, match="TensorDictSequential: unexpected input 'x'"):
+        seq(x=obs)
 
 
 def test_missing_keys_name_the_module() -> None:
@@ -145,6 +179,47 @@ def test_compile_a_module_chain() -> None:
     obs = torch.randn(5, 3)
     compiled = torch.compile(run, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(obs), run(obs))
+
+
+def test_symbolic_trace_a_module_chain() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(nn.Linear(3, 4), ["obs"], ["hidden"]),
+        TensorDictModule(nn.ReLU(), ["hidden"], ["hidden"]),
+        TensorDictModule(nn.Linear(4, 2), ["hidden"], ["action"]),
+    )
+
+    class Run(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seq = seq
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return self.seq(obs=obs)[-1]  # keyword tensors in, the outputs back
+
+    graph = torch.fx.symbolic_trace(Run())
+    called = {n.target for n in graph.graph.nodes if n.op == "call_module"}
+    assert {"seq.module.0.module", "seq.module.2.module"} <= called  # the Linears are visible
+    obs = torch.randn(5, 3)
+    torch.testing.assert_close(graph(obs), seq(TensorDict({"obs": obs}, [5]))["action"])
+
+
+def test_from_module_as_module_gives_tensordict_params() -> None:
+    from tdnn import TensorDictParams
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    params = TensorDict.from_module(model, as_module=True)
+    assert isinstance(params, TensorDictParams)
+    assert params["0", "weight"] is model[0].weight  # the same Parameters, no copy
+    assert {id(p) for p in params.parameters()} == {id(p) for p in model.parameters()}
+    stacked = TensorDict.from_modules(model, copy.deepcopy(model), as_module=True)
+    assert isinstance(stacked, TensorDictParams)
+    assert [p.shape[0] for p in stacked.parameters()] == [2, 2, 2, 2]
+    opt = torch.optim.Adam(stacked.parameters(), lr=0.1)
+    before = stacked["1", "bias"].detach().clone()
+    with stacked.data[0].to_module(model):
+        model(torch.randn(6, 3)).sum().backward()
+    opt.step()
+    assert not torch.equal(stacked["1", "bias"][0], before[0])
 
 
 def test_tensordict_params_is_a_module_and_a_tensordict() -> None:
