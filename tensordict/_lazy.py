@@ -19,6 +19,7 @@ from torch import Tensor
 
 from tensordict._convert import ConvertOps
 from tensordict._format import register_type
+from tensordict._html import HtmlRepr
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
 from tensordict._memmap_ops import MemmapOps
@@ -52,7 +53,9 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     return LazyStackedTensorDict(list(tds), stack_dim=dim)
 
 
-class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps):
+class LazyStackedTensorDict(
+    PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps, HtmlRepr
+):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 
     Members share one batch size; leaves may differ in shape (ragged dims show as -1

@@ -80,10 +80,14 @@ class _Loader:
         _check_shape(self.call, path, "batch_size", meta["batch_size"])
         return meta
 
+    def lookup(self, name: str, path: str) -> Any:
+        """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
+        return lookup_type(name, self.call, path)
+
     def collection(self, folder: str, device: Any) -> Any:
         meta = self.meta(folder)
         path = os.path.join(folder, META)
-        cls = lookup_type(meta["type"], self.call, path)
+        cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"])
         dev = device if device is not None else meta["device"]
         if "stack_dim" in meta:

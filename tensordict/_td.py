@@ -19,6 +19,7 @@ from tensordict._batch import (
 )
 from tensordict._convert import ConvertOps
 from tensordict._format import register_type
+from tensordict._html import HtmlRepr
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
 from tensordict._memmap_ops import MemmapOps
@@ -70,6 +71,7 @@ class TensorDict(
     TorchFunctionOps,
     MemmapOps,
     ModuleOps,
+    HtmlRepr,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 

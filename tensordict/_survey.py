@@ -1,0 +1,185 @@
+"""A checkpoint's structure for read-only tools: validated as a load validates, nothing mapped."""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tensordict._format import DTYPES, META, FormatError, checked_path, lookup_type
+from tensordict._load import _Loader
+from tensordict._nontensor import NonTensorData
+
+
+@dataclass
+class Leaf:
+    """One non-collection entry: a tensor file, a JSON value or stack, or pickled data."""
+
+    kind: str  # "tensor", "json", "json_stack" or "pickle"
+    record: dict[str, Any]  # its member of meta.json's entries
+    path: str | None = None  # the leaf file (tensor, pickle)
+    nbytes: int = 0  # the leaf file's size
+
+    @property
+    def dtype(self) -> str:
+        return str(self.record["dtype"])
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.record["shape"])
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def json_elements(self) -> Any:
+        """A ``json_stack``'s value per batch element (nested lists), a ``json``'s value."""
+        if self.kind == "json":
+            return self.record["value"]
+        values = self.record["values"]
+
+        def expand(pos: Any) -> Any:
+            return [expand(p) for p in pos] if isinstance(pos, list) else values[pos]
+
+        return expand(self.record["positions"])
+
+
+@dataclass
+class Collection:
+    """One checkpoint folder: a TensorDict, a tensorclass or a lazy stack."""
+
+    type: str
+    meta: dict[str, Any]
+    entries: dict[str, Collection | Leaf] = field(default_factory=dict)
+    members: list[Collection] = field(default_factory=list)  # lazy stacks only
+
+    @property
+    def lazy(self) -> bool:
+        return "stack_dim" in self.meta
+
+    def walk(self) -> list[Collection | Leaf]:
+        """Every node below this one, depth first."""
+        out: list[Collection | Leaf] = []
+        for child in [*self.members, *self.entries.values()]:
+            out.append(child)
+            if isinstance(child, Collection):
+                out += child.walk()
+        return out
+
+
+@dataclass
+class Survey:
+    """A validated checkpoint: its tree, and notes on what was not checked or loaded."""
+
+    root: Collection
+    notes: list[str]
+
+
+class _Surveyor(_Loader):
+    """The loader's validation, keeping each meta.json, never unpickling anything, and
+    standing a plain TensorDict in for a tensorclass this process does not define."""
+
+    def __init__(self, call: str, verify: bool) -> None:
+        super().__init__(call, verify, allow_pickle=False)
+        self.metas: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+
+    def meta(self, folder: str) -> dict[str, Any]:
+        meta = super().meta(folder)
+        self.metas[folder] = meta
+        return meta
+
+    def lookup(self, name: str, path: str) -> Any:
+        try:
+            return lookup_type(name, self.call, path)
+        except FormatError:
+            if not name.startswith("tensorclass:"):
+                raise
+        from tensordict._td import TensorDict
+
+        self.notes.append(
+            f"{path!r}: type {name!r} is not defined in this process; its entries were "
+            "checked as a TensorDict's"
+        )
+        return TensorDict
+
+    def entry(
+        self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
+    ) -> Any:
+        if record["kind"] != "pickle":
+            return super().entry(folder, path, key, record, bs, device)
+        file = checked_path(folder, record.get("file"), self.call, key, "file")
+        if not os.path.isfile(file):
+            raise FormatError(f"{self.call}: pickle file {file!r} of key {key!r} is missing")
+        self.notes.append(f"{path!r} key {key!r} holds pickled data, not loaded")
+        return NonTensorData(None, bs)  # a stand-in: nothing is unpickled
+
+    def tree(self, folder: str) -> Collection:
+        """The surveyed structure under ``folder`` (after :meth:`collection` ran on it)."""
+        meta = self.metas[folder]
+        node = Collection(str(meta["type"]), meta)
+        if node.lazy:
+            count = meta["batch_size"][meta["stack_dim"]]
+            node.members = [self.tree(os.path.join(folder, str(i))) for i in range(count)]
+            return node
+        for key, record in meta["entries"].items():
+            kind = record["kind"]
+            if kind == "collection":
+                node.entries[key] = self.tree(os.path.join(folder, record["dir"]))
+            elif kind == "tensor":
+                nbytes = math.prod(record["shape"]) * DTYPES[record["dtype"]].itemsize
+                node.entries[key] = Leaf(kind, record, os.path.join(folder, record["file"]), nbytes)
+            elif kind == "pickle":
+                file = os.path.join(folder, record["file"])
+                node.entries[key] = Leaf(kind, record, file, os.stat(file).st_size)
+            else:
+                node.entries[key] = Leaf(kind, record)
+        return node
+
+
+def survey(path: str, call: str, verify: bool = False) -> Survey:
+    """Validate the checkpoint at ``path`` as a load would (checksums too with ``verify``),
+    without mapping or unpickling anything, and return its structure.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict
+    >>> folder = tempfile.mkdtemp() + "/ckpt"
+    >>> _ = TensorDict({"a": torch.zeros(4, 2), "b": {"c": torch.ones(4)}}, [4]).memmap(folder)
+    >>> tree = survey(folder, "demo").root
+    >>> leaf = tree.entries["a"]
+    >>> tree.type, leaf.shape, leaf.nbytes, list(tree.entries["b"].entries)
+    ('TensorDict', [4, 2], 32, ['c'])
+    """
+    target = os.path.abspath(path)
+    surveyor = _Surveyor(call, verify)
+    surveyor.collection(target, None)
+    return Survey(surveyor.tree(target), surveyor.notes)
+
+
+def checkpoint_problem(path: str, call: str) -> str | None:
+    """Why ``path`` is not a checkpoint folder at all (missing, a file, no meta.json), or None.
+
+    >>> checkpoint_problem("/no/such/folder", "demo")
+    "demo: '/no/such/folder' does not exist"
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if glob.glob(glob.escape(os.path.abspath(path)) + ".*.old"):
+            return (
+                f"{call}: {path!r} does not exist; an interrupted save left it as a "
+                "'.old' folder beside it (docs/format.md, section 7)"
+            )
+        return f"{call}: {path!r} does not exist"
+    except OSError as err:
+        return f"{call}: cannot read {path!r}: {err.strerror}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{call}: {path!r} is a file, not a checkpoint folder"
+    if not os.path.isfile(os.path.join(path, META)):
+        return f"{call}: {path!r} is not a checkpoint (no meta.json in it)"
+    return None
