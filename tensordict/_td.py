@@ -18,6 +18,7 @@ from tensordict._batch import (
     starts_with,
 )
 from tensordict._convert import ConvertOps
+from tensordict._distributed import DistributedOps
 from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
@@ -70,6 +71,7 @@ class TensorDict(
     TorchFunctionOps,
     MemmapOps,
     ModuleOps,
+    DistributedOps,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
