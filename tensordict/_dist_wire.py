@@ -83,36 +83,40 @@ def _shown(path: str) -> str:
 class Layout:
     """The flattened structure of a collection: entry keys, shapes, codes, leaves per dtype."""
 
-    __slots__ = ("codes", "groups", "keys", "shapes")
+    __slots__ = ("codes", "dims", "groups", "keys")
 
     def __init__(self, td: CollectionProtocol, call: str) -> None:
+        # keys: entry keys, with markers around each nested level; dims: every entry's
+        # shape, flattened, each closed by -1; codes: a dtype code or an entry kind.
         self.keys: list[str] = []
-        self.shapes: list[tuple[int, ...]] = []
+        self.dims: list[int] = []
         self.codes: list[int] = []
         self.groups: dict[int, list[Tensor]] = {}
         self._walk(td, "", call)
 
     def _walk(self, td: CollectionProtocol, prefix: str, call: str) -> None:
-        keys, shapes, codes, groups = self.keys, self.shapes, self.codes, self.groups
+        keys, dims, codes, groups = self.keys, self.dims, self.codes, self.groups
         if td._lazy:
             for i, member in enumerate(td.tensordicts):  # type: ignore[attr-defined]
-                path = _join(prefix, str(i))
-                keys.append(path)
-                shapes.append(tuple(member._batch_size))
+                keys.append(str(i))
+                dims.extend(member._batch_size)
+                dims.append(-1)
                 codes.append(_NODE)
-                self._walk(member, path, call)
+                keys.append("\x1e")
+                self._walk(member, _join(prefix, str(i)), call)
+                keys.append("\x1d")
             return
         for key, value in td._tensordict.items():
-            path = f"{prefix}\x1f{key}" if prefix else key
             if isinstance(value, Tensor):
                 code = _CODES.get(value.dtype)
                 if code is None:
                     raise TypeError(
-                        f"{call}: key {_shown(path)!r} has dtype {value.dtype}, which cannot "
-                        f"be sent; cast it to one of {', '.join(_DTYPE_NAMES)}"
+                        f"{call}: key {_shown(_join(prefix, key))!r} has dtype {value.dtype}, "
+                        f"which cannot be sent; cast it to one of {', '.join(_DTYPE_NAMES)}"
                     )
-                keys.append(path)
-                shapes.append(tuple(value.shape))
+                keys.append(key)
+                dims.extend(value.shape)
+                dims.append(-1)
                 codes.append(code)
                 group = groups.get(code)
                 if group is None:
@@ -120,14 +124,18 @@ class Layout:
                 else:
                     group.append(value)
             elif isinstance(value, NonTensor):
-                keys.append(path)
-                shapes.append(tuple(value.batch_size))
+                keys.append(key)
+                dims.extend(value.batch_size)
+                dims.append(-1)
                 codes.append(_NONTENSOR)
             else:
-                keys.append(path)
-                shapes.append(tuple(value._batch_size))
+                keys.append(key)
+                dims.extend(value._batch_size)
+                dims.append(-1)
                 codes.append(_LAZY if value._lazy else _NODE)
-                self._walk(value, path, call)
+                keys.append("\x1e")
+                self._walk(value, _join(prefix, key), call)
+                keys.append("\x1d")
 
     def device(self) -> torch.device:
         """Where receive buffers are allocated: the device of the first leaf, or the CPU."""
@@ -156,23 +164,25 @@ class Layout:
         numels = [0] * len(_DTYPES)
         for code, buf in buffers.items():
             numels[code] = buf.numel()
-        return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.keys), extra, *numels])
+        return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.codes), extra, *numels])
 
     def fingerprints(self) -> tuple[int, int, int]:
         return (
             _fingerprint("\x00".join(self.keys).encode()),
-            _fingerprint(marshal.dumps(self.shapes)),
+            _fingerprint(marshal.dumps(self.dims)),
             _fingerprint(bytes(c + 8 for c in self.codes)),
         )
 
-    def compare(self, info: list[int], kind: int) -> str | None:
+    def compare(
+        self, info: list[int], kind: int, mine: tuple[int, int, int] | None = None
+    ) -> str | None:
         """None when the header ``info`` describes this structure, else what differs."""
         if info[1] != kind:
             return (
                 f"the sender called {_KIND_NAMES.get(info[1], '?')}, which does not pair "
                 f"with {_KIND_NAMES[kind]}"
             )
-        mine = self.fingerprints()
+        mine = self.fingerprints() if mine is None else mine
         if tuple(info[2:5]) == mine:
             return None
         what = [
@@ -183,7 +193,7 @@ class Layout:
         return (
             f"the structures differ in their {' and '.join(what)}: the sender has "
             f"{info[5]} entries ({_describe(info[_FIXED:])}), this TensorDict has "
-            f"{len(self.keys)} ({_describe(self.numels())}); every process must hold the same "
+            f"{len(self.codes)} ({_describe(self.numels())}); every process must hold the same "
             "keys in the same order, with the same shapes and dtypes (to send a structure the "
             "receiver does not know, use init_remote/from_remote_init)"
         )
@@ -287,32 +297,43 @@ def post_send(
     kind: int = _DATA,
     structure: bytes | None = None,
 ) -> Pending:
-    """Start sending ``td`` (header, optional structure, one buffer per dtype)."""
+    """Start sending ``td``: the header goes first, and the leaves are packed while it travels."""
     dist = _require_init(call)
     lay = Layout(td, call)
-    bufs = lay.pack()
-    header = lay.header(kind, bufs, 0 if structure is None else len(structure))
+    numels = lay.numels()
+    header = torch.tensor(
+        [_MAGIC, kind, *lay.fingerprints(), len(lay.codes), len(structure or b""), *numels]
+    )
     messages = [header]
+    works = [dist.isend(header, dst, group=group, tag=next(tags))]
     if structure is not None:
         messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8))
-    messages.extend(_as_bytes(bufs[code]) for code in sorted(bufs))
-    works = [dist.isend(m, dst, group=group, tag=next(tags)) for m in messages]
+        works.append(dist.isend(messages[-1], dst, group=group, tag=next(tags)))
+    bufs = lay.pack()
+    for code in sorted(bufs):
+        if numels[code]:
+            messages.append(_as_bytes(bufs[code]))
+            works.append(dist.isend(messages[-1], dst, group=group, tag=next(tags)))
     return Pending(works, keep=messages)
 
 
 def post_recv(
     td: CollectionProtocol, src: int, group: Any, tags: Iterator[int], call: str
 ) -> Pending:
-    """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them."""
+    """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them.
+
+    The receiver's own structure is read while the header travels.
+    """
     dist = _require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64)
     work = dist.irecv(header, src, group=group, tag=next(tags))
+    lay = Layout(td, call)
+    mine = lay.fingerprints()
 
     def finish() -> None:
         info = header.tolist()
         _check_magic(call, info, src)
-        lay = Layout(td, call)
-        problem = lay.compare(info, _DATA)
+        problem = lay.compare(info, _DATA, mine)
         bufs = _recv_buffers(dist, info, src, group, tags, lay.device())
         if problem is not None:
             raise RuntimeError(f"{call}: the tensordict from rank {src} does not fit: {problem}")
