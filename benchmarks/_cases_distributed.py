@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_STOP, _TENSOR, _TD = 0, 1, 2
+_STOP, _TENSOR, _TD, _SHARE, _SHARED = 0, 1, 2, 3, 4
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -47,6 +47,7 @@ def _peer(port: int) -> None:
     """Rank 1: receive whatever the command announces and send it back, until told to stop."""
     _init(1, port)
     td, flat = _payload(), torch.empty(_NUMEL)
+    shared = td
     cmd = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(cmd, 0)
@@ -56,9 +57,15 @@ def _peer(port: int) -> None:
         if what == _TENSOR:
             dist.recv(flat, 0)
             dist.send(flat, 0)
-        else:
+        elif what == _TD:
             td.recv(0)
             td.send(0)
+        elif what == _SHARE:  # both sides get a TensorDict laid out as one buffer
+            shared = TensorDict.from_remote_init(0)
+            shared.init_remote(0)
+        else:
+            shared.recv(0)
+            shared.send(0)
     dist.destroy_process_group()
 
 
@@ -102,11 +109,40 @@ def send_recv_vs_tensor() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def send_recv_received_vs_tensor() -> tuple[Fn, Fn]:
+    """The same round trip between TensorDicts built by from_remote_init, whose leaves
+    already lie in one buffer per dtype: they are sent and received without packing."""
+    _connect()
+    dist.send(torch.tensor([_SHARE]), 1)
+    _payload().init_remote(1)
+    td = TensorDict.from_remote_init(1)
+    flat = torch.rand(_NUMEL)
+    cmd_td, cmd_tensor = torch.tensor([_SHARED]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.send(1)
+        td.recv(1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
 CASES = [
     Case(
         "send/recv TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
         "dist.send/recv one 4 MB tensor",
         1.5,
         send_recv_vs_tensor,
+    ),
+    Case(
+        "send/recv from_remote_init TensorDicts 1,000 leaves 4 MB (gloo, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        None,
+        send_recv_received_vs_tensor,
     ),
 ]

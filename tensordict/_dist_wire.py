@@ -149,15 +149,31 @@ class Layout:
             out[code] = sum(leaf.numel() for leaf in leaves)
         return out
 
+    def span(self, code: int) -> Tensor | None:
+        """A flat view over the leaves of ``code`` when they already lie back to back, in
+        order, in one storage (one leaf, or a TensorDict from ``from_remote_init``)."""
+        leaves = self.groups[code]
+        first = leaves[0]
+        if len(leaves) == 1:
+            return first.view(-1) if first.is_contiguous() else None
+        last = leaves[-1]
+        if first.untyped_storage().data_ptr() != last.untyped_storage().data_ptr():
+            return None
+        size = first.element_size()
+        ptr = start = first.data_ptr()
+        for leaf in leaves:
+            if leaf.data_ptr() != ptr or not leaf.is_contiguous():
+                return None
+            ptr += leaf.numel() * size
+        return first.as_strided(((ptr - start) // size,), (1,))
+
     def pack(self, copy: bool = False) -> dict[int, Tensor]:
-        """One flat buffer per dtype code (a lone contiguous leaf as a view, unless ``copy``)."""
+        """One flat buffer per dtype code: a view when the leaves already are one (unless
+        ``copy``), else one packed copy."""
         out: dict[int, Tensor] = {}
         for code in sorted(self.groups):
-            leaves = self.groups[code]
-            if len(leaves) == 1 and not copy and leaves[0].is_contiguous():
-                out[code] = leaves[0].view(-1)
-            else:
-                out[code] = flatten_dense(leaves)
+            span = None if copy else self.span(code)
+            out[code] = flatten_dense(self.groups[code]) if span is None else span
         return out
 
     def header(self, kind: int, buffers: dict[int, Tensor], extra: int = 0) -> Tensor:
@@ -204,10 +220,10 @@ class Layout:
         with torch.no_grad():
             for code, leaves in self.groups.items():
                 buf = buffers[code]
+                if buf.data_ptr() == leaves[0].data_ptr():
+                    continue  # received straight into the leaves (see span)
                 if len(leaves) == 1:
-                    leaf = leaves[0]
-                    if buf.data_ptr() != leaf.data_ptr() or not leaf.is_contiguous():
-                        leaf.copy_(buf.view(leaf.shape))
+                    leaves[0].copy_(buf.view(leaves[0].shape))
                     continue
                 views = unflatten_dense(buf, leaves)
                 if copy_ is not None and buf.device.type == "cpu":
@@ -234,9 +250,15 @@ def _as_bytes(buf: Tensor) -> Tensor:
     return buf if buf.dtype == torch.uint8 else buf.view(torch.uint8)
 
 
-def _empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
+def _empty_buffers(
+    info: list[int], device: torch.device, into: Layout | None = None
+) -> dict[int, Tensor]:
     out = {}
     for code, numel in enumerate(info[_FIXED:]):
+        span = into.span(code) if numel and into is not None and code in into.groups else None
+        if span is not None and span.device == device and span.numel() == numel:
+            out[code] = span
+            continue
         if numel:
             dtype = _DTYPES[code]
             if dtype is None:
@@ -334,7 +356,8 @@ def post_recv(
         info = header.tolist()
         _check_magic(call, info, src)
         problem = lay.compare(info, _DATA, mine)
-        bufs = _recv_buffers(dist, info, src, group, tags, lay.device())
+        into = lay if problem is None else None
+        bufs = _recv_buffers(dist, info, src, group, tags, lay.device(), into)
         if problem is not None:
             raise RuntimeError(f"{call}: the tensordict from rank {src} does not fit: {problem}")
         lay.unpack(bufs)
@@ -343,11 +366,19 @@ def post_recv(
 
 
 def _recv_buffers(
-    dist: Any, info: list[int], src: int, group: Any, tags: Iterator[int], device: torch.device
+    dist: Any,
+    info: list[int],
+    src: int,
+    group: Any,
+    tags: Iterator[int],
+    device: torch.device,
+    into: Layout | None = None,
 ) -> dict[int, Tensor]:
+    """Receive the buffers ``info`` announces; straight into ``into``'s leaves where they
+    lie back to back (``into`` is given only when the structures match)."""
     if info[6]:  # a structure this receiver did not ask for: drain it
         dist.recv(torch.empty(info[6], dtype=torch.uint8), src, group=group, tag=next(tags))
-    bufs = _empty_buffers(info, device)
+    bufs = _empty_buffers(info, device, into)
     works = [
         dist.irecv(_as_bytes(bufs[code]), src, group=group, tag=next(tags)) for code in sorted(bufs)
     ]

@@ -167,7 +167,12 @@ class DistributedOps(CollectionProtocol):
 
         Its leaves are views of one received buffer per dtype, on ``device`` (the CPU by
         default). The structure is JSON: nothing is unpickled. The result is a TensorDict,
-        whatever class the sender had.
+        whatever class the sender had. Two processes are needed (see docs/distributed.md):
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict.from_remote_init(src=0)
+        Traceback (most recent call last):
+        RuntimeError: TensorDict.from_remote_init: torch.distributed is not initialised; ...
         """
         return recv_new(src, group, device, "TensorDict.from_remote_init")
 
@@ -178,6 +183,13 @@ class DistributedOps(CollectionProtocol):
         The others need not know the structure: call it on an empty TensorDict. Rank
         ``src`` gets ``self`` back; the others a new TensorDict whose leaves are views of
         the received buffers, on ``device`` (the CPU by default).
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> TensorDict({"a": torch.arange(3)}, [3]).broadcast(src=0)["a"]
+        tensor([0, 1, 2])
+        >>> dist.destroy_process_group()
         """
         call = "TensorDict.broadcast"
         dist = _require_init(call)
@@ -212,6 +224,15 @@ class DistributedOps(CollectionProtocol):
         One ``torch.distributed.all_reduce`` per dtype buffer, after the headers of all
         ranks are compared (a mismatch raises on every rank). With ``async_op=True``,
         returns a list with one handle whose ``wait()`` writes the results into the leaves.
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> td = TensorDict({"grad": torch.ones(2)}, [2])
+        >>> td.all_reduce()  # a group of one: the sum is the value itself
+        >>> td["grad"]
+        tensor([1., 1.])
+        >>> dist.destroy_process_group()
         """
         return self._reduce("TensorDict.all_reduce", None, op, group, async_op)
 
@@ -257,6 +278,13 @@ class DistributedOps(CollectionProtocol):
         """Every rank's TensorDict, in rank order, on every rank (structures may differ).
 
         The entries are new TensorDicts whose leaves are views of the gathered buffers.
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> [td["a"] for td in TensorDict({"a": torch.ones(2)}, [2]).all_gather()]
+        [tensor([1., 1.])]
+        >>> dist.destroy_process_group()
         """
         call = "TensorDict.all_gather"
         dist = _require_init(call)

@@ -98,6 +98,7 @@ def _p2p(rank: int) -> None:
         TensorDict({"obs": torch.zeros(3, 4, dtype=torch.float64)}, [3]).send(1)  # dtype
         TensorDict({"obs": torch.ones(3, 4)}, [3]).send(1)  # the stream is still aligned
         _sample().init_remote(1)
+        _sample(1).send(1)  # received straight into from_remote_init's buffers
         _sample().send(1)  # from_remote_init on this one: refused
         _sample().init_remote(1)  # recv on this one: refused
         return
@@ -134,6 +135,10 @@ def _p2p(rank: int) -> None:
     fresh = TensorDict.from_remote_init(0)
     assert _equal(fresh, _sample()), fresh
     assert fresh.batch_size == torch.Size([3])
+    obs_ptr = fresh["obs"].data_ptr()
+    fresh.recv(0)
+    assert _equal(fresh, _sample(1)), fresh
+    assert fresh["obs"].data_ptr() == obs_ptr
     _raises(lambda: TensorDict.from_remote_init(0), RuntimeError, "pair from_remote_init")
     _raises(lambda: _zeros_like_sample().recv(0), RuntimeError, "does not pair")
 
