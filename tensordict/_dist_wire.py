@@ -221,9 +221,10 @@ class Layout:
             for code, leaves in self.groups.items():
                 buf = buffers[code]
                 if buf.data_ptr() == leaves[0].data_ptr():
-                    continue  # received straight into the leaves (see span)
-                if len(leaves) == 1:
-                    leaves[0].copy_(buf.view(leaves[0].shape))
+                    continue  # reduced in place (see span)
+                span = self.span(code)
+                if span is not None:  # the leaves lie back to back: one copy
+                    span.copy_(buf)
                     continue
                 views = unflatten_dense(buf, leaves)
                 if copy_ is not None and buf.device.type == "cpu":
@@ -238,11 +239,69 @@ def _describe(numels: Sequence[int]) -> str:
     return ", ".join(parts) if parts else "no tensor data"
 
 
-def _tags(init_tag: int, pseudo_rand: bool) -> Iterator[int]:
-    if not pseudo_rand:
-        return itertools.count(init_tag)
-    rng = random.Random(init_tag)
-    return (rng.randrange(1 << 30) for _ in itertools.count())
+class Tags:
+    """The tags of a transfer's messages, by position: ``init_tag``, ``init_tag + 1``, ...
+    or, with ``pseudo_rand``, draws of a generator seeded by ``init_tag``."""
+
+    __slots__ = ("_draw", "_values")
+
+    def __init__(self, init_tag: int = 0, pseudo_rand: bool = False) -> None:
+        rng = random.Random(init_tag) if pseudo_rand else None
+        counter = itertools.count(init_tag)
+        self._draw: Iterator[int] = (
+            counter if rng is None else (rng.randrange(1 << 30) for _ in counter)
+        )
+        self._values: list[int] = []
+
+    def __getitem__(self, position: int) -> int:
+        while len(self._values) <= position:
+            self._values.append(next(self._draw))
+        return self._values[position]
+
+
+_TAG_MASK = (1 << 30) - 1
+
+
+def _payload_tag(tag: int, fingerprints: Sequence[int], kind: int) -> int:
+    """A buffer's tag also names its structure and the kind of call: a receive posted
+    before the header is read then only ever matches a buffer of the size it expects
+    (gloo aborts the process on a larger one)."""
+    mix = fingerprints[0] * 3 + fingerprints[1] * 5 + fingerprints[2] * 7 + kind * 11
+    return (tag * 40503 + mix) & _TAG_MASK
+
+
+# Receives posted for a structure that did not come: they stay posted (gloo cannot cancel
+# them) and are taken over by the next receive of the same source, tag and size.
+_PARKED: dict[tuple[int, int, int], tuple[Any, Tensor, Any]] = {}
+
+
+def _post_buffer_recv(
+    dist: Any, numel: int, code: int, device: torch.device, src: int, group: Any, tag: int
+) -> tuple[Any, Tensor]:
+    gref = dist.group.WORLD if group is None else group
+    key = (id(gref), src, tag)
+    dtype = _DTYPES[code]
+    if dtype is None:
+        raise RuntimeError(f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks")
+    parked = _PARKED.pop(key, None)
+    if parked is not None:
+        work, buf, _ = parked
+        if buf.numel() == numel and buf.dtype == dtype and buf.device == device:
+            return work, buf
+        _PARKED[key] = parked
+        raise RuntimeError(
+            f"a receive from rank {src} with tag {tag} is still posted for a buffer of "
+            f"{buf.numel()} {buf.dtype} (an earlier mismatch); pass another init_tag"
+        )
+    buf = torch.empty(numel, dtype=dtype, device=device)
+    return dist.irecv(_as_bytes(buf), src, group=group, tag=tag), buf
+
+
+def _park(group: Any, src: int, posted: dict[int, tuple[int, Any, Tensor]]) -> None:
+    dist = _dist()
+    gref = dist.group.WORLD if group is None else group
+    for tag, work, buf in posted.values():
+        _PARKED[(id(gref), src, tag)] = (work, buf, gref)
 
 
 def _as_bytes(buf: Tensor) -> Tensor:
@@ -250,15 +309,10 @@ def _as_bytes(buf: Tensor) -> Tensor:
     return buf if buf.dtype == torch.uint8 else buf.view(torch.uint8)
 
 
-def _empty_buffers(
-    info: list[int], device: torch.device, into: Layout | None = None
-) -> dict[int, Tensor]:
+def _empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
+    """Fresh buffers of the sizes the header ``info`` announces (for the collectives)."""
     out = {}
     for code, numel in enumerate(info[_FIXED:]):
-        span = into.span(code) if numel and into is not None and code in into.groups else None
-        if span is not None and span.device == device and span.numel() == numel:
-            out[code] = span
-            continue
         if numel:
             dtype = _DTYPES[code]
             if dtype is None:
@@ -280,18 +334,20 @@ def _check_magic(call: str, info: list[int], src: object) -> None:
 class Pending:
     """A transfer in flight: ``wait()`` completes it, and also unpacks what it received."""
 
-    __slots__ = ("_done", "_finish", "_keep", "_works")
+    __slots__ = ("_done", "_finish", "_keep", "_works", "next_tag")
 
     def __init__(
         self,
         works: list[Any],
         finish: Callable[[], None] | None = None,
         keep: object = None,
+        next_tag: int = 0,
     ) -> None:
         self._works = works
         self._finish = finish
         self._keep = keep  # the buffers in flight stay alive until wait()
         self._done = False
+        self.next_tag = next_tag  # the tag after the last message (set by wait() for recv)
 
     def is_completed(self) -> bool:
         """Whether ``wait()`` has completed (it runs the unpacking, so call it)."""
@@ -314,7 +370,7 @@ def post_send(
     td: CollectionProtocol,
     dst: int,
     group: Any,
-    tags: Iterator[int],
+    tags: Tags,
     call: str,
     kind: int = _DATA,
     structure: bytes | None = None,
@@ -323,89 +379,110 @@ def post_send(
     dist = _require_init(call)
     lay = Layout(td, call)
     numels = lay.numels()
-    header = torch.tensor(
-        [_MAGIC, kind, *lay.fingerprints(), len(lay.codes), len(structure or b""), *numels]
-    )
+    fps = lay.fingerprints()
+    header = torch.tensor([_MAGIC, kind, *fps, len(lay.codes), len(structure or b""), *numels])
     messages = [header]
-    works = [dist.isend(header, dst, group=group, tag=next(tags))]
+    works = [dist.isend(header, dst, group=group, tag=tags[0])]
+    pos = 1
     if structure is not None:
         messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8))
-        works.append(dist.isend(messages[-1], dst, group=group, tag=next(tags)))
+        works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
+        pos = 2
     bufs = lay.pack()
     for code in sorted(bufs):
         if numels[code]:
             messages.append(_as_bytes(bufs[code]))
-            works.append(dist.isend(messages[-1], dst, group=group, tag=next(tags)))
-    return Pending(works, keep=messages)
+            tag = _payload_tag(tags[pos], fps, kind)
+            works.append(dist.isend(messages[-1], dst, group=group, tag=tag))
+            pos += 1
+    return Pending(works, keep=messages, next_tag=tags[pos])
 
 
-def post_recv(
-    td: CollectionProtocol, src: int, group: Any, tags: Iterator[int], call: str
-) -> Pending:
+def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: str) -> Pending:
     """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them.
 
-    The receiver's own structure is read while the header travels.
+    The receiver's own structure is read while the header travels. With gloo the buffer
+    receives are posted at once too, under tags that name this structure (see
+    ``_payload_tag``), so the data flows without waiting for the header to be checked.
     """
     dist = _require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64)
-    work = dist.irecv(header, src, group=group, tag=next(tags))
+    work = dist.irecv(header, src, group=group, tag=tags[0])
     lay = Layout(td, call)
     mine = lay.fingerprints()
+    device = lay.device()
+    posted: dict[int, tuple[int, Any, Tensor]] = {}
+    if dist.get_backend(group) == "gloo":
+        numels = lay.numels()
+        pos = 1
+        for code in sorted(lay.groups):
+            if numels[code]:
+                tag = _payload_tag(tags[pos], mine, _DATA)
+                posted[code] = (
+                    tag,
+                    *_post_buffer_recv(dist, numels[code], code, device, src, group, tag),
+                )
+                pos += 1
+    pending = Pending([work])
 
     def finish() -> None:
         info = header.tolist()
         _check_magic(call, info, src)
         problem = lay.compare(info, _DATA, mine)
-        into = lay if problem is None else None
-        bufs = _recv_buffers(dist, info, src, group, tags, lay.device(), into)
+        if problem is None and posted:
+            for _, w, _ in posted.values():
+                w.wait()
+            lay.unpack({code: buf for code, (_, _, buf) in posted.items()})
+            pending.next_tag = tags[1 + len(posted)]
+            return
+        _park(group, src, posted)
+        bufs, _, end = _recv_buffers(dist, info, src, group, tags, device)
+        pending.next_tag = tags[end]
         if problem is not None:
             raise RuntimeError(f"{call}: the tensordict from rank {src} does not fit: {problem}")
         lay.unpack(bufs)
 
-    return Pending([work], finish)
+    pending._finish = finish
+    return pending
 
 
 def _recv_buffers(
-    dist: Any,
-    info: list[int],
-    src: int,
-    group: Any,
-    tags: Iterator[int],
-    device: torch.device,
-    into: Layout | None = None,
-) -> dict[int, Tensor]:
-    """Receive the buffers ``info`` announces; straight into ``into``'s leaves where they
-    lie back to back (``into`` is given only when the structures match)."""
-    if info[6]:  # a structure this receiver did not ask for: drain it
-        dist.recv(torch.empty(info[6], dtype=torch.uint8), src, group=group, tag=next(tags))
-    bufs = _empty_buffers(info, device, into)
-    works = [
-        dist.irecv(_as_bytes(bufs[code]), src, group=group, tag=next(tags)) for code in sorted(bufs)
-    ]
-    for work in works:
+    dist: Any, info: list[int], src: int, group: Any, tags: Tags, device: torch.device
+) -> tuple[dict[int, Tensor], Tensor | None, int]:
+    """Receive what the header ``info`` announces after it: the structure (if any) and the
+    buffers. Returns them and the position of the next tag."""
+    raw = None
+    pos = 1
+    if info[6]:
+        raw = torch.empty(info[6], dtype=torch.uint8)
+        dist.recv(raw, src, group=group, tag=tags[1])
+        pos = 2
+    posted = {}
+    for code, numel in enumerate(info[_FIXED:]):
+        if numel:
+            tag = _payload_tag(tags[pos], info[2:5], info[1])
+            posted[code] = _post_buffer_recv(dist, numel, code, device, src, group, tag)
+            pos += 1
+    for work, _ in posted.values():
         work.wait()
-    return bufs
+    return {code: buf for code, (_, buf) in posted.items()}, raw, pos
 
 
 def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
     dist = _require_init(call)
-    tags = itertools.count(0)
+    tags = Tags()
     header = torch.empty(HEADER_LEN, dtype=torch.int64)
-    dist.recv(header, src, group=group, tag=next(tags))
+    dist.recv(header, src, group=group, tag=tags[0])
     info = header.tolist()
     _check_magic(call, info, src)
     dev = torch.device("cpu") if device is None else torch.device(device)
-    if info[1] != _INIT or not info[6]:
-        _recv_buffers(dist, info, src, group, tags, dev)
+    bufs, raw, _ = _recv_buffers(dist, info, src, group, tags, dev)
+    if info[1] != _INIT or raw is None:
         raise RuntimeError(
             f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
             "structure; pair from_remote_init with init_remote"
         )
-    raw = torch.empty(info[6], dtype=torch.uint8)
-    dist.recv(raw, src, group=group, tag=next(tags))
-    info[6] = 0
-    bufs = _recv_buffers(dist, info, src, group, tags, dev)
     return build(call, raw, bufs, dev)
 
 

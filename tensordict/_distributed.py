@@ -7,7 +7,6 @@ checked header first and raises on the receiving side when the structures differ
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +22,11 @@ from tensordict._dist_wire import (
     HEADER_LEN,
     Layout,
     Pending,
+    Tags,
     _as_bytes,
     _check_magic,
     _empty_buffers,
     _require_init,
-    _tags,
     build,
     post_recv,
     post_send,
@@ -89,7 +88,7 @@ class DistributedOps(CollectionProtocol):
         Traceback (most recent call last):
         RuntimeError: TensorDict.send: torch.distributed is not initialised; ...
         """
-        post_send(self, dst, group, _tags(init_tag, pseudo_rand), "TensorDict.send").wait()
+        post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.send").wait()
 
     def isend(
         self,
@@ -105,12 +104,11 @@ class DistributedOps(CollectionProtocol):
         Returns the next free tag once sent, or with ``return_early=True`` a list with one
         handle to ``wait()`` on before the leaves are changed.
         """
-        tags = _tags(init_tag, pseudo_rand)
-        pending = post_send(self, dst, group, tags, "TensorDict.isend")
+        pending = post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.isend")
         if return_early:
             return [pending]
         pending.wait()
-        return next(tags)
+        return pending.next_tag
 
     def recv(
         self,
@@ -126,9 +124,9 @@ class DistributedOps(CollectionProtocol):
         ``RuntimeError`` says what differs, after the sender's messages are consumed.
         Returns the next free tag.
         """
-        tags = _tags(init_tag, pseudo_rand)
-        post_recv(self, src, group, tags, "TensorDict.recv").wait()
-        return next(tags)
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.recv")
+        pending.wait()
+        return pending.next_tag
 
     def irecv(
         self,
@@ -144,12 +142,11 @@ class DistributedOps(CollectionProtocol):
         The handle's ``wait()`` receives the buffers and writes them into the leaves, so read
         the TensorDict only after it returns.
         """
-        tags = _tags(init_tag, pseudo_rand)
-        pending = post_recv(self, src, group, tags, "TensorDict.irecv")
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.irecv")
         if return_premature:
             return [pending]
         pending.wait()
-        return next(tags)
+        return pending.next_tag
 
     def init_remote(self, dst: int, group: Any = None, device: Any = None) -> None:
         """Send the structure (as JSON) and the leaves to ``dst``, which calls
@@ -159,7 +156,7 @@ class DistributedOps(CollectionProtocol):
         """
         call = "TensorDict.init_remote"
         spec = structure(self, call)
-        post_send(self, dst, group, itertools.count(0), call, _INIT, spec).wait()
+        post_send(self, dst, group, Tags(), call, _INIT, spec).wait()
 
     @classmethod
     def from_remote_init(cls, src: int, group: Any = None, device: Any = None) -> TensorDict:
@@ -339,7 +336,7 @@ class DistributedOps(CollectionProtocol):
                 f"({len(ranks)}), got {got}"
             )
         pending = [
-            post_send(td, rank, group, itertools.count(0), call, _INIT, structure(td, call))
+            post_send(td, rank, group, Tags(), call, _INIT, structure(td, call))
             for rank, td in zip(ranks, tensordicts, strict=True)
             if rank != src
         ]
@@ -358,7 +355,7 @@ class DistributedOps(CollectionProtocol):
         dist = _require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != dst:
-            post_send(self, dst, group, itertools.count(0), call).wait()
+            post_send(self, dst, group, Tags(), call).wait()
             return None
         others = [r for r in ranks if r != dst]
         bs = self._batch_size
@@ -370,7 +367,7 @@ class DistributedOps(CollectionProtocol):
         problems = []
         for row, rank in enumerate(others):
             try:
-                post_recv(self._index(row), rank, group, itertools.count(0), call).wait()
+                post_recv(self._index(row), rank, group, Tags(), call).wait()
             except RuntimeError as err:  # keep receiving: the other ranks are mid-send
                 problems.append(str(err))
         if problems:
