@@ -38,7 +38,7 @@ _DTYPE_NAMES = (
 )  # fmt: skip
 _DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in _DTYPE_NAMES)
 _CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(_DTYPES) if d is not None}
-_NODE, _LAZY, _NONTENSOR = -1, -2, -3  # entry codes of nested collections and non-tensors
+_NODE, _NONTENSOR = -1, -3  # entry codes of nested TensorDicts and non-tensors
 
 _MAGIC = 0x7D1C_0001  # "td" and the protocol version
 _DATA, _INIT, _REDUCE, _GATHER = 1, 2, 3, 4
@@ -66,6 +66,13 @@ def _require_init(call: str) -> Any:
             "torch.distributed.init_process_group(...) in every process first"
         )
     return dist
+
+
+def wire_device(dist: Any, group: Any) -> torch.device:
+    """Where headers and structures travel: the current CUDA device with nccl, else the CPU."""
+    if "nccl" in str(dist.get_backend(group)) and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _fingerprint(data: bytes) -> int:
@@ -96,16 +103,6 @@ class Layout:
 
     def _walk(self, td: CollectionProtocol, prefix: str, call: str) -> None:
         keys, dims, codes, groups = self.keys, self.dims, self.codes, self.groups
-        if td._lazy:
-            for i, member in enumerate(td.tensordicts):  # type: ignore[attr-defined]
-                keys.append(str(i))
-                dims.extend(member._batch_size)
-                dims.append(-1)
-                codes.append(_NODE)
-                keys.append("\x1e")
-                self._walk(member, _join(prefix, str(i)), call)
-                keys.append("\x1d")
-            return
         for key, value in td._tensordict.items():
             if isinstance(value, Tensor):
                 code = _CODES.get(value.dtype)
@@ -132,7 +129,7 @@ class Layout:
                 keys.append(key)
                 dims.extend(value._batch_size)
                 dims.append(-1)
-                codes.append(_LAZY if value._lazy else _NODE)
+                codes.append(_NODE)
                 keys.append("\x1e")
                 self._walk(value, _join(prefix, key), call)
                 keys.append("\x1d")
@@ -380,12 +377,14 @@ def post_send(
     lay = Layout(td, call)
     numels = lay.numels()
     fps = lay.fingerprints()
+    wire = wire_device(dist, group)
     header = torch.tensor([_MAGIC, kind, *fps, len(lay.codes), len(structure or b""), *numels])
+    header = header.to(wire)
     messages = [header]
     works = [dist.isend(header, dst, group=group, tag=tags[0])]
     pos = 1
     if structure is not None:
-        messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8))
+        messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
         works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
         pos = 2
     bufs = lay.pack()
@@ -406,7 +405,7 @@ def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: st
     ``_payload_tag``), so the data flows without waiting for the header to be checked.
     """
     dist = _require_init(call)
-    header = torch.empty(HEADER_LEN, dtype=torch.int64)
+    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
     lay = Layout(td, call)
     mine = lay.fingerprints()
@@ -454,7 +453,7 @@ def _recv_buffers(
     raw = None
     pos = 1
     if info[6]:
-        raw = torch.empty(info[6], dtype=torch.uint8)
+        raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         dist.recv(raw, src, group=group, tag=tags[1])
         pos = 2
     posted = {}
@@ -472,7 +471,7 @@ def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
     dist = _require_init(call)
     tags = Tags()
-    header = torch.empty(HEADER_LEN, dtype=torch.int64)
+    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     dist.recv(header, src, group=group, tag=tags[0])
     info = header.tolist()
     _check_magic(call, info, src)
@@ -493,11 +492,6 @@ def structure(td: CollectionProtocol, call: str) -> bytes:
 
 
 def _spec(td: CollectionProtocol, prefix: str, call: str) -> dict[str, Any]:
-    if td._lazy:
-        return {
-            "lazy": [_spec(m, _join(prefix, str(i)), call) for i, m in enumerate(td.tensordicts)],  # type: ignore[attr-defined]
-            "dim": td.stack_dim,  # type: ignore[attr-defined]
-        }
     entries: list[Any] = []
     for key, value in td._tensordict.items():
         path = _join(prefix, key)
@@ -531,7 +525,7 @@ def _spec(td: CollectionProtocol, prefix: str, call: str) -> dict[str, Any]:
 def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDict:
     """A TensorDict from a received structure; its leaves are views of the received buffers."""
     try:
-        spec = json.loads(bytes(raw.numpy()).decode())
+        spec = json.loads(bytes(raw.cpu().numpy()).decode())
     except (UnicodeDecodeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
     offsets = dict.fromkeys(bufs, 0)
@@ -551,12 +545,8 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
 def _build(
     spec: dict[str, Any], bufs: dict[int, Tensor], offsets: dict[int, int], device: torch.device
 ) -> Any:
-    from tensordict._lazy import LazyStackedTensorDict
     from tensordict._td import TensorDict
 
-    if "lazy" in spec:
-        members = [_build(m, bufs, offsets, device) for m in spec["lazy"]]
-        return LazyStackedTensorDict(members, stack_dim=int(spec["dim"]))
     entries: dict[str, Any] = {}
     for key, node in spec["entries"]:
         if "dtype" in node:

@@ -32,6 +32,7 @@ from tensordict._dist_wire import (
     post_send,
     recv_new,
     structure,
+    wire_device,
 )
 from tensordict._protocol import CollectionProtocol
 
@@ -48,6 +49,7 @@ def _ranks(dist: Any, group: Any) -> list[int]:
 
 def _exchange_headers(dist: Any, header: Tensor, group: Any, call: str) -> list[list[int]]:
     """Every rank's header, so that every rank sees a mismatch and raises alike."""
+    header = header.to(wire_device(dist, group))
     headers = [torch.empty_like(header) for _ in _ranks(dist, group)]
     dist.all_gather(headers, header, group=group)
     infos = [h.tolist() for h in headers]
@@ -194,19 +196,21 @@ class DistributedOps(CollectionProtocol):
             lay = Layout(self, call)
             spec = structure(self, call)
             bufs = lay.pack()
-            header = lay.header(_INIT, bufs, len(spec))
+            wire = wire_device(dist, group)
+            header = lay.header(_INIT, bufs, len(spec)).to(wire)
             dist.broadcast(header, src, group=group)
-            raw = torch.frombuffer(bytearray(spec), dtype=torch.uint8)
+            raw = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
             dist.broadcast(raw, src, group=group)
             for code in sorted(bufs):
                 dist.broadcast(_as_bytes(bufs[code]), src, group=group)
             return self  # type: ignore[return-value]
-        header = torch.empty(HEADER_LEN, dtype=torch.int64)
+        wire = wire_device(dist, group)
+        header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire)
         dist.broadcast(header, src, group=group)
         info = header.tolist()
         _check_magic(call, info, src)
-        dev = torch.device("cpu") if device is None else torch.device(device)
-        raw = torch.empty(info[6], dtype=torch.uint8)
+        dev = wire if device is None else torch.device(device)
+        raw = torch.empty(info[6], dtype=torch.uint8, device=wire)
         dist.broadcast(raw, src, group=group)
         bufs = _empty_buffers(info, dev)
         for code in sorted(bufs):
@@ -291,8 +295,9 @@ class DistributedOps(CollectionProtocol):
         infos = _exchange_headers(dist, lay.header(_GATHER, bufs, len(spec)), group, call)
         n = len(infos)
         longest = max(info[6] for info in infos)
-        raw = torch.zeros(longest, dtype=torch.uint8)
-        raw[: len(spec)] = torch.frombuffer(bytearray(spec), dtype=torch.uint8)
+        wire = wire_device(dist, group)
+        raw = torch.zeros(longest, dtype=torch.uint8, device=wire)
+        raw[: len(spec)] = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
         raws = [torch.empty_like(raw) for _ in range(n)]
         dist.all_gather(raws, raw, group=group)
         per_rank: list[dict[int, Tensor]] = [{} for _ in range(n)]
@@ -301,7 +306,7 @@ class DistributedOps(CollectionProtocol):
             if not most:
                 continue
             mine = bufs.get(code)
-            padded = torch.zeros(most, dtype=_DTYPES[code])
+            padded = torch.zeros(most, dtype=_DTYPES[code], device=wire)
             if mine is not None:
                 padded[: mine.numel()] = mine
             out = [torch.empty_like(padded) for _ in range(n)]
@@ -309,9 +314,7 @@ class DistributedOps(CollectionProtocol):
             for r, info in enumerate(infos):
                 if info[_FIXED + code]:
                     per_rank[r][code] = out[r][: info[_FIXED + code]]
-        return [
-            build(call, raws[r][: infos[r][6]], per_rank[r], torch.device("cpu")) for r in range(n)
-        ]
+        return [build(call, raws[r][: infos[r][6]], per_rank[r], wire) for r in range(n)]
 
     def scatter(
         self,

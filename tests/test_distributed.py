@@ -24,7 +24,13 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tensordict import CloudpickleWrapper, MemoryMappedTensor, TensorDict
+from tensordict import (
+    CloudpickleWrapper,
+    MemoryMappedTensor,
+    NonTensorStack,
+    TensorDict,
+)
+from tensordict._dist_wire import build
 
 GROUP_TIMEOUT_S = 30  # a blocked collective raises in the child after this
 LAUNCH_TIMEOUT_S = 150  # the whole launch, process start-up on a loaded machine included
@@ -331,3 +337,42 @@ def test_pickled_memmap_tensordict_does_not_grow_with_its_data(tmp_path: os.Path
     assert len(large) < 4096
     back = pickle.loads(large)
     assert isinstance(back.get("x"), MemoryMappedTensor) and back["x"].numel() == 100 << 20
+
+
+def test_structure_sending_calls_refuse_what_json_cannot_carry() -> None:
+    stack = TensorDict({"s": NonTensorStack.from_list(["a", "b"])}, [2])
+    with pytest.raises(TypeError, match=r"init_remote: key 's' is a NonTensorStack"):
+        stack.init_remote(1)
+    odd = TensorDict({"n": {"obj": object()}}, [])
+    with pytest.raises(TypeError, match=r"init_remote: key 'n/obj' holds a object; non-tensor"):
+        odd.init_remote(1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"not json", "not valid JSON"),
+        (b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8}]]}', "malformed"),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [5]}]]}',
+            "reads past the received buffer",
+        ),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [3]}]]}',
+            "does not use the received buffers exactly",
+        ),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [-4]}]]}',
+            "negative size",
+        ),
+    ],
+)
+def test_a_received_structure_is_validated(raw: bytes, message: str) -> None:
+    buffers = {8: torch.zeros(4)}  # 4 float32 elements arrived
+    with pytest.raises(RuntimeError, match=message):
+        build(
+            "TensorDict.from_remote_init",
+            torch.tensor(list(raw), dtype=torch.uint8),
+            buffers,
+            torch.device("cpu"),
+        )
