@@ -3,11 +3,17 @@
 Every transfer starts with a fixed-size int64 *header*: a magic number, the kind of
 message, 64-bit fingerprints of the keys, the shapes and the dtypes, the number of
 entries, the length of an optional structure description and the element count of
-each dtype's buffer. Then comes one contiguous buffer per dtype (every leaf of that
-dtype flattened, in storage order), never one message per leaf. A receiver compares
-the header with its own structure before it posts a receive of the buffers; on a
-mismatch it still receives the announced buffers (so the sender completes and the
-stream stays aligned) and raises, naming what differs.
+each dtype's buffer. Then come the structure (JSON, for the calls that send one) and
+one contiguous buffer per dtype (every leaf of that dtype flattened, in storage order),
+never one message per leaf.
+
+A receive never risks a buffer larger than it posted (gloo aborts the process then):
+either it posts the buffer receives after reading the header, or (point to point over
+gloo) it posts them at once under tags derived from its own structure, which a sender
+of another structure does not use. On a mismatch the receiver still receives what the
+header announces (the sender completes and the next transfer is aligned) and raises,
+naming what differs; its early receives stay posted and are taken over by the next
+receive of that structure.
 """
 
 from __future__ import annotations
@@ -36,20 +42,20 @@ _DTYPE_NAMES = (
     "float64", "complex64", "complex128", "uint16", "uint32", "uint64", "float8_e4m3fn",
     "float8_e5m2",
 )  # fmt: skip
-_DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in _DTYPE_NAMES)
-_CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(_DTYPES) if d is not None}
+DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in _DTYPE_NAMES)
+_CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(DTYPES) if d is not None}
 _NODE, _NONTENSOR = -1, -3  # entry codes of nested TensorDicts and non-tensors
 
 _MAGIC = 0x7D1C_0001  # "td" and the protocol version
-_DATA, _INIT, _REDUCE, _GATHER = 1, 2, 3, 4
+DATA, INIT, REDUCE, GATHER = 1, 2, 3, 4
 _KIND_NAMES = {
-    _DATA: "send/isend",
-    _INIT: "init_remote/broadcast/scatter",
-    _REDUCE: "all_reduce/reduce",
-    _GATHER: "all_gather",
+    DATA: "send/isend",
+    INIT: "init_remote/broadcast/scatter",
+    REDUCE: "all_reduce/reduce",
+    GATHER: "all_gather",
 }
-_FIXED = 7  # magic, kind, keys fp, shapes fp, dtypes fp, entries, structure length
-HEADER_LEN = _FIXED + len(_DTYPES)
+FIXED = 7  # magic, kind, keys fp, shapes fp, dtypes fp, entries, structure length
+HEADER_LEN = FIXED + len(DTYPES)
 
 
 def _dist() -> Any:
@@ -58,7 +64,7 @@ def _dist() -> Any:
     return dist
 
 
-def _require_init(call: str) -> Any:
+def require_init(call: str) -> Any:
     dist = _dist()
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
@@ -141,7 +147,7 @@ class Layout:
         return torch.device("cpu")
 
     def numels(self) -> list[int]:
-        out = [0] * len(_DTYPES)
+        out = [0] * len(DTYPES)
         for code, leaves in self.groups.items():
             out[code] = sum(leaf.numel() for leaf in leaves)
         return out
@@ -174,7 +180,7 @@ class Layout:
         return out
 
     def header(self, kind: int, buffers: dict[int, Tensor], extra: int = 0) -> Tensor:
-        numels = [0] * len(_DTYPES)
+        numels = [0] * len(DTYPES)
         for code, buf in buffers.items():
             numels[code] = buf.numel()
         return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.codes), extra, *numels])
@@ -205,7 +211,7 @@ class Layout:
         ]
         return (
             f"the structures differ in their {' and '.join(what)}: the sender has "
-            f"{info[5]} entries ({_describe(info[_FIXED:])}), this TensorDict has "
+            f"{info[5]} entries ({_describe(info[FIXED:])}), this TensorDict has "
             f"{len(self.codes)} ({_describe(self.numels())}); every process must hold the same "
             "keys in the same order, with the same shapes and dtypes (to send a structure the "
             "receiver does not know, use init_remote/from_remote_init)"
@@ -277,7 +283,7 @@ def _post_buffer_recv(
 ) -> tuple[Any, Tensor]:
     gref = dist.group.WORLD if group is None else group
     key = (id(gref), src, tag)
-    dtype = _DTYPES[code]
+    dtype = DTYPES[code]
     if dtype is None:
         raise RuntimeError(f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks")
     parked = _PARKED.pop(key, None)
@@ -291,7 +297,7 @@ def _post_buffer_recv(
             f"{buf.numel()} {buf.dtype} (an earlier mismatch); pass another init_tag"
         )
     buf = torch.empty(numel, dtype=dtype, device=device)
-    return dist.irecv(_as_bytes(buf), src, group=group, tag=tag), buf
+    return dist.irecv(as_bytes(buf), src, group=group, tag=tag), buf
 
 
 def _park(group: Any, src: int, posted: dict[int, tuple[int, Any, Tensor]]) -> None:
@@ -301,17 +307,17 @@ def _park(group: Any, src: int, posted: dict[int, tuple[int, Any, Tensor]]) -> N
         _PARKED[(id(gref), src, tag)] = (work, buf, gref)
 
 
-def _as_bytes(buf: Tensor) -> Tensor:
+def as_bytes(buf: Tensor) -> Tensor:
     """A byte view of a flat buffer: non-reducing transfers do not depend on the dtype."""
     return buf if buf.dtype == torch.uint8 else buf.view(torch.uint8)
 
 
-def _empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
+def empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
     """Fresh buffers of the sizes the header ``info`` announces (for the collectives)."""
     out = {}
-    for code, numel in enumerate(info[_FIXED:]):
+    for code, numel in enumerate(info[FIXED:]):
         if numel:
-            dtype = _DTYPES[code]
+            dtype = DTYPES[code]
             if dtype is None:
                 raise RuntimeError(
                     f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks"
@@ -320,7 +326,7 @@ def _empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
     return out
 
 
-def _check_magic(call: str, info: list[int], src: object) -> None:
+def check_magic(call: str, info: list[int], src: object) -> None:
     if len(info) != HEADER_LEN or info[0] != _MAGIC:
         raise RuntimeError(
             f"{call}: the message from rank {src} is not a tensordict header (was the matching "
@@ -369,11 +375,11 @@ def post_send(
     group: Any,
     tags: Tags,
     call: str,
-    kind: int = _DATA,
+    kind: int = DATA,
     structure: bytes | None = None,
 ) -> Pending:
     """Start sending ``td``: the header goes first, and the leaves are packed while it travels."""
-    dist = _require_init(call)
+    dist = require_init(call)
     lay = Layout(td, call)
     numels = lay.numels()
     fps = lay.fingerprints()
@@ -390,7 +396,7 @@ def post_send(
     bufs = lay.pack()
     for code in sorted(bufs):
         if numels[code]:
-            messages.append(_as_bytes(bufs[code]))
+            messages.append(as_bytes(bufs[code]))
             tag = _payload_tag(tags[pos], fps, kind)
             works.append(dist.isend(messages[-1], dst, group=group, tag=tag))
             pos += 1
@@ -404,7 +410,7 @@ def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: st
     receives are posted at once too, under tags that name this structure (see
     ``_payload_tag``), so the data flows without waiting for the header to be checked.
     """
-    dist = _require_init(call)
+    dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
     lay = Layout(td, call)
@@ -416,7 +422,7 @@ def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: st
         pos = 1
         for code in sorted(lay.groups):
             if numels[code]:
-                tag = _payload_tag(tags[pos], mine, _DATA)
+                tag = _payload_tag(tags[pos], mine, DATA)
                 posted[code] = (
                     tag,
                     *_post_buffer_recv(dist, numels[code], code, device, src, group, tag),
@@ -426,8 +432,8 @@ def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: st
 
     def finish() -> None:
         info = header.tolist()
-        _check_magic(call, info, src)
-        problem = lay.compare(info, _DATA, mine)
+        check_magic(call, info, src)
+        problem = lay.compare(info, DATA, mine)
         if problem is None and posted:
             for _, w, _ in posted.values():
                 w.wait()
@@ -457,7 +463,7 @@ def _recv_buffers(
         dist.recv(raw, src, group=group, tag=tags[1])
         pos = 2
     posted = {}
-    for code, numel in enumerate(info[_FIXED:]):
+    for code, numel in enumerate(info[FIXED:]):
         if numel:
             tag = _payload_tag(tags[pos], info[2:5], info[1])
             posted[code] = _post_buffer_recv(dist, numel, code, device, src, group, tag)
@@ -469,15 +475,15 @@ def _recv_buffers(
 
 def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
-    dist = _require_init(call)
+    dist = require_init(call)
     tags = Tags()
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     dist.recv(header, src, group=group, tag=tags[0])
     info = header.tolist()
-    _check_magic(call, info, src)
+    check_magic(call, info, src)
     dev = torch.device("cpu") if device is None else torch.device(device)
     bufs, raw, _ = _recv_buffers(dist, info, src, group, tags, dev)
-    if info[1] != _INIT or raw is None:
+    if info[1] != INIT or raw is None:
         raise RuntimeError(
             f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
             "structure; pair from_remote_init with init_remote"

@@ -14,23 +14,23 @@ import torch
 from torch import Tensor
 
 from tensordict._dist_wire import (
-    _DTYPES,
-    _FIXED,
-    _GATHER,
-    _INIT,
-    _REDUCE,
+    DTYPES,
+    FIXED,
+    GATHER,
     HEADER_LEN,
+    INIT,
+    REDUCE,
     Layout,
     Pending,
     Tags,
-    _as_bytes,
-    _check_magic,
-    _empty_buffers,
-    _require_init,
+    as_bytes,
     build,
+    check_magic,
+    empty_buffers,
     post_recv,
     post_send,
     recv_new,
+    require_init,
     structure,
     wire_device,
 )
@@ -54,7 +54,7 @@ def _exchange_headers(dist: Any, header: Tensor, group: Any, call: str) -> list[
     dist.all_gather(headers, header, group=group)
     infos = [h.tolist() for h in headers]
     for rank, info in zip(_ranks(dist, group), infos, strict=True):
-        _check_magic(call, info, rank)
+        check_magic(call, info, rank)
     return infos
 
 
@@ -158,7 +158,7 @@ class DistributedOps(CollectionProtocol):
         """
         call = "TensorDict.init_remote"
         spec = structure(self, call)
-        post_send(self, dst, group, Tags(), call, _INIT, spec).wait()
+        post_send(self, dst, group, Tags(), call, INIT, spec).wait()
 
     @classmethod
     def from_remote_init(cls, src: int, group: Any = None, device: Any = None) -> TensorDict:
@@ -191,30 +191,30 @@ class DistributedOps(CollectionProtocol):
         >>> dist.destroy_process_group()
         """
         call = "TensorDict.broadcast"
-        dist = _require_init(call)
+        dist = require_init(call)
         if dist.get_rank() == src:
             lay = Layout(self, call)
             spec = structure(self, call)
             bufs = lay.pack()
             wire = wire_device(dist, group)
-            header = lay.header(_INIT, bufs, len(spec)).to(wire)
+            header = lay.header(INIT, bufs, len(spec)).to(wire)
             dist.broadcast(header, src, group=group)
             raw = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
             dist.broadcast(raw, src, group=group)
             for code in sorted(bufs):
-                dist.broadcast(_as_bytes(bufs[code]), src, group=group)
+                dist.broadcast(as_bytes(bufs[code]), src, group=group)
             return self  # type: ignore[return-value]
         wire = wire_device(dist, group)
         header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire)
         dist.broadcast(header, src, group=group)
         info = header.tolist()
-        _check_magic(call, info, src)
+        check_magic(call, info, src)
         dev = wire if device is None else torch.device(device)
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire)
         dist.broadcast(raw, src, group=group)
-        bufs = _empty_buffers(info, dev)
+        bufs = empty_buffers(info, dev)
         for code in sorted(bufs):
-            dist.broadcast(_as_bytes(bufs[code]), src, group=group)
+            dist.broadcast(as_bytes(bufs[code]), src, group=group)
         return build(call, raw, bufs, dev)
 
     def all_reduce(
@@ -256,12 +256,12 @@ class DistributedOps(CollectionProtocol):
     def _reduce(
         self, call: str, dst: int | None, op: Any, group: Any, async_op: bool
     ) -> list[Pending] | None:
-        dist = _require_init(call)
+        dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
         lay = Layout(self, call)
         receives = dst is None or dist.get_rank() == dst
         bufs = lay.pack(copy=not receives)
-        infos = _exchange_headers(dist, lay.header(_REDUCE, bufs), group, call)
+        infos = _exchange_headers(dist, lay.header(REDUCE, bufs), group, call)
         _same_everywhere(call, lay, infos, _ranks(dist, group))
         works = []
         for code in sorted(bufs):
@@ -288,11 +288,11 @@ class DistributedOps(CollectionProtocol):
         >>> dist.destroy_process_group()
         """
         call = "TensorDict.all_gather"
-        dist = _require_init(call)
+        dist = require_init(call)
         lay = Layout(self, call)
         spec = structure(self, call)
         bufs = lay.pack()
-        infos = _exchange_headers(dist, lay.header(_GATHER, bufs, len(spec)), group, call)
+        infos = _exchange_headers(dist, lay.header(GATHER, bufs, len(spec)), group, call)
         n = len(infos)
         longest = max(info[6] for info in infos)
         wire = wire_device(dist, group)
@@ -301,19 +301,19 @@ class DistributedOps(CollectionProtocol):
         raws = [torch.empty_like(raw) for _ in range(n)]
         dist.all_gather(raws, raw, group=group)
         per_rank: list[dict[int, Tensor]] = [{} for _ in range(n)]
-        for code in range(len(_DTYPES)):
-            most = max(info[_FIXED + code] for info in infos)
+        for code in range(len(DTYPES)):
+            most = max(info[FIXED + code] for info in infos)
             if not most:
                 continue
             mine = bufs.get(code)
-            padded = torch.zeros(most, dtype=_DTYPES[code], device=wire)
+            padded = torch.zeros(most, dtype=DTYPES[code], device=wire)
             if mine is not None:
                 padded[: mine.numel()] = mine
             out = [torch.empty_like(padded) for _ in range(n)]
-            dist.all_gather([_as_bytes(o) for o in out], _as_bytes(padded), group=group)
+            dist.all_gather([as_bytes(o) for o in out], as_bytes(padded), group=group)
             for r, info in enumerate(infos):
-                if info[_FIXED + code]:
-                    per_rank[r][code] = out[r][: info[_FIXED + code]]
+                if info[FIXED + code]:
+                    per_rank[r][code] = out[r][: info[FIXED + code]]
         return [build(call, raws[r][: infos[r][6]], per_rank[r], wire) for r in range(n)]
 
     def scatter(
@@ -328,7 +328,7 @@ class DistributedOps(CollectionProtocol):
         returns its own (every rank calls it; the TensorDict it is called on is not used).
         """
         call = "TensorDict.scatter"
-        dist = _require_init(call)
+        dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != src:
             return recv_new(src, group, device, call)
@@ -339,7 +339,7 @@ class DistributedOps(CollectionProtocol):
                 f"({len(ranks)}), got {got}"
             )
         pending = [
-            post_send(td, rank, group, Tags(), call, _INIT, structure(td, call))
+            post_send(td, rank, group, Tags(), call, INIT, structure(td, call))
             for rank, td in zip(ranks, tensordicts, strict=True)
             if rank != src
         ]
@@ -355,7 +355,7 @@ class DistributedOps(CollectionProtocol):
         included. Returns ``self`` on ``dst`` and None elsewhere.
         """
         call = "TensorDict.gather_and_stack"
-        dist = _require_init(call)
+        dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != dst:
             post_send(self, dst, group, Tags(), call).wait()
@@ -381,7 +381,7 @@ class DistributedOps(CollectionProtocol):
 def _same_everywhere(call: str, lay: Layout, infos: list[list[int]], ranks: list[int]) -> None:
     problems = []
     for rank, info in zip(ranks, infos, strict=True):
-        problem = lay.compare(info, _REDUCE)
+        problem = lay.compare(info, REDUCE)
         if problem is not None:
             problems.append(f"rank {rank}: {problem.replace('the sender', f'rank {rank}')}")
     if problems:
