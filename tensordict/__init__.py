@@ -1,5 +1,6 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
@@ -16,6 +17,7 @@ _register_pytree()
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "CloudpickleWrapper",
     "LazyStackedTensorDict",
     "MemmapTensor",
     "MemoryMappedTensor",

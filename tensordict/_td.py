@@ -18,6 +18,7 @@ from tensordict._batch import (
     starts_with,
 )
 from tensordict._convert import ConvertOps
+from tensordict._distributed import DistributedOps
 from tensordict._format import register_type
 from tensordict._html import HtmlRepr
 from tensordict._index import IndexOps
@@ -71,6 +72,7 @@ class TensorDict(
     TorchFunctionOps,
     MemmapOps,
     ModuleOps,
+    DistributedOps,
     HtmlRepr,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.

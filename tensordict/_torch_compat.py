@@ -1,4 +1,4 @@
-"""The one place that touches torch's private APIs (``torch._foreach_*``)."""
+"""The one place that touches torch's private APIs (``torch._foreach_*``, ``torch._C._nn``)."""
 
 from __future__ import annotations
 
@@ -44,3 +44,13 @@ def mapping_key(key: str) -> Any:
 def disable_subclass_dispatch() -> Any:
     """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
     return torch._C.DisableTorchFunctionSubclass()
+
+
+def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One contiguous 1-D copy of ``tensors`` (same dtype) in order, built in one C++ call."""
+    return torch._C._nn.flatten_dense_tensors(tensors)
+
+
+def unflatten_dense(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Views of ``flat`` shaped as each of ``like``, in order (the inverse of flatten_dense)."""
+    return torch._C._nn.unflatten_dense_tensors(flat, like)

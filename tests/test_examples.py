@@ -18,7 +18,13 @@ TIMEOUT_S = 120  # a guard against hangs, not a timing claim: each script takes 
 
 def test_examples_found() -> None:
     names = {p.name for p in EXAMPLES}
-    assert {"quickstart.py", "ensemble_training.py", "checkpoint.py", "memmap_dataset.py"} <= names
+    assert {
+        "quickstart.py",
+        "ensemble_training.py",
+        "checkpoint.py",
+        "memmap_dataset.py",
+        "rpc_fill.py",
+    } <= names
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -1,0 +1,148 @@
+"""Cases for distributed transfers (issue 7): a TensorDict of 1,000 leaves (4 MB) against one
+4 MB tensor, over gloo between this process and a peer process on 127.0.0.1.
+
+The harness times both callables in this process, so each call is a round trip: a
+one-element command tells the peer what comes (the same cost on both sides), the
+payload goes to the peer, which receives it and sends it back. The library side
+packs and unpacks on both ends; the baseline sends the tensor as it is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from benchmarks._harness import Case, Fn
+from tensordict import TensorDict
+
+_STOP, _TENSOR, _TD, _SHARE, _SHARED = 0, 1, 2, 3, 4
+_NUMEL = 1_000_000  # 4 MB of float32
+
+
+def _payload() -> TensorDict:
+    """1,000 float32 leaves of 1,000 elements: 10 sub-TensorDicts of 100 leaves each."""
+    return TensorDict(
+        {f"group{g}": {f"leaf{i}": torch.rand(10, 100) for i in range(100)} for g in range(10)},
+        [10],
+    )
+
+
+def _init(rank: int, port: int) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=120),
+    )
+
+
+def _peer(port: int) -> None:
+    """Rank 1: receive whatever the command announces and send it back, until told to stop."""
+    _init(1, port)
+    td, flat = _payload(), torch.empty(_NUMEL)
+    shared = td
+    cmd = torch.zeros(1, dtype=torch.int64)
+    while True:
+        dist.recv(cmd, 0)
+        what = int(cmd)
+        if what == _STOP:
+            break
+        if what == _TENSOR:
+            dist.recv(flat, 0)
+            dist.send(flat, 0)
+        elif what == _TD:
+            td.recv(0)
+            td.send(0)
+        elif what == _SHARE:  # both sides get a TensorDict laid out as one buffer
+            shared = TensorDict.from_remote_init(0)
+            shared.init_remote(0)
+        else:
+            shared.recv(0)
+            shared.send(0)
+    dist.destroy_process_group()
+
+
+_STATE: dict[str, object] = {}
+
+
+def _connect() -> None:
+    if _STATE:
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    peer = mp.get_context("spawn").Process(target=_peer, args=(port,), daemon=True)
+    peer.start()
+    _init(0, port)
+    _STATE["peer"] = peer
+
+    def stop() -> None:
+        dist.send(torch.tensor([_STOP]), 1)
+        peer.join(timeout=30)
+        dist.destroy_process_group()
+
+    atexit.register(stop)
+
+
+def send_recv_vs_tensor() -> tuple[Fn, Fn]:
+    _connect()
+    td, flat = _payload(), torch.rand(_NUMEL)
+    cmd_td, cmd_tensor = torch.tensor([_TD]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.send(1)
+        td.recv(1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+def send_recv_received_vs_tensor() -> tuple[Fn, Fn]:
+    """The same round trip between TensorDicts built by from_remote_init, whose leaves
+    already lie in one buffer per dtype: they are sent and received without packing."""
+    _connect()
+    dist.send(torch.tensor([_SHARE]), 1)
+    _payload().init_remote(1)
+    td = TensorDict.from_remote_init(1)
+    flat = torch.rand(_NUMEL)
+    cmd_td, cmd_tensor = torch.tensor([_SHARED]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.send(1)
+        td.recv(1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+CASES = [
+    Case(
+        "send/recv TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        1.5,
+        send_recv_vs_tensor,
+    ),
+    Case(
+        "send/recv from_remote_init TensorDicts 1,000 leaves 4 MB (gloo, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        None,
+        send_recv_received_vs_tensor,
+    ),
+]

@@ -1,0 +1,578 @@
+"""The wire protocol of TensorDict transfers: leaves packed per dtype after a checked header.
+
+Every transfer starts with a fixed-size int64 *header*: a magic number, the kind of
+message, 64-bit fingerprints of the keys, the shapes and the dtypes, the number of
+entries, the length of an optional structure description and the element count of
+each dtype's buffer. Then come the structure (JSON, for the calls that send one) and
+one contiguous buffer per dtype (every leaf of that dtype flattened, in storage order),
+never one message per leaf.
+
+A receive never risks a buffer larger than it posted (gloo aborts the process then):
+either it posts the buffer receives after reading the header, or (point to point over
+gloo) it posts them at once under tags derived from its own structure, which a sender
+of another structure does not use. On a mismatch the receiver still receives what the
+header announces (the sender completes and the next transfer is aligned) and raises,
+naming what differs; its early receives stay posted and are taken over by the next
+receive of that structure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import marshal
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._protocol import CollectionProtocol
+from tensordict._torch_compat import flatten_dense, foreach, unflatten_dense
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+# The position of a dtype in this table is its code on the wire: append, never reorder.
+_DTYPE_NAMES = (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+    "float64", "complex64", "complex128", "uint16", "uint32", "uint64", "float8_e4m3fn",
+    "float8_e5m2",
+)  # fmt: skip
+DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in _DTYPE_NAMES)
+_CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(DTYPES) if d is not None}
+_NODE, _NONTENSOR = -1, -3  # entry codes of nested TensorDicts and non-tensors
+
+_MAGIC = 0x7D1C_0001  # "td" and the protocol version
+DATA, INIT, REDUCE, GATHER = 1, 2, 3, 4
+_KIND_NAMES = {
+    DATA: "send/isend",
+    INIT: "init_remote/broadcast/scatter",
+    REDUCE: "all_reduce/reduce",
+    GATHER: "all_gather",
+}
+FIXED = 7  # magic, kind, keys fp, shapes fp, dtypes fp, entries, structure length
+HEADER_LEN = FIXED + len(DTYPES)
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist
+
+
+def require_init(call: str) -> Any:
+    dist = _dist()
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            f"{call}: torch.distributed is not initialised; call "
+            "torch.distributed.init_process_group(...) in every process first"
+        )
+    return dist
+
+
+def wire_device(dist: Any, group: Any) -> torch.device:
+    """Where headers and structures travel: the current CUDA device with nccl, else the CPU."""
+    if "nccl" in str(dist.get_backend(group)) and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _fingerprint(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}\x1f{key}" if prefix else key
+
+
+def _shown(path: str) -> str:
+    return path.replace("\x1f", "/")
+
+
+class Layout:
+    """The flattened structure of a collection: entry keys, shapes, codes, leaves per dtype."""
+
+    __slots__ = ("codes", "dims", "groups", "keys")
+
+    def __init__(self, td: CollectionProtocol, call: str) -> None:
+        # keys: entry keys, with markers around each nested level; dims: every entry's
+        # shape, flattened, each closed by -1; codes: a dtype code or an entry kind.
+        self.keys: list[str] = []
+        self.dims: list[int] = []
+        self.codes: list[int] = []
+        self.groups: dict[int, list[Tensor]] = {}
+        self._walk(td, "", call)
+
+    def _walk(self, td: CollectionProtocol, prefix: str, call: str) -> None:
+        keys, dims, codes, groups = self.keys, self.dims, self.codes, self.groups
+        for key, value in td._tensordict.items():
+            if isinstance(value, Tensor):
+                code = _CODES.get(value.dtype)
+                if code is None:
+                    raise TypeError(
+                        f"{call}: key {_shown(_join(prefix, key))!r} has dtype {value.dtype}, "
+                        f"which cannot be sent; cast it to one of {', '.join(_DTYPE_NAMES)}"
+                    )
+                keys.append(key)
+                dims.extend(value.shape)
+                dims.append(-1)
+                codes.append(code)
+                group = groups.get(code)
+                if group is None:
+                    groups[code] = [value]
+                else:
+                    group.append(value)
+            elif isinstance(value, NonTensor):
+                keys.append(key)
+                dims.extend(value.batch_size)
+                dims.append(-1)
+                codes.append(_NONTENSOR)
+            else:
+                keys.append(key)
+                dims.extend(value._batch_size)
+                dims.append(-1)
+                codes.append(_NODE)
+                keys.append("\x1e")
+                self._walk(value, _join(prefix, key), call)
+                keys.append("\x1d")
+
+    def device(self) -> torch.device:
+        """Where receive buffers are allocated: the device of the first leaf, or the CPU."""
+        for leaves in self.groups.values():
+            return leaves[0].device
+        return torch.device("cpu")
+
+    def numels(self) -> list[int]:
+        out = [0] * len(DTYPES)
+        for code, leaves in self.groups.items():
+            out[code] = sum(leaf.numel() for leaf in leaves)
+        return out
+
+    def span(self, code: int) -> Tensor | None:
+        """A flat view over the leaves of ``code`` when they already lie back to back, in
+        order, in one storage (one leaf, or a TensorDict from ``from_remote_init``)."""
+        leaves = self.groups[code]
+        first = leaves[0]
+        if len(leaves) == 1:
+            return first.view(-1) if first.is_contiguous() else None
+        last = leaves[-1]
+        if first.untyped_storage().data_ptr() != last.untyped_storage().data_ptr():
+            return None
+        size = first.element_size()
+        ptr = start = first.data_ptr()
+        for leaf in leaves:
+            if leaf.data_ptr() != ptr or not leaf.is_contiguous():
+                return None
+            ptr += leaf.numel() * size
+        return first.as_strided(((ptr - start) // size,), (1,))
+
+    def pack(self, copy: bool = False) -> dict[int, Tensor]:
+        """One flat buffer per dtype code: a view when the leaves already are one (unless
+        ``copy``), else one packed copy."""
+        out: dict[int, Tensor] = {}
+        for code in sorted(self.groups):
+            span = None if copy else self.span(code)
+            out[code] = flatten_dense(self.groups[code]) if span is None else span
+        return out
+
+    def header(self, kind: int, buffers: dict[int, Tensor], extra: int = 0) -> Tensor:
+        numels = [0] * len(DTYPES)
+        for code, buf in buffers.items():
+            numels[code] = buf.numel()
+        return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.codes), extra, *numels])
+
+    def fingerprints(self) -> tuple[int, int, int]:
+        return (
+            _fingerprint("\x00".join(self.keys).encode()),
+            _fingerprint(marshal.dumps(self.dims)),
+            _fingerprint(bytes(c + 8 for c in self.codes)),
+        )
+
+    def compare(
+        self, info: list[int], kind: int, mine: tuple[int, int, int] | None = None
+    ) -> str | None:
+        """None when the header ``info`` describes this structure, else what differs."""
+        if info[1] != kind:
+            return (
+                f"the sender called {_KIND_NAMES.get(info[1], '?')}, which does not pair "
+                f"with {_KIND_NAMES[kind]}"
+            )
+        mine = self.fingerprints() if mine is None else mine
+        if tuple(info[2:5]) == mine:
+            return None
+        what = [
+            name
+            for name, a, b in zip(("keys", "shapes", "dtypes"), info[2:5], mine, strict=True)
+            if a != b
+        ]
+        return (
+            f"the structures differ in their {' and '.join(what)}: the sender has "
+            f"{info[5]} entries ({_describe(info[FIXED:])}), this TensorDict has "
+            f"{len(self.codes)} ({_describe(self.numels())}); every process must hold the same "
+            "keys in the same order, with the same shapes and dtypes (to send a structure the "
+            "receiver does not know, use init_remote/from_remote_init)"
+        )
+
+    def unpack(self, buffers: dict[int, Tensor]) -> None:
+        """Copy each dtype buffer back into this structure's leaves (under no_grad)."""
+        copy_ = foreach("copy_")
+        with torch.no_grad():
+            for code, leaves in self.groups.items():
+                buf = buffers[code]
+                if buf.data_ptr() == leaves[0].data_ptr():
+                    continue  # reduced in place (see span)
+                span = self.span(code)
+                if span is not None:  # the leaves lie back to back: one copy
+                    span.copy_(buf)
+                    continue
+                views = unflatten_dense(buf, leaves)
+                if copy_ is not None and buf.device.type == "cpu":
+                    copy_(leaves, list(views))
+                else:
+                    for leaf, view in zip(leaves, views, strict=True):
+                        leaf.copy_(view)
+
+
+def _describe(numels: Sequence[int]) -> str:
+    parts = [f"{_DTYPE_NAMES[c]} x {n}" for c, n in enumerate(numels) if n]
+    return ", ".join(parts) if parts else "no tensor data"
+
+
+class Tags:
+    """The tags of a transfer's messages, by position: ``init_tag``, ``init_tag + 1``, ...
+    or, with ``pseudo_rand``, draws of a generator seeded by ``init_tag``."""
+
+    __slots__ = ("_draw", "_values")
+
+    def __init__(self, init_tag: int = 0, pseudo_rand: bool = False) -> None:
+        rng = random.Random(init_tag) if pseudo_rand else None
+        counter = itertools.count(init_tag)
+        self._draw: Iterator[int] = (
+            counter if rng is None else (rng.randrange(1 << 30) for _ in counter)
+        )
+        self._values: list[int] = []
+
+    def __getitem__(self, position: int) -> int:
+        while len(self._values) <= position:
+            self._values.append(next(self._draw))
+        return self._values[position]
+
+
+_TAG_MASK = (1 << 30) - 1
+
+
+def _payload_tag(tag: int, fingerprints: Sequence[int], kind: int) -> int:
+    """A buffer's tag also names its structure and the kind of call: a receive posted
+    before the header is read then only ever matches a buffer of the size it expects
+    (gloo aborts the process on a larger one)."""
+    mix = fingerprints[0] * 3 + fingerprints[1] * 5 + fingerprints[2] * 7 + kind * 11
+    return (tag * 40503 + mix) & _TAG_MASK
+
+
+# Receives posted for a structure that did not come: they stay posted (gloo cannot cancel
+# them) and are taken over by the next receive of the same source, tag and size.
+_PARKED: dict[tuple[int, int, int], tuple[Any, Tensor, Any]] = {}
+
+
+def _post_buffer_recv(
+    dist: Any, numel: int, code: int, device: torch.device, src: int, group: Any, tag: int
+) -> tuple[Any, Tensor]:
+    gref = dist.group.WORLD if group is None else group
+    key = (id(gref), src, tag)
+    dtype = DTYPES[code]
+    if dtype is None:
+        raise RuntimeError(f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks")
+    parked = _PARKED.pop(key, None)
+    if parked is not None:
+        work, buf, _ = parked
+        if buf.numel() == numel and buf.dtype == dtype and buf.device == device:
+            return work, buf
+        _PARKED[key] = parked
+        raise RuntimeError(
+            f"a receive from rank {src} with tag {tag} is still posted for a buffer of "
+            f"{buf.numel()} {buf.dtype} (an earlier mismatch); pass another init_tag"
+        )
+    buf = torch.empty(numel, dtype=dtype, device=device)
+    return dist.irecv(as_bytes(buf), src, group=group, tag=tag), buf
+
+
+def _park(group: Any, src: int, posted: dict[int, tuple[int, Any, Tensor]]) -> None:
+    dist = _dist()
+    gref = dist.group.WORLD if group is None else group
+    for tag, work, buf in posted.values():
+        _PARKED[(id(gref), src, tag)] = (work, buf, gref)
+
+
+def as_bytes(buf: Tensor) -> Tensor:
+    """A byte view of a flat buffer: non-reducing transfers do not depend on the dtype."""
+    return buf if buf.dtype == torch.uint8 else buf.view(torch.uint8)
+
+
+def empty_buffers(info: list[int], device: torch.device) -> dict[int, Tensor]:
+    """Fresh buffers of the sizes the header ``info`` announces (for the collectives)."""
+    out = {}
+    for code, numel in enumerate(info[FIXED:]):
+        if numel:
+            dtype = DTYPES[code]
+            if dtype is None:
+                raise RuntimeError(
+                    f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks"
+                )
+            out[code] = torch.empty(numel, dtype=dtype, device=device)
+    return out
+
+
+def check_magic(call: str, info: list[int], src: object) -> None:
+    if len(info) != HEADER_LEN or info[0] != _MAGIC:
+        raise RuntimeError(
+            f"{call}: the message from rank {src} is not a tensordict header (was the matching "
+            "call on the other side a tensordict send of the same tensordict version?)"
+        )
+
+
+class Pending:
+    """A transfer in flight: ``wait()`` completes it, and also unpacks what it received."""
+
+    __slots__ = ("_done", "_finish", "_keep", "_works", "next_tag")
+
+    def __init__(
+        self,
+        works: list[Any],
+        finish: Callable[[], None] | None = None,
+        keep: object = None,
+        next_tag: int = 0,
+    ) -> None:
+        self._works = works
+        self._finish = finish
+        self._keep = keep  # the buffers in flight stay alive until wait()
+        self._done = False
+        self.next_tag = next_tag  # the tag after the last message (set by wait() for recv)
+
+    def is_completed(self) -> bool:
+        """Whether ``wait()`` has completed (it runs the unpacking, so call it)."""
+        return self._done
+
+    def wait(self) -> bool:
+        """Wait for every message, then write received values into the TensorDict."""
+        if not self._done:
+            for work in self._works:
+                work.wait()
+            if self._finish is not None:
+                self._finish()
+            self._done = True
+            self._keep = None
+        return True
+
+
+# ---------------------------------------------------------------- point to point
+def post_send(
+    td: CollectionProtocol,
+    dst: int,
+    group: Any,
+    tags: Tags,
+    call: str,
+    kind: int = DATA,
+    structure: bytes | None = None,
+) -> Pending:
+    """Start sending ``td``: the header goes first, and the leaves are packed while it travels."""
+    dist = require_init(call)
+    lay = Layout(td, call)
+    numels = lay.numels()
+    fps = lay.fingerprints()
+    wire = wire_device(dist, group)
+    header = torch.tensor([_MAGIC, kind, *fps, len(lay.codes), len(structure or b""), *numels])
+    header = header.to(wire)
+    messages = [header]
+    works = [dist.isend(header, dst, group=group, tag=tags[0])]
+    pos = 1
+    if structure is not None:
+        messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
+        works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
+        pos = 2
+    bufs = lay.pack()
+    for code in sorted(bufs):
+        if numels[code]:
+            messages.append(as_bytes(bufs[code]))
+            tag = _payload_tag(tags[pos], fps, kind)
+            works.append(dist.isend(messages[-1], dst, group=group, tag=tag))
+            pos += 1
+    return Pending(works, keep=messages, next_tag=tags[pos])
+
+
+def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: str) -> Pending:
+    """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them.
+
+    The receiver's own structure is read while the header travels. With gloo the buffer
+    receives are posted at once too, under tags that name this structure (see
+    ``_payload_tag``), so the data flows without waiting for the header to be checked.
+    """
+    dist = require_init(call)
+    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
+    work = dist.irecv(header, src, group=group, tag=tags[0])
+    lay = Layout(td, call)
+    mine = lay.fingerprints()
+    device = lay.device()
+    posted: dict[int, tuple[int, Any, Tensor]] = {}
+    if dist.get_backend(group) == "gloo":
+        numels = lay.numels()
+        pos = 1
+        for code in sorted(lay.groups):
+            if numels[code]:
+                tag = _payload_tag(tags[pos], mine, DATA)
+                posted[code] = (
+                    tag,
+                    *_post_buffer_recv(dist, numels[code], code, device, src, group, tag),
+                )
+                pos += 1
+    pending = Pending([work])
+
+    def finish() -> None:
+        info = header.tolist()
+        check_magic(call, info, src)
+        problem = lay.compare(info, DATA, mine)
+        if problem is None and posted:
+            for _, w, _ in posted.values():
+                w.wait()
+            lay.unpack({code: buf for code, (_, _, buf) in posted.items()})
+            pending.next_tag = tags[1 + len(posted)]
+            return
+        _park(group, src, posted)
+        bufs, _, end = _recv_buffers(dist, info, src, group, tags, device)
+        pending.next_tag = tags[end]
+        if problem is not None:
+            raise RuntimeError(f"{call}: the tensordict from rank {src} does not fit: {problem}")
+        lay.unpack(bufs)
+
+    pending._finish = finish
+    return pending
+
+
+def _recv_buffers(
+    dist: Any, info: list[int], src: int, group: Any, tags: Tags, device: torch.device
+) -> tuple[dict[int, Tensor], Tensor | None, int]:
+    """Receive what the header ``info`` announces after it: the structure (if any) and the
+    buffers. Returns them and the position of the next tag."""
+    raw = None
+    pos = 1
+    if info[6]:
+        raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
+        dist.recv(raw, src, group=group, tag=tags[1])
+        pos = 2
+    posted = {}
+    for code, numel in enumerate(info[FIXED:]):
+        if numel:
+            tag = _payload_tag(tags[pos], info[2:5], info[1])
+            posted[code] = _post_buffer_recv(dist, numel, code, device, src, group, tag)
+            pos += 1
+    for work, _ in posted.values():
+        work.wait()
+    return {code: buf for code, (_, buf) in posted.items()}, raw, pos
+
+
+def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
+    """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
+    dist = require_init(call)
+    tags = Tags()
+    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
+    dist.recv(header, src, group=group, tag=tags[0])
+    info = header.tolist()
+    check_magic(call, info, src)
+    dev = torch.device("cpu") if device is None else torch.device(device)
+    bufs, raw, _ = _recv_buffers(dist, info, src, group, tags, dev)
+    if info[1] != INIT or raw is None:
+        raise RuntimeError(
+            f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
+            "structure; pair from_remote_init with init_remote"
+        )
+    return build(call, raw, bufs, dev)
+
+
+# ---------------------------------------------------------------- structure on the wire
+def structure(td: CollectionProtocol, call: str) -> bytes:
+    """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
+    return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
+
+
+def _spec(td: CollectionProtocol, prefix: str, call: str) -> dict[str, Any]:
+    entries: list[Any] = []
+    for key, value in td._tensordict.items():
+        path = _join(prefix, key)
+        if isinstance(value, Tensor):
+            code = _CODES.get(value.dtype)
+            if code is None:
+                raise TypeError(
+                    f"{call}: key {_shown(path)!r} has dtype {value.dtype}, which cannot be sent"
+                )
+            entries.append([key, {"dtype": code, "shape": list(value.shape)}])
+        elif isinstance(value, NonTensorData):
+            try:
+                json.dumps(value.data)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"{call}: key {_shown(path)!r} holds a {type(value.data).__name__}; non-tensor "
+                    "entries travel as JSON (str, int, float, bool, None, lists and dicts)"
+                ) from None
+            entries.append([key, {"data": value.data, "batch_size": list(value.batch_size)}])
+        elif isinstance(value, NonTensor):
+            raise TypeError(
+                f"{call}: key {_shown(path)!r} is a {type(value).__name__}, which cannot be sent; "
+                "only NonTensorData with a JSON value travels"
+            )
+        else:
+            entries.append([key, _spec(value, path, call)])
+    device = None if td._device is None else str(td._device)
+    return {"batch_size": list(td._batch_size), "device": device, "entries": entries}
+
+
+def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDict:
+    """A TensorDict from a received structure; its leaves are views of the received buffers."""
+    try:
+        spec = json.loads(bytes(raw.cpu().numpy()).decode())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
+    offsets = dict.fromkeys(bufs, 0)
+    try:
+        td: TensorDict = _build(spec, bufs, offsets, device)
+    except (KeyError, TypeError, IndexError, AttributeError) as err:
+        raise RuntimeError(f"{call}: the received structure is malformed ({err!r})") from None
+    short = {c: (offsets[c], b.numel()) for c, b in bufs.items() if offsets[c] != b.numel()}
+    if short:
+        raise RuntimeError(
+            f"{call}: the received structure does not use the received buffers exactly "
+            f"(used, received elements per dtype code): {short}"
+        )
+    return td
+
+
+def _build(
+    spec: dict[str, Any], bufs: dict[int, Tensor], offsets: dict[int, int], device: torch.device
+) -> Any:
+    from tensordict._td import TensorDict
+
+    entries: dict[str, Any] = {}
+    for key, node in spec["entries"]:
+        if "dtype" in node:
+            code, shape = int(node["dtype"]), [int(s) for s in node["shape"]]
+            if any(s < 0 for s in shape):
+                raise IndexError(f"negative size in {shape}")
+            n = 1
+            for s in shape:
+                n *= s
+            start = offsets[code]
+            if start + n > bufs[code].numel():
+                raise IndexError(f"key {key!r} reads past the received buffer")
+            offsets[code] = start + n
+            entries[key] = bufs[code][start : start + n].view(shape)
+        elif "data" in node:
+            entries[key] = NonTensorData(node["data"], batch_size=node["batch_size"])
+        else:
+            entries[key] = _build(node, bufs, offsets, device)
+    dev = spec["device"]
+    keep_device = dev is not None and torch.device(dev) == device
+    return TensorDict(
+        entries, batch_size=spec["batch_size"], device=device if keep_device else None
+    )

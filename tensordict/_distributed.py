@@ -1,0 +1,388 @@
+"""Point-to-point and collective methods of TensorDict over ``torch.distributed`` (gloo, nccl).
+
+Each method packs the leaves of one dtype into one contiguous buffer, sends a small
+checked header first and raises on the receiving side when the structures differ; see
+``tensordict/_dist_wire.py`` for the protocol and ``docs/distributed.md`` for a guide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._dist_wire import (
+    DTYPES,
+    FIXED,
+    GATHER,
+    HEADER_LEN,
+    INIT,
+    REDUCE,
+    Layout,
+    Pending,
+    Tags,
+    as_bytes,
+    build,
+    check_magic,
+    empty_buffers,
+    post_recv,
+    post_send,
+    recv_new,
+    require_init,
+    structure,
+    wire_device,
+)
+from tensordict._protocol import CollectionProtocol
+
+if TYPE_CHECKING:
+    from tensordict._td import TensorDict
+
+
+def _ranks(dist: Any, group: Any) -> list[int]:
+    """The global ranks of ``group`` (the default group when None), in group order."""
+    if group is None:
+        return list(range(dist.get_world_size()))
+    return list(dist.get_process_group_ranks(group))
+
+
+def _exchange_headers(dist: Any, header: Tensor, group: Any, call: str) -> list[list[int]]:
+    """Every rank's header, so that every rank sees a mismatch and raises alike."""
+    header = header.to(wire_device(dist, group))
+    headers = [torch.empty_like(header) for _ in _ranks(dist, group)]
+    dist.all_gather(headers, header, group=group)
+    infos = [h.tolist() for h in headers]
+    for rank, info in zip(_ranks(dist, group), infos, strict=True):
+        check_magic(call, info, rank)
+    return infos
+
+
+class DistributedOps(CollectionProtocol):
+    """send/recv, init_remote, broadcast, all_reduce, reduce, all_gather, scatter, gather_and_stack.
+
+    Tensor leaves travel; a ``NonTensorData`` entry is part of the structure check, and its
+    value travels only with the calls that send the structure (``init_remote``,
+    ``broadcast``, ``scatter``, ``all_gather``), as JSON.
+    """
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------ point to point
+    def send(
+        self,
+        dst: int,
+        *,
+        group: Any = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+    ) -> None:
+        """Send the leaves to rank ``dst``, whose ``recv`` fills a TensorDict of the same structure.
+
+        One header message, then one message per dtype. ``init_tag`` numbers the messages
+        (``init_tag``, ``init_tag + 1``, ...) and ``pseudo_rand=True`` draws the tags from a
+        generator seeded by ``init_tag``; the receiver passes the same values.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3)}, [3])
+        >>> td.send(1)
+        Traceback (most recent call last):
+        RuntimeError: TensorDict.send: torch.distributed is not initialised; ...
+        """
+        post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.send").wait()
+
+    def isend(
+        self,
+        dst: int,
+        *,
+        group: Any = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+        return_early: bool = False,
+    ) -> int | list[Pending]:
+        """As :meth:`send`, with every message posted at once.
+
+        Returns the next free tag once sent, or with ``return_early=True`` a list with one
+        handle to ``wait()`` on before the leaves are changed.
+        """
+        pending = post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.isend")
+        if return_early:
+            return [pending]
+        pending.wait()
+        return pending.next_tag
+
+    def recv(
+        self,
+        src: int,
+        *,
+        group: Any = None,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+    ) -> int:
+        """Receive what rank ``src`` sends into the leaves of this TensorDict, in place.
+
+        The keys (in order), shapes and dtypes must be the sender's: otherwise a
+        ``RuntimeError`` says what differs, after the sender's messages are consumed.
+        Returns the next free tag.
+        """
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.recv")
+        pending.wait()
+        return pending.next_tag
+
+    def irecv(
+        self,
+        src: int,
+        *,
+        group: Any = None,
+        return_premature: bool = False,
+        init_tag: int = 0,
+        pseudo_rand: bool = False,
+    ) -> int | list[Pending]:
+        """As :meth:`recv`; with ``return_premature=True``, returns a list with one handle.
+
+        The handle's ``wait()`` receives the buffers and writes them into the leaves, so read
+        the TensorDict only after it returns.
+        """
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.irecv")
+        if return_premature:
+            return [pending]
+        pending.wait()
+        return pending.next_tag
+
+    def init_remote(self, dst: int, group: Any = None, device: Any = None) -> None:
+        """Send the structure (as JSON) and the leaves to ``dst``, which calls
+        :meth:`from_remote_init` and needs to know nothing in advance.
+
+        ``device`` is accepted for compatibility: leaves are sent from where they live.
+        """
+        call = "TensorDict.init_remote"
+        spec = structure(self, call)
+        post_send(self, dst, group, Tags(), call, INIT, spec).wait()
+
+    @classmethod
+    def from_remote_init(cls, src: int, group: Any = None, device: Any = None) -> TensorDict:
+        """The TensorDict that rank ``src`` sends with :meth:`init_remote`.
+
+        Its leaves are views of one received buffer per dtype, on ``device`` (the CPU by
+        default). The structure is JSON: nothing is unpickled. The result is a TensorDict,
+        whatever class the sender had. Two processes are needed (see docs/distributed.md):
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict.from_remote_init(src=0)
+        Traceback (most recent call last):
+        RuntimeError: TensorDict.from_remote_init: torch.distributed is not initialised; ...
+        """
+        return recv_new(src, group, device, "TensorDict.from_remote_init")
+
+    # ------------------------------------------------------------ collectives
+    def broadcast(self, src: int, *, group: Any = None, device: Any = None) -> TensorDict:
+        """Rank ``src``'s TensorDict on every rank of the group (every rank calls it).
+
+        The others need not know the structure: call it on an empty TensorDict. Rank
+        ``src`` gets ``self`` back; the others a new TensorDict whose leaves are views of
+        the received buffers, on ``device`` (the CPU by default).
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> TensorDict({"a": torch.arange(3)}, [3]).broadcast(src=0)["a"]
+        tensor([0, 1, 2])
+        >>> dist.destroy_process_group()
+        """
+        call = "TensorDict.broadcast"
+        dist = require_init(call)
+        if dist.get_rank() == src:
+            lay = Layout(self, call)
+            spec = structure(self, call)
+            bufs = lay.pack()
+            wire = wire_device(dist, group)
+            header = lay.header(INIT, bufs, len(spec)).to(wire)
+            dist.broadcast(header, src, group=group)
+            raw = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
+            dist.broadcast(raw, src, group=group)
+            for code in sorted(bufs):
+                dist.broadcast(as_bytes(bufs[code]), src, group=group)
+            return self  # type: ignore[return-value]
+        wire = wire_device(dist, group)
+        header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire)
+        dist.broadcast(header, src, group=group)
+        info = header.tolist()
+        check_magic(call, info, src)
+        dev = wire if device is None else torch.device(device)
+        raw = torch.empty(info[6], dtype=torch.uint8, device=wire)
+        dist.broadcast(raw, src, group=group)
+        bufs = empty_buffers(info, dev)
+        for code in sorted(bufs):
+            dist.broadcast(as_bytes(bufs[code]), src, group=group)
+        return build(call, raw, bufs, dev)
+
+    def all_reduce(
+        self, op: Any = None, *, group: Any = None, async_op: bool = False
+    ) -> list[Pending] | None:
+        """Reduce every leaf over the ranks (sum by default), in place, on every rank.
+
+        One ``torch.distributed.all_reduce`` per dtype buffer, after the headers of all
+        ranks are compared (a mismatch raises on every rank). With ``async_op=True``,
+        returns a list with one handle whose ``wait()`` writes the results into the leaves.
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> td = TensorDict({"grad": torch.ones(2)}, [2])
+        >>> td.all_reduce()  # a group of one: the sum is the value itself
+        >>> td["grad"]
+        tensor([1., 1.])
+        >>> dist.destroy_process_group()
+        """
+        return self._reduce("TensorDict.all_reduce", None, op, group, async_op)
+
+    def reduce(
+        self,
+        dst: int,
+        op: Any = None,
+        async_op: bool = False,
+        return_premature: bool = False,
+        group: Any = None,
+    ) -> list[Pending] | None:
+        """Reduce every leaf over the ranks into the TensorDict of rank ``dst`` (sum by default).
+
+        The other ranks keep their values (their buffers are copies). With
+        ``async_op=True`` and ``return_premature=True``, returns a list with one handle
+        whose ``wait()`` writes the result into the leaves on ``dst``.
+        """
+        return self._reduce("TensorDict.reduce", dst, op, group, async_op and return_premature)
+
+    def _reduce(
+        self, call: str, dst: int | None, op: Any, group: Any, async_op: bool
+    ) -> list[Pending] | None:
+        dist = require_init(call)
+        op = dist.ReduceOp.SUM if op is None else op
+        lay = Layout(self, call)
+        receives = dst is None or dist.get_rank() == dst
+        bufs = lay.pack(copy=not receives)
+        infos = _exchange_headers(dist, lay.header(REDUCE, bufs), group, call)
+        _same_everywhere(call, lay, infos, _ranks(dist, group))
+        works = []
+        for code in sorted(bufs):
+            if dst is None:
+                works.append(dist.all_reduce(bufs[code], op, group=group, async_op=True))
+            else:
+                works.append(dist.reduce(bufs[code], dst, op, group=group, async_op=True))
+        pending = Pending(works, (lambda: lay.unpack(bufs)) if receives else None, bufs)
+        if async_op:
+            return [pending]
+        pending.wait()
+        return None
+
+    def all_gather(self, *, group: Any = None) -> list[TensorDict]:
+        """Every rank's TensorDict, in rank order, on every rank (structures may differ).
+
+        The entries are new TensorDicts whose leaves are views of the gathered buffers.
+
+        >>> import torch, torch.distributed as dist
+        >>> from tensordict import TensorDict
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> [td["a"] for td in TensorDict({"a": torch.ones(2)}, [2]).all_gather()]
+        [tensor([1., 1.])]
+        >>> dist.destroy_process_group()
+        """
+        call = "TensorDict.all_gather"
+        dist = require_init(call)
+        lay = Layout(self, call)
+        spec = structure(self, call)
+        bufs = lay.pack()
+        infos = _exchange_headers(dist, lay.header(GATHER, bufs, len(spec)), group, call)
+        n = len(infos)
+        longest = max(info[6] for info in infos)
+        wire = wire_device(dist, group)
+        raw = torch.zeros(longest, dtype=torch.uint8, device=wire)
+        raw[: len(spec)] = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
+        raws = [torch.empty_like(raw) for _ in range(n)]
+        dist.all_gather(raws, raw, group=group)
+        per_rank: list[dict[int, Tensor]] = [{} for _ in range(n)]
+        for code in range(len(DTYPES)):
+            most = max(info[FIXED + code] for info in infos)
+            if not most:
+                continue
+            mine = bufs.get(code)
+            padded = torch.zeros(most, dtype=DTYPES[code], device=wire)
+            if mine is not None:
+                padded[: mine.numel()] = mine
+            out = [torch.empty_like(padded) for _ in range(n)]
+            dist.all_gather([as_bytes(o) for o in out], as_bytes(padded), group=group)
+            for r, info in enumerate(infos):
+                if info[FIXED + code]:
+                    per_rank[r][code] = out[r][: info[FIXED + code]]
+        return [build(call, raws[r][: infos[r][6]], per_rank[r], wire) for r in range(n)]
+
+    def scatter(
+        self,
+        src: int,
+        tensordicts: Sequence[Any] | None = None,
+        *,
+        group: Any = None,
+        device: Any = None,
+    ) -> TensorDict:
+        """Rank ``src`` gives ``tensordicts[i]`` to the i-th rank of the group; each rank
+        returns its own (every rank calls it; the TensorDict it is called on is not used).
+        """
+        call = "TensorDict.scatter"
+        dist = require_init(call)
+        ranks = _ranks(dist, group)
+        if dist.get_rank() != src:
+            return recv_new(src, group, device, call)
+        if tensordicts is None or len(tensordicts) != len(ranks):
+            got = None if tensordicts is None else len(tensordicts)
+            raise ValueError(
+                f"{call}: rank {src} must pass one tensordict per rank of the group "
+                f"({len(ranks)}), got {got}"
+            )
+        pending = [
+            post_send(td, rank, group, Tags(), call, INIT, structure(td, call))
+            for rank, td in zip(ranks, tensordicts, strict=True)
+            if rank != src
+        ]
+        for p in pending:
+            p.wait()
+        return tensordicts[ranks.index(src)]  # type: ignore[no-any-return]
+
+    def gather_and_stack(self, dst: int, group: Any = None) -> TensorDict | None:
+        """Write the TensorDicts of the other ranks into rank ``dst``'s, stacked along dim 0.
+
+        Every rank calls it. On ``dst`` the TensorDict has one row per *other* rank
+        (``batch_size[0] == world_size - 1``), filled in rank order; its own data is not
+        included. Returns ``self`` on ``dst`` and None elsewhere.
+        """
+        call = "TensorDict.gather_and_stack"
+        dist = require_init(call)
+        ranks = _ranks(dist, group)
+        if dist.get_rank() != dst:
+            post_send(self, dst, group, Tags(), call).wait()
+            return None
+        others = [r for r in ranks if r != dst]
+        bs = self._batch_size
+        if not bs or bs[0] != len(others):
+            raise ValueError(
+                f"{call}: on rank {dst} the tensordict needs one row per other rank: "
+                f"batch_size[0] == {len(others)}, got batch_size {tuple(bs)}"
+            )
+        problems = []
+        for row, rank in enumerate(others):
+            try:
+                post_recv(self._index(row), rank, group, Tags(), call).wait()
+            except RuntimeError as err:  # keep receiving: the other ranks are mid-send
+                problems.append(str(err))
+        if problems:
+            raise RuntimeError("; ".join(problems))
+        return self  # type: ignore[return-value]
+
+
+def _same_everywhere(call: str, lay: Layout, infos: list[list[int]], ranks: list[int]) -> None:
+    problems = []
+    for rank, info in zip(ranks, infos, strict=True):
+        problem = lay.compare(info, REDUCE)
+        if problem is not None:
+            problems.append(f"rank {rank}: {problem.replace('the sender', f'rank {rank}')}")
+    if problems:
+        raise RuntimeError(f"{call}: the ranks hold different structures; " + "; ".join(problems))

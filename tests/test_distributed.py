@@ -1,0 +1,378 @@
+"""TensorDicts across processes: send/recv, collectives (gloo on 127.0.0.1) and RPC.
+
+Two real processes run every multi-process check in one launch (starting a process and
+a group costs seconds): point to point, then collectives, then RPC over a memory-mapped
+TensorDict. Each check raises in the child; the parent reports the child's traceback,
+and fails (never hangs) when a child outlives its time limit.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import queue
+import re
+import socket
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from tensordict import (
+    CloudpickleWrapper,
+    MemoryMappedTensor,
+    NonTensorStack,
+    TensorDict,
+)
+from tensordict._dist_wire import build
+
+GROUP_TIMEOUT_S = 30  # a blocked collective raises in the child after this
+LAUNCH_TIMEOUT_S = 150  # the whole launch, process start-up on a loaded machine included
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _raises(fn: Callable[[], object], exc: type[BaseException], text: str) -> None:
+    """In a child process: ``fn()`` must raise ``exc`` whose message contains ``text``."""
+    with pytest.raises(exc, match=re.escape(text)):
+        fn()
+
+
+def _sample(rank: int = 0) -> TensorDict:
+    """Three dtypes, a nested level and a non-contiguous leaf."""
+    base = float(rank + 1)
+    return TensorDict(
+        {
+            "obs": torch.arange(12.0).view(3, 4) + base,
+            "done": torch.tensor([True, False, True]),
+            "nested": {
+                "count": torch.arange(6).view(3, 2) * int(base),
+                "t": (torch.arange(6.0).view(2, 3) * base).T,  # non-contiguous
+            },
+            "label": "hello",
+        },
+        [3],
+    )
+
+
+def _zeros_like_sample() -> TensorDict:
+    td = _sample().apply(torch.zeros_like)
+    td.set("label", "hello")
+    # a non-contiguous receiving leaf: recv writes through the view
+    td.set(("nested", "t"), torch.zeros(2, 3).T)
+    return td
+
+
+def _equal(a: TensorDict, b: TensorDict) -> bool:
+    keys_a = sorted(a.keys(True, True), key=str)
+    keys_b = sorted(b.keys(True, True), key=str)
+    if keys_a != keys_b:
+        return False
+    return all(
+        torch.equal(a.get(k), b.get(k)) if isinstance(a.get(k), torch.Tensor) else a[k] == b[k]
+        for k in keys_a
+    )
+
+
+# ------------------------------------------------------------------ point to point
+def _p2p(rank: int) -> None:
+    if rank == 0:
+        # a dtype that has no code on the wire is refused before anything is sent
+        odd = TensorDict({"z": torch.zeros(2, dtype=torch.complex32)}, [2])
+        _raises(lambda: odd.send(1), TypeError, "key 'z' has dtype torch.complex32")
+
+        _sample().send(1)
+        assert _sample().isend(1, init_tag=50) == 50 + 4  # header + 3 dtype buffers
+        works = _sample().isend(1, return_early=True)
+        assert isinstance(works, list)
+        for w in works:
+            w.wait()
+        _sample().send(1, init_tag=7, pseudo_rand=True)
+        # mismatches: the receiver raises, the sender completes
+        TensorDict({"obs": torch.zeros(3, 5)}, [3]).send(1)  # shape
+        TensorDict({"other": torch.zeros(3, 4)}, [3]).send(1)  # key
+        TensorDict({"obs": torch.zeros(3, 4, dtype=torch.float64)}, [3]).send(1)  # dtype
+        TensorDict({"obs": torch.ones(3, 4)}, [3]).send(1)  # the stream is still aligned
+        _sample().init_remote(1)
+        _sample(1).send(1)  # received straight into from_remote_init's buffers
+        _sample().send(1)  # from_remote_init on this one: refused
+        _sample().init_remote(1)  # recv on this one: refused
+        return
+    td = _zeros_like_sample()
+    obs = td["obs"]
+    assert td.recv(0) == 4
+    assert _equal(td, _sample()), td
+    assert td["obs"] is obs  # written in place, the leaves keep their identity
+
+    td = _zeros_like_sample()
+    assert td.irecv(0, init_tag=50) == 54
+    assert _equal(td, _sample())
+
+    td = _zeros_like_sample()
+    handles = td.irecv(0, return_premature=True)
+    assert isinstance(handles, list)
+    assert not td["obs"].any()  # nothing is unpacked before wait()
+    for h in handles:
+        h.wait()
+    assert _equal(td, _sample())
+
+    td = _zeros_like_sample()
+    td.recv(0, init_tag=7, pseudo_rand=True)
+    assert _equal(td, _sample())
+
+    target = TensorDict({"obs": torch.zeros(3, 4)}, [3])
+    _raises(lambda: target.recv(0), RuntimeError, "differ in their shapes")
+    _raises(lambda: target.recv(0), RuntimeError, "differ in their keys")
+    _raises(lambda: target.recv(0), RuntimeError, "differ in their dtypes")
+    assert not target["obs"].any()  # a refused message writes nothing
+    target.recv(0)
+    assert bool((target["obs"] == 1).all())
+
+    fresh = TensorDict.from_remote_init(0)
+    assert _equal(fresh, _sample()), fresh
+    assert fresh.batch_size == torch.Size([3])
+    obs_ptr = fresh["obs"].data_ptr()
+    fresh.recv(0)
+    assert _equal(fresh, _sample(1)), fresh
+    assert fresh["obs"].data_ptr() == obs_ptr
+    _raises(lambda: TensorDict.from_remote_init(0), RuntimeError, "pair from_remote_init")
+    _raises(lambda: _zeros_like_sample().recv(0), RuntimeError, "does not pair")
+
+
+# ------------------------------------------------------------------ collectives
+def _collectives(rank: int) -> None:
+    # all_reduce: one reduction per dtype buffer, in place on every rank
+    td = _sample(rank).exclude("done")
+    td.all_reduce()
+    expected = _sample(0).exclude("done").apply(lambda a, b: a + b, _sample(1).exclude("done"))
+    assert _equal(td, expected), td
+
+    td = TensorDict({"a": torch.full((2,), float(rank))}, [2])
+    works = td.all_reduce(op=dist.ReduceOp.MAX, async_op=True)
+    assert isinstance(works, list)
+    for w in works:
+        w.wait()
+    assert td["a"].tolist() == [1.0, 1.0]
+
+    # reduce: the result on dst, the other rank keeps its values
+    td = TensorDict({"a": torch.full((2,), float(rank + 1)), "b": torch.ones(2, 2)}, [2])
+    td.reduce(0)
+    if rank == 0:
+        assert td["a"].tolist() == [3.0, 3.0] and bool((td["b"] == 2).all())
+    else:
+        assert td["a"].tolist() == [2.0, 2.0] and bool((td["b"] == 1).all())
+
+    # a structure mismatch raises on every rank, before any data moves
+    bad = TensorDict({"a": torch.zeros(2 + rank)}, [])
+    _raises(bad.all_reduce, RuntimeError, "different structures")
+
+    # broadcast: the others need not know the structure
+    got = (_sample() if rank == 0 else TensorDict()).broadcast(0)
+    assert _equal(got, _sample()), got
+
+    # all_gather: structures may differ between ranks
+    mine = TensorDict({"r": torch.full((2,), rank)}, [2])
+    if rank == 1:
+        mine["extra"] = torch.ones(2, 3, dtype=torch.float64)
+    tds = mine.all_gather()
+    assert [td["r"].tolist() for td in tds] == [[0, 0], [1, 1]]
+    assert "extra" not in tds[0].keys() and tds[1]["extra"].dtype == torch.float64
+
+    # scatter: one tensordict per rank from rank 0
+    if rank == 0:
+        parts = [TensorDict({"x": torch.full((2,), float(i))}, [2]) for i in range(2)]
+        _raises(lambda: TensorDict().scatter(0, parts[:1]), ValueError, "one tensordict per rank")
+        out = TensorDict().scatter(0, parts)
+    else:
+        out = TensorDict().scatter(0)
+    assert out["x"].tolist() == [float(rank)] * 2
+
+    # gather_and_stack: rank 0 holds one row per other rank
+    if rank == 0:
+        wrong = TensorDict({"a": torch.zeros(3, 2)}, [3])
+        _raises(lambda: wrong.gather_and_stack(0), ValueError, "batch_size[0] == 1")
+        stack = TensorDict({"a": torch.zeros(1, 2), "n": {"b": torch.zeros(1, 2, 2)}}, [1, 2])
+        assert stack.gather_and_stack(0) is stack
+        assert stack["a"].tolist() == [[5.0, 5.0]] and bool((stack["n", "b"] == 5).all())
+    else:
+        part = TensorDict({"a": torch.full((2,), 5.0), "n": {"b": torch.full((2, 2), 5.0)}}, [2])
+        assert part.gather_and_stack(0) is None
+
+
+# ------------------------------------------------------------------ RPC
+def fill_tensordict(tensordict: TensorDict, idx: list[int]) -> TensorDict:
+    tensordict[idx] = TensorDict(
+        {"memmap": torch.ones(len(idx), 8, 8, dtype=torch.uint8)}, [len(idx)]
+    )
+    return tensordict
+
+
+def _rpc(rank: int, port: int, folder: str) -> None:
+    from torch.distributed import rpc
+
+    warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
+    options = rpc.TensorPipeRpcBackendOptions(
+        init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=GROUP_TIMEOUT_S
+    )
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
+    try:
+        if rank == 0:
+            memmap = MemoryMappedTensor.empty(
+                100, 8, 8, dtype=torch.uint8, filename=os.path.join(folder, "m")
+            )
+            memmap.zero_()
+            td = TensorDict({"memmap": memmap}, [100])
+            idx = [4, 5, 6, 7, 98]
+            fill_cp = CloudpickleWrapper(fill_tensordict)
+            out = rpc.rpc_sync("worker1", fill_cp, args=(td, idx))
+            assert bool((td["memmap"][idx] == 1).all())  # the caller sees the worker's writes
+            assert int(td["memmap"].sum()) == len(idx) * 64  # and nothing else changed
+            assert bool((out["memmap"][idx] == 1).all())
+            assert isinstance(out.get("memmap"), MemoryMappedTensor)
+            # a lambda travels by value
+            doubled = rpc.rpc_sync("worker1", CloudpickleWrapper(lambda x: x * 2), args=(21,))
+            assert doubled == 42
+    finally:
+        rpc.shutdown()
+
+
+# ------------------------------------------------------------------ the launcher
+def _child(rank: int, port: int, rpc_port: int, folder: str, results: mp.Queue) -> None:
+    try:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=2,
+            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S),
+        )
+        try:
+            _p2p(rank)
+            _collectives(rank)
+        finally:
+            dist.destroy_process_group()
+        _rpc(rank, rpc_port, folder)
+        results.put((rank, None))
+    except BaseException:
+        results.put((rank, traceback.format_exc()))
+        raise
+
+
+def test_two_processes() -> None:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    with tempfile.TemporaryDirectory() as folder:
+        ports = (_free_port(), _free_port())
+        procs = [
+            ctx.Process(target=_child, args=(rank, *ports, folder, results), daemon=True)
+            for rank in range(2)
+        ]
+        for p in procs:
+            p.start()
+        deadline = datetime.datetime.now() + datetime.timedelta(seconds=LAUNCH_TIMEOUT_S)
+        reports: dict[int, str | None] = {}
+        while len(reports) < 2 and datetime.datetime.now() < deadline:
+            try:
+                rank, report = results.get(timeout=1)
+                reports[rank] = report
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs):
+                    break  # every child is gone (a crash reports nothing): stop waiting
+        for p in procs:
+            p.join(timeout=10)
+        stuck = [i for i, p in enumerate(procs) if p.is_alive()]
+        for i in stuck:
+            procs[i].kill()
+            procs[i].join()
+    failures = {r: tb for r, tb in reports.items() if tb is not None}
+    assert not failures, "\n".join(f"rank {r}:\n{tb}" for r, tb in failures.items())
+    assert not stuck, f"ranks {stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
+    assert sorted(reports) == [0, 1], (
+        f"ranks without a report: exit codes {[p.exitcode for p in procs]}"
+    )
+
+
+# ------------------------------------------------------------------ in one process
+def test_calls_need_an_initialised_group() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    with pytest.raises(
+        RuntimeError, match=r"TensorDict.recv: torch.distributed is not initialised"
+    ):
+        td.recv(0)
+    with pytest.raises(RuntimeError, match=r"TensorDict.all_reduce: torch.distributed is not"):
+        td.all_reduce()
+    with pytest.raises(RuntimeError, match=r"from_remote_init: torch.distributed is not"):
+        TensorDict.from_remote_init(0)
+
+
+def test_cloudpickle_wrapper_carries_closures() -> None:
+    scale = 3
+    wrapped = CloudpickleWrapper(lambda x: x * scale)
+    assert pickle.loads(pickle.dumps(wrapped))(2) == 6
+    assert "CloudpickleWrapper(" in repr(wrapped)
+    with pytest.raises(TypeError, match="CloudpickleWrapper: expected a callable, got int"):
+        CloudpickleWrapper(3)  # type: ignore[arg-type]
+
+
+def test_pickled_memmap_tensordict_does_not_grow_with_its_data(tmp_path: os.PathLike[str]) -> None:
+    def pickled(numel: int, name: str) -> bytes:
+        data = MemoryMappedTensor.empty(
+            numel, dtype=torch.uint8, filename=os.path.join(tmp_path, name)
+        )
+        return pickle.dumps(TensorDict({"x": data, "n": {"y": data[:10]}}, []))
+
+    small = pickled(1 << 20, "s.memmap")  # 1 MB
+    large = pickled(100 << 20, "l.memmap")  # 100 MB
+    assert abs(len(large) - len(small)) < 64, (len(small), len(large))
+    assert len(large) < 4096
+    back = pickle.loads(large)
+    assert isinstance(back.get("x"), MemoryMappedTensor) and back["x"].numel() == 100 << 20
+
+
+def test_structure_sending_calls_refuse_what_json_cannot_carry() -> None:
+    stack = TensorDict({"s": NonTensorStack.from_list(["a", "b"])}, [2])
+    with pytest.raises(TypeError, match=r"init_remote: key 's' is a NonTensorStack"):
+        stack.init_remote(1)
+    odd = TensorDict({"n": {"obj": object()}}, [])
+    with pytest.raises(TypeError, match=r"init_remote: key 'n/obj' holds a object; non-tensor"):
+        odd.init_remote(1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"not json", "not valid JSON"),
+        (b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8}]]}', "malformed"),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [5]}]]}',
+            "reads past the received buffer",
+        ),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [3]}]]}',
+            "does not use the received buffers exactly",
+        ),
+        (
+            b'{"batch_size": [], "device": null, "entries": [["a", {"dtype": 8, "shape": [-4]}]]}',
+            "negative size",
+        ),
+    ],
+)
+def test_a_received_structure_is_validated(raw: bytes, message: str) -> None:
+    buffers = {8: torch.zeros(4)}  # 4 float32 elements arrived
+    with pytest.raises(RuntimeError, match=message):
+        build(
+            "TensorDict.from_remote_init",
+            torch.tensor(list(raw), dtype=torch.uint8),
+            buffers,
+            torch.device("cpu"),
+        )
