@@ -21,6 +21,7 @@ from tensordict._convert import ConvertOps
 from tensordict._format import register_type
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._map import MapOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._nontensor import NonTensor
 from tensordict._pointwise import PointwiseOps
@@ -52,7 +53,9 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     return LazyStackedTensorDict(list(tds), stack_dim=dim)
 
 
-class LazyStackedTensorDict(PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps):
+class LazyStackedTensorDict(
+    PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps, MapOps
+):
     """A stack of TensorDicts kept as its members (see the module docstring).
 
     Members share one batch size; leaves may differ in shape (ragged dims show as -1

@@ -21,6 +21,7 @@ from tensordict._convert import ConvertOps
 from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._map import MapOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -70,6 +71,7 @@ class TensorDict(
     TorchFunctionOps,
     MemmapOps,
     ModuleOps,
+    MapOps,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
