@@ -9,6 +9,7 @@ import torch
 from benchmarks import (
     _cases_checkpoint,
     _cases_container,
+    _cases_map,
     _cases_modules,
     _cases_shapes,
     _cases_tensorclass,
@@ -21,6 +22,7 @@ ALL: list[Case] = [
     *_cases_tensorclass.CASES,
     *_cases_checkpoint.CASES,
     *_cases_modules.CASES,
+    *_cases_map.CASES,
 ]
 
 

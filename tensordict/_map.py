@@ -36,7 +36,7 @@ from tensordict._map_worker import Done, Failed, Job, PickledFn, build, install,
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._protocol import CollectionProtocol
 
-_POLL_S = 0.25  # how often a wait for results checks that the workers are alive
+_POLL_S = 0.05  # how often a wait for results checks that the workers are alive
 
 
 def _scratch_root() -> str | None:
@@ -93,9 +93,14 @@ def _is_shared(out: Any) -> bool:
     )
 
 
-def _dead_worker(pool: Any) -> int | None:
-    """The exit code of a pool worker that died (a crash, a kill), if any."""
-    for proc in getattr(pool, "_pool", ()):  # multiprocessing.pool.Pool keeps its workers here
+def _dead_worker(pool: Any, seen: set[Any]) -> int | None:
+    """The exit code of a pool worker seen so far that died (a crash, a kill), if any.
+
+    The pool replaces dead workers within ~0.1 s, so ``seen`` keeps every worker ever
+    observed (``multiprocessing.pool.Pool`` lists its current ones in ``_pool``).
+    """
+    seen.update(getattr(pool, "_pool", ()))
+    for proc in seen:
         code = proc.exitcode
         if code not in (None, 0):
             return int(code)
@@ -162,7 +167,7 @@ class _Plan:
         self.workers = workers
         self.method = None if pool is not None else _start_method(call, mp_start_method)
         self.max_tasks = max_tasks_per_child
-        self.bounds = _bounds(self.total, chunksize, num_chunks, workers)
+        self.bounds = _bounds(self.total, chunksize, num_chunks, workers) if self.total else [0]
 
     @property
     def chunks(self) -> list[tuple[int, int]]:
@@ -205,6 +210,8 @@ def receipts(plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bo
                 initargs=(job,),
                 maxtasksperchild=plan.max_tasks,
             )
+        seen: set[Any] = set()
+        _dead_worker(pool, seen)
         for i, (start, stop) in enumerate(plan.chunks):
             task = (None if owned else job, i, start, stop)
             pool.apply_async(
@@ -219,7 +226,7 @@ def receipts(plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bo
                 try:
                     i, receipt = inbox.get(timeout=_POLL_S)
                 except queue.Empty:
-                    code = _dead_worker(pool)
+                    code = _dead_worker(pool, seen)
                     if code is not None:
                         raise RuntimeError(
                             f"{plan.call}: a worker process died (exit code {code}) while "
