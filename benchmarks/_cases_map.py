@@ -9,7 +9,7 @@ import os
 import tempfile
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
@@ -22,9 +22,7 @@ _N, _CHUNK, _WORKERS = 20_000, 1_000, 2
 def _data() -> TensorDict:
     """20,000 items: a 3x32x32 float image and an int label each (~246 MB on disk)."""
     torch.manual_seed(0)
-    td = TensorDict(
-        {"image": torch.rand(_N, 3, 32, 32), "label": torch.randint(10, (_N,))}, [_N]
-    )
+    td = TensorDict({"image": torch.rand(_N, 3, 32, 32), "label": torch.randint(10, (_N,))}, [_N])
     return td.memmap(os.path.join(_ROOT, "data"))
 
 

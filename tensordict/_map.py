@@ -47,7 +47,7 @@ def _scratch_root() -> str | None:
 def _start_method(call: str, requested: str | None) -> str:
     methods = mp.get_all_start_methods()
     if requested is None:
-        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
         return "fork" if "fork" in methods and not cuda else "spawn"
     if requested not in methods:
         raise ValueError(f"{call}: mp_start_method must be one of {methods}, got {requested!r}")
@@ -176,7 +176,7 @@ class _Plan:
 
 def _progress(call: str, total: int) -> Any:
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         raise ModuleNotFoundError(
             f"{call}: pbar=True needs tqdm, which is not installed; `pip install tqdm` or "
@@ -185,7 +185,9 @@ def _progress(call: str, total: int) -> Any:
     return tqdm(total=total, desc=call)
 
 
-def receipts(plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bool) -> Iterator[Done]:
+def receipts(
+    plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bool
+) -> Iterator[Done]:
     """Run every chunk; yield the receipts in chunk order. Owned pools end with the call."""
     bar = _progress(plan.call, plan.total) if pbar else None
     job = Job(
@@ -233,11 +235,12 @@ def receipts(plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bo
                             f"chunk {want} was pending"
                         ) from None
                     continue
-                _check(plan, i, receipt)
-                if bar is not None:
+                if bar is not None and isinstance(receipt, Done):
                     bar.update(receipt.count)
                 ready[i] = receipt
-            yield ready.pop(want)
+            receipt = ready.pop(want)
+            _check(plan, want, receipt)  # in chunk order: the first failing chunk is named
+            yield receipt
     finally:
         if bar is not None:
             bar.close()
@@ -275,7 +278,7 @@ def run_map(plan: _Plan, pbar: bool) -> Any:
     try:
         got = list(receipts(plan, out_shared, pbar, scratch, gather=True))
         kinds = {r.kind for r in got}
-        if kinds == {"none"} or kinds == {"written"}:
+        if kinds in ({"none"}, {"written"}):
             return out
         if "none" in kinds:
             first = next(i for i, r in enumerate(got) if r.kind == "none")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]
 import torch
 from torch import Tensor
 
@@ -199,9 +199,7 @@ def _leaf_file(scratch: str, name: str, dtype: torch.dtype, full: tuple[int, ...
             os.ftruncate(fd, nbytes)
     finally:
         os.close(fd)
-    return torch.from_file(path, shared=True, size=torch.Size(full).numel(), dtype=dtype).view(
-        full
-    )
+    return torch.from_file(path, shared=True, size=torch.Size(full).numel(), dtype=dtype).view(full)
 
 
 def _fill(result: Any, spec: Any, job: Job, pos: int, length: int) -> None:
@@ -257,6 +255,7 @@ def plain(value: Any, scratch: str) -> Any:
 
     The mappings stay valid after the unlink; the memory is freed with the last tensor.
     """
+
     def unwrap(x: Tensor) -> Tensor:
         if isinstance(x, MemoryMappedTensor):
             name = x.filename

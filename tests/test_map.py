@@ -198,12 +198,18 @@ class Pair:
 
 
 def test_lazy_stack_and_tensorclass_inputs() -> None:
-    lazy = LazyStackedTensorDict([TensorDict({"a": torch.full((3,), float(i))}, [3]) for i in range(4)])
+    lazy = LazyStackedTensorDict(
+        [TensorDict({"a": torch.full((3,), float(i))}, [3]) for i in range(4)]
+    )
     got = lazy.map(lambda c: c["a"] * 2, num_workers=2, chunksize=2)
     assert torch.equal(got, lazy["a"] * 2)
 
     pair = Pair(left=torch.arange(6.0), right=torch.ones(6), batch_size=[6])
-    summed = pair.map(lambda p: Pair(left=p.left + p.right, right=p.right, batch_size=p.batch_size), num_workers=2, chunksize=4)
+    summed = pair.map(
+        lambda p: Pair(left=p.left + p.right, right=p.right, batch_size=p.batch_size),
+        num_workers=2,
+        chunksize=4,
+    )
     assert type(summed) is Pair
     assert summed.left.tolist() == [float(i + 1) for i in range(6)]
 
