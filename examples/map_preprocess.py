@@ -70,9 +70,8 @@ def run(root: str) -> None:
     print(f"normalised {N:,} items into {out.saved_path} in {time.perf_counter() - start:.2f} s")
     assert result is out
     images = TensorDict.load_memmap(os.path.join(root, "normalised"))["images"]
-    print(
-        f"images in [{images.min().item():.2f}, {images.max().item():.2f}], shape {tuple(images.shape)}"
-    )
+    low, high = images.min().item(), images.max().item()
+    print(f"images in [{low:.2f}, {high:.2f}], shape {tuple(images.shape)}")
 
 
 if __name__ == "__main__":
