@@ -271,3 +271,19 @@ def test_bad_arguments_without_workers() -> None:
         pool.join()
     with pytest.raises(ValueError, match="chunksize must be an int >= 0"):
         data(4).map_iter(double_x, chunksize=-2)  # checked at the call, not at the first next()
+
+
+def test_gathered_dtypes_and_non_contiguous_results() -> None:
+    td = TensorDict(
+        {
+            "b": torch.arange(10) % 3 == 0,
+            "h": torch.arange(10.0).to(torch.bfloat16),
+            "c": torch.arange(20.0).view(10, 2).to(torch.complex64),
+            "t": torch.arange(30).view(3, 10).t(),  # non-contiguous
+        },
+        [10],
+    )
+    for chunksize in (3, 0):
+        got = td.map(lambda c: c.apply(lambda x: x.clone()), num_workers=2, chunksize=chunksize)
+        assert (got == td).all()
+        assert got["h"].dtype == torch.bfloat16
