@@ -25,6 +25,7 @@ import os
 import queue
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +37,7 @@ from tensordict._map_worker import Done, Failed, Job, PickledFn, build, install,
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._protocol import CollectionProtocol
 
+_FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 _POLL_S = 0.05  # how often a wait for results checks that the workers are alive
 
 
@@ -206,12 +208,14 @@ def receipts(
     try:
         if owned:
             ctx = mp.get_context(plan.method)
-            pool = ctx.Pool(
-                min(plan.workers, len(plan.chunks)) or 1,
-                initializer=install,
-                initargs=(job,),
-                maxtasksperchild=plan.max_tasks,
-            )
+            with warnings.catch_warnings():  # Python >= 3.12 warns on any fork with threads
+                warnings.filterwarnings("ignore", _FORK_WARNING, DeprecationWarning)
+                pool = ctx.Pool(
+                    min(plan.workers, len(plan.chunks)) or 1,
+                    initializer=install,
+                    initargs=(job,),
+                    maxtasksperchild=plan.max_tasks,
+                )
         seen: set[Any] = set()
         _dead_worker(pool, seen)
         for i, (start, stop) in enumerate(plan.chunks):
