@@ -271,6 +271,18 @@ def _scratch() -> str:
     return tempfile.mkdtemp(prefix="tensordict-map-", dir=_scratch_root())
 
 
+def _remove(scratch: str) -> None:
+    """Delete the scratch folder. It is renamed first, atomically: tasks of a failed call
+    still running in a caller's pool then fail to create files instead of racing the
+    removal (a file created before the rename is listed and removed with the rest)."""
+    trash = scratch + "-removed"
+    try:
+        os.rename(scratch, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def run_map(plan: _Plan, pbar: bool) -> Any:
     """TensorDict.map's body: results joined along the dim (or written into ``out``)."""
     if plan.total == 0:
@@ -299,7 +311,7 @@ def run_map(plan: _Plan, pbar: bool) -> Any:
         _write_out(out, result)
         return out
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove(scratch)
 
 
 def _empty(plan: _Plan) -> Any:
@@ -365,7 +377,7 @@ def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
                 for value in receipt.values:
                     yield plain(value, scratch)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove(scratch)
 
 
 class MapOps(CollectionProtocol):
