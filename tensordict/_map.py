@@ -257,6 +257,8 @@ def _check(plan: _Plan, index: int, receipt: Any) -> None:
     start, stop = plan.chunks[index]
     where = f"chunk {index} (items {start}:{stop} along dim {plan.dim})"
     if isinstance(receipt, Failed):
+        if receipt.item is not None:
+            where = f"item {receipt.item} along dim {plan.dim} (chunksize=0)"
         kind = type(receipt.error).__name__ if receipt.error is not None else "an exception"
         raise RuntimeError(
             f"{plan.call}: fn raised {kind} on {where}; worker traceback:\n{receipt.traceback}"

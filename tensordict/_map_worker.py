@@ -80,9 +80,11 @@ class Failed:
     index: int
     traceback: str
     error: BaseException | None
+    item: int | None  # with chunksize=0: the item fn was called on
 
 
 _JOB: Job | None = None  # installed in each worker of a pool that map starts itself
+_ITEM: list[int | None] = [None]  # the item being processed (chunksize=0), for error reports
 
 
 def install(job: Job) -> None:
@@ -95,6 +97,7 @@ def install(job: Job) -> None:
 def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
     """Run one task; every exception comes back as a :class:`Failed` receipt."""
     job, index, start, stop = task
+    _ITEM[0] = None
     try:
         if job is None:
             job = _JOB
@@ -106,7 +109,7 @@ def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
             pickle.loads(pickle.dumps(err))
         except Exception:
             err = None  # type: ignore[assignment]
-        return Failed(index, text, err)
+        return Failed(index, text, err, _ITEM[0])
 
 
 def _at(dim: int, index: Any) -> Any:
@@ -116,7 +119,11 @@ def _at(dim: int, index: Any) -> Any:
 def _run(job: Job, index: int, start: int, stop: int) -> Done:
     fn, src, dim = job.fn.fn, job.source, job.dim
     if job.stack:
-        results = [fn(src[_at(dim, j)]) for j in range(start, stop)]
+        results = []
+        for j in range(start, stop):
+            _ITEM[0] = j
+            results.append(fn(src[_at(dim, j)]))
+        _ITEM[0] = None
         positions = list(range(start, stop))
     else:
         results = [fn(src[_at(dim, slice(start, stop))])]

@@ -146,6 +146,8 @@ def test_worker_exception_names_chunk_with_traceback() -> None:
     assert "fail_on_five" in str(info.value)  # the worker's traceback
     assert "found a five" in str(info.value)
     assert isinstance(info.value.__cause__, ValueError)
+    with pytest.raises(RuntimeError, match=r"ValueError on item 5 along dim 0 \(chunksize=0\)"):
+        data(10).map(fail_on_five, num_workers=2, chunksize=0)
     # the autouse fixture checks that the pool's workers are gone
 
 
@@ -287,3 +289,19 @@ def test_gathered_dtypes_and_non_contiguous_results() -> None:
         got = td.map(lambda c: c.apply(lambda x: x.clone()), num_workers=2, chunksize=chunksize)
         assert (got == td).all()
         assert got["h"].dtype == torch.bfloat16
+
+
+def test_some_chunks_gathered_others_sent_back() -> None:
+    # chunk 0:4 keeps every row (written in place), 4:8 some, 8:10 none (sent back)
+    got = data(10).map(lambda c: c[c["x"] < 6], num_workers=2, chunksize=4)
+    assert got["x"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert got["nested", "y"].shape == (6, 2)
+
+
+def keys_by_chunk(chunk: TensorDict) -> TensorDict:
+    return chunk.select("x") if chunk["x"][0] == 0 else chunk.select("nested")
+
+
+def test_results_that_cannot_be_joined() -> None:
+    with pytest.raises(RuntimeError, match="could not concatenate the results of the chunks"):
+        data(6).map(keys_by_chunk, num_workers=2, chunksize=3)
