@@ -56,6 +56,12 @@ def _start_method(call: str, requested: str | None) -> str:
     return requested
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on (all of them where affinity is unknown)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def _positive(call: str, name: str, value: int | None, minimum: int) -> None:
     if value is not None and (not isinstance(value, int) or value < minimum):
         raise ValueError(f"{call}: {name} must be an int >= {minimum}, got {value!r}")
@@ -152,9 +158,9 @@ class _Plan:
             ):
                 if value is not None:
                     raise ValueError(f"{call}: {name} applies to a pool map starts; got a pool")
-            workers = num_workers or getattr(pool, "_processes", None) or os.cpu_count() or 1
+            workers = num_workers or getattr(pool, "_processes", None) or _cpus()
         else:
-            workers = num_workers or len(os.sched_getaffinity(0))
+            workers = num_workers or _cpus()
         self.dim = dim % ndim
         self.total = td.batch_size[self.dim]
         if out is not None:

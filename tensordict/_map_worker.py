@@ -222,7 +222,7 @@ def _fill(result: Any, spec: Any, job: Job, pos: int, length: int) -> None:
     value = result.detach()
     fd = _sized_file(path, size.numel() * dtype.itemsize)
     try:
-        if job.dim == 0:
+        if job.dim == 0 and hasattr(os, "pwrite"):  # not on Windows
             row = size[1:].numel() * dtype.itemsize
             data = value.contiguous().reshape(-1).view(torch.uint8).numpy()
             view, offset = memoryview(data), pos * row

@@ -228,7 +228,6 @@ def test_mixed_none_results_are_refused() -> None:
 
 
 def test_pbar_shows_progress(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("tqdm")
     data(6).map(double_x, num_workers=2, chunksize=2, pbar=True)
     err = capsys.readouterr().err
     assert "TensorDict.map" in err
