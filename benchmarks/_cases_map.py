@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import multiprocessing as mp
 import os
+import shutil
 import tempfile
 
 import torch
@@ -14,16 +16,18 @@ import torch.nn.functional as F
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_ROOT = tempfile.mkdtemp(prefix="tdbench-map-")
 _N, _CHUNK, _WORKERS = 20_000, 1_000, 2
 
 
 @functools.cache
 def _data() -> TensorDict:
-    """20,000 items: a 3x32x32 float image and an int label each (~246 MB on disk)."""
+    """20,000 items: a 3x32x32 float image and an int label each (~246 MB on disk, removed
+    at exit)."""
+    root = tempfile.mkdtemp(prefix="tdbench-map-")
+    atexit.register(shutil.rmtree, root, True)
     torch.manual_seed(0)
     td = TensorDict({"image": torch.rand(_N, 3, 32, 32), "label": torch.randint(10, (_N,))}, [_N])
-    return td.memmap(os.path.join(_ROOT, "data"))
+    return td.memmap(os.path.join(root, "data"))
 
 
 def cheap(chunk: TensorDict) -> TensorDict:
