@@ -10,6 +10,7 @@ from benchmarks import (
     _cases_checkpoint,
     _cases_container,
     _cases_distributed,
+    _cases_map,
     _cases_modules,
     _cases_shapes,
     _cases_tensorclass,
@@ -23,6 +24,7 @@ ALL: list[Case] = [
     *_cases_checkpoint.CASES,
     *_cases_modules.CASES,
     *_cases_distributed.CASES,
+    *_cases_map.CASES,
 ]
 
 

@@ -22,6 +22,7 @@ from tensordict._format import register_type
 from tensordict._html import HtmlRepr
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._map import MapOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._nontensor import NonTensor
 from tensordict._pointwise import PointwiseOps
@@ -54,7 +55,7 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
 
 
 class LazyStackedTensorDict(
-    PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps, HtmlRepr
+    PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps, MapOps, HtmlRepr
 ):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 

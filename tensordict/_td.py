@@ -23,6 +23,7 @@ from tensordict._format import register_type
 from tensordict._html import HtmlRepr
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._map import MapOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -74,6 +75,7 @@ class TensorDict(
     ModuleOps,
     DistributedOps,
     HtmlRepr,
+    MapOps,
 ):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 

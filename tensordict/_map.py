@@ -1,0 +1,475 @@
+"""TensorDict.map / map_iter: split along a dim, call ``fn`` on the chunks in worker processes.
+
+The parent splits, starts (or borrows) a pool, hands out chunk bounds and collects
+receipts (see ``_map_worker`` for how results come back without a copy through a pipe).
+
+Choices made here:
+
+- Inputs travel by reference. Memory-mapped leaves are sent as file names; other CPU
+  leaves are moved to shared memory *in place*, once, before the first task (what
+  ``torch.multiprocessing`` does to any tensor sent to another process). So an in-place
+  write in a worker (``chunk.set_(...)``) is seen by the parent, whatever the input.
+- A pool that map starts uses ``fork`` where it is available and CUDA is not initialised
+  (no interpreter start, no import, no pickling of the job: workers inherit it), else
+  ``spawn``. Its workers run torch on one thread each. The pool is terminated when the
+  call ends, also on error. A caller's ``pool`` gets the job with every task and is
+  never closed.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import multiprocessing.pool
+import os
+import queue
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tensordict._apply import tensor_leaves
+from tensordict._map_worker import Done, Failed, Job, PickledFn, build, install, plain, run_task
+from tensordict._memmap import MemoryMappedTensor
+from tensordict._protocol import CollectionProtocol
+
+_FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
+_POLL_S = 0.05  # how often a wait for results checks that the workers are alive
+
+
+def _scratch_root() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def _start_method(call: str, requested: str | None) -> str:
+    methods = mp.get_all_start_methods()
+    if requested is None:
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+        return "fork" if "fork" in methods and not cuda else "spawn"
+    if requested not in methods:
+        raise ValueError(f"{call}: mp_start_method must be one of {methods}, got {requested!r}")
+    return requested
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (all of them where affinity is unknown)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _positive(call: str, name: str, value: int | None, minimum: int) -> None:
+    if value is not None and (not isinstance(value, int) or value < minimum):
+        raise ValueError(f"{call}: {name} must be an int >= {minimum}, got {value!r}")
+
+
+def _bounds(total: int, chunksize: int | None, num_chunks: int | None, workers: int) -> list[int]:
+    """Chunk boundaries along the dim: ``[0, b1, ..., total]``."""
+    if chunksize == 0:  # one item per call; tasks group items to keep the pipes quiet
+        chunksize = max(1, math.ceil(total / (4 * workers)))
+    if chunksize is not None:
+        return [*range(0, total, chunksize), total]
+    k = min(num_chunks or workers, total)
+    step, extra = divmod(total, k)
+    bounds = [0]
+    for i in range(k):
+        bounds.append(bounds[-1] + step + (i < extra))
+    return bounds
+
+
+def _share_leaves(td: Any) -> None:
+    """Move the CPU leaves that are neither file-backed nor shared to shared memory, in place."""
+    for leaf in tensor_leaves(td, []):
+        if leaf.device.type != "cpu":
+            continue
+        if isinstance(leaf, MemoryMappedTensor) or leaf.is_shared():  # type: ignore[no-untyped-call]
+            continue
+        leaf.share_memory_()  # type: ignore[no-untyped-call]
+
+
+def _is_shared(out: Any) -> bool:
+    if isinstance(out, Tensor):
+        return isinstance(out, MemoryMappedTensor) or bool(out.is_shared())  # type: ignore[no-untyped-call]
+    leaves = tensor_leaves(out, [])
+    return bool(leaves) and all(
+        isinstance(x, MemoryMappedTensor) or x.is_shared()  # type: ignore[no-untyped-call]
+        for x in leaves
+    )
+
+
+def _dead_worker(pool: Any, seen: set[Any]) -> int | None:
+    """The exit code of a pool worker seen so far that died (a crash, a kill), if any.
+
+    The pool replaces dead workers within ~0.1 s, so ``seen`` keeps every worker ever
+    observed (``multiprocessing.pool.Pool`` lists its current ones in ``_pool``).
+    """
+    seen.update(getattr(pool, "_pool", ()))
+    for proc in seen:
+        code = proc.exitcode
+        if code not in (None, 0):
+            return int(code)
+    return None
+
+
+class _Plan:
+    """The validated arguments of one map/map_iter call."""
+
+    def __init__(
+        self,
+        td: Any,
+        call: str,
+        fn: Any,
+        dim: int,
+        num_workers: int | None,
+        chunksize: int | None,
+        num_chunks: int | None,
+        pool: Any,
+        out: Any,
+        mp_start_method: str | None,
+        max_tasks_per_child: int | None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"{call}: fn must be callable, got {type(fn).__name__}")
+        ndim = len(td.batch_size)
+        if ndim == 0:
+            raise ValueError(f"{call}: cannot split a TensorDict with batch_size=[] along a dim")
+        if not isinstance(dim, int) or not -ndim <= dim < ndim:
+            raise IndexError(
+                f"{call}: dim {dim!r} is out of range for batch_size {tuple(td.batch_size)}"
+            )
+        if chunksize is not None and num_chunks is not None:
+            raise ValueError(f"{call}: pass chunksize or num_chunks, not both")
+        _positive(call, "chunksize", chunksize, 0)
+        _positive(call, "num_chunks", num_chunks, 1)
+        _positive(call, "num_workers", num_workers, 1)
+        _positive(call, "max_tasks_per_child", max_tasks_per_child, 1)
+        if pool is not None:
+            if not hasattr(pool, "apply_async"):
+                raise TypeError(
+                    f"{call}: pool must be a multiprocessing.pool.Pool, got {type(pool).__name__}"
+                )
+            for name, value in (
+                ("mp_start_method", mp_start_method),
+                ("max_tasks_per_child", max_tasks_per_child),
+            ):
+                if value is not None:
+                    raise ValueError(f"{call}: {name} applies to a pool map starts; got a pool")
+            workers = num_workers or getattr(pool, "_processes", None) or _cpus()
+        else:
+            workers = num_workers or _cpus()
+        self.dim = dim % ndim
+        self.total = td.batch_size[self.dim]
+        if out is not None:
+            shape = out.shape if isinstance(out, Tensor) else out.batch_size
+            if len(shape) <= self.dim or shape[self.dim] != self.total:
+                raise ValueError(
+                    f"{call}: out must have size {self.total} along dim {self.dim} like the "
+                    f"input (batch_size {tuple(td.batch_size)}), got {tuple(shape)}"
+                )
+        self.call, self.fn, self.td, self.pool, self.out = call, fn, td, pool, out
+        self.stack = chunksize == 0
+        self.workers = workers
+        self.method = None if pool is not None else _start_method(call, mp_start_method)
+        self.max_tasks = max_tasks_per_child
+        self.bounds = _bounds(self.total, chunksize, num_chunks, workers) if self.total else [0]
+
+    @property
+    def chunks(self) -> list[tuple[int, int]]:
+        return list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
+
+
+def _progress(call: str, total: int) -> Any:
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        raise ModuleNotFoundError(
+            f"{call}: pbar=True needs tqdm, which is not installed; `pip install tqdm` or "
+            "pass pbar=False"
+        ) from None
+    return tqdm(total=total, desc=call)
+
+
+def receipts(
+    plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bool
+) -> Iterator[Done]:
+    """Run every chunk; yield the receipts in chunk order. Owned pools end with the call."""
+    bar = _progress(plan.call, plan.total) if pbar else None
+    job = Job(
+        PickledFn(plan.fn),
+        plan.td,
+        plan.dim,
+        plan.stack,
+        plan.total,
+        plan.out if out_shared else None,
+        scratch,
+        gather,
+    )
+    pool = plan.pool
+    owned = pool is None
+    inbox: queue.Queue[tuple[int, Any]] = queue.Queue()
+    try:
+        if owned:
+            ctx = mp.get_context(plan.method)
+            with warnings.catch_warnings():  # Python >= 3.12 warns on any fork with threads
+                warnings.filterwarnings("ignore", _FORK_WARNING, DeprecationWarning)
+                pool = ctx.Pool(
+                    min(plan.workers, len(plan.chunks)) or 1,
+                    initializer=install,
+                    initargs=(job,),
+                    maxtasksperchild=plan.max_tasks,
+                )
+        seen: set[Any] = set()
+        _dead_worker(pool, seen)
+        for i, (start, stop) in enumerate(plan.chunks):
+            task = (None if owned else job, i, start, stop)
+            pool.apply_async(
+                run_task,
+                (task,),
+                callback=lambda r, i=i: inbox.put((i, r)),
+                error_callback=lambda e, i=i: inbox.put((i, e)),
+            )
+        ready: dict[int, Any] = {}
+        for want in range(len(plan.chunks)):
+            while want not in ready:
+                try:
+                    i, receipt = inbox.get(timeout=_POLL_S)
+                except queue.Empty:
+                    code = _dead_worker(pool, seen)
+                    if code is not None:
+                        raise RuntimeError(
+                            f"{plan.call}: a worker process died (exit code {code}) while "
+                            f"chunk {want} was pending"
+                        ) from None
+                    continue
+                if bar is not None and isinstance(receipt, Done):
+                    bar.update(receipt.count)
+                ready[i] = receipt
+            receipt = ready.pop(want)
+            _check(plan, want, receipt)  # in chunk order: the first failing chunk is named
+            yield receipt
+    finally:
+        if bar is not None:
+            bar.close()
+        if owned and pool is not None:
+            pool.terminate()
+            pool.join()
+
+
+def _check(plan: _Plan, index: int, receipt: Any) -> None:
+    start, stop = plan.chunks[index]
+    where = f"chunk {index} (items {start}:{stop} along dim {plan.dim})"
+    if isinstance(receipt, Failed):
+        if receipt.item is not None:
+            where = f"item {receipt.item} along dim {plan.dim} (chunksize=0)"
+        kind = type(receipt.error).__name__ if receipt.error is not None else "an exception"
+        raise RuntimeError(
+            f"{plan.call}: fn raised {kind} on {where}; worker traceback:\n{receipt.traceback}"
+        ) from receipt.error
+    if isinstance(receipt, BaseException):  # the pool could not send the task or its result
+        raise RuntimeError(
+            f"{plan.call}: {where} failed in the pool: {type(receipt).__name__}: {receipt}"
+        ) from receipt
+
+
+def _scratch() -> str:
+    return tempfile.mkdtemp(prefix="tensordict-map-", dir=_scratch_root())
+
+
+def _remove(scratch: str) -> None:
+    """Delete the scratch folder. It is renamed first, atomically: tasks of a failed call
+    still running in a caller's pool then fail to create files instead of racing the
+    removal (a file created before the rename is listed and removed with the rest)."""
+    trash = scratch + "-removed"
+    try:
+        os.rename(scratch, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def run_map(plan: _Plan, pbar: bool) -> Any:
+    """TensorDict.map's body: results joined along the dim (or written into ``out``)."""
+    if plan.total == 0:
+        return _empty(plan)
+    _share_leaves(plan.td)
+    out = plan.out
+    out_shared = out is not None and _is_shared(out)
+    scratch = _scratch()
+    try:
+        got = list(receipts(plan, out_shared, pbar, scratch, gather=True))
+        kinds = {r.kind for r in got}
+        if kinds in ({"none"}, {"written"}):
+            return out
+        if "none" in kinds:
+            first = next(i for i, r in enumerate(got) if r.kind == "none")
+            raise ValueError(
+                f"{plan.call}: fn returned None on chunk {first} and a value on others; it "
+                "must return None always or a value always"
+            )
+        if kinds == {"gathered"} and all(r.spec == got[0].spec for r in got):
+            result = build(got[0].spec, scratch)
+        else:
+            result = _join(plan, got, scratch)
+        if out is None:
+            return result
+        _write_out(out, result)
+        return out
+    finally:
+        _remove(scratch)
+
+
+def _empty(plan: _Plan) -> Any:
+    """Nothing to split: ``fn`` on the empty chunk, here (it shows the result's structure)."""
+    if plan.stack:
+        raise ValueError(
+            f"{plan.call}: the input has no items along dim {plan.dim}; with chunksize=0 fn "
+            "is called on items, so the result's structure is unknown"
+        )
+    idx = (*(slice(None),) * plan.dim, slice(0, 0))
+    result = plan.fn(plan.td[idx])
+    if plan.out is not None and result is not None:
+        _write_out(plan.out, result)
+        return plan.out
+    return result
+
+
+def _write_out(out: Any, result: Any) -> None:
+    if isinstance(out, Tensor):
+        out.copy_(result)
+    else:
+        out.update_(result)
+
+
+def _join(plan: _Plan, got: list[Done], scratch: str) -> Any:
+    """The general case: each chunk's value rebuilt, then one torch.cat / torch.stack."""
+    parts: list[Any] = []
+    for receipt, (start, stop) in zip(got, plan.chunks, strict=True):
+        if receipt.kind == "gathered":
+            whole = build(receipt.spec, scratch)
+            if plan.stack:
+                parts.extend(whole[_at(plan.dim, j)] for j in range(start, stop))
+            else:
+                parts.append(whole[_at(plan.dim, slice(start, stop))])
+        else:
+            parts.extend(plain(v, scratch) for v in receipt.values)
+    try:
+        return torch.stack(parts, plan.dim) if plan.stack else torch.cat(parts, plan.dim)
+    except (RuntimeError, ValueError, TypeError, KeyError) as err:
+        verb = "stack" if plan.stack else "concatenate"
+        raise RuntimeError(
+            f"{plan.call}: could not {verb} the results of the chunks along dim {plan.dim}: {err}"
+        ) from err
+
+
+def _at(dim: int, index: Any) -> Any:
+    return index if dim == 0 else (*(slice(None),) * dim, index)
+
+
+def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
+    """TensorDict.map_iter's body: each chunk's result (or each item's, with chunksize=0)."""
+    if plan.total == 0:
+        return
+    _share_leaves(plan.td)
+    scratch = _scratch()
+    try:
+        for receipt, (start, stop) in zip(
+            receipts(plan, False, pbar, scratch, gather=False), plan.chunks, strict=True
+        ):
+            if receipt.kind == "none":
+                yield from [None] * (stop - start if plan.stack else 1)
+            else:
+                for value in receipt.values:
+                    yield plain(value, scratch)
+    finally:
+        _remove(scratch)
+
+
+class MapOps(CollectionProtocol):
+    """``map`` and ``map_iter``: a function over chunks of the collection, in worker processes."""
+
+    __slots__ = ()
+
+    def map(
+        self,
+        fn: Callable[[Any], Any],
+        dim: int = 0,
+        num_workers: int | None = None,
+        *,
+        chunksize: int | None = None,
+        num_chunks: int | None = None,
+        pool: multiprocessing.pool.Pool | None = None,
+        out: Any = None,
+        pbar: bool = False,
+        mp_start_method: str | None = None,
+        max_tasks_per_child: int | None = None,
+    ) -> Any:
+        """Call ``fn`` on chunks along ``dim`` in worker processes and join the results.
+
+        ``chunksize`` items per chunk, or ``num_chunks`` chunks (default: one per worker);
+        ``chunksize=0`` calls ``fn`` on one item at a time and stacks the results. The
+        results are concatenated along ``dim`` in chunk order, or written into ``out``
+        (by the workers themselves when ``out`` is shared or memory-mapped). When ``fn``
+        returns None (it wrote into its chunk in place), map returns ``out`` (or None).
+        See docs/map.md.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.arange(6.0)}, [6])
+        >>> td.map(lambda c: c * 10, num_workers=2, chunksize=2)["x"]
+        tensor([ 0., 10., 20., 30., 40., 50.])
+        """
+        plan = _Plan(
+            self,
+            "TensorDict.map",
+            fn,
+            dim,
+            num_workers,
+            chunksize,
+            num_chunks,
+            pool,
+            out,
+            mp_start_method,
+            max_tasks_per_child,
+        )
+        return run_map(plan, pbar)
+
+    def map_iter(
+        self,
+        fn: Callable[[Any], Any],
+        dim: int = 0,
+        num_workers: int | None = None,
+        *,
+        chunksize: int | None = None,
+        num_chunks: int | None = None,
+        pool: multiprocessing.pool.Pool | None = None,
+        pbar: bool = False,
+        mp_start_method: str | None = None,
+        max_tasks_per_child: int | None = None,
+    ) -> Iterator[Any]:
+        """Like :meth:`map`, yielding each chunk's result in order instead of joining them
+        (each item's result with ``chunksize=0``). Workers stop when the iterator is closed.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.arange(4)}, [4])
+        >>> [c["x"].tolist() for c in td.map_iter(lambda c: c + 1, num_workers=2, chunksize=2)]
+        [[1, 2], [3, 4]]
+        """
+        plan = _Plan(
+            self,
+            "TensorDict.map_iter",
+            fn,
+            dim,
+            num_workers,
+            chunksize,
+            num_chunks,
+            pool,
+            None,
+            mp_start_method,
+            max_tasks_per_child,
+        )
+        return run_map_iter(plan, pbar)

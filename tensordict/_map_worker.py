@@ -1,0 +1,296 @@
+"""What a TensorDict.map worker process runs: call ``fn`` on one chunk and hand the result back.
+
+A task names a chunk (``start:stop`` along ``dim``) of the job's source. Results travel
+back by reference, never through the pool's pipe:
+
+- with a shared or memory-mapped ``out``, the worker writes into its slice of ``out``;
+- otherwise a tensor or a TensorDict of tensors (a *gatherable* result) is written into
+  one file per leaf holding the *whole* output, at the chunk's offset, so the parent
+  concatenates nothing: it maps the files once every chunk is in;
+- any other result is saved leaf by leaf to files of its own, sent back by file name.
+
+Files live in a scratch folder (``/dev/shm`` when there is one) that the parent removes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle  # type: ignore[import-untyped]
+import torch
+from torch import Tensor
+
+from tensordict._apply import tensor_leaves
+from tensordict._memmap import MemoryMappedTensor
+from tensordict._nontensor import NonTensor
+from tensordict._protocol import CollectionProtocol
+
+
+class PickledFn:
+    """A callable pickled with cloudpickle, so lambdas and local functions reach workers."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_load_fn, (cloudpickle.dumps(self.fn),))
+
+
+def _load_fn(blob: bytes) -> PickledFn:
+    return PickledFn(cloudpickle.loads(blob))
+
+
+@dataclass
+class Job:
+    """Everything a worker needs besides the chunk bounds (sent once, or inherited by fork)."""
+
+    fn: PickledFn
+    source: Any
+    dim: int
+    stack: bool  # chunksize=0: fn sees one item at a time; results are stacked
+    total: int  # the source's size along dim
+    out: Any  # a shared / memory-mapped destination, or None
+    scratch: str  # the folder for result files
+    gather: bool  # write gatherable results into whole-output files (map, not map_iter)
+
+
+@dataclass
+class Done:
+    """A chunk finished: ``kind`` is "none", "written", "gathered" (``spec``) or "values"."""
+
+    index: int
+    count: int
+    kind: str
+    spec: Any = None
+    values: Any = None
+
+
+@dataclass
+class Failed:
+    """``fn`` (or the hand-back) raised in a worker."""
+
+    index: int
+    traceback: str
+    error: BaseException | None
+    item: int | None  # with chunksize=0: the item fn was called on
+
+
+_JOB: Job | None = None  # installed in each worker of a pool that map starts itself
+_ITEM: list[int | None] = [None]  # the item being processed (chunksize=0), for error reports
+
+
+def install(job: Job) -> None:
+    """Pool initializer: keep the job for every task and run torch on one thread."""
+    global _JOB  # noqa: PLW0603
+    _JOB = job
+    torch.set_num_threads(1)
+
+
+def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
+    """Run one task; every exception comes back as a :class:`Failed` receipt."""
+    job, index, start, stop = task
+    _ITEM[0] = None
+    try:
+        if job is None:
+            job = _JOB
+            assert job is not None, "TensorDict.map: worker started without a job"
+        return _run(job, index, start, stop)
+    except Exception as err:
+        text = traceback.format_exc()
+        try:
+            pickle.loads(pickle.dumps(err))
+        except Exception:
+            err = None  # type: ignore[assignment]
+        return Failed(index, text, err, _ITEM[0])
+
+
+def _at(dim: int, index: Any) -> Any:
+    return index if dim == 0 else (*(slice(None),) * dim, index)
+
+
+def _run(job: Job, index: int, start: int, stop: int) -> Done:
+    fn, src, dim = job.fn.fn, job.source, job.dim
+    if job.stack:
+        results = []
+        for j in range(start, stop):
+            _ITEM[0] = j
+            results.append(fn(src[_at(dim, j)]))
+        _ITEM[0] = None
+        positions = list(range(start, stop))
+    else:
+        results = [fn(src[_at(dim, slice(start, stop))])]
+        positions = [start]
+    count = stop - start
+    nones = sum(r is None for r in results)
+    if nones == len(results):
+        return Done(index, count, "none")
+    if nones:
+        raise ValueError(
+            "TensorDict.map: fn returned None for some items of this chunk and a value for "
+            "others; it must return None always or a value always"
+        )
+    if job.out is not None:
+        for pos, result in zip(positions, results, strict=True):
+            where = _at(dim, pos if job.stack else slice(start, stop))
+            _write(job.out[where], result)
+        return Done(index, count, "written")
+    length = None if job.stack else count
+    specs = [_spec(r, dim, length, job.total, ()) for r in results] if job.gather else [None]
+    if job.gather and specs[0] is not None and all(s == specs[0] for s in specs):
+        for pos, result in zip(positions, results, strict=True):
+            _fill(result, specs[0], job, pos, stop - start)
+        return Done(index, count, "gathered", spec=specs[0])
+    values = [_to_files(r, job.scratch, index, n) for n, r in enumerate(results)]
+    return Done(index, count, "values", values=values)
+
+
+def _write(view: Any, result: Any) -> None:
+    if isinstance(view, Tensor):
+        view.copy_(result)
+    else:
+        view.update_(result)
+
+
+# ------------------------------------------------------------------ gathered results
+def _full(shape: torch.Size, dim: int, length: int | None, total: int) -> tuple[int, ...] | None:
+    """The whole output's shape from one chunk's (None when it cannot be gathered)."""
+    if length is None:  # stacked: a new dim
+        return None if len(shape) < dim else (*shape[:dim], total, *shape[dim:])
+    if len(shape) <= dim or shape[dim] != length:
+        return None
+    return (*shape[:dim], total, *shape[dim + 1 :])
+
+
+def _spec(result: Any, dim: int, length: int | None, total: int, path: tuple[str, ...]) -> Any:
+    """How ``result`` lies in the whole output, or None if it is not gatherable."""
+    if isinstance(result, Tensor):
+        if result.device.type != "cpu" or result.layout != torch.strided:
+            return None
+        full = _full(result.shape, dim, length, total)
+        if full is None:
+            return None
+        sig = repr((path, str(result.dtype), full)).encode()
+        name = hashlib.sha1(sig, usedforsecurity=False).hexdigest()[:20]
+        return ("leaf", name, result.dtype, full)
+    if not isinstance(result, CollectionProtocol) or result._lazy:
+        return None
+    batch = _full(result._batch_size, dim, length, total)
+    if batch is None or result._device not in (None, torch.device("cpu")):
+        return None
+    entries = []
+    for key, value in result._tensordict.items():
+        if isinstance(value, NonTensor):
+            return None
+        sub = _spec(value, dim, length, total, (*path, key))
+        if sub is None:
+            return None
+        entries.append((key, sub))
+    return ("td", type(result), batch, result._device, result._names, tuple(entries))
+
+
+def _sized_file(path: str, nbytes: int) -> int:
+    """Open (creating) the whole-output file of one leaf, at least ``nbytes`` long."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    if os.fstat(fd).st_size < nbytes:
+        os.ftruncate(fd, nbytes)
+    return fd
+
+
+def _fill(result: Any, spec: Any, job: Job, pos: int, length: int) -> None:
+    """Copy ``result``'s leaves to their places in the whole-output files.
+
+    Along dim 0 a chunk's place is one byte range, written with ``pwrite`` (no page
+    faults on a fresh mapping); along other dims, through a mapping of the file.
+    """
+    if spec[0] == "td":
+        for key, sub in spec[5]:
+            _fill(result._tensordict[key], sub, job, pos, length)
+        return
+    _, name, dtype, full = spec
+    size = torch.Size(full)
+    if not size.numel():
+        return
+    path = os.path.join(job.scratch, name)
+    value = result.detach()
+    fd = _sized_file(path, size.numel() * dtype.itemsize)
+    try:
+        if job.dim == 0 and hasattr(os, "pwrite"):  # not on Windows
+            row = size[1:].numel() * dtype.itemsize
+            data = value.contiguous().reshape(-1).view(torch.uint8).numpy()
+            view, offset = memoryview(data), pos * row
+            while view.nbytes:
+                written = os.pwrite(fd, view, offset)
+                view, offset = view[written:], offset + written
+            return
+    finally:
+        os.close(fd)
+    whole = torch.from_file(path, shared=True, size=size.numel(), dtype=dtype).view(size)
+    place = whole.select(job.dim, pos) if job.stack else whole.narrow(job.dim, pos, length)
+    place.copy_(value)
+
+
+def build(spec: Any, scratch: str) -> Any:
+    """The parent side: the whole output, its leaves mapping the gathered files."""
+    if spec[0] == "leaf":
+        _, name, dtype, full = spec
+        size = torch.Size(full)
+        if not size.numel():
+            return torch.empty(size, dtype=dtype)
+        path = os.path.join(scratch, name)
+        return torch.from_file(path, shared=True, size=size.numel(), dtype=dtype).view(size)
+    _, cls, batch, device, names, entries = spec
+    built = {key: build(sub, scratch) for key, sub in entries}
+    return cls._new_unsafe(built, torch.Size(batch), device, names)
+
+
+# ------------------------------------------------------------------ other results
+def _to_files(result: Any, scratch: str, index: int, n: int) -> Any:
+    """``result`` with its CPU tensor leaves moved to files of their own (sent by name)."""
+    counter = iter(range(1 << 30))
+
+    def save(x: Tensor) -> Tensor:
+        if x.device.type != "cpu" or (isinstance(x, MemoryMappedTensor) and x.filename):
+            return x
+        name = os.path.join(scratch, f"chunk{index}-{n}-{next(counter)}")
+        return MemoryMappedTensor.from_tensor(x.detach(), filename=name)
+
+    if isinstance(result, Tensor):
+        return save(result)
+    if isinstance(result, CollectionProtocol):
+        from tensordict._convert import map_leaves
+
+        return map_leaves(result, save)
+    return result
+
+
+def plain(value: Any, scratch: str) -> Any:
+    """The parent side of :func:`_to_files`: plain tensors, and the chunk's files unlinked.
+
+    The mappings stay valid after the unlink; the memory is freed with the last tensor.
+    """
+
+    def unwrap(x: Tensor) -> Tensor:
+        if isinstance(x, MemoryMappedTensor):
+            name = x.filename
+            if name is not None and os.path.dirname(name) == os.path.abspath(scratch):
+                os.unlink(name)
+            return x.as_subclass(Tensor)
+        return x
+
+    if isinstance(value, Tensor):
+        return unwrap(value)
+    if isinstance(value, CollectionProtocol):
+        from tensordict._convert import map_leaves
+
+        for leaf in tensor_leaves(value, []):
+            unwrap(leaf)
+        return map_leaves(value, lambda x: x.as_subclass(Tensor))
+    return value
