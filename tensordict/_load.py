@@ -27,6 +27,13 @@ from tensordict._format import (
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._nontensor import NonTensorData, NonTensorStack
 
+MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 _TOP: dict[str, Any] = {
     "format": str,
     "version": int,
@@ -43,26 +50,18 @@ class _Loader:
         self.call = call
         self.verify = verify
         self.allow_pickle = allow_pickle
+        self.seen: set[tuple[int, int]] = set()  # the meta.json files read so far
+        self.depth = 0
 
     def meta(self, folder: str) -> dict[str, Any]:
         path = folder + os.sep + META
+        raw = self._read_meta(folder, path)
         try:
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                check_link(folder, path, self.call, META, "metadata file")
-                info = os.stat(path)
-        except OSError:
-            info = None
-        if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO would block the read)
-            hint = ""
-            if not os.path.exists(folder) and glob.glob(glob.escape(folder) + ".*.old"):
-                hint = "; an interrupted save left it as a '.old' folder beside it"
-            raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
-        try:
-            with open(path, "rb") as handle:
-                meta = json.loads(handle.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+        except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError is a ValueError)
             raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
+        except RecursionError:
+            raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         for member, kind in _TOP.items():
@@ -78,22 +77,90 @@ class _Loader:
                 f"library reads versions 1 to {VERSION}"
             )
         _check_shape(self.call, path, "batch_size", meta["batch_size"])
+        names = meta["names"]
+        if names is not None and (
+            len(names) != len(meta["batch_size"])
+            or not all(n is None or type(n) is str for n in names)
+        ):
+            raise FormatError(
+                f"{self.call}: {path!r} member 'names' must hold one string or null per "
+                f"batch dim {meta['batch_size']}, got {names!r}"
+            )
         return meta
+
+    def _read_meta(self, folder: str, path: str) -> bytes:
+        """The bytes of ``folder``'s meta.json: a regular file, read once per load (a
+        folder reached twice, through links or entries naming one sub-folder, is refused:
+        it would make a small folder load as an exponentially large tree)."""
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+            if link:
+                check_link(folder, path, self.call, META, "metadata file")
+            flags = os.O_RDONLY | os.O_NONBLOCK | (0 if link else os.O_NOFOLLOW)
+            fd = os.open(path, flags)  # non-blocking: a FIFO swapped in cannot block us
+        except OSError:
+            fd = -1
+        try:
+            info = os.fstat(fd) if fd >= 0 else None
+            if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO, a folder)
+                hint = ""
+                if not os.path.exists(folder) and glob.glob(glob.escape(folder) + ".*.old"):
+                    hint = "; an interrupted save left it as a '.old' folder beside it"
+                raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
+            identity = (info.st_dev, info.st_ino)
+            if identity in self.seen:
+                raise FormatError(
+                    f"{self.call}: {folder!r} is the same folder as one already loaded "
+                    "(two entries or links lead to it); a checkpoint is a tree"
+                )
+            self.seen.add(identity)
+            with os.fdopen(fd, "rb") as handle:
+                fd = -1  # (closed by the handle)
+                return handle.read()
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def lookup(self, name: str, path: str) -> Any:
         """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
         return lookup_type(name, self.call, path)
 
     def collection(self, folder: str, device: Any) -> Any:
+        if self.depth >= MAX_DEPTH:
+            raise FormatError(
+                f"{self.call}: {folder!r} is nested more than {MAX_DEPTH} levels deep"
+            )
+        self.depth += 1
+        try:
+            return self._collection(folder, device)
+        finally:
+            self.depth -= 1
+
+    def _collection(self, folder: str, device: Any) -> Any:
         meta = self.meta(folder)
         path = os.path.join(folder, META)
         cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"])
-        dev = device if device is not None else meta["device"]
-        if "stack_dim" in meta:
+        # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
+        # device says where the collection lived, not where its files are.
+        dev = device if device is not None else (None if meta["device"] is None else "cpu")
+        lazy = bool(getattr(cls, "_lazy", False))
+        if lazy != ("stack_dim" in meta):
+            raise FormatError(
+                f"{self.call}: {path!r} has type {meta['type']!r} "
+                + (
+                    "without a stack_dim"
+                    if lazy
+                    else "and a stack_dim, which only lazy stacks have"
+                )
+            )
+        if lazy:
             stack_dim = meta["stack_dim"]
-            if not isinstance(stack_dim, int) or not 0 <= stack_dim < max(len(bs), 1):
-                raise FormatError(f"{self.call}: {path!r} has an invalid stack_dim {stack_dim!r}")
+            if type(stack_dim) is not int or not 0 <= stack_dim < len(bs):
+                raise FormatError(
+                    f"{self.call}: {path!r} has an invalid stack_dim {stack_dim!r} for "
+                    f"batch_size {list(bs)}"
+                )
             members = [
                 self.collection(checked_path(folder, str(i), self.call, str(i), "member"), device)
                 for i in range(bs[stack_dim])
@@ -106,11 +173,20 @@ class _Loader:
                     )
             return cls(members, stack_dim=stack_dim)
         entries: dict[str, Any] = {}
+        names: set[str] = set()
         for key, record in meta["entries"].items():
             if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
                 raise FormatError(
                     f"{self.call}: {path!r} entry {key!r} is not an object with a kind"
                 )
+            name = record.get("file", record.get("dir"))
+            if isinstance(name, str):
+                if name in names:
+                    raise FormatError(
+                        f"{self.call}: {path!r} entry {key!r} names {name!r}, which another "
+                        "entry names too"
+                    )
+                names.add(name)
             entries[key] = self.entry(folder, path, key, record, bs, device)
         return _build(cls, entries, bs, dev, meta["names"])
 
@@ -119,7 +195,8 @@ class _Loader:
     ) -> Any:
         kind = record["kind"]
         if kind == "tensor":
-            dtype = DTYPES.get(record.get("dtype"))  # type: ignore[arg-type]
+            dtype_name = record.get("dtype")
+            dtype = DTYPES.get(dtype_name) if type(dtype_name) is str else None
             if dtype is None:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
@@ -127,8 +204,12 @@ class _Loader:
             shape: Any = record.get("shape")
             _check_shape(self.call, path, f"shape of key {key!r}", shape)
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
-            if nbytes > MAX_BYTES:
-                raise FormatError(f"{self.call}: {path!r} key {key!r} declares {nbytes} bytes")
+            span = math.prod(max(s, 1) for s in shape) * dtype.itemsize  # the strides' reach
+            if max(nbytes, span) > MAX_BYTES:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
+                    f"{MAX_BYTES} bytes"
+                )
             leaf_path = checked_name(folder, record.get("file"), self.call, key, "file")
             try:
                 info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
@@ -152,6 +233,11 @@ class _Loader:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
                     f"start with batch_size {list(bs)}"
+                )
+            if "sha256" in record and type(record["sha256"]) is not str:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
+                    f"{record['sha256']!r}"
                 )
             if self.verify and "sha256" in record:
                 from tensordict._save import file_sha256

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -322,6 +323,14 @@ def _edit_meta(prefix: Path, edit) -> None:  # type: ignore[no-untyped-def]
             ),
             r"expected batch_size \[4\]",
         ),
+        (lambda m: m["entries"]["a"].update(dtype=["float32"]), r"unknown dtype \['float32'\]"),
+        (lambda m: m["entries"]["a"].update(shape=[0, 2**61, 2**61]), "beyond"),
+        (lambda m: m.update(names=[1]), "'names' must hold one string or null per batch dim"),
+        (lambda m: m.update(names=["a", "b"]), "'names' must hold one string or null"),
+        (lambda m: m["entries"]["a"].update(sha256=5), "non-string sha256 5"),
+        (lambda m: m["entries"]["n"].update(dir="a.memmap"), "names 'a.memmap', which another"),
+        (lambda m: m.update(stack_dim=0), "and a stack_dim, which only lazy stacks have"),
+        (lambda m: m.update(type="LazyStackedTensorDict"), "without a stack_dim"),
     ],
 )
 def test_hostile_metadata_is_refused(tmp_path: Path, edit, pattern: str) -> None:  # type: ignore[no-untyped-def]
@@ -346,6 +355,57 @@ def test_invalid_json_and_symlinks_out(tmp_path: Path) -> None:
     os.symlink(outside, prefix / "a.memmap")
     with pytest.raises(FormatError, match="leads outside the checkpoint"):
         TensorDict.load_memmap(prefix)
+
+
+def test_json_that_is_not_json_and_lazy_stacks_without_stack_dims(tmp_path: Path) -> None:
+    prefix = _ckpt(tmp_path)
+    text = (prefix / "meta.json").read_text().replace('"batch_size": [4]', '"batch_size": [NaN]')
+    (prefix / "meta.json").write_text(text)
+    with pytest.raises(FormatError, match="is not valid JSON: NaN is not JSON"):
+        TensorDict.load_memmap(prefix)
+    stack = tmp_path / "stack"
+    lazy_stack(
+        [TensorDict({"a": torch.zeros(2)}, [2]), TensorDict({"a": torch.ones(2)}, [2])]
+    ).memmap(stack)
+    _edit_meta(stack, lambda m: m.update(batch_size=[], stack_dim=0))
+    with pytest.raises(FormatError, match=r"invalid stack_dim 0 for batch_size \[\]"):
+        TensorDict.load_memmap(stack)
+
+
+def test_a_folder_reached_twice_is_refused(tmp_path: Path) -> None:
+    # members 0 and 1 of a lazy stack are one folder: loading would visit it twice, and a
+    # chain of such folders would load as an exponentially large tree
+    stack = tmp_path / "stack"
+    lazy_stack([TensorDict({"a": torch.zeros(2)}, [2]) for _ in range(2)]).memmap(stack)
+    shutil.rmtree(stack / "1")
+    os.symlink(stack / "0", stack / "1")
+    with pytest.raises(FormatError, match="is the same folder as one already loaded"):
+        TensorDict.load_memmap(stack)
+
+
+def test_nesting_deeper_than_the_limit_is_refused(tmp_path: Path) -> None:
+    from tensordict._load import MAX_DEPTH
+
+    nested: dict = {"leaf": torch.zeros(1)}
+    for _ in range(MAX_DEPTH):
+        nested = {"n": nested}
+    TensorDict(nested, []).memmap(tmp_path / "deep")
+    with pytest.raises(FormatError, match=f"nested more than {MAX_DEPTH} levels deep"):
+        TensorDict.load_memmap(tmp_path / "deep")
+    nested = nested["n"]
+    TensorDict(nested, []).memmap(tmp_path / "ok")  # exactly the limit loads
+    assert TensorDict.load_memmap(tmp_path / "ok")[("n",) * (MAX_DEPTH - 1) + ("leaf",)].shape == (
+        1,
+    )
+
+
+def test_the_recorded_device_does_not_claim_cpu_leaves_are_elsewhere(tmp_path: Path) -> None:
+    prefix = _ckpt(tmp_path)
+    _edit_meta(prefix, lambda m: m.update(device="meta"))
+    loaded = TensorDict.load_memmap(prefix)
+    assert loaded.device == torch.device("cpu") and loaded["a"].device == torch.device("cpu")
+    moved = TensorDict.load_memmap(prefix, device="meta")
+    assert moved.device == torch.device("meta") and moved["a"].device == torch.device("meta")
 
 
 def test_links_inside_are_followed_and_special_files_refused(tmp_path: Path) -> None:
