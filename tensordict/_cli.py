@@ -32,6 +32,10 @@ def _read(path: str, call: str, verify: bool) -> Survey | str:
     except (ValueError, TypeError, RuntimeError, OSError) as err:  # FormatError is a ValueError
         text = str(err)
         return text if text.startswith(call) else f"{call}: {path!r}: {text}"
+    except Exception as err:  # a bug of ours still gets one line, not a traceback
+        return (
+            f"{call}: {path!r}: internal error reading the checkpoint: {type(err).__name__}: {err}"
+        )
 
 
 def _inspect(args: argparse.Namespace) -> int:

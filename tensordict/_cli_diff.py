@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict._cli_inspect import short
+from tensordict._cli_inspect import short, show_key
 from tensordict._survey import Collection, Leaf
 
 _CHUNK = 1 << 22  # elements compared at a time, so a large leaf never needs a large buffer
@@ -50,7 +51,7 @@ def differences(a: Collection, b: Collection, path: Path = ()) -> Iterator[str]:
     """
     where = show_path(path)
     if a.type != b.type:
-        yield f"{where}: type {a.type} != {b.type}"
+        yield f"{where}: type {show_key(a.type)} != {show_key(b.type)}"
     both_lazy = a.lazy and b.lazy
     for member in ("batch_size", "device", "names", "stack_dim")[: 4 if both_lazy else 3]:
         va, vb = a.meta.get(member), b.meta.get(member)
@@ -106,8 +107,13 @@ def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
             yield f"{where}: pickled data differs (compared as bytes, not unpickled)"
     else:
         va, vb = a.json_elements(), b.json_elements()
-        if va != vb:
+        if _strict(va) != _strict(vb):  # True == 1 == 1.0 in Python, not in the files
             yield f"{where}: value {short(va)} != {short(vb)}"
+
+
+def _strict(value: Any) -> str:
+    """A JSON value as text, so that values of other JSON types never compare equal."""
+    return json.dumps(value, sort_keys=True)
 
 
 def _value_difference(a: Leaf, b: Leaf) -> str | None:

@@ -43,12 +43,14 @@ def short(value: Any, width: int = 40) -> str:
     ('{"lr": 0.1}', '[0, 1, 2, 3, 4, 5...')
     """
     text = json.dumps(value, ensure_ascii=False)
+    if not text.isprintable():  # control characters (terminal escapes, bidi marks): escaped
+        text = json.dumps(value)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _collection_text(node: Collection) -> str:
     meta = node.meta
-    parts = [node.type, f"batch_size={meta['batch_size']}"]
+    parts = [show_key(node.type), f"batch_size={meta['batch_size']}"]
     if meta["device"] is not None:
         parts.append(f"device={meta['device']}")
     if meta["names"] is not None and any(n is not None for n in meta["names"]):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import TensorDict, is_tensor_collection, lazy_stack, tensorclass
+from tensordict import NonTensorData, TensorDict, is_tensor_collection, lazy_stack, tensorclass
 from tensordict._cli import main
 
 GOLDEN = Path(__file__).parent / "data" / "v1"
@@ -234,9 +234,35 @@ def _future_version(path: Path) -> None:
     _write_meta(path, meta)
 
 
+def _edit(change: Any) -> Any:
+    def corrupt(path: Path) -> None:
+        meta = _meta(path)
+        change(meta)
+        _write_meta(path, meta)
+
+    return corrupt
+
+
+def _fifo_leaf(path: Path) -> None:
+    (path / "obs.memmap").unlink()
+    os.mkfifo(path / "obs.memmap")
+
+
+def _alias_folders(path: Path) -> None:
+    meta = _meta(path)
+    meta["entries"]["info2"] = dict(meta["entries"]["info"])
+    _write_meta(path, meta)
+
+
 @pytest.mark.parametrize(
     ("corrupt", "message"),
     [
+        (_edit(lambda m: m.update(stack_dim=0)), "and a stack_dim, which only lazy stacks have"),
+        (_edit(lambda m: m.update(type="LazyStackedTensorDict")), "without a stack_dim"),
+        (_edit(lambda m: m["entries"]["obs"].update(dtype=["x"])), r"unknown dtype \['x'\]"),
+        (_edit(lambda m: m["entries"]["obs"].update(shape=[0, 2**61, 2**61])), "beyond"),
+        (_fifo_leaf, "is missing or not a regular file"),
+        (_alias_folders, "names 'info', which another entry names too"),
         (_corrupt_meta, "is not valid JSON"),
         (_truncate_leaf, r"holds 10 bytes; shape \[4, 3\] of float32 needs 48"),
         (_flip_a_byte, "fails its checksum"),
@@ -495,3 +521,20 @@ def test_a_cuda_checkpoint_is_read_on_any_machine(
     code, out, _ = _run(capsys, "inspect", path)
     assert code == 0 and "TensorDict  batch_size=[2]  device=cuda:0" in out.splitlines()[0]
     assert _run(capsys, "verify", path)[0] == 0
+
+
+def test_diff_tells_json_types_apart_and_escapes_what_it_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = TensorDict({"flag": NonTensorData(True), "cfg": NonTensorData({"lr": 1})}, [])
+    b = TensorDict({"flag": NonTensorData(1), "cfg": NonTensorData({"lr": 1.0})}, [])
+    a, b = _save(a, tmp_path / "a"), _save(b, tmp_path / "b")
+    code, out, _ = _run(capsys, "diff", a, b)
+    assert code == 1
+    assert "'flag': value true != 1" in out and "'cfg': value" in out
+    meta = _meta(b)
+    meta["type"] = "tensorclass:\x1b[2Jevil"  # an unregistered name with a terminal escape
+    _write_meta(b, meta)
+    for argv in (("verify", b), ("inspect", b), ("diff", a, b)):
+        _, out, err = _run(capsys, *argv)
+        assert "\x1b" not in out + err, argv
