@@ -136,6 +136,13 @@ class TensorDictModule(TensorDictModuleBase):
     ) -> Any:
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
+        if args:  # the upstream spelling module(td, td_out)
+            if len(args) > 1 or tensordict_out is not None or not is_tensor_collection(args[0]):
+                raise TypeError(
+                    f"TensorDictModule({self._name()}): after the TensorDict, only a "
+                    f"tensordict_out may be passed positionally, got {len(args)} more arguments"
+                )
+            tensordict_out = args[0]
         if SKIP_EXISTING[0] and all(
             k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
         ):
@@ -146,9 +153,9 @@ class TensorDictModule(TensorDictModuleBase):
             value = tensordict.get(in_keys[0], None)
             module = self._modules.get("module")
         if value is not None and module is not None:  # the common case: one tensor in
-            out = module(value)
+            out = module(value, **kwargs)
         else:
-            out = self._run(tensordict.get, lambda: tensordict.keys(True, True))
+            out = self._run(tensordict.get, lambda: tensordict.keys(True, True), kwargs)
         out_keys = self.out_keys
         if tensordict_out is None and self.inplace is True:
             if isinstance(out, Tensor) and len(out_keys) == 1:  # one tensor back into the input
@@ -163,8 +170,15 @@ class TensorDictModule(TensorDictModuleBase):
             tensordict_out.set(key, value)
         return tensordict_out
 
-    def _run(self, get: Callable[[Any, Any], Any], available: Callable[[], Any]) -> Any:
-        """Read the in_keys through ``get``, call the module, return what it returned."""
+    def _run(
+        self,
+        get: Callable[[Any, Any], Any],
+        available: Callable[[], Any],
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
+        """Read the in_keys through ``get``, call the module (with the caller's ``extra``
+        keyword arguments), return what it returned."""
+        extra = extra or {}
         in_keys = self.in_keys
         values = [get(key, None) for key in in_keys]
         missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]
@@ -173,8 +187,8 @@ class TensorDictModule(TensorDictModuleBase):
         try:
             if self._kwargs is not None:
                 named = {self._kwargs[k]: v for k, v in zip(in_keys, values, strict=True)}
-                return self._target()(**named)
-            return self._target()(*values)
+                return self._target()(**named, **extra)
+            return self._target()(*values, **extra)
         except Exception as err:
             if missing:  # the module choked on None inputs: say which keys were absent
                 raise KeyError(self._missing_message(missing, available())) from err

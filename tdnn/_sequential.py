@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import nn
 
-from tdnn._module import TensorDictModuleBase, tensor_inputs
+from tdnn._module import TensorDictModule, TensorDictModuleBase, tensor_inputs
 from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
 
@@ -85,18 +85,22 @@ class TensorDictSequential(TensorDictModuleBase):
         return td
 
     def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
-        """Called with tensors: run the modules on a ``{key: tensor}`` dict (each module
-        called with tensors too, so ``torch.fx`` traces through), return the out_keys."""
+        """Called with tensors: run the modules on a ``{key: tensor}`` dict, return the
+        out_keys. TensorDictModules and nested sequences are called with tensors too (so
+        ``torch.fx`` traces through, and their forward hooks see tensors); any other
+        module or callable is given a TensorDict of the entries so far."""
         env = tensor_inputs("TensorDictSequential", self.in_keys, first, args, kwargs)
         for m in self.module:
             ins, outs = _io(m)
             if self.partial_tolerant and any(k not in env for k in ins):
                 continue
-            if isinstance(m, _Callable):  # a plain td -> td function needs a TensorDict
+            if type(m).forward not in _TENSOR_CALLS:  # a td -> td callable or module
                 env.update(m(TensorDict(env, [])).items(True, True))
                 continue
             result = m(*[env.get(k) for k in ins])
             written = [k for k in outs if k != "_"]
+            if not written:
+                continue
             values = result if isinstance(result, tuple) and len(written) > 1 else (result,)
             env.update(zip(written, values, strict=True))
         results = [env[k] for k in self.out_keys]
@@ -144,6 +148,10 @@ class TensorDictSequential(TensorDictModuleBase):
 
     def __len__(self) -> int:
         return len(self.module)
+
+
+# Modules whose forward also takes plain tensors (the others are given a TensorDict).
+_TENSOR_CALLS = (TensorDictModule.forward, TensorDictSequential.forward)
 
 
 class _Callable(nn.Module):

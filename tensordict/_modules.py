@@ -33,17 +33,25 @@ def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) 
 
 
 def _differs(call: str, i: int, where: str, what: str) -> ValueError:
-    return ValueError(f"{call}: {where} of module {i} {what}")
+    return ValueError(f"{call}: {where}module {i} {what}")
 
 
-def _stack_modules(cls: Any, modules: tuple[nn.Module, ...], path: str, call: str) -> Any:
-    """Walk same-structure ``modules`` in step, check them, stack their tensors (one pass)."""
+_Tied = dict[int, tuple[list[Tensor], Tensor]]
+
+
+def _stack_modules(
+    cls: Any, modules: tuple[nn.Module, ...], path: str, call: str, tied: _Tied
+) -> Any:
+    """Walk same-structure ``modules`` in step, check them, stack their tensors (one pass).
+
+    A tensor module 0 holds under several names (tied weights) is stacked once and the
+    stack appears under each name, as long as every module ties the same names."""
     first = modules[0]
-    where = f"submodule {path!r}" if path else "the module"
+    where = f"submodule {path!r} of " if path else ""
     for i, other in enumerate(modules[1:], start=1):
         if type(other) is not type(first):
             raise TypeError(
-                f"{call}: {'' if not path else where + ' of '}module {i} is a "
+                f"{call}: {where}module {i} is a "
                 f"{type(other).__name__}, module 0 a {type(first).__name__}"
             )
         if other.training != first.training:
@@ -58,19 +66,29 @@ def _stack_modules(cls: Any, modules: tuple[nn.Module, ...], path: str, call: st
             if have != names:
                 missing = sorted(set(names) - set(have))
                 extra = sorted(set(have) - set(names))
-                raise _differs(
-                    call,
-                    i,
-                    where,
-                    f"has other {kind[1:]} than module 0: missing {missing}, extra {extra}",
+                what = (
+                    f"has its {kind[1:]} in another order: {have}, module 0 has {names}"
+                    if not missing and not extra
+                    else f"has other {kind[1:]} than module 0: missing {missing}, extra {extra}"
                 )
+                raise _differs(call, i, where, what)
         for name in names:
             tensors = [store[name] for store in stores]
             t0 = tensors[0]
+            full = f"{path}.{name}" if path else name
+            seen = tied.get(id(t0))
+            if seen is not None:
+                for i, (t, before) in enumerate(zip(tensors, seen[0], strict=True)):
+                    if t is not before:
+                        raise ValueError(
+                            f"{call}: {kind[1:-1]} {full!r} is tied to another in module 0 "
+                            f"but not in module {i}"
+                        )
+                entries[name] = seen[1]
+                continue
             shape, dtype, grad = t0.shape, t0.dtype, t0.requires_grad
             for i, t in enumerate(tensors[1:], start=1):
                 if t.shape != shape or t.dtype != dtype or t.requires_grad != grad:
-                    full = f"{path}.{name}" if path else name
                     what = "requires_grad" if t.requires_grad != grad else "shape or dtype"
                     raise ValueError(
                         f"{call}: {kind[1:-1]} {full!r} of module {i} differs in {what}: "
@@ -80,6 +98,7 @@ def _stack_modules(cls: Any, modules: tuple[nn.Module, ...], path: str, call: st
             stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
             if isinstance(t0, nn.Parameter):
                 stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
+            tied[id(t0)] = (tensors, stacked)
             entries[name] = stacked
     names = [n for n, m in first._modules.items() if m is not None]
     for i, other in enumerate(modules[1:], start=1):
@@ -88,7 +107,7 @@ def _stack_modules(cls: Any, modules: tuple[nn.Module, ...], path: str, call: st
             raise _differs(call, i, where, f"has submodules {have}, module 0 has {names}")
     for name in names:
         children: tuple[nn.Module, ...] = tuple(m._modules[name] for m in modules)  # type: ignore[misc]
-        sub = _stack_modules(cls, children, f"{path}.{name}" if path else name, call)
+        sub = _stack_modules(cls, children, f"{path}.{name}" if path else name, call, tied)
         if sub._tensordict:
             entries[name] = sub
     return cls._new_unsafe(entries, torch.Size([len(modules)]), None, None)
@@ -164,9 +183,8 @@ def _swap_into(
             if not isinstance(value, Tensor):
                 unexpected.append(".".join((*path, name)))
                 continue
-            if inplace:
-                with torch.no_grad():
-                    current.copy_(value)
+            if inplace:  # copied once the whole walk found nothing missing (to_module)
+                restore.append((store, name, (current, value, ".".join((*path, name)))))
             else:
                 restore.append((store, name, current))
                 store[name] = value
@@ -188,6 +206,19 @@ def _swap_into(
             originals[name] = inner
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
+
+
+def _copy_checked(call: str, pairs: list[tuple[Tensor, Tensor, str]]) -> None:
+    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
+    for current, value, key in pairs:
+        if value.shape != current.shape:
+            raise ValueError(
+                f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
+                f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
+            )
+    with torch.no_grad():
+        for current, value, _ in pairs:
+            current.copy_(value)
 
 
 def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
@@ -241,7 +272,7 @@ class ModuleOps(CollectionProtocol):
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
         with torch.no_grad():
-            out = _stack_modules(cls, modules, "", call)
+            out = _stack_modules(cls, modules, "", call, {})
         if lock:
             out.lock_()
         return _wrap(out, as_module)
@@ -288,10 +319,14 @@ class ModuleOps(CollectionProtocol):
                     f"{type(module).__name__} (pass strict=False to swap what matches)"
                 )
         except BaseException:
-            _Swap(restore, None).restore()
+            if not inplace:
+                _Swap(restore, None).restore()
             raise
-        if not return_swap or inplace:
-            return _Swap([], None) if inplace else None
+        if inplace:
+            _copy_checked(call, [entry for _, _, entry in restore])
+            return _Swap([], None)
+        if not return_swap:
+            return None
         from tensordict._td import TensorDict  # the concrete class sits above this mixin
 
         swapped = _as_tree(TensorDict, originals)

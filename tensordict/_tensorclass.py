@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
@@ -71,7 +72,7 @@ def _is_tensor_type(hint: Any) -> bool:
 def _hint_types(hint: Any) -> tuple[Any, ...]:
     """The classes a hint allows (``Optional[X]`` and ``X | None`` give ``(X,)``)."""
     origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         return tuple(a for a in typing.get_args(hint) if a is not type(None))
     return (hint,)
 

@@ -48,6 +48,17 @@ def test_core_import_does_not_load_tdnn_and_the_alias_does() -> None:
     assert done.stdout.strip() == "ok", done.stderr
 
 
+def test_the_module_layer_is_loaded_dynamically_in_two_places_only() -> None:
+    # the upstream alias tensordict.nn, and from_module(as_module=True) going through it
+    users = sorted(
+        p.name
+        for p in (ROOT / "tensordict").rglob("*.py")
+        if "import_module(" in p.read_text() or "__import__(" in p.read_text()
+    )
+    assert users == ["_modules.py", "nn.py"]
+    assert 'import_module("tensordict.nn")' in (ROOT / "tensordict" / "_modules.py").read_text()
+
+
 def test_tdnn_uses_only_public_tensordict_names() -> None:
     offenders = [
         str(p.relative_to(ROOT))

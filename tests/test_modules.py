@@ -192,3 +192,44 @@ def test_partial_loading_composes(tmp_path: Path) -> None:
     part.to_module(fresh[0], inplace=True)
     torch.testing.assert_close(fresh[0].weight, model[0].weight)
     assert not torch.equal(fresh[1].weight, model[1].weight)
+
+
+def test_to_module_inplace_changes_nothing_unless_everything_fits() -> None:
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    zeros = TensorDict.from_module(model).apply(torch.zeros_like)
+    del zeros["1", "bias"]
+    with pytest.raises(KeyError, match=r"missing keys \['1.bias'\]"):
+        zeros.to_module(model, inplace=True)
+    wrong = TensorDict.from_module(model).apply(torch.zeros_like)
+    wrong["1", "weight"] = torch.zeros(2, 3)
+    with pytest.raises(
+        ValueError, match=r"key '1.weight' has shape \(2, 3\), the module's tensor \(1, 3\)"
+    ):
+        wrong.to_module(model, inplace=True)
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())  # nothing was written
+
+
+def test_from_modules_keeps_tied_parameters_tied() -> None:
+    def tied() -> nn.Module:
+        m = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+        m[1].weight = m[0].weight
+        return m
+
+    models = [tied() for _ in range(3)]
+    stacked = TensorDict.from_modules(*models)
+    assert stacked["0", "weight"] is stacked["1", "weight"]  # one Parameter, as in the models
+    params, _ = torch.func.stack_module_state(models)
+    torch.testing.assert_close(stacked["0", "weight"], params["0.weight"])
+    untied = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    with pytest.raises(
+        ValueError, match="parameter '1.weight' is tied to another in module 0 but not in module 1"
+    ):
+        TensorDict.from_modules(tied(), untied)
+    reordered = nn.Linear(2, 2)
+    reordered._parameters = dict(reversed(list(reordered._parameters.items())))
+    with pytest.raises(
+        ValueError, match=r"module 1 has its parameters in another order: \['bias', 'weight'\]"
+    ):
+        TensorDict.from_modules(nn.Linear(2, 2), reordered)

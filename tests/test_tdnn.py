@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from tdnn import TensorDictModule, TensorDictSequential
+from tdnn import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from tensordict import TensorDict
 
 
@@ -297,3 +297,31 @@ def test_skip_existing_wrap_module_and_decorator() -> None:
     wrapped = WrapModule(lambda t: t.set("c", t["b"] * 2), in_keys=["b"], out_keys=["c"])
     assert torch.equal(wrapped(td)["c"], torch.full((2,), 2.0))
     assert wrapped.in_keys == ["b"] and wrapped.out_keys == ["c"]
+
+
+def test_tensor_calls_of_a_sequence_with_td_only_modules_and_discarded_outputs() -> None:
+    class Double(TensorDictModuleBase):
+        in_keys, out_keys = ["a"], ["b"]
+
+        def forward(self, td: TensorDict) -> TensorDict:
+            return td.set("b", td["a"] * 2)
+
+    seen = []
+    seq = TensorDictSequential(
+        Double(),
+        TensorDictModule(lambda b: seen.append(b.clone()), ["b"], ["_"]),  # output discarded
+        TensorDictModule(lambda b: b + 1, ["b"], ["c"]),
+    )
+    b, c = seq(torch.ones(2))
+    assert torch.equal(b, torch.full((2,), 2.0)) and torch.equal(c, torch.full((2,), 3.0))
+    assert len(seen) == 1 and torch.equal(seen[0], b)
+
+
+def test_keyword_arguments_reach_the_module_and_a_second_tensordict_is_the_output() -> None:
+    m = TensorDictModule(lambda x, scale=1.0: x * scale, ["x"], ["y"])
+    td = TensorDict({"x": torch.ones(3)}, [3])
+    assert torch.equal(m(td, scale=5.0)["y"], torch.full((3,), 5.0))
+    fresh, out = TensorDict({"x": torch.ones(3)}, [3]), TensorDict({}, [3])
+    assert m(fresh, out) is out and "y" in out.keys() and "y" not in fresh.keys()
+    with pytest.raises(TypeError, match="only a tensordict_out may be passed positionally"):
+        m(td, torch.ones(3))
