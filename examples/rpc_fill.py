@@ -39,25 +39,29 @@ def worker(rank: int, port: int, folder: str) -> None:
         init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=TIMEOUT_S
     )
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
-    if rank == 0:
-        tensordict = TensorDict(
-            {
-                "memmap": MemoryMappedTensor.empty(
-                    1000, 64, 64, 3, dtype=torch.uint8, filename=os.path.join(folder, "data")
-                )
-            },
-            [1000],
-        )
-        fill_tensordict_cp = CloudpickleWrapper(fill_tensordict)
-        idx = [4, 5, 6, 7, 998]
-        t0 = time.time()
-        out = rpc.rpc_sync("worker1", fill_tensordict_cp, args=(tensordict, idx))
-        print(f"time elapsed: {time.time() - t0:.3f} s")
-        print("check all ones:", out["memmap"][idx, :1, :1, :1].clone().flatten().tolist())
-        assert bool((tensordict["memmap"][idx] == 1).all()), "the caller does not see the writes"
-        assert int(tensordict["memmap"][8].sum()) == 0, "a row that was not filled changed"
-        print("the caller sees the writes of worker1")
-    rpc.shutdown()
+    try:
+        if rank == 0:
+            tensordict = TensorDict(
+                {
+                    "memmap": MemoryMappedTensor.empty(
+                        1000, 64, 64, 3, dtype=torch.uint8, filename=os.path.join(folder, "data")
+                    )
+                },
+                [1000],
+            )
+            fill_tensordict_cp = CloudpickleWrapper(fill_tensordict)
+            idx = [4, 5, 6, 7, 998]
+            t0 = time.time()
+            out = rpc.rpc_sync("worker1", fill_tensordict_cp, args=(tensordict, idx))
+            print(f"time elapsed: {time.time() - t0:.3f} s")
+            print("check all ones:", out["memmap"][idx, :1, :1, :1].clone().flatten().tolist())
+            assert bool((tensordict["memmap"][idx] == 1).all()), (
+                "the caller does not see the writes"
+            )
+            assert int(tensordict["memmap"][8].sum()) == 0, "a row that was not filled changed"
+            print("the caller sees the writes of worker1")
+    finally:
+        rpc.shutdown()  # also when a check fails: the other worker is not left waiting
 
 
 def main() -> None:

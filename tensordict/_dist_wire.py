@@ -473,6 +473,18 @@ def _recv_buffers(
     return {code: buf for code, (_, buf) in posted.items()}, raw, pos
 
 
+def drain(src: int, group: Any, call: str) -> None:
+    """Receive and drop one transfer from ``src`` (header, then what it announces), so a
+    sender is not left blocked when this rank refuses the call."""
+    dist = require_init(call)
+    tags = Tags()
+    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
+    dist.recv(header, src, group=group, tag=tags[0])
+    info = header.tolist()
+    check_magic(call, info, src)
+    _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
+
+
 def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
     dist = require_init(call)

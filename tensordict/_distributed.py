@@ -26,6 +26,7 @@ from tensordict._dist_wire import (
     as_bytes,
     build,
     check_magic,
+    drain,
     empty_buffers,
     post_recv,
     post_send,
@@ -338,10 +339,15 @@ class DistributedOps(CollectionProtocol):
                 f"{call}: rank {src} must pass one tensordict per rank of the group "
                 f"({len(ranks)}), got {got}"
             )
-        pending = [
-            post_send(td, rank, group, Tags(), call, INIT, structure(td, call))
+        # every structure is checked before anything is sent: a refusal then leaves no
+        # rank waiting for a message that will not come
+        outgoing = [
+            (rank, td, structure(td, call), Layout(td, call))
             for rank, td in zip(ranks, tensordicts, strict=True)
             if rank != src
+        ]
+        pending = [
+            post_send(td, rank, group, Tags(), call, INIT, raw) for rank, td, raw, _ in outgoing
         ]
         for p in pending:
             p.wait()
@@ -363,6 +369,8 @@ class DistributedOps(CollectionProtocol):
         others = [r for r in ranks if r != dst]
         bs = self._batch_size
         if not bs or bs[0] != len(others):
+            for rank in others:  # the other ranks are mid-send: take their messages first
+                drain(rank, group, call)
             raise ValueError(
                 f"{call}: on rank {dst} the tensordict needs one row per other rank: "
                 f"batch_size[0] == {len(others)}, got batch_size {tuple(bs)}"

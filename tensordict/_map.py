@@ -26,14 +26,25 @@ import queue
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from tensordict._apply import tensor_leaves
-from tensordict._map_worker import Done, Failed, Job, PickledFn, build, install, plain, run_task
+from tensordict._cloudpickle import CloudpickleWrapper
+from tensordict._map_worker import (
+    Done,
+    Failed,
+    Job,
+    at,
+    build,
+    install,
+    plain,
+    run_task,
+    write_into,
+)
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._protocol import CollectionProtocol
 
@@ -195,11 +206,11 @@ def _progress(call: str, total: int) -> Any:
 
 def receipts(
     plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bool
-) -> Iterator[Done]:
+) -> Generator[Done, None, None]:
     """Run every chunk; yield the receipts in chunk order. Owned pools end with the call."""
     bar = _progress(plan.call, plan.total) if pbar else None
     job = Job(
-        PickledFn(plan.fn),
+        CloudpickleWrapper(plan.fn),
         plan.td,
         plan.dim,
         plan.stack,
@@ -316,7 +327,7 @@ def run_map(plan: _Plan, pbar: bool) -> Any:
             result = _join(plan, got, scratch)
         if out is None:
             return result
-        _write_out(out, result)
+        write_into(out, result)
         return out
     finally:
         _remove(scratch)
@@ -332,16 +343,9 @@ def _empty(plan: _Plan) -> Any:
     idx = (*(slice(None),) * plan.dim, slice(0, 0))
     result = plan.fn(plan.td[idx])
     if plan.out is not None and result is not None:
-        _write_out(plan.out, result)
+        write_into(plan.out, result)
         return plan.out
     return result
-
-
-def _write_out(out: Any, result: Any) -> None:
-    if isinstance(out, Tensor):
-        out.copy_(result)
-    else:
-        out.update_(result)
 
 
 def _join(plan: _Plan, got: list[Done], scratch: str) -> Any:
@@ -351,9 +355,9 @@ def _join(plan: _Plan, got: list[Done], scratch: str) -> Any:
         if receipt.kind == "gathered":
             whole = build(receipt.spec, scratch)
             if plan.stack:
-                parts.extend(whole[_at(plan.dim, j)] for j in range(start, stop))
+                parts.extend(whole[at(plan.dim, j)] for j in range(start, stop))
             else:
-                parts.append(whole[_at(plan.dim, slice(start, stop))])
+                parts.append(whole[at(plan.dim, slice(start, stop))])
         else:
             parts.extend(plain(v, scratch) for v in receipt.values)
     try:
@@ -365,26 +369,23 @@ def _join(plan: _Plan, got: list[Done], scratch: str) -> Any:
         ) from err
 
 
-def _at(dim: int, index: Any) -> Any:
-    return index if dim == 0 else (*(slice(None),) * dim, index)
-
-
 def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
     """TensorDict.map_iter's body: each chunk's result (or each item's, with chunksize=0)."""
     if plan.total == 0:
         return
     _share_leaves(plan.td)
     scratch = _scratch()
+    # closed first (its pool terminated) whatever the interpreter's collection order
+    source = receipts(plan, False, pbar, scratch, gather=False)
     try:
-        for receipt, (start, stop) in zip(
-            receipts(plan, False, pbar, scratch, gather=False), plan.chunks, strict=True
-        ):
+        for receipt, (start, stop) in zip(source, plan.chunks, strict=True):
             if receipt.kind == "none":
                 yield from [None] * (stop - start if plan.stack else 1)
             else:
                 for value in receipt.values:
                     yield plain(value, scratch)
     finally:
+        source.close()
         _remove(scratch)
 
 
@@ -420,7 +421,7 @@ class MapOps(CollectionProtocol):
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"x": torch.arange(6.0)}, [6])
         >>> td.map(lambda c: c * 10, num_workers=2, chunksize=2)["x"]
-        tensor([ 0., 10., 20., 30., 40., 50.])
+        MemoryMappedTensor([ 0., 10., 20., 30., 40., 50.])
         """
         plan = _Plan(
             self,

@@ -14,45 +14,30 @@ Files live in a scratch folder (``/dev/shm`` when there is one) that the parent 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
 import traceback
-from collections.abc import Callable
+import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import cloudpickle  # type: ignore[import-untyped]
 import torch
 from torch import Tensor
 
-from tensordict._apply import tensor_leaves
+from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._nontensor import NonTensor
 from tensordict._protocol import CollectionProtocol
-
-
-class PickledFn:
-    """A callable pickled with cloudpickle, so lambdas and local functions reach workers."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_load_fn, (cloudpickle.dumps(self.fn),))
-
-
-def _load_fn(blob: bytes) -> PickledFn:
-    return PickledFn(cloudpickle.loads(blob))
 
 
 @dataclass
 class Job:
     """Everything a worker needs besides the chunk bounds (sent once, or inherited by fork)."""
 
-    fn: PickledFn
+    fn: CloudpickleWrapper  # lambdas and local functions reach workers too
     source: Any
     dim: int
     stack: bool  # chunksize=0: fn sees one item at a time; results are stacked
@@ -64,7 +49,8 @@ class Job:
 
 @dataclass
 class Done:
-    """A chunk finished: ``kind`` is "none", "written", "gathered" (``spec``) or "values"."""
+    """A chunk finished: ``kind`` is "none", "written", "gathered" (``spec``), "values", or
+    "cancelled" (not run: its call had ended)."""
 
     index: int
     count: int
@@ -102,6 +88,8 @@ def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
         if job is None:
             job = _JOB
             assert job is not None, "TensorDict.map: worker started without a job"
+        if not os.path.isdir(job.scratch):  # the call is over (it failed or was closed):
+            return Done(index, 0, "cancelled")  # leave the caller's data alone
         return _run(job, index, start, stop)
     except Exception as err:
         text = traceback.format_exc()
@@ -112,7 +100,8 @@ def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
         return Failed(index, text, err, _ITEM[0])
 
 
-def _at(dim: int, index: Any) -> Any:
+def at(dim: int, index: Any) -> Any:
+    """``index`` applied along ``dim`` (for ``tensor[...]``)."""
     return index if dim == 0 else (*(slice(None),) * dim, index)
 
 
@@ -122,11 +111,11 @@ def _run(job: Job, index: int, start: int, stop: int) -> Done:
         results = []
         for j in range(start, stop):
             _ITEM[0] = j
-            results.append(fn(src[_at(dim, j)]))
+            results.append(fn(src[at(dim, j)]))
         _ITEM[0] = None
         positions = list(range(start, stop))
     else:
-        results = [fn(src[_at(dim, slice(start, stop))])]
+        results = [fn(src[at(dim, slice(start, stop))])]
         positions = [start]
     count = stop - start
     nones = sum(r is None for r in results)
@@ -139,8 +128,8 @@ def _run(job: Job, index: int, start: int, stop: int) -> Done:
         )
     if job.out is not None:
         for pos, result in zip(positions, results, strict=True):
-            where = _at(dim, pos if job.stack else slice(start, stop))
-            _write(job.out[where], result)
+            where = at(dim, pos if job.stack else slice(start, stop))
+            write_into(job.out[where], result)
         return Done(index, count, "written")
     length = None if job.stack else count
     specs = [_spec(r, dim, length, job.total, ()) for r in results] if job.gather else [None]
@@ -152,7 +141,8 @@ def _run(job: Job, index: int, start: int, stop: int) -> Done:
     return Done(index, count, "values", values=values)
 
 
-def _write(view: Any, result: Any) -> None:
+def write_into(view: Any, result: Any) -> None:
+    """Copy ``result`` into ``view`` (a tensor or a TensorDict), in place."""
     if isinstance(view, Tensor):
         view.copy_(result)
     else:
@@ -193,7 +183,10 @@ def _spec(result: Any, dim: int, length: int | None, total: int, path: tuple[str
         if sub is None:
             return None
         entries.append((key, sub))
-    return ("td", type(result), batch, result._device, result._names, tuple(entries))
+    names = result._names
+    if names is not None and length is None:  # items are stacked: the new dim has no name
+        names = [*names[:dim], None, *names[dim:]]
+    return ("td", type(result), batch, result._device, names, tuple(entries))
 
 
 def _sized_file(path: str, nbytes: int) -> int:
@@ -237,6 +230,26 @@ def _fill(result: Any, spec: Any, job: Job, pos: int, length: int) -> None:
     place.copy_(value)
 
 
+def adopt(path: str, dtype: torch.dtype, size: torch.Size) -> MemoryMappedTensor:
+    """The result file ``path`` as a memory-mapped tensor that owns it: moved out of the
+    scratch folder (which the call removes), deleted when the last tensor on it dies.
+
+    Being a file-backed ``MemoryMappedTensor``, a result pickles by name, so it can be sent
+    on to other processes (a mapping of an unlinked file could not be)."""
+    owned = os.path.join(
+        os.path.dirname(os.path.dirname(path)), f"tensordict-out-{uuid.uuid4().hex}"
+    )
+    os.rename(path, owned)
+    tensor = MemoryMappedTensor._from_checked_file(owned, dtype, size)
+    weakref.finalize(tensor.untyped_storage(), _unlink, owned)
+    return tensor
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def build(spec: Any, scratch: str) -> Any:
     """The parent side: the whole output, its leaves mapping the gathered files."""
     if spec[0] == "leaf":
@@ -244,8 +257,7 @@ def build(spec: Any, scratch: str) -> Any:
         size = torch.Size(full)
         if not size.numel():
             return torch.empty(size, dtype=dtype)
-        path = os.path.join(scratch, name)
-        return torch.from_file(path, shared=True, size=size.numel(), dtype=dtype).view(size)
+        return adopt(os.path.join(scratch, name), dtype, size)
     _, cls, batch, device, names, entries = spec
     built = {key: build(sub, scratch) for key, sub in entries}
     return cls._new_unsafe(built, torch.Size(batch), device, names)
@@ -272,25 +284,19 @@ def _to_files(result: Any, scratch: str, index: int, n: int) -> Any:
 
 
 def plain(value: Any, scratch: str) -> Any:
-    """The parent side of :func:`_to_files`: plain tensors, and the chunk's files unlinked.
+    """The parent side of :func:`_to_files`: the chunk's files, taken out of the scratch
+    folder and owned by the tensors that map them (see :func:`adopt`)."""
 
-    The mappings stay valid after the unlink; the memory is freed with the last tensor.
-    """
-
-    def unwrap(x: Tensor) -> Tensor:
-        if isinstance(x, MemoryMappedTensor):
-            name = x.filename
-            if name is not None and os.path.dirname(name) == os.path.abspath(scratch):
-                os.unlink(name)
-            return x.as_subclass(Tensor)
+    def own(x: Tensor) -> Tensor:
+        name = x.filename if isinstance(x, MemoryMappedTensor) else None
+        if name is not None and os.path.dirname(name) == os.path.abspath(scratch):
+            return adopt(name, x.dtype, x.shape)
         return x
 
     if isinstance(value, Tensor):
-        return unwrap(value)
+        return own(value)
     if isinstance(value, CollectionProtocol):
         from tensordict._convert import map_leaves
 
-        for leaf in tensor_leaves(value, []):
-            unwrap(leaf)
-        return map_leaves(value, lambda x: x.as_subclass(Tensor))
+        return map_leaves(value, own)
     return value

@@ -192,6 +192,8 @@ def _collectives(rank: int) -> None:
     if rank == 0:
         parts = [TensorDict({"x": torch.full((2,), float(i))}, [2]) for i in range(2)]
         _raises(lambda: TensorDict().scatter(0, parts[:1]), ValueError, "one tensordict per rank")
+        bad = [parts[0], TensorDict({"c": torch.zeros(2, dtype=torch.complex32)}, [2])]
+        _raises(lambda: TensorDict().scatter(0, bad), TypeError, "cannot be sent")  # nothing sent
         out = TensorDict().scatter(0, parts)
     else:
         out = TensorDict().scatter(0)
@@ -206,6 +208,7 @@ def _collectives(rank: int) -> None:
         assert stack["a"].tolist() == [[5.0, 5.0]] and bool((stack["n", "b"] == 5).all())
     else:
         part = TensorDict({"a": torch.full((2,), 5.0), "n": {"b": torch.full((2, 2), 5.0)}}, [2])
+        assert part.gather_and_stack(0) is None  # refused by rank 0, which still takes it
         assert part.gather_and_stack(0) is None
 
 
@@ -247,11 +250,11 @@ def _rpc(rank: int, port: int, folder: str) -> None:
 
 
 # ------------------------------------------------------------------ the launcher
-def _child(rank: int, port: int, rpc_port: int, folder: str, results: mp.Queue) -> None:
+def _child(rank: int, rpc_port: int, folder: str, results: mp.Queue) -> None:
     try:
         dist.init_process_group(
             "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
+            init_method=f"file://{folder}/gloo-store",  # no port to race for
             rank=rank,
             world_size=2,
             timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S),
@@ -272,9 +275,9 @@ def test_two_processes() -> None:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory() as folder:
-        ports = (_free_port(), _free_port())
+        rpc_port = _free_port()  # (the gloo group meets through a file instead)
         procs = [
-            ctx.Process(target=_child, args=(rank, *ports, folder, results), daemon=True)
+            ctx.Process(target=_child, args=(rank, rpc_port, folder, results), daemon=True)
             for rank in range(2)
         ]
         for p in procs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import glob
 import multiprocessing as mp
 import os
 import signal
@@ -92,6 +94,31 @@ def test_chunksize_zero_calls_fn_on_items_and_stacks() -> None:
     assert torch.equal(cols, td2["a"].cumsum(0))
 
 
+def test_chunksize_zero_keeps_the_other_dims_names() -> None:
+    td = TensorDict({"a": torch.arange(18.0).view(6, 3)}, [6, 3], names=["rows", "cols"])
+    got = td.map(lambda item: item.set("b", item["a"] + 1), num_workers=2, chunksize=0)
+    assert got.names == [None, "cols"]
+    assert got.names == torch.stack([td[i].set("b", td[i]["a"] + 1) for i in range(6)]).names
+
+
+def test_results_travel_on_by_name_and_their_files_go_with_them() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    td = data(9)
+    before = set(glob.glob("/dev/shm/tensordict-out-*"))
+    result = td.map(double_x, num_workers=2, chunksize=3)
+    chunk = next(iter(td.map_iter(double_x, num_workers=2, chunksize=3)))
+    for value in (result["x2"], chunk["x2"]):
+        sent = ForkingPickler.loads(ForkingPickler.dumps(value))
+        assert torch.equal(sent, value)
+        assert len(ForkingPickler.dumps(value)) < 1000  # a file name, not the data
+    chained = result.map(lambda c: c["x2"] + 1, num_workers=2, chunksize=4)
+    assert torch.equal(chained, td["x"] * 2 + 1)
+    del result, chunk, value, sent, chained
+    gc.collect()
+    assert set(glob.glob("/dev/shm/tensordict-out-*")) <= before  # deleted with the tensors
+
+
 def test_tensor_results_and_varying_chunk_lengths() -> None:
     td = data(10)
     assert td.map(lambda c: c["x"] + 1, num_workers=2, chunksize=4).tolist() == [
@@ -149,6 +176,23 @@ def test_worker_exception_names_chunk_with_traceback() -> None:
     with pytest.raises(RuntimeError, match=r"ValueError on item 5 along dim 0 \(chunksize=0\)"):
         data(10).map(fail_on_five, num_workers=2, chunksize=0)
     # the autouse fixture checks that the pool's workers are gone
+
+
+def test_a_task_of_a_call_that_has_ended_does_not_run(tmp_path: Path) -> None:
+    # A pool cannot cancel queued tasks: a caller's pool still hands out the chunks of a
+    # call that failed. Each task checks that its call's scratch folder still exists.
+    from tensordict import CloudpickleWrapper
+    from tensordict._map_worker import Done, Job, run_task
+
+    calls = []
+    td = data(4)
+    job = Job(
+        CloudpickleWrapper(calls.append), td, 0, False, 4, None, str(tmp_path / "gone"), False
+    )
+    receipt = run_task((job, 1, 2, 4))
+    assert isinstance(receipt, Done) and receipt.kind == "cancelled" and calls == []
+    (tmp_path / "gone").mkdir()
+    assert run_task((job, 1, 2, 4)).kind == "none" and len(calls) == 1  # the same task runs
 
 
 def test_dead_worker_is_reported_not_awaited() -> None:
