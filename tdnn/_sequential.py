@@ -70,11 +70,20 @@ class TensorDictSequential(TensorDictModuleBase):
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
     ) -> Any:
-        if not is_tensor_collection(tensordict):
+        if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
+        if args:  # the upstream spelling seq(td, td_out)
+            if len(args) > 1 or tensordict_out is not None or not is_tensor_collection(args[0]):
+                raise TypeError(
+                    "TensorDictSequential: after the TensorDict, only a tensordict_out may be "
+                    f"passed positionally, got {len(args)} more arguments"
+                )
+            tensordict_out = args[0]
         td = tensordict
-        for m in self.module:
-            if self.partial_tolerant:
+        tolerant = self.partial_tolerant
+        members: Any = self._modules["module"]
+        for m in members._modules.values():  # (iterating self.module, without the lookups)
+            if tolerant:
                 ins, _ = _io(m)
                 if any(k not in td.keys(True) for k in ins):
                     continue

@@ -325,3 +325,9 @@ def test_keyword_arguments_reach_the_module_and_a_second_tensordict_is_the_outpu
     assert m(fresh, out) is out and "y" in out.keys() and "y" not in fresh.keys()
     with pytest.raises(TypeError, match="only a tensordict_out may be passed positionally"):
         m(td, torch.ones(3))
+    seq = TensorDictSequential(m)
+    fresh, out = TensorDict({"x": torch.ones(3)}, [3]), TensorDict({}, [3])
+    assert seq(fresh, out) is out and torch.equal(out["y"], torch.ones(3))
+    assert torch.equal(seq(fresh, scale=3.0)["y"], torch.full((3,), 3.0))
+    with pytest.raises(TypeError, match="TensorDictSequential: after the TensorDict, only"):
+        seq(fresh, torch.ones(3))
