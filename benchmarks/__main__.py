@@ -23,8 +23,8 @@ ALL: list[Case] = [
     *_cases_tensorclass.CASES,
     *_cases_checkpoint.CASES,
     *_cases_modules.CASES,
+    *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,
-    *_cases_map.CASES,
 ]
 
 
