@@ -286,8 +286,17 @@ def _check(plan: _Plan, index: int, receipt: Any) -> None:
         ) from receipt
 
 
-def _scratch() -> str:
-    return tempfile.mkdtemp(prefix="tensordict-map-", dir=_scratch_root())
+def _scratch(td: Any) -> str:
+    """A fresh folder for result files: in ``/dev/shm`` when it has room for about twice
+    the input (results are usually no larger), else in the temporary folder on disk, so a
+    small ``/dev/shm`` (a container's default 64 MB) does not fail a large call."""
+    root = _scratch_root()
+    if root is not None:
+        need = 2 * sum(t.numel() * t.element_size() for t in tensor_leaves(td, []))
+        info = os.statvfs(root)
+        if info.f_bavail * info.f_frsize < need:
+            root = None
+    return tempfile.mkdtemp(prefix="tensordict-map-", dir=root)
 
 
 def _remove(scratch: str) -> None:
@@ -309,7 +318,7 @@ def run_map(plan: _Plan, pbar: bool) -> Any:
     _share_leaves(plan.td)
     out = plan.out
     out_shared = out is not None and _is_shared(out)
-    scratch = _scratch()
+    scratch = _scratch(plan.td)
     try:
         got = list(receipts(plan, out_shared, pbar, scratch, gather=True))
         kinds = {r.kind for r in got}
@@ -374,7 +383,7 @@ def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
     if plan.total == 0:
         return
     _share_leaves(plan.td)
-    scratch = _scratch()
+    scratch = _scratch(plan.td)
     # closed first (its pool terminated) whatever the interpreter's collection order
     source = receipts(plan, False, pbar, scratch, gather=False)
     try:

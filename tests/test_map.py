@@ -119,6 +119,26 @@ def test_results_travel_on_by_name_and_their_files_go_with_them() -> None:
     assert set(glob.glob("/dev/shm/tensordict-out-*")) <= before  # deleted with the tensors
 
 
+def test_a_full_dev_shm_sends_result_files_to_the_temporary_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tensordict._map as map_module
+
+    real = os.statvfs
+
+    def full(path: str) -> os.statvfs_result:
+        values = list(real(path))
+        values[4] = 0  # f_bavail: no room
+        return os.statvfs_result(values)
+
+    monkeypatch.setattr(map_module.os, "statvfs", full)
+    monkeypatch.setattr(map_module.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(map_module, "_scratch_root", lambda: "/dev/shm")
+    result = data(6).map(double_x, num_workers=2, chunksize=2)
+    assert torch.equal(result["x2"], data(6)["x"] * 2)
+    assert str(result["x2"].filename).startswith(str(tmp_path))  # not in /dev/shm
+
+
 def test_tensor_results_and_varying_chunk_lengths() -> None:
     td = data(10)
     assert td.map(lambda c: c["x"] + 1, num_workers=2, chunksize=4).tolist() == [
