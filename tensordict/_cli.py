@@ -49,6 +49,8 @@ def _inspect(args: argparse.Namespace) -> int:
         _error(result + " (python -m tensordict verify checks it in full)")
         return FOUND
     print(render(args.path, result, ascii_only=not _can_print("├└│")))
+    for note in result.notes:
+        print(f"note: {note}")
     return OK
 
 

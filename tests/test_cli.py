@@ -175,6 +175,8 @@ def test_verify_notes_an_undefined_tensorclass(
     code, out, _ = _run(capsys, "verify", path)
     assert code == 0
     assert "type 'tensorclass:NotDefinedHere' is not defined in this process" in out
+    code, out, _ = _run(capsys, "inspect", path)
+    assert code == 0 and "note: " in out and "NotDefinedHere" in out
     meta["type"] = "NotATensorclass"
     _write_meta(path, meta)
     code, _, err = _run(capsys, "verify", path)
