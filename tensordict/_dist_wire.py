@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import json
 import marshal
+import math
 import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._protocol import CollectionProtocol
-from tensordict._torch_compat import flatten_dense, foreach, unflatten_dense
+from tensordict._torch_compat import flatten_dense, foreach
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -96,19 +97,35 @@ def _shown(path: str) -> str:
 class Layout:
     """The flattened structure of a collection: entry keys, shapes, codes, leaves per dtype."""
 
-    __slots__ = ("codes", "dims", "groups", "keys")
+    __slots__ = ("codes", "dims", "groups", "keys", "runs")
 
     def __init__(self, td: CollectionProtocol, call: str) -> None:
         # keys: entry keys, with markers around each nested level; dims: every entry's
         # shape, flattened, each closed by -1; codes: a dtype code or an entry kind.
+        # A dtype's buffer holds its leaves grouped by shape (shapes in the order they
+        # first occur, leaves in walk order within a shape), so that unpacking views each
+        # run of one shape with a single view + unbind: see ``wire_order``.
         self.keys: list[str] = []
         self.dims: list[int] = []
         self.codes: list[int] = []
-        self.groups: dict[int, list[Tensor]] = {}
-        self._walk(td, "", call)
+        shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
+        self._walk(td, "", call, shaped)
+        self.groups: dict[int, list[Tensor]] = {
+            code: [t for run in by_shape.values() for t in run] for code, by_shape in shaped.items()
+        }
+        self.runs: dict[int, list[tuple[torch.Size, int]]] = {
+            code: [(shape, len(run)) for shape, run in by_shape.items()]
+            for code, by_shape in shaped.items()
+        }
 
-    def _walk(self, td: CollectionProtocol, prefix: str, call: str) -> None:
-        keys, dims, codes, groups = self.keys, self.dims, self.codes, self.groups
+    def _walk(
+        self,
+        td: CollectionProtocol,
+        prefix: str,
+        call: str,
+        groups: dict[int, dict[torch.Size, list[Tensor]]],
+    ) -> None:
+        keys, dims, codes = self.keys, self.dims, self.codes
         for key, value in td._tensordict.items():
             if isinstance(value, Tensor):
                 code = _CODES.get(value.dtype)
@@ -118,14 +135,19 @@ class Layout:
                         f"which cannot be sent; cast it to one of {', '.join(_DTYPE_NAMES)}"
                     )
                 keys.append(key)
-                dims.extend(value.shape)
+                shape = value.shape
+                dims.extend(shape)
                 dims.append(-1)
                 codes.append(code)
-                group = groups.get(code)
-                if group is None:
-                    groups[code] = [value]
+                by_shape = groups.get(code)
+                if by_shape is None:
+                    groups[code] = {shape: [value]}
                 else:
-                    group.append(value)
+                    run = by_shape.get(shape)
+                    if run is None:
+                        by_shape[shape] = [value]
+                    else:
+                        run.append(value)
             elif isinstance(value, NonTensor):
                 keys.append(key)
                 dims.extend(value.batch_size)
@@ -137,7 +159,7 @@ class Layout:
                 dims.append(-1)
                 codes.append(_NODE)
                 keys.append("\x1e")
-                self._walk(value, _join(prefix, key), call)
+                self._walk(value, _join(prefix, key), call, groups)
                 keys.append("\x1d")
 
     def device(self) -> torch.device:
@@ -217,6 +239,17 @@ class Layout:
             "receiver does not know, use init_remote/from_remote_init)"
         )
 
+    def _views(self, code: int, buf: Tensor) -> list[Tensor]:
+        """Views of ``buf`` shaped like the leaves of ``code``, in order: one view and one
+        unbind per run of a shape (not one view per leaf)."""
+        views: list[Tensor] = []
+        offset = 0
+        for shape, count in self.runs[code]:
+            size = shape.numel() * count
+            views.extend(buf[offset : offset + size].view(count, *shape).unbind(0))
+            offset += size
+        return views
+
     def unpack(self, buffers: dict[int, Tensor]) -> None:
         """Copy each dtype buffer back into this structure's leaves (under no_grad)."""
         copy_ = foreach("copy_")
@@ -229,9 +262,9 @@ class Layout:
                 if span is not None:  # the leaves lie back to back: one copy
                     span.copy_(buf)
                     continue
-                views = unflatten_dense(buf, leaves)
+                views = self._views(code, buf)
                 if copy_ is not None and buf.device.type == "cpu":
-                    copy_(leaves, list(views))
+                    copy_(leaves, views)
                 else:
                     for leaf, view in zip(leaves, views, strict=True):
                         leaf.copy_(view)
@@ -546,12 +579,12 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
         spec = json.loads(bytes(raw.cpu().numpy()).decode())
     except (UnicodeDecodeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
-    offsets = dict.fromkeys(bufs, 0)
     try:
-        td: TensorDict = _build(spec, bufs, offsets, device)
-    except (KeyError, TypeError, IndexError, AttributeError) as err:
+        cursors, used = wire_order(spec)
+        td: TensorDict = _build(spec, bufs, cursors, device)
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is malformed ({err!r})") from None
-    short = {c: (offsets[c], b.numel()) for c, b in bufs.items() if offsets[c] != b.numel()}
+    short = {c: (used.get(c, 0), b.numel()) for c, b in bufs.items() if used.get(c, 0) != b.numel()}
     if short:
         raise RuntimeError(
             f"{call}: the received structure does not use the received buffers exactly "
@@ -560,29 +593,61 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
     return td
 
 
+def _leaf_specs(spec: dict[str, Any], out: list[tuple[int, tuple[int, ...]]]) -> None:
+    for _, node in spec["entries"]:
+        if "dtype" in node:
+            shape = tuple(int(s) for s in node["shape"])
+            if any(s < 0 for s in shape):
+                raise IndexError(f"negative size in {list(shape)}")
+            out.append((int(node["dtype"]), shape))
+        elif "data" not in node:
+            _leaf_specs(node, out)
+
+
+def wire_order(
+    spec: dict[str, Any],
+) -> tuple[dict[tuple[int, tuple[int, ...]], int], dict[int, int]]:
+    """Where each (dtype code, shape) run starts in its buffer, as :class:`Layout` packs
+    them (shapes in first-occurrence order), and how many elements each buffer holds."""
+    leaves: list[tuple[int, tuple[int, ...]]] = []
+    _leaf_specs(spec, leaves)
+    counts: dict[int, dict[tuple[int, ...], int]] = {}
+    for code, shape in leaves:
+        by_shape = counts.setdefault(code, {})
+        by_shape[shape] = by_shape.get(shape, 0) + 1
+    cursors: dict[tuple[int, tuple[int, ...]], int] = {}
+    used: dict[int, int] = {}
+    for code, by_shape in counts.items():
+        position = 0
+        for shape, count in by_shape.items():
+            cursors[(code, shape)] = position
+            position += math.prod(shape) * count
+        used[code] = position
+    return cursors, used
+
+
 def _build(
-    spec: dict[str, Any], bufs: dict[int, Tensor], offsets: dict[int, int], device: torch.device
+    spec: dict[str, Any],
+    bufs: dict[int, Tensor],
+    cursors: dict[tuple[int, tuple[int, ...]], int],
+    device: torch.device,
 ) -> Any:
     from tensordict._td import TensorDict
 
     entries: dict[str, Any] = {}
     for key, node in spec["entries"]:
         if "dtype" in node:
-            code, shape = int(node["dtype"]), [int(s) for s in node["shape"]]
-            if any(s < 0 for s in shape):
-                raise IndexError(f"negative size in {shape}")
-            n = 1
-            for s in shape:
-                n *= s
-            start = offsets[code]
+            code, shape = int(node["dtype"]), tuple(int(s) for s in node["shape"])
+            n = math.prod(shape)
+            start = cursors[(code, shape)]
             if start + n > bufs[code].numel():
                 raise IndexError(f"key {key!r} reads past the received buffer")
-            offsets[code] = start + n
+            cursors[(code, shape)] = start + n
             entries[key] = bufs[code][start : start + n].view(shape)
         elif "data" in node:
             entries[key] = NonTensorData(node["data"], batch_size=node["batch_size"])
         else:
-            entries[key] = _build(node, bufs, offsets, device)
+            entries[key] = _build(node, bufs, cursors, device)
     dev = spec["device"]
     keep_device = dev is not None and torch.device(dev) == device
     return TensorDict(

@@ -49,8 +49,3 @@ def disable_subclass_dispatch() -> Any:
 def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
     """One contiguous 1-D copy of ``tensors`` (same dtype) in order, built in one C++ call."""
     return torch._C._nn.flatten_dense_tensors(tensors)
-
-
-def unflatten_dense(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Views of ``flat`` shaped as each of ``like``, in order (the inverse of flatten_dense)."""
-    return torch._C._nn.unflatten_dense_tensors(flat, like)

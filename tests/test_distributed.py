@@ -379,3 +379,39 @@ def test_a_received_structure_is_validated(raw: bytes, message: str) -> None:
             buffers,
             torch.device("cpu"),
         )
+
+
+def test_the_wire_groups_each_dtype_by_shape_and_rebuilds_in_that_order() -> None:
+    from tensordict._dist_wire import Layout, structure
+
+    td = TensorDict(
+        {
+            "a": torch.arange(2.0),
+            "b": torch.arange(3.0) + 10,
+            "n": {"c": torch.arange(2.0) + 20, "i": torch.arange(2)},
+            "d": torch.arange(3.0) + 30,
+        },
+        [],
+    )
+    lay = Layout(td, "test")
+    float_code = next(c for c, leaves in lay.groups.items() if leaves[0].dtype == torch.float32)
+    # runs of one shape, in first-occurrence order: a, c (shape [2]) then b, d (shape [3])
+    assert [t.tolist() for t in lay.groups[float_code]] == [
+        [0.0, 1.0],
+        [20.0, 21.0],
+        [10.0, 11.0, 12.0],
+        [30.0, 31.0, 32.0],
+    ]
+    buffers = lay.pack(copy=True)
+    assert buffers[float_code].tolist() == [0, 1, 20, 21, 10, 11, 12, 30, 31, 32]
+    rebuilt = build(
+        "test",
+        torch.frombuffer(bytearray(structure(td, "test")), dtype=torch.uint8),
+        buffers,
+        torch.device("cpu"),
+    )
+    assert _equal(rebuilt, td)
+    assert Layout(rebuilt, "test").span(float_code) is not None  # back to back: no packing copy
+    target = td.apply(torch.zeros_like)
+    Layout(target, "test").unpack(buffers)
+    assert _equal(target, td)
