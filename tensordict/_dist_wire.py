@@ -506,26 +506,27 @@ def _recv_buffers(
     return {code: buf for code, (_, buf) in posted.items()}, raw, pos
 
 
-def drain(src: int, group: Any, call: str) -> None:
-    """Receive and drop one transfer from ``src`` (header, then what it announces), so a
-    sender is not left blocked when this rank refuses the call."""
+def _recv_header(src: int, group: Any, call: str) -> tuple[Any, Tags, list[int]]:
+    """Block for the header of the next transfer from ``src``; check it is one."""
     dist = require_init(call)
     tags = Tags()
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     dist.recv(header, src, group=group, tag=tags[0])
     info = header.tolist()
     check_magic(call, info, src)
+    return dist, tags, info
+
+
+def drain(src: int, group: Any, call: str) -> None:
+    """Receive and drop one transfer from ``src`` (header, then what it announces), so a
+    sender is not left blocked when this rank refuses the call."""
+    dist, tags, info = _recv_header(src, group, call)
     _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
 
 
 def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
-    dist = require_init(call)
-    tags = Tags()
-    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
-    dist.recv(header, src, group=group, tag=tags[0])
-    info = header.tolist()
-    check_magic(call, info, src)
+    dist, tags, info = _recv_header(src, group, call)
     dev = torch.device("cpu") if device is None else torch.device(device)
     bufs, raw, _ = _recv_buffers(dist, info, src, group, tags, dev)
     if info[1] != INIT or raw is None:
