@@ -44,6 +44,17 @@ def tensor_inputs(
     return env
 
 
+def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any:
+    """The upstream spelling ``module(td, td_out)``: the one positional argument after the
+    TensorDict is ``tensordict_out``; anything else is refused."""
+    if len(args) > 1 or tensordict_out is not None or not is_tensor_collection(args[0]):
+        raise TypeError(
+            f"{call}: after the TensorDict, only a tensordict_out may be passed "
+            f"positionally, got {len(args)} more arguments"
+        )
+    return args[0]
+
+
 class TensorDictModuleBase(nn.Module):
     """Base of TensorDict-in / TensorDict-out modules: declares ``in_keys``/``out_keys``.
 
@@ -136,23 +147,23 @@ class TensorDictModule(TensorDictModuleBase):
     ) -> Any:
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
-        if args:  # the upstream spelling module(td, td_out)
-            if len(args) > 1 or tensordict_out is not None or not is_tensor_collection(args[0]):
-                raise TypeError(
-                    f"TensorDictModule({self._name()}): after the TensorDict, only a "
-                    f"tensordict_out may be passed positionally, got {len(args)} more arguments"
-                )
-            tensordict_out = args[0]
+        if args:
+            tensordict_out = positional_out(
+                f"TensorDictModule({self._name()})", args, tensordict_out
+            )
         if SKIP_EXISTING[0] and all(
             k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
         ):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
         in_keys = self.in_keys
-        value = module = None
-        if len(in_keys) == 1 and self._kwargs is None and self.method is None:
-            value = tensordict.get(in_keys[0], None)
-            module = self._modules.get("module")
-        if value is not None and module is not None:  # the common case: one tensor in
+        module = self._modules.get("module")
+        if (  # the common case: a module called with the one tensor it reads
+            module is not None
+            and len(in_keys) == 1
+            and self._kwargs is None
+            and self.method is None
+            and (value := tensordict.get(in_keys[0], None)) is not None
+        ):
             out = module(value, **kwargs)
         else:
             out = self._run(tensordict.get, lambda: tensordict.keys(True, True), kwargs)

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import nn
 
-from tdnn._module import TensorDictModule, TensorDictModuleBase, tensor_inputs
+from tdnn._module import TensorDictModule, TensorDictModuleBase, positional_out, tensor_inputs
 from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
 
@@ -72,13 +72,8 @@ class TensorDictSequential(TensorDictModuleBase):
     ) -> Any:
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             return self._dispatch(tensordict, *args, **kwargs)
-        if args:  # the upstream spelling seq(td, td_out)
-            if len(args) > 1 or tensordict_out is not None or not is_tensor_collection(args[0]):
-                raise TypeError(
-                    "TensorDictSequential: after the TensorDict, only a tensordict_out may be "
-                    f"passed positionally, got {len(args)} more arguments"
-                )
-            tensordict_out = args[0]
+        if args:
+            tensordict_out = positional_out("TensorDictSequential", args, tensordict_out)
         td = tensordict
         tolerant = self.partial_tolerant
         members: Any = self._modules["module"]

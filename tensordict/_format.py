@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import re
@@ -74,6 +75,14 @@ def encode_name(key: str, suffix: str, taken: set[str]) -> str:
 
 def _escape(ch: str) -> str:
     return "".join(f"%{b:02X}" for b in ch.encode())
+
+
+def left_by_interrupted_save(path: str) -> bool:
+    """Whether ``path`` is missing because a save died between its two renames, leaving
+    the previous checkpoint as ``<path>.<token>.old`` beside it (section 7)."""
+    return not os.path.exists(path) and bool(
+        glob.glob(glob.escape(os.path.abspath(path)) + ".*.old")
+    )
 
 
 def checked_name(folder: str, name: Any, call: str, key: str, what: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
@@ -22,6 +21,7 @@ from tensordict._format import (
     check_link,
     checked_name,
     checked_path,
+    left_by_interrupted_save,
     lookup_type,
 )
 from tensordict._memmap import MemoryMappedTensor
@@ -104,7 +104,7 @@ class _Loader:
             info = os.fstat(fd) if fd >= 0 else None
             if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO, a folder)
                 hint = ""
-                if not os.path.exists(folder) and glob.glob(glob.escape(folder) + ".*.old"):
+                if left_by_interrupted_save(folder):
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
             identity = (info.st_dev, info.st_ino)

@@ -24,7 +24,7 @@ def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) 
         for name, child in module._modules.items():
             if child is not None:
                 sub = _module_tree(child, cls, False, False)
-                if not sub.is_empty() or sub._tensordict:
+                if sub._tensordict:
                     entries[name] = sub
         td = cls._new_unsafe(entries, torch.Size([]), None, None)
     if lock:
@@ -152,18 +152,21 @@ def _has_tensors(module: nn.Module) -> bool:
     return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
-def _swap_into(
+# One planned replacement: (store, name, the module's tensor, the new tensor, dotted key).
+_Plan = list[tuple[dict[str, Any], str, Tensor, Tensor, str]]
+
+
+def _plan_swap(
     td: Any,
     module: nn.Module,
-    inplace: bool,
-    restore: _Restore,
+    plan: _Plan,
     path: tuple[str, ...],
     missing: list[str],
     unexpected: list[str],
     memo: dict[int, Any],
 ) -> dict[str, Any]:
-    """Put ``td``'s tensors into ``module`` (tied modules swapped once, via ``memo``);
-    returns the replaced originals as a nested dict."""
+    """Match ``td``'s tensors with ``module``'s (tied modules once, via ``memo``) into
+    ``plan``, changing nothing; returns the tensors to be replaced as a nested dict."""
     originals: dict[str, Any] = {}
     if id(module) in memo:
         return originals
@@ -183,12 +186,8 @@ def _swap_into(
             if not isinstance(value, Tensor):
                 unexpected.append(".".join((*path, name)))
                 continue
-            if inplace:  # copied once the whole walk found nothing missing (to_module)
-                restore.append((store, name, (current, value, ".".join((*path, name)))))
-            else:
-                restore.append((store, name, current))
-                store[name] = value
-                originals[name] = current
+            plan.append((store, name, current, value, ".".join((*path, name))))
+            originals[name] = current
     for name, child in module._modules.items():
         if child is None:
             continue
@@ -201,23 +200,23 @@ def _swap_into(
         if not isinstance(sub, CollectionProtocol):
             unexpected.append(".".join((*path, name)))
             continue
-        inner = _swap_into(sub, child, inplace, restore, (*path, name), missing, unexpected, memo)
+        inner = _plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
         if inner:
             originals[name] = inner
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
 
 
-def _copy_checked(call: str, pairs: list[tuple[Tensor, Tensor, str]]) -> None:
+def _copy_checked(call: str, plan: _Plan) -> None:
     """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
-    for current, value, key in pairs:
+    for _, _, current, value, key in plan:
         if value.shape != current.shape:
             raise ValueError(
                 f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
                 f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
             )
     with torch.no_grad():
-        for current, value, _ in pairs:
+        for _, _, current, value, _ in plan:
             current.copy_(value)
 
 
@@ -308,23 +307,26 @@ class ModuleOps(CollectionProtocol):
         source: Any = self
         if use_state_dict:
             source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]
-        restore: _Restore = []
+        plan: _Plan = []
         missing: list[str] = []
         unexpected: list[str] = []
-        try:
-            originals = _swap_into(source, module, inplace, restore, (), missing, unexpected, {})
-            if strict and (missing or unexpected):
-                raise KeyError(
-                    f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
-                    f"{type(module).__name__} (pass strict=False to swap what matches)"
-                )
-        except BaseException:
-            if not inplace:
-                _Swap(restore, None).restore()
-            raise
+        originals = _plan_swap(source, module, plan, (), missing, unexpected, {})
+        if strict and (missing or unexpected):  # refused before anything changes
+            raise KeyError(
+                f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
+                f"{type(module).__name__} (pass strict=False to swap what matches)"
+            )
         if inplace:
-            _copy_checked(call, [entry for _, _, entry in restore])
+            _copy_checked(call, plan)
             return _Swap([], None)
+        restore: _Restore = []
+        try:
+            for store, name, current, value, _ in plan:
+                restore.append((store, name, current))
+                store[name] = value
+        except BaseException:  # (an interrupt mid-way): put back what was swapped
+            _Swap(restore, None).restore()
+            raise
         if not return_swap:
             return None
         from tensordict._td import TensorDict  # the concrete class sits above this mixin

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 import stat
@@ -11,7 +10,14 @@ from typing import Any
 
 import torch
 
-from tensordict._format import DTYPES, META, FormatError, checked_path, lookup_type
+from tensordict._format import (
+    DTYPES,
+    META,
+    FormatError,
+    checked_path,
+    left_by_interrupted_save,
+    lookup_type,
+)
 from tensordict._load import _Loader
 from tensordict._nontensor import NonTensorData
 
@@ -170,7 +176,7 @@ def checkpoint_problem(path: str, call: str) -> str | None:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        if glob.glob(glob.escape(os.path.abspath(path)) + ".*.old"):
+        if left_by_interrupted_save(path):
             return (
                 f"{call}: {path!r} does not exist; an interrupted save left it as a "
                 "'.old' folder beside it (docs/format.md, section 7)"

@@ -539,14 +539,9 @@ class TensorDict(
         >>> td["a"].batch_size
         torch.Size([2])
         """
-        if type(key) is str and not inplace and not self._is_locked and isinstance(value, Tensor):
-            # the hot path (a flat key, an unlocked TensorDict, a tensor already in place)
-            device = self._device
-            if (device is None or value.device == device) and starts_with(
-                value.shape, self._batch_size
-            ):
-                self._tensordict[key] = value
-                return self
+        if type(key) is str and key and not inplace:  # a flat key: no path to walk
+            self._set_str(key, value, "TensorDict.set")
+            return self
         path = key_path(key, "TensorDict.set")
         if inplace and self._get_path_or_none(path) is not None:
             node = self

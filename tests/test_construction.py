@@ -81,6 +81,8 @@ def test_bad_batch_size_and_source() -> None:
 def test_bad_keys(key: object, exc: type[Exception], pattern: str) -> None:
     with pytest.raises(exc, match=pattern):
         TensorDict({key: torch.zeros(1)}, [])
+    with pytest.raises(exc, match=pattern.replace("TensorDict: ", "TensorDict.set: ")):
+        TensorDict({}, []).set(key, torch.zeros(1))  # type: ignore[arg-type]
 
 
 def test_batch_size_setter_revalidates() -> None:
