@@ -317,7 +317,7 @@ class TensorDict(
         if isinstance(value, Tensor):
             if self._device is not None and value.device != self._device:
                 value = value.to(self._device)
-            if not starts_with(value.shape, bs):
+            if value.shape[: len(bs)] != bs:  # (starts_with, inlined: every write passes here)
                 raise leaf_shape_error(call, key, value.shape, bs)
             return value
         if _is_td(value):
