@@ -9,4 +9,6 @@ fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
     .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0"
 fi
-.venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,dev,docs]"
+# A path-based editable install (compat mode): the package is found on sys.path, before any
+# same-named folder in the working directory (the conformance harness runs from one).
+.venv/bin/pip install --quiet --disable-pip-version-check -e ".[test,dev,docs]" --config-settings editable_mode=compat
