@@ -1,5 +1,6 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._base import TensorDictBase
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
@@ -27,6 +28,7 @@ __all__ = [
     "NonTensorStack",
     "TensorClass",
     "TensorDict",
+    "TensorDictBase",
     "is_tensor_collection",
     "is_tensorclass",
     "lazy_stack",

@@ -11,7 +11,7 @@ from torch import Tensor
 from tensordict._batch import leaf_shape_error
 from tensordict._keys import join_path
 from tensordict._nontensor import NonTensor
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -19,12 +19,8 @@ if TYPE_CHECKING:
 _NOT_GIVEN: Any = object()
 
 
-def tensor_leaves(td: CollectionProtocol, out: list[Tensor]) -> list[Tensor]:
-    """Append the tensor leaves of ``td`` to ``out`` in storage order (depth first)."""
-    if td._lazy:
-        for member in td.tensordicts:  # type: ignore[attr-defined]
-            tensor_leaves(member, out)
-        return out
+def tensor_leaves(td: TensorDict, out: list[Tensor]) -> list[Tensor]:
+    """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first)."""
     for value in td._tensordict.values():
         if isinstance(value, Tensor):
             out.append(value)
@@ -33,9 +29,7 @@ def tensor_leaves(td: CollectionProtocol, out: list[Tensor]) -> list[Tensor]:
     return out
 
 
-def tensor_leaf_paths(
-    td: CollectionProtocol, prefix: tuple[str, ...], out: list[tuple[str, ...]]
-) -> None:
+def tensor_leaf_paths(td: TensorDict, prefix: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
     """Append the key paths of the tensor leaves, in the order of :func:`tensor_leaves`."""
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
@@ -44,17 +38,13 @@ def tensor_leaf_paths(
             tensor_leaf_paths(value, (*prefix, key), out)
 
 
-def rebuild(
-    td: CollectionProtocol, new_leaves: Iterator[Tensor], check: str | None = None
-) -> TensorDict:
-    """A TensorDict of ``td``'s structure whose tensor leaves are taken from ``new_leaves``.
+def rebuild(td: TensorDict, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
+    """A collection of dense ``td``'s kind and structure whose tensor leaves are taken from
+    ``new_leaves``.
 
     Without ``check`` the caller guarantees the new leaves keep the batch shape (an
     element-wise result with a number); with it, leaves are checked and errors name it.
     """
-    if td._lazy:
-        members = [rebuild(m, new_leaves, check) for m in td.tensordicts]  # type: ignore[attr-defined]
-        return type(td)(members, stack_dim=td.stack_dim)  # type: ignore[attr-defined,call-arg,return-value]
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
@@ -68,17 +58,11 @@ def rebuild(
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def others_leaves(call: str, td: CollectionProtocol, other: CollectionProtocol) -> list[Tensor]:
-    """The tensor leaves of ``other`` in the order of ``td``'s leaves, checking the key sets."""
-    if td._lazy or other._lazy:
-        mine = td.unbind(td.stack_dim) if td._lazy else [td]  # type: ignore[attr-defined]
-        dim = td.stack_dim if td._lazy else other.stack_dim  # type: ignore[attr-defined]
-        theirs_ = other.unbind(dim)  # type: ignore[attr-defined]
-        if not td._lazy:
-            raise TypeError(f"{call}: put the LazyStackedTensorDict on the left-hand side")
-        if len(mine) != len(theirs_):
-            raise ValueError(f"{call}: {len(mine)} stacked members against {len(theirs_)}")
-        return [x for m, o in zip(mine, theirs_, strict=True) for x in others_leaves(call, m, o)]
+def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
+    """The tensor leaves of ``other`` in the order of dense ``td``'s leaves, checking the
+    key sets (a stacked ``other`` is densified first)."""
+    if other._stack_parts() is not None:
+        other = other._as_dense(call)
     paths: list[tuple[str, ...]] = []
     tensor_leaf_paths(td, (), paths)
     out: list[Tensor] = []
@@ -143,7 +127,7 @@ def apply_nested(
         else:
             sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
             for other in sub_others:
-                if not isinstance(other, CollectionProtocol):
+                if not isinstance(other, CollectionPrimitives):
                     raise TypeError(
                         f"{call}: key {join_path((*prefix, key))!r} is a nested TensorDict here "
                         f"but a {type(other).__name__} in one of the other TensorDicts"

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import flatten_dense, foreach
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class Layout:
 
     __slots__ = ("codes", "dims", "groups", "keys", "runs")
 
-    def __init__(self, td: CollectionProtocol, call: str) -> None:
+    def __init__(self, td: CollectionPrimitives, call: str) -> None:
         # keys: entry keys, with markers around each nested level; dims: every entry's
         # shape, flattened, each closed by -1; codes: a dtype code or an entry kind.
         # A dtype's buffer holds its leaves grouped by shape (shapes in the order they
@@ -120,7 +120,7 @@ class Layout:
 
     def _walk(
         self,
-        td: CollectionProtocol,
+        td: Any,
         prefix: str,
         call: str,
         groups: dict[int, dict[torch.Size, list[Tensor]]],
@@ -403,7 +403,7 @@ class Pending:
 
 # ---------------------------------------------------------------- point to point
 def post_send(
-    td: CollectionProtocol,
+    td: CollectionPrimitives,
     dst: int,
     group: Any,
     tags: Tags,
@@ -436,7 +436,7 @@ def post_send(
     return Pending(works, keep=messages, next_tag=tags[pos])
 
 
-def post_recv(td: CollectionProtocol, src: int, group: Any, tags: Tags, call: str) -> Pending:
+def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: str) -> Pending:
     """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them.
 
     The receiver's own structure is read while the header travels. With gloo the buffer
@@ -538,12 +538,12 @@ def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
 
 
 # ---------------------------------------------------------------- structure on the wire
-def structure(td: CollectionProtocol, call: str) -> bytes:
+def structure(td: CollectionPrimitives, call: str) -> bytes:
     """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
     return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
 
 
-def _spec(td: CollectionProtocol, prefix: str, call: str) -> dict[str, Any]:
+def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
     entries: list[Any] = []
     for key, value in td._tensordict.items():
         path = _join(prefix, key)

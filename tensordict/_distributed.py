@@ -35,9 +35,11 @@ from tensordict._dist_wire import (
     structure,
     wire_device,
 )
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from tensordict._td import TensorDict
 
 
@@ -59,7 +61,7 @@ def _exchange_headers(dist: Any, header: Tensor, group: Any, call: str) -> list[
     return infos
 
 
-class DistributedOps(CollectionProtocol):
+class DistributedOps(CollectionPrimitives):
     """send/recv, init_remote, broadcast, all_reduce, reduce, all_gather, scatter, gather_and_stack.
 
     Tensor leaves travel; a ``NonTensorData`` entry is part of the structure check, and its
@@ -91,7 +93,7 @@ class DistributedOps(CollectionProtocol):
         Traceback (most recent call last):
         RuntimeError: TensorDict.send: torch.distributed is not initialised; ...
         """
-        post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.send").wait()
+        post_send(self, dst, group, Tags(init_tag, pseudo_rand), self._call("send")).wait()
 
     def isend(
         self,
@@ -107,7 +109,7 @@ class DistributedOps(CollectionProtocol):
         Returns the next free tag once sent, or with ``return_early=True`` a list with one
         handle to ``wait()`` on before the leaves are changed.
         """
-        pending = post_send(self, dst, group, Tags(init_tag, pseudo_rand), "TensorDict.isend")
+        pending = post_send(self, dst, group, Tags(init_tag, pseudo_rand), self._call("isend"))
         if return_early:
             return [pending]
         pending.wait()
@@ -127,7 +129,7 @@ class DistributedOps(CollectionProtocol):
         ``RuntimeError`` says what differs, after the sender's messages are consumed.
         Returns the next free tag.
         """
-        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.recv")
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), self._call("recv"))
         pending.wait()
         return pending.next_tag
 
@@ -145,7 +147,7 @@ class DistributedOps(CollectionProtocol):
         The handle's ``wait()`` receives the buffers and writes them into the leaves, so read
         the TensorDict only after it returns.
         """
-        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), "TensorDict.irecv")
+        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), self._call("irecv"))
         if return_premature:
             return [pending]
         pending.wait()
@@ -157,7 +159,7 @@ class DistributedOps(CollectionProtocol):
 
         ``device`` is accepted for compatibility: leaves are sent from where they live.
         """
-        call = "TensorDict.init_remote"
+        call = self._call("init_remote")
         spec = structure(self, call)
         post_send(self, dst, group, Tags(), call, INIT, spec).wait()
 
@@ -177,7 +179,7 @@ class DistributedOps(CollectionProtocol):
         return recv_new(src, group, device, "TensorDict.from_remote_init")
 
     # ------------------------------------------------------------ collectives
-    def broadcast(self, src: int, *, group: Any = None, device: Any = None) -> TensorDict:
+    def broadcast(self, src: int, *, group: Any = None, device: Any = None) -> Self:
         """Rank ``src``'s TensorDict on every rank of the group (every rank calls it).
 
         The others need not know the structure: call it on an empty TensorDict. Rank
@@ -191,7 +193,7 @@ class DistributedOps(CollectionProtocol):
         tensor([0, 1, 2])
         >>> dist.destroy_process_group()
         """
-        call = "TensorDict.broadcast"
+        call = self._call("broadcast")
         dist = require_init(call)
         if dist.get_rank() == src:
             lay = Layout(self, call)
@@ -204,7 +206,7 @@ class DistributedOps(CollectionProtocol):
             dist.broadcast(raw, src, group=group)
             for code in sorted(bufs):
                 dist.broadcast(as_bytes(bufs[code]), src, group=group)
-            return self  # type: ignore[return-value]
+            return self
         wire = wire_device(dist, group)
         header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire)
         dist.broadcast(header, src, group=group)
@@ -216,7 +218,7 @@ class DistributedOps(CollectionProtocol):
         bufs = empty_buffers(info, dev)
         for code in sorted(bufs):
             dist.broadcast(as_bytes(bufs[code]), src, group=group)
-        return build(call, raw, bufs, dev)
+        return build(call, raw, bufs, dev)  # type: ignore[return-value]
 
     def all_reduce(
         self, op: Any = None, *, group: Any = None, async_op: bool = False
@@ -236,7 +238,7 @@ class DistributedOps(CollectionProtocol):
         tensor([1., 1.])
         >>> dist.destroy_process_group()
         """
-        return self._reduce("TensorDict.all_reduce", None, op, group, async_op)
+        return self._reduce(self._call("all_reduce"), None, op, group, async_op)
 
     def reduce(
         self,
@@ -252,7 +254,7 @@ class DistributedOps(CollectionProtocol):
         ``async_op=True`` and ``return_premature=True``, returns a list with one handle
         whose ``wait()`` writes the result into the leaves on ``dst``.
         """
-        return self._reduce("TensorDict.reduce", dst, op, group, async_op and return_premature)
+        return self._reduce(self._call("reduce"), dst, op, group, async_op and return_premature)
 
     def _reduce(
         self, call: str, dst: int | None, op: Any, group: Any, async_op: bool
@@ -288,7 +290,7 @@ class DistributedOps(CollectionProtocol):
         [tensor([1., 1.])]
         >>> dist.destroy_process_group()
         """
-        call = "TensorDict.all_gather"
+        call = self._call("all_gather")
         dist = require_init(call)
         lay = Layout(self, call)
         spec = structure(self, call)
@@ -324,15 +326,15 @@ class DistributedOps(CollectionProtocol):
         *,
         group: Any = None,
         device: Any = None,
-    ) -> TensorDict:
+    ) -> Self:
         """Rank ``src`` gives ``tensordicts[i]`` to the i-th rank of the group; each rank
         returns its own (every rank calls it; the TensorDict it is called on is not used).
         """
-        call = "TensorDict.scatter"
+        call = self._call("scatter")
         dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != src:
-            return recv_new(src, group, device, call)
+            return recv_new(src, group, device, call)  # type: ignore[return-value]
         if tensordicts is None or len(tensordicts) != len(ranks):
             got = None if tensordicts is None else len(tensordicts)
             raise ValueError(
@@ -360,7 +362,7 @@ class DistributedOps(CollectionProtocol):
         (``batch_size[0] == world_size - 1``), filled in rank order; its own data is not
         included. Returns ``self`` on ``dst`` and None elsewhere.
         """
-        call = "TensorDict.gather_and_stack"
+        call = self._call("gather_and_stack")
         dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != dst:

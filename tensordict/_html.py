@@ -53,18 +53,20 @@ def _non_tensor(value: Any) -> str:
 def _summary(td: Any) -> str:
     head = f"<b>{escape(type(td).__name__)}</b> "
     fields = {"batch_size": tuple(td.batch_size), "device": td.device}
-    if td._lazy:
-        fields["stack_dim"] = td.stack_dim
-        fields["members"] = len(td.tensordicts)
+    parts = td._stack_parts()
+    if parts is not None:
+        fields["stack_dim"] = parts[0]
+        fields["members"] = len(parts[1])
     return head + _attrs(**fields)
 
 
 def _collection(td: Any, label: str, is_open: bool) -> str:
     items: list[str] = []
-    if td._lazy:
-        for i, member in enumerate(td.tensordicts[:MAX_MEMBERS]):
+    parts = td._stack_parts()
+    if parts is not None:
+        for i, member in enumerate(parts[1][:MAX_MEMBERS]):
             items.append(_collection(member, f"<code>[{i}]</code>: ", False))
-        hidden = len(td.tensordicts) - MAX_MEMBERS
+        hidden = len(parts[1]) - MAX_MEMBERS
         if hidden > 0:
             items.append(f"<li>… {hidden} more members</li>")
     else:

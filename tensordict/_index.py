@@ -10,10 +10,12 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import disable_subclass_dispatch
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from tensordict._td import TensorDict
 
 
@@ -84,12 +86,22 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
         ) from None
 
 
-class IndexOps(CollectionProtocol):
-    """``td[idx]`` for every index a tensor of shape ``batch_size`` accepts, and writes."""
+class IndexOps(CollectionPrimitives):
+    """``td[idx]`` for every index a tensor of shape ``batch_size`` accepts, and writes,
+    on dense storage (the lazy stack has its own index algebra)."""
 
     __slots__ = ()
 
-    def _index(self, index: Any) -> TensorDict:
+    if TYPE_CHECKING:
+        _tensordict: dict[str, Any]
+
+        @classmethod
+        def _new_unsafe(
+            cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
+        ) -> Self: ...
+        def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
+
+    def _index(self, index: Any) -> Self:
         bs = self._batch_size
         if bs:
             cls = type(index)
@@ -115,7 +127,7 @@ class IndexOps(CollectionProtocol):
         new_bs = _indexed_shape("TensorDict[]", index, idx, bs)
         return self._index_with(idx, new_bs, _basic_names(idx, self._names, len(new_bs)))
 
-    def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> TensorDict:
+    def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
         # index_select always copies: subclass dispatch (memory-mapped leaves) would only
@@ -135,7 +147,7 @@ class IndexOps(CollectionProtocol):
             else:
                 entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
 
-    def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> TensorDict:
+    def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
         for key, value in self._tensordict.items():
@@ -147,7 +159,7 @@ class IndexOps(CollectionProtocol):
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
         return self._new_unsafe(entries, new_bs, self._device, names)
 
-    def __getitems__(self, indices: list[int]) -> TensorDict:
+    def __getitems__(self, indices: list[int]) -> Self:
         """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
         return self._index(torch.as_tensor(indices, dtype=torch.long))
 
@@ -182,18 +194,18 @@ class IndexOps(CollectionProtocol):
 
     def _write_at(self, idx: Any, sub_bs: torch.Size, value: Any, prefix: tuple[str, ...]) -> None:
         ndim = len(self._batch_size)
-        if isinstance(value, CollectionProtocol) and value._lazy:
-            value = value._dense_or_raise("TensorDict[]=")  # type: ignore[attr-defined]
-        if isinstance(value, (Mapping, CollectionProtocol)):
+        if isinstance(value, CollectionPrimitives):
+            value = dense = value._as_dense(self._call("__setitem__"))
+        if isinstance(value, (Mapping, CollectionPrimitives)):
             items = (
-                value._tensordict.items()
-                if isinstance(value, CollectionProtocol)
+                dense._tensordict.items()
+                if isinstance(value, CollectionPrimitives)
                 else value.items()
             )
             for key, item in items:
                 current = self._tensordict.get(key)
-                if isinstance(item, (Mapping, CollectionProtocol)):
-                    if current is not None and not isinstance(current, CollectionProtocol):
+                if isinstance(item, (Mapping, CollectionPrimitives)):
+                    if current is not None and not isinstance(current, CollectionPrimitives):
                         raise TypeError(
                             f"TensorDict[]=: key {(*prefix, key)!r} holds a "
                             f"{type(current).__name__}; cannot write a nested TensorDict into it"

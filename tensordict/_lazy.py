@@ -1,11 +1,12 @@
 """LazyStackedTensorDict: a stack that keeps its member TensorDicts (heterogeneous stacks).
 
-Element-wise operations, reductions and conversions come from the shared mixins (the
-leaf walks visit the members); this module supplies the storage view (keys and get/set
-across members), indexing, and the shape operations, each translated to the members.
-An operation that would mix elements of members of different structure (a reshape
-across the stack dim, say) densifies when the members share one structure and
-raises otherwise.
+It implements the primitives of :class:`~tensordict.TensorDictBase` by visiting its
+members, and inherits every operation from it. What is its own is the index algebra of
+a stack: indexing and the batch-dim moves that keep members whole (unbind, permute,
+unsqueeze, split, ...) are translated to the members. An operation that would mix
+elements of members of different structure (a reshape across the stack dim, say)
+densifies when the members share one structure and raises otherwise, naming the
+operation and the keys that differ.
 """
 
 from __future__ import annotations
@@ -17,19 +18,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tensordict._convert import ConvertOps
+from tensordict._base import TensorDictBase
 from tensordict._format import register_type
-from tensordict._html import HtmlRepr
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
-from tensordict._map import MapOps
-from tensordict._memmap_ops import MemmapOps
 from tensordict._nontensor import NonTensor
-from tensordict._pointwise import PointwiseOps
-from tensordict._reduce import ReduceOps
+from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._td import TensorDict
-from tensordict._torch_fn import TorchFunctionOps
 
 _NO_DEFAULT: Any = object()
 
@@ -51,12 +47,10 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     >>> [x.shape for x in s.get("a", as_list=True)]
     [torch.Size([3]), torch.Size([4])]
     """
-    return LazyStackedTensorDict(list(tds), stack_dim=dim)
+    return LazyStackedTensorDict(*tds, stack_dim=dim)
 
 
-class LazyStackedTensorDict(
-    PointwiseOps, ReduceOps, ConvertOps, TorchFunctionOps, MemmapOps, MapOps, HtmlRepr
-):
+class LazyStackedTensorDict(TensorDictBase):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 
     Members share one batch size; leaves may differ in shape (ragged dims show as -1
@@ -74,32 +68,55 @@ class LazyStackedTensorDict(
     tensor([1., 1.])
     """
 
-    __slots__ = ("stack_dim", "tensordicts")
-    _lazy = True
+    __slots__ = ("_member_bs", "stack_dim", "tensordicts")
+    _abstract = False
 
-    def __init__(self, tensordicts: Sequence[Any], stack_dim: int = 0) -> None:
+    def __init__(
+        self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None
+    ) -> None:
+        call = type(self).__name__
+        if len(tensordicts) == 1 and isinstance(tensordicts[0], (list, tuple)):
+            tensordicts = tuple(tensordicts[0])  # the members as one sequence, too
         tds = list(tensordicts)
-        if not tds:
-            raise ValueError("LazyStackedTensorDict: needs at least one member")
         for i, td in enumerate(tds):
-            if not isinstance(td, (TensorDict, LazyStackedTensorDict)):
-                raise TypeError(
-                    f"LazyStackedTensorDict: member {i} is a {type(td).__name__}, not a TensorDict"
-                )
+            if not isinstance(td, CollectionPrimitives):
+                raise TypeError(f"{call}: member {i} is a {type(td).__name__}, not a TensorDict")
             if td.batch_size != tds[0].batch_size:
                 raise ValueError(
-                    f"LazyStackedTensorDict: members must share a batch size; member 0 has "
+                    f"{call}: members must share a batch size; member 0 has "
                     f"{tuple(tds[0].batch_size)}, member {i} has {tuple(td.batch_size)}"
                 )
-        n = len(tds[0].batch_size)
-        self.stack_dim = _norm("LazyStackedTensorDict", stack_dim, n + 1)
+        if tds:
+            member_bs = tds[0].batch_size
+        elif batch_size is not None:  # an empty stack of a known batch size
+            full = torch.Size(batch_size)
+            d = _norm(call, stack_dim, len(full))
+            if full[d] != 0:
+                raise ValueError(
+                    f"{call}: without members, batch_size {tuple(full)} must be 0 at the "
+                    f"stack dim {stack_dim}"
+                )
+            member_bs = torch.Size([*full[:d], *full[d + 1 :]])
+        else:
+            member_bs = torch.Size([])
+        self.stack_dim = _norm(call, stack_dim, len(member_bs) + 1)
         self.tensordicts = tds
-        bs = tds[0].batch_size
-        self._batch_size = torch.Size([*bs[: self.stack_dim], len(tds), *bs[self.stack_dim :]])
-        device = tds[0].device
-        self._device = device if all(td.device == device for td in tds) else None
+        self._member_bs = member_bs
+        self._batch_size = torch.Size(
+            [*member_bs[: self.stack_dim], len(tds), *member_bs[self.stack_dim :]]
+        )
+        if batch_size is not None and torch.Size(batch_size) != self._batch_size:
+            raise ValueError(
+                f"{call}: batch_size {tuple(batch_size)} does not match the stack's "
+                f"{tuple(self._batch_size)}"
+            )
+        first = tds[0].device if tds else None
+        self._device = first if all(td.device == first for td in tds) else None
         self._names = None
         self._is_locked = False
+        if device is not None:
+            moved = self.to(device)
+            self.tensordicts, self._device = moved.tensordicts, moved._device
 
     # ------------------------------------------------------------ properties
     @property
@@ -112,14 +129,13 @@ class LazyStackedTensorDict(
         """Batch dims are unnamed on a lazy stack."""
         return [None] * len(self._batch_size)
 
-    def __len__(self) -> int:
-        return self._batch_size[0]
-
-    def __bool__(self) -> bool:
-        raise RuntimeError("LazyStackedTensorDict: the truth value is ambiguous")
+    @property
+    def is_locked(self) -> bool:
+        """Whether every member is locked."""
+        return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
-        return type(self)(members, self.stack_dim if stack_dim is None else stack_dim)
+        return type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
 
     # ----------------------------------------------------------------- keys
     def keys(
@@ -142,13 +158,17 @@ class LazyStackedTensorDict(
                     seen[k] = None
         return list(seen)
 
-    def items(self, include_nested: bool = False, leaves_only: bool = False) -> Iterator[Any]:
+    def items(
+        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+    ) -> Iterator[Any]:
         """``(key, stacked value)`` for the common keys."""
-        return ((k, self.get(k)) for k in self.keys(include_nested, leaves_only))
+        return ((k, self.get(k)) for k in self.keys(include_nested, leaves_only, is_leaf))
 
-    def values(self, include_nested: bool = False, leaves_only: bool = False) -> Iterator[Any]:
+    def values(
+        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+    ) -> Iterator[Any]:
         """Stacked values of the common keys."""
-        return (self.get(k) for k in self.keys(include_nested, leaves_only))
+        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf))
 
     def __contains__(self, key: object) -> bool:
         return all(key in m for m in self.tensordicts)
@@ -170,7 +190,7 @@ class LazyStackedTensorDict(
         of the members' nested TensorDicts (writes reach the members). Ragged tensors
         need ``as_list``, ``as_padded_tensor`` or ``as_nested_tensor``.
         """
-        call = "LazyStackedTensorDict.get"
+        call = self._call("get")
         path = key_path(key, call)
         missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
         if missing:
@@ -218,7 +238,7 @@ class LazyStackedTensorDict(
         shapes = [m.get_item_shape(key) for m in self.tensordicts]
         if len({len(s) for s in shapes}) != 1:
             raise RuntimeError(
-                f"LazyStackedTensorDict.get_item_shape: key {key!r} has a different number "
+                f"{type(self).__name__}.get_item_shape: key {key!r} has a different number "
                 f"of dims across members: {[tuple(s) for s in shapes]}"
             )
         merged = [s if all(x[i] == s for x in shapes) else -1 for i, s in enumerate(shapes[0])]
@@ -228,7 +248,7 @@ class LazyStackedTensorDict(
     # ------------------------------------------------------------------ set
     def set(self, key: NestedKey, value: Any, inplace: bool = False) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
-        call = "LazyStackedTensorDict.set"
+        call = self._call("set")
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
                 raise ValueError(
@@ -271,110 +291,156 @@ class LazyStackedTensorDict(
             self.set_(key, value)
         return self
 
-    def __delitem__(self, key: NestedKey) -> None:
+    def del_(self, key: NestedKey) -> LazyStackedTensorDict:
+        """Remove ``key`` from every member."""
+        path = key_path(key, self._call("del_"))
+        missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
+        if missing:
+            raise KeyError(
+                f"{self._call('del_')}: key {join_path(path)!r} is missing from members {missing}"
+            )
         for member in self.tensordicts:
-            del member[key]
+            member.del_(path)
+        return self
 
     def append(self, td: Any) -> None:
         """Add a member at the end of the stack."""
         self.insert(len(self.tensordicts), td)
 
     def insert(self, index: int, td: Any) -> None:
-        """Add a member at ``index`` of the stack."""
-        if td.batch_size != self.tensordicts[0].batch_size:
+        """Add a member at ``index`` of the stack (the first member of an empty stack sets
+        the members' batch size)."""
+        if self.tensordicts and td.batch_size != self._member_bs:
             raise ValueError(
-                f"LazyStackedTensorDict.insert: batch size {tuple(td.batch_size)} differs "
-                f"from the members' {tuple(self.tensordicts[0].batch_size)}"
+                f"{self._call('insert')}: batch size {tuple(td.batch_size)} differs "
+                f"from the members' {tuple(self._member_bs)}"
             )
-        self.tensordicts.insert(index, td)
-        self.__init__(self.tensordicts, self.stack_dim)  # type: ignore[misc]
+        members = list(self.tensordicts)
+        members.insert(index, td)
+        self.__init__(*members, stack_dim=self.stack_dim)  # type: ignore[misc]
 
-    # -------------------------------------------------------------- densify
-    def densify(self) -> TensorDict:
-        """A dense TensorDict with the same content (the members must share a structure)."""
+    def extend(self, tds: Sequence[Any]) -> None:
+        """Add members at the end of the stack."""
+        for td in tds:
+            self.append(td)
+
+    # ------------------------------------------------------------- primitives
+    def _as_dense(self, call: str) -> TensorDict:
+        if not self.tensordicts:
+            raise RuntimeError(f"{call}: the stack has no members")
         if not same_structure(self.tensordicts):
+            shapes = {
+                str(k): sorted({tuple(m.get(k).shape) for m in self.tensordicts}, key=str)
+                for k in self.keys(True, True)
+                if isinstance(self.tensordicts[0].get(k), Tensor)
+            }
+            ragged = {k: v for k, v in shapes.items() if len(v) > 1}
             raise RuntimeError(
-                "LazyStackedTensorDict.densify: members differ in keys or leaf shapes; "
-                f"partial keys: {self.partial_keys(True)}"
+                f"{call}: this needs one dense TensorDict, but the members of the "
+                f"{type(self).__name__} differ in structure: keys in some members only "
+                f"{sorted(map(str, self.partial_keys(True)))}, leaf shapes that differ {ragged}"
             )
-        dense = stack([m.densify() if m._lazy else m for m in self.tensordicts], self.stack_dim)
+        dense = stack([m._as_dense(call) for m in self.tensordicts], self.stack_dim)
         assert isinstance(dense, TensorDict)
         return dense
 
-    def contiguous(self) -> TensorDict:
-        """Same as :meth:`densify`."""
-        return self.densify()
+    def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:
+        for member in self.tensordicts:
+            member._tensor_leaves(out)
+        return out
 
-    def _dense_or_raise(self, call: str) -> TensorDict:
-        if same_structure(self.tensordicts):
-            return self.densify()
-        raise RuntimeError(
-            f"{call}: this mixes elements of members of different structure; only "
-            "possible on members that share keys and leaf shapes"
-        )
+    def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Any:
+        return self._restack([m._rebuild(leaves, check) for m in self.tensordicts])
 
-    # ---------------------------------------------------------------- apply
-    def apply(
+    def _parts_of(self, call: str, other: Any) -> Sequence[Any]:
+        """``other`` cut along the stack dim into one part per member."""
+        parts = other._stack_parts() if isinstance(other, CollectionPrimitives) else None
+        if parts is not None and parts[0] == self.stack_dim and other.shape == self.shape:
+            return parts[1]
+        if other.shape[: len(self._batch_size)] != self._batch_size:
+            raise ValueError(
+                f"{call}: batch_size {tuple(other.shape)} of the other operand does not match "
+                f"{tuple(self._batch_size)}"
+            )
+        return other.unbind(self.stack_dim)  # type: ignore[no-any-return]
+
+    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
+        out: list[Tensor] = []
+        for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+            out += member._other_leaves(call, part)
+        return out
+
+    def _per_member(self, fn: Callable[..., Any], *args: Any) -> Any:
+        results = [m._per_member(fn, *args) for m in self.tensordicts]
+        if all(r is m for r, m in zip(results, self.tensordicts, strict=True)):
+            return self  # an in-place operation
+        return self._restack(results)
+
+    def _stack_parts(self) -> tuple[int, list[Any]]:
+        return self.stack_dim, self.tensordicts
+
+    def _remap(
         self,
-        fn: Callable[..., Tensor | None],
-        *others: Any,
-        batch_size: Any = None,
-        device: Any = None,
-        names: Any = None,
-        inplace: bool = False,
-        filter_empty: bool = True,
-        call_on_nested: bool = False,
+        call: str,
+        fn: Callable[[Any], Any],
+        new_bs: torch.Size,
+        names: Names,
+        nontensor: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """:meth:`TensorDict.apply`, member by member (others are split along the stack)."""
+        return self._as_dense(call)._remap(call, fn, new_bs, names, nontensor)
+
+    def _remap_many(
+        self,
+        call: str,
+        fn: Callable[[Any], Sequence[Any]],
+        new_bss: Sequence[torch.Size],
+        names: Names,
+    ) -> tuple[Any, ...]:
+        return self._as_dense(call)._remap_many(call, fn, new_bss, names)
+
+    def contiguous(self) -> TensorDict:  # type: ignore[override]
+        """A dense TensorDict of the same content (see :meth:`densify`)."""
+        return self._as_dense(self._call("contiguous"))
+
+    def _apply_impl(
+        self,
+        fn: Callable[..., Any],
+        others: tuple[Any, ...],
+        key_fn: Callable[[tuple[str, ...]], Any] | None,
+        batch_size: Any,
+        device: Any,
+        names: Any,
+        inplace: bool,
+        filter_empty: bool,
+        call_on_nested: bool,
+    ) -> Any:
+        """Apply member by member (the others are cut along the stack dim)."""
+        call = self._call("apply")
         member_bs = None
         if batch_size is not None:
             bs = list(batch_size)
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
                 raise ValueError(
-                    f"LazyStackedTensorDict.apply: batch_size {bs} must keep the stack dim "
+                    f"{call}: batch_size {bs} must keep the stack dim "
                     f"{self.stack_dim} of size {len(self.tensordicts)}"
                 )
             member_bs = bs[: self.stack_dim] + bs[self.stack_dim + 1 :]
-        split = [o.unbind(self.stack_dim) for o in others]
+        split = [self._parts_of(call, o) for o in others]
         out = [
-            m.apply(
+            m._apply_impl(
                 fn,
-                *[s[i] for s in split],
-                batch_size=member_bs,
-                device=device,
-                inplace=inplace,
-                filter_empty=filter_empty,
-                call_on_nested=call_on_nested,
+                tuple(s[i] for s in split),
+                key_fn,
+                member_bs,
+                device,
+                None,
+                inplace,
+                filter_empty,
+                call_on_nested,
             )
             for i, m in enumerate(self.tensordicts)
         ]
         return self if inplace else self._restack(out)
-
-    def named_apply(
-        self, fn: Callable[..., Tensor | None], *others: Any, nested_keys: bool = False, **kw: Any
-    ) -> Any:
-        """:meth:`TensorDict.named_apply`, member by member."""
-        split = [o.unbind(self.stack_dim) for o in others]
-        return self._restack(
-            [
-                m.named_apply(fn, *[s[i] for s in split], nested_keys=nested_keys, **kw)
-                for i, m in enumerate(self.tensordicts)
-            ]
-        )
-
-    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
-        """Remove ``key`` from every member and return its stacked value."""
-        if default is not _NO_DEFAULT and key not in self:
-            return default
-        value = self.get(key)
-        del self[key]
-        return value
-
-    def setdefault(self, key: NestedKey, default: Any) -> Any:
-        """The stacked value at ``key``, written from ``default`` first when missing."""
-        if key not in self:
-            self.set(key, default)
-        return self.get(key)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
         """Copy a (dense) state dict into the members' existing entries."""
@@ -383,24 +449,12 @@ class LazyStackedTensorDict(
             ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
             if ours != theirs or self.partial_keys(True):
                 raise KeyError(
-                    "LazyStackedTensorDict.load_state_dict: missing keys "
+                    f"{type(self).__name__}.load_state_dict: missing keys "
                     f"{sorted(map(str, ours - theirs))}, unexpected keys "
                     f"{sorted(map(str, theirs - ours))}, keys in some members only "
                     f"{sorted(map(str, self.partial_keys(True)))}"
                 )
         return self.update_(dense)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Nested plain dicts of the stacked entries (members must share a structure)."""
-        return self._dense_or_raise("LazyStackedTensorDict.to_dict").to_dict()
-
-    def __getitems__(self, indices: list[int]) -> Any:
-        """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
-        return self._index(torch.as_tensor(indices, dtype=torch.long))
-
-    def apply_(self, fn: Callable[..., Tensor], *others: Any) -> LazyStackedTensorDict:
-        """Apply ``fn`` to every leaf of every member, in place."""
-        return self.apply(fn, *others, inplace=True)  # type: ignore[no-any-return]
 
     def _per_leaf(self, op: str, call: str, dim: Any, keepdim: bool, **kw: Any) -> Any:
         """Reductions: member by member unless the stack dim itself is reduced."""
@@ -427,49 +481,16 @@ class LazyStackedTensorDict(
 
     def _reduction(self, op: str, dim: Any, keepdim: bool, reduce: bool, **kw: Any) -> Any:
         if not reduce:
-            return self._per_leaf(op, f"LazyStackedTensorDict.{op}", dim, keepdim, **kw)
+            return self._per_leaf(op, f"{type(self).__name__}.{op}", dim, keepdim, **kw)
         if same_structure(self.tensordicts):
             return self.densify()._reduction(op, dim, keepdim, reduce, **kw)
         if dim is not None:
             raise RuntimeError(
-                f"LazyStackedTensorDict.{op}: reduce=True with dim needs members of one "
+                f"{type(self).__name__}.{op}: reduce=True with dim needs members of one "
                 "structure; pass dim=None to reduce over every element"
             )
         leaves: list[Tensor] = [x.reshape(-1) for m in self.tensordicts for x in _leaf_list(m)]
         return getattr(torch, op)(torch.cat(leaves), **kw)
-
-    def _map(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return self._restack([getattr(m, name)(*args, **kwargs) for m in self.tensordicts])
-
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Any:
-        """:meth:`TensorDict.select` on every member."""
-        return self._map("select", *keys, inplace=inplace, strict=strict)
-
-    def exclude(self, *keys: NestedKey, inplace: bool = False) -> Any:
-        """:meth:`TensorDict.exclude` on every member."""
-        return self._map("exclude", *keys, inplace=inplace)
-
-    def flatten_keys(self, separator: str = ".") -> Any:
-        """:meth:`TensorDict.flatten_keys` on every member."""
-        return self._map("flatten_keys", separator)
-
-    def unflatten_keys(self, separator: str = ".") -> Any:
-        """:meth:`TensorDict.unflatten_keys` on every member."""
-        return self._map("unflatten_keys", separator)
-
-    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> Any:
-        """:meth:`TensorDict.rename_key_` on every member."""
-        for m in self.tensordicts:
-            m.rename_key_(old_key, new_key, safe=safe)
-        return self
-
-    def empty(self, recurse: bool = False) -> Any:
-        """Empty members (nested ones kept empty with ``recurse``)."""
-        return self._map("empty", recurse)
-
-    def is_empty(self) -> bool:
-        """Whether no member holds a leaf."""
-        return all(m.is_empty() for m in self.tensordicts)
 
     def lock_(self) -> LazyStackedTensorDict:
         """Lock every member."""
@@ -485,19 +506,8 @@ class LazyStackedTensorDict(
         self._is_locked = False
         return self
 
-    @property
-    def is_locked(self) -> bool:
-        """Whether every member is locked."""
-        return all(m.is_locked for m in self.tensordicts)
-
-    def state_dict(self, keep_vars: bool = False, flatten: bool = True) -> Any:
-        """The state dict of the densified stack (members must share a structure)."""
-        return self._dense_or_raise("LazyStackedTensorDict.state_dict").state_dict(
-            keep_vars, flatten
-        )
-
     def __reduce__(self) -> tuple[Any, ...]:
-        return (LazyStackedTensorDict, (self.tensordicts, self.stack_dim))
+        return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
 
     def __repr__(self) -> str:
         keys = sorted(map(str, self.keys(True, True)))
@@ -536,15 +546,15 @@ class LazyStackedTensorDict(
     def _index(self, index: Any) -> Any:
         split = self._split_index(index)
         if split is None:
-            return self._dense_or_raise("LazyStackedTensorDict[]")[index]
+            return self._as_dense(f"{type(self).__name__}[]")[index]
         at, member_index, kept = split
         n = len(self.tensordicts)
         if isinstance(at, int):
-            member = self._member("LazyStackedTensorDict[]", at)
+            member = self._member(f"{type(self).__name__}[]", at)
             return member if _whole(member_index) else member[member_index]
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
-            return self._dense_or_raise("LazyStackedTensorDict[]")[index]
+            return self._as_dense(f"{type(self).__name__}[]")[index]
         ids = chosen.tolist()
         if not ids:  # nothing selected: an empty dense result shaped by member 0
             first = self.tensordicts[0]
@@ -555,23 +565,20 @@ class LazyStackedTensorDict(
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
 
-    def __iter__(self) -> Iterator[Any]:
-        return (self._index(i) for i in range(self._batch_size[0]))
-
     def _set_at_index(self, index: Any, value: Any) -> None:
         """Write into the members' entries; values covering the indexed batch are split
         along the stack dim, others broadcast to every selected member."""
         split = self._split_index(index)
         if split is None:
             raise IndexError(
-                f"LazyStackedTensorDict[]=: index {index!r} is not supported on a lazy stack; "
+                f"{type(self).__name__}[]=: index {index!r} is not supported on a lazy stack; "
                 "use ints and slices, with tensors only on the stack dim"
             )
         at, member_index, kept = split
         target = Ellipsis if _whole(member_index) else member_index
         n = len(self.tensordicts)
         if isinstance(at, int):
-            self._member("LazyStackedTensorDict[]=", at)[target] = value
+            self._member(f"{type(self).__name__}[]=", at)[target] = value
             return
         chosen = torch.arange(n)[at].tolist()
         sub_bs = self._index(index).batch_size
@@ -583,7 +590,7 @@ class LazyStackedTensorDict(
                 value = value.expand(sub_bs)
             except RuntimeError:
                 raise ValueError(
-                    f"LazyStackedTensorDict[]=: a tensor of shape {tuple(value.shape)} does not "
+                    f"{type(self).__name__}[]=: a tensor of shape {tuple(value.shape)} does not "
                     f"broadcast to the indexed batch size {tuple(sub_bs)}"
                 ) from None
         covers = isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)) and (
@@ -593,7 +600,7 @@ class LazyStackedTensorDict(
             parts = value.unbind(kept)
         elif isinstance(value, (TensorDict, LazyStackedTensorDict)):
             raise ValueError(
-                f"LazyStackedTensorDict[]=: value batch size {tuple(value.batch_size)} does not "
+                f"{type(self).__name__}[]=: value batch size {tuple(value.batch_size)} does not "
                 f"match the indexed batch size {tuple(sub_bs)}"
             )
         else:
@@ -604,7 +611,7 @@ class LazyStackedTensorDict(
     # ---------------------------------------------------------------- shape
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
         """Members when ``dim`` is the stack dim; otherwise a lazy stack per slice."""
-        d = _norm("LazyStackedTensorDict.unbind", dim, len(self._batch_size))
+        d = _norm(self._call("unbind"), dim, len(self._batch_size))
         if d == self.stack_dim:
             return tuple(self.tensordicts)
         md = d if d < self.stack_dim else d - 1
@@ -616,7 +623,7 @@ class LazyStackedTensorDict(
 
     def unsqueeze(self, dim: int) -> Any:
         """Insert a batch dim of size one."""
-        d = _norm("LazyStackedTensorDict.unsqueeze", dim, len(self._batch_size) + 1)
+        d = _norm(self._call("unsqueeze"), dim, len(self._batch_size) + 1)
         if d <= self.stack_dim:
             return self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
         return self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
@@ -625,16 +632,12 @@ class LazyStackedTensorDict(
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
         if dim is None or not isinstance(dim, int):
             n = len(self._batch_size)
-            asked = (
-                range(n)
-                if dim is None
-                else [_norm("LazyStackedTensorDict.squeeze", d, n) for d in dim]
-            )
+            asked = range(n) if dim is None else [_norm(self._call("squeeze"), d, n) for d in dim]
             out: Any = self
             for d in sorted({i for i in asked if self._batch_size[i] == 1}, reverse=True):
                 out = out.squeeze(d)
             return out
-        d = _norm("LazyStackedTensorDict.squeeze", dim, len(self._batch_size))
+        d = _norm(self._call("squeeze"), dim, len(self._batch_size))
         if self._batch_size[d] != 1:
             return self
         if d == self.stack_dim:
@@ -647,9 +650,9 @@ class LazyStackedTensorDict(
         """Reorder the batch dims; the stack dim moves to where it lands."""
         order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         n = len(self._batch_size)
-        norm = [_norm("LazyStackedTensorDict.permute", d, n) for d in order]
+        norm = [_norm(self._call("permute"), d, n) for d in order]
         if sorted(norm) != list(range(n)):
-            raise ValueError(f"LazyStackedTensorDict.permute: {tuple(order)} is not a permutation")
+            raise ValueError(f"{type(self).__name__}.permute: {tuple(order)} is not a permutation")
         new_stack = norm.index(self.stack_dim)
         rest = [d for d in norm if d != self.stack_dim]
         member_order = [d if d < self.stack_dim else d - 1 for d in rest]
@@ -659,8 +662,8 @@ class LazyStackedTensorDict(
         """Swap two batch dims."""
         n = len(self._batch_size)
         order = list(range(n))
-        a = _norm("LazyStackedTensorDict.transpose", dim0, n)
-        b = _norm("LazyStackedTensorDict.transpose", dim1, n)
+        a = _norm(self._call("transpose"), dim0, n)
+        b = _norm(self._call("transpose"), dim1, n)
         order[a], order[b] = order[b], order[a]
         return self.permute(*order)
 
@@ -668,7 +671,7 @@ class LazyStackedTensorDict(
         """Reverse batch dims (the stack dim reverses the members)."""
         flat = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         n = len(self._batch_size)
-        norm = [_norm("LazyStackedTensorDict.flip", d, n) for d in flat]
+        norm = [_norm(self._call("flip"), d, n) for d in flat]
         members = self.tensordicts[::-1] if self.stack_dim in norm else list(self.tensordicts)
         member_dims = [d if d < self.stack_dim else d - 1 for d in norm if d != self.stack_dim]
         if member_dims:
@@ -684,11 +687,11 @@ class LazyStackedTensorDict(
         )
         extra = len(sizes) - len(self._batch_size)
         if extra < 0:
-            raise RuntimeError("LazyStackedTensorDict.expand: fewer dims than the batch")
+            raise RuntimeError(f"{type(self).__name__}.expand: fewer dims than the batch")
         d = self.stack_dim + extra
         if sizes[d] not in (-1, len(self.tensordicts)):
             raise RuntimeError(
-                f"LazyStackedTensorDict.expand: the stack dim {d} has {len(self.tensordicts)} "
+                f"{type(self).__name__}.expand: the stack dim {d} has {len(self.tensordicts)} "
                 f"members and cannot expand to {sizes[d]}"
             )
         member_shape = sizes[:d] + sizes[d + 1 :]
@@ -696,7 +699,7 @@ class LazyStackedTensorDict(
 
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
         """Split along ``dim`` (groups of members on the stack dim)."""
-        d = _norm("LazyStackedTensorDict.split", dim, len(self._batch_size))
+        d = _norm(self._call("split"), dim, len(self._batch_size))
         if d == self.stack_dim:
             index = torch.arange(len(self.tensordicts)).split(split_size)  # type: ignore[no-untyped-call]
             return tuple(self._restack([self.tensordicts[i] for i in g.tolist()]) for g in index)
@@ -706,53 +709,22 @@ class LazyStackedTensorDict(
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim``."""
-        size = self._batch_size[_norm("LazyStackedTensorDict.chunk", dim, len(self._batch_size))]
+        size = self._batch_size[_norm(self._call("chunk"), dim, len(self._batch_size))]
         return self.split(max(1, -(-size // chunks)), dim)
-
-    def _dense_op(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self._dense_or_raise(f"LazyStackedTensorDict.{name}"), name)(*args, **kwargs)
-
-    def reshape(self, *shape: Any) -> Any:
-        """Reshape (densifies: elements of several members mix)."""
-        return self._dense_op("reshape", *shape)
-
-    def view(self, *shape: Any) -> Any:
-        """View (densifies)."""
-        return self._dense_op("view", *shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Any:
-        """Flatten batch dims (densifies)."""
-        return self._dense_op("flatten", start_dim, end_dim)
-
-    def unflatten(self, dim: int, sizes: Sequence[int]) -> Any:
-        """Unflatten a batch dim (densifies)."""
-        return self._dense_op("unflatten", dim, sizes)
-
-    def roll(self, shifts: Any, dims: Any = None) -> Any:
-        """Roll batch elements (densifies)."""
-        return self._dense_op("roll", shifts, dims)
 
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """Narrow a batch dim (a slice of members on the stack dim), with torch's checks."""
-        d = _norm("LazyStackedTensorDict.narrow", dim, len(self._batch_size))
+        d = _norm(self._call("narrow"), dim, len(self._batch_size))
         size = self._batch_size[d]
         begin = start + size if start < 0 else start
         if not 0 <= begin <= size or length < 0 or begin + length > size:
             raise RuntimeError(
-                f"LazyStackedTensorDict.narrow: start {start} and length {length} do not fit "
+                f"{type(self).__name__}.narrow: start {start} and length {length} do not fit "
                 f"dim {d} of size {size}"
             )
         index: list[Any] = [slice(None)] * len(self._batch_size)
         index[d] = slice(begin, begin + length)
         return self._index(tuple(index))
-
-    def repeat(self, *repeats: Any) -> Any:
-        """Tile batch dims (densifies)."""
-        return self._dense_op("repeat", *repeats)
-
-    def gather(self, dim: int, index: Tensor) -> Any:
-        """Gather (densifies)."""
-        return self._dense_op("gather", dim, index)
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Any:
         """Fill masked batch elements, member by member."""
@@ -761,9 +733,12 @@ class LazyStackedTensorDict(
             [m.masked_fill(p, value) for m, p in zip(self.tensordicts, parts, strict=True)]
         )
 
-    def masked_select(self, mask: Tensor) -> Any:
-        """Masked batch elements (densifies)."""
-        return self._dense_op("masked_select", mask)
+    def masked_fill_(self, mask: Tensor, value: float | bool) -> Any:
+        """Fill masked batch elements in place, member by member."""
+        parts = mask.expand(self._batch_size).unbind(self.stack_dim)
+        for member, part in zip(self.tensordicts, parts, strict=True):
+            member.masked_fill_(part, value)
+        return self
 
     def where(self, condition: Tensor, other: Any) -> Any:
         """Member-wise ``where``."""
@@ -775,6 +750,10 @@ class LazyStackedTensorDict(
         return self._restack(
             [m.where(c, o) for m, c, o in zip(self.tensordicts, conds, others, strict=True)]
         )
+
+
+def _rebuild_stack(cls: Any, members: list[Any], stack_dim: int, batch_size: Any) -> Any:
+    return cls(*members, stack_dim=stack_dim, batch_size=batch_size)
 
 
 def _leaf_list(td: Any) -> list[Tensor]:

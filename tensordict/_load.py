@@ -144,7 +144,9 @@ class _Loader:
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
         dev = device if device is not None else (None if meta["device"] is None else "cpu")
-        lazy = bool(getattr(cls, "_lazy", False))
+        from tensordict._lazy import LazyStackedTensorDict  # the one kind stored as members
+
+        lazy = issubclass(cls, LazyStackedTensorDict)
         if lazy != ("stack_dim" in meta):
             raise FormatError(
                 f"{self.call}: {path!r} has type {meta['type']!r} "
@@ -317,8 +319,9 @@ def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names
 
 
 def _placeholders(td: Any, out: list[tuple[dict[str, Any], str, _Leaf]]) -> None:
-    if td._lazy:
-        for member in td.tensordicts:
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
             _placeholders(member, out)
         return
     for key, value in td._tensordict.items():

@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import tensor_leaves
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._map_worker import (
     Done,
@@ -46,7 +45,7 @@ from tensordict._map_worker import (
     write_into,
 )
 from tensordict._memmap import MemoryMappedTensor
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 _FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 _POLL_S = 0.05  # how often a wait for results checks that the workers are alive
@@ -94,22 +93,19 @@ def _bounds(total: int, chunksize: int | None, num_chunks: int | None, workers: 
 
 def _share_leaves(td: Any) -> None:
     """Move the CPU leaves that are neither file-backed nor shared to shared memory, in place."""
-    for leaf in tensor_leaves(td, []):
+    for leaf in td._tensor_leaves([]):
         if leaf.device.type != "cpu":
             continue
-        if isinstance(leaf, MemoryMappedTensor) or leaf.is_shared():  # type: ignore[no-untyped-call]
+        if isinstance(leaf, MemoryMappedTensor) or leaf.is_shared():
             continue
-        leaf.share_memory_()  # type: ignore[no-untyped-call]
+        leaf.share_memory_()
 
 
 def _is_shared(out: Any) -> bool:
     if isinstance(out, Tensor):
         return isinstance(out, MemoryMappedTensor) or bool(out.is_shared())  # type: ignore[no-untyped-call]
-    leaves = tensor_leaves(out, [])
-    return bool(leaves) and all(
-        isinstance(x, MemoryMappedTensor) or x.is_shared()  # type: ignore[no-untyped-call]
-        for x in leaves
-    )
+    leaves = out._tensor_leaves([])
+    return bool(leaves) and all(isinstance(x, MemoryMappedTensor) or x.is_shared() for x in leaves)
 
 
 def _dead_worker(pool: Any, seen: set[Any]) -> int | None:
@@ -292,7 +288,7 @@ def _scratch(td: Any) -> str:
     small ``/dev/shm`` (a container's default 64 MB) does not fail a large call."""
     root = _scratch_root()
     if root is not None:
-        need = 2 * sum(t.numel() * t.element_size() for t in tensor_leaves(td, []))
+        need = 2 * sum(t.numel() * t.element_size() for t in td._tensor_leaves([]))
         info = os.statvfs(root)
         if info.f_bavail * info.f_frsize < need:
             root = None
@@ -398,7 +394,7 @@ def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
         _remove(scratch)
 
 
-class MapOps(CollectionProtocol):
+class MapOps(CollectionPrimitives):
     """``map`` and ``map_iter``: a function over chunks of the collection, in worker processes."""
 
     __slots__ = ()
@@ -434,7 +430,7 @@ class MapOps(CollectionProtocol):
         """
         plan = _Plan(
             self,
-            "TensorDict.map",
+            self._call("map"),
             fn,
             dim,
             num_workers,
@@ -471,7 +467,7 @@ class MapOps(CollectionProtocol):
         """
         plan = _Plan(
             self,
-            "TensorDict.map_iter",
+            self._call("map_iter"),
             fn,
             dim,
             num_workers,

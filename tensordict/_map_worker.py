@@ -30,7 +30,7 @@ from torch import Tensor
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._nontensor import NonTensor
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 
 @dataclass
@@ -170,13 +170,13 @@ def _spec(result: Any, dim: int, length: int | None, total: int, path: tuple[str
         sig = repr((path, str(result.dtype), full)).encode()
         name = hashlib.sha1(sig, usedforsecurity=False).hexdigest()[:20]
         return ("leaf", name, result.dtype, full)
-    if not isinstance(result, CollectionProtocol) or result._lazy:
+    if not isinstance(result, CollectionPrimitives) or result._stack_parts() is not None:
         return None
     batch = _full(result._batch_size, dim, length, total)
     if batch is None or result._device not in (None, torch.device("cpu")):
         return None
     entries = []
-    for key, value in result._tensordict.items():
+    for key, value in result._tensordict.items():  # type: ignore[attr-defined]
         if isinstance(value, NonTensor):
             return None
         sub = _spec(value, dim, length, total, (*path, key))
@@ -276,7 +276,7 @@ def _to_files(result: Any, scratch: str, index: int, n: int) -> Any:
 
     if isinstance(result, Tensor):
         return save(result)
-    if isinstance(result, CollectionProtocol):
+    if isinstance(result, CollectionPrimitives):
         from tensordict._convert import map_leaves
 
         return map_leaves(result, save)
@@ -295,7 +295,7 @@ def plain(value: Any, scratch: str) -> Any:
 
     if isinstance(value, Tensor):
         return own(value)
-    if isinstance(value, CollectionProtocol):
+    if isinstance(value, CollectionPrimitives):
         from tensordict._convert import map_leaves
 
         return map_leaves(value, own)

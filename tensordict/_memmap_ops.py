@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import tensor_leaves
 from tensordict._convert import map_leaves
 from tensordict._memmap import MemoryMappedTensor
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from typing import Self
+
 
 _DEFAULT_THREADS = -1  # automatic: several threads for checkpoints of 16 MB and more
 
@@ -23,7 +23,7 @@ def _inside(path: str | None, folder: str) -> bool:
     return path is not None and os.path.abspath(path).startswith(os.path.abspath(folder) + os.sep)
 
 
-class MemmapOps(CollectionProtocol):
+class MemmapOps(CollectionPrimitives):
     """Writing a collection as memory-mapped files (docs/format.md) and loading it back."""
 
     __slots__ = ()
@@ -36,13 +36,13 @@ class MemmapOps(CollectionProtocol):
         >>> TensorDict({"a": MemoryMappedTensor.zeros(3)}, [3]).is_memmap()
         True
         """
-        leaves = tensor_leaves(self, [])
+        leaves = self._tensor_leaves([])
         return bool(leaves) and all(isinstance(x, MemoryMappedTensor) for x in leaves)
 
     def _check_existing(self, prefix: str | None, copy_existing: bool, call: str) -> None:
         if prefix is None or copy_existing:
             return
-        for leaf in tensor_leaves(self, []):
+        for leaf in self._tensor_leaves([]):
             if isinstance(leaf, MemoryMappedTensor):
                 name = leaf.filename
                 if name is not None and not _inside(name, prefix):
@@ -61,7 +61,7 @@ class MemmapOps(CollectionProtocol):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool = False,
-    ) -> TensorDict:
+    ) -> Self:
         """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
         or in anonymous shared memory without one. The save is atomic.
 
@@ -74,7 +74,7 @@ class MemmapOps(CollectionProtocol):
         (True, True)
         """
         return self._memmap(
-            "TensorDict.memmap",
+            self._call("memmap"),
             prefix,
             copy_existing,
             num_threads,
@@ -96,10 +96,10 @@ class MemmapOps(CollectionProtocol):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool = False,
-    ) -> TensorDict:
+    ) -> Self:
         """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones."""
         return self._memmap(
-            "TensorDict.memmap_",
+            self._call("memmap_"),
             prefix,
             copy_existing,
             num_threads,
@@ -119,7 +119,7 @@ class MemmapOps(CollectionProtocol):
         num_threads: int = _DEFAULT_THREADS,
         existsok: bool = True,
         durable: bool = False,
-    ) -> TensorDict:
+    ) -> Self:
         """Allocate memory-mapped leaves of the same shapes and dtypes, without copying
         values (an expanded TensorDict is never materialised in RAM).
 
@@ -131,7 +131,7 @@ class MemmapOps(CollectionProtocol):
         (torch.Size([1000]), True)
         """
         return self._memmap(
-            "TensorDict.memmap_like",
+            self._call("memmap_like"),
             prefix,
             copy_existing,
             num_threads,
@@ -155,7 +155,7 @@ class MemmapOps(CollectionProtocol):
         allow_pickle: bool,
         like: bool,
         inplace: bool,
-    ) -> TensorDict:
+    ) -> Self:
         if prefix is None:
 
             def share(x: Tensor) -> Tensor:
@@ -166,7 +166,7 @@ class MemmapOps(CollectionProtocol):
             out = map_leaves(self, share)
             if inplace:
                 _swap_leaves(self, out)
-                return self  # type: ignore[return-value]
+                return self
             return out
         prefix = os.fspath(prefix)
         self._check_existing(prefix, copy_existing, call)
@@ -194,7 +194,7 @@ class MemmapOps(CollectionProtocol):
         out = map_leaves(self, lambda x: mapping[id(x)])
         if inplace:
             _swap_leaves(self, out)
-            return self  # type: ignore[return-value]
+            return self
         return out
 
     def make_memmap(
@@ -235,13 +235,13 @@ class MemmapOps(CollectionProtocol):
             allow_pickle=allow_pickle,
         )
 
-    def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> TensorDict:
+    def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Copy a checkpoint's values into this TensorDict's existing leaves."""
         loaded = type(self).load_memmap(prefix, **kwargs)
         self.update_(loaded)
-        return self  # type: ignore[return-value]
+        return self
 
-    def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> TensorDict:
+    def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Alias of :meth:`memmap` (the checkpoint is written; a memory-mapped copy returned)."""
         return self.memmap(prefix, **kwargs)
 
@@ -253,7 +253,7 @@ class MemmapOps(CollectionProtocol):
     @property
     def saved_path(self) -> str | None:
         """The checkpoint folder the leaves map, when they all lie in one; else None."""
-        names = [x.filename for x in tensor_leaves(self, []) if isinstance(x, MemoryMappedTensor)]
+        names = [x.filename for x in self._tensor_leaves([]) if isinstance(x, MemoryMappedTensor)]
         if not names or None in names:
             return None
         return os.path.commonpath([os.path.dirname(n) for n in names if n])
@@ -261,13 +261,14 @@ class MemmapOps(CollectionProtocol):
 
 def _swap_leaves(td: Any, new: Any) -> None:
     """Give ``td`` the leaves of ``new`` (same structure), level by level, in place."""
-    if td._lazy:
-        for a, b in zip(td.tensordicts, new.tensordicts, strict=True):
+    parts = td._stack_parts()
+    if parts is not None:
+        for a, b in zip(parts[1], new._stack_parts()[1], strict=True):
             _swap_leaves(a, b)
         return
     for key, value in td._tensordict.items():
         replacement = new._tensordict[key]
         if isinstance(value, Tensor):
             td._tensordict[key] = replacement
-        elif isinstance(value, CollectionProtocol):
+        elif isinstance(value, CollectionPrimitives):
             _swap_leaves(value, replacement)

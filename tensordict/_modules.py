@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 
 def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) -> Any:
@@ -197,7 +197,7 @@ def _plan_swap(
             continue
         keys.discard(name)
         sub = entries[name]
-        if not isinstance(sub, CollectionProtocol):
+        if not isinstance(sub, CollectionPrimitives):
             unexpected.append(".".join((*path, name)))
             continue
         inner = _plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
@@ -225,7 +225,7 @@ def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
     return cls._new_unsafe(entries, torch.Size([]), None, None)
 
 
-class ModuleOps(CollectionProtocol):
+class ModuleOps(CollectionPrimitives):
     """TensorDicts of module parameters, and swapping them into modules."""
 
     __slots__ = ()
@@ -303,7 +303,7 @@ class ModuleOps(CollectionProtocol):
         ``inplace=True`` copies the values into the module's tensors instead. With
         ``strict`` every missing and unexpected key is reported at once (KeyError).
         """
-        call = "TensorDict.to_module"
+        call = self._call("to_module")
         source: Any = self
         if use_state_dict:
             source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]

@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import others_leaves, rebuild, tensor_leaves
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import foreach
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from typing import Self
+
 
 Operand = Any  # a TensorDict, a tensor or a Python number
 
 
 def _is_collection(obj: object) -> bool:
-    return isinstance(obj, CollectionProtocol)
+    return isinstance(obj, CollectionPrimitives)
 
 
 def _run(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> list[Tensor]:
@@ -58,42 +58,42 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
             getattr(x, f"{name}_")(*args, **kwargs)
 
 
-class PointwiseOps(CollectionProtocol):
+class PointwiseOps(CollectionPrimitives):
     """Operators and element-wise methods; each result is a new collection of the same keys."""
 
     __slots__ = ()
     __hash__ = object.__hash__  # identity, as for tensors: == is element-wise
 
     # ----------------------------------------------------------------- engine
-    def _unary(self, name: str, *args: Any) -> TensorDict:
-        return rebuild(self, iter(_run(name, tensor_leaves(self, []), *args)))
+    def _unary(self, name: str, *args: Any) -> Self:
+        return self._rebuild(iter(_run(name, self._tensor_leaves([]), *args)))
 
-    def _unary_(self, name: str, *args: Any) -> TensorDict:
-        _run_(name, tensor_leaves(self, []), *args)
-        return self  # type: ignore[return-value]
+    def _unary_(self, name: str, *args: Any) -> Self:
+        _run_(name, self._tensor_leaves([]), *args)
+        return self
 
-    def _binary(self, name: str, other: Operand, **kwargs: Any) -> TensorDict:
-        call = f"TensorDict.{name}"
-        leaves = tensor_leaves(self, [])
+    def _binary(self, name: str, other: Operand, **kwargs: Any) -> Self:
+        call = f"{type(self).__name__}.{name}"
+        leaves = self._tensor_leaves([])
         if _is_collection(other):
-            out = _run(name, leaves, others_leaves(call, self, other), **kwargs)
-            return rebuild(self, iter(out), check=call)
+            out = _run(name, leaves, self._other_leaves(call, other), **kwargs)
+            return self._rebuild(iter(out), check=call)
         if isinstance(other, Tensor):
             fn = getattr(torch, name)
             out = [fn(x, other, **kwargs) for x in leaves]
-            return rebuild(self, iter(out), check=call)
+            return self._rebuild(iter(out), check=call)
         if isinstance(other, numbers.Number):
-            return rebuild(self, iter(_run(name, leaves, other, **kwargs)))
+            return self._rebuild(iter(_run(name, leaves, other, **kwargs)))
         raise TypeError(
             f"{call}: the other operand must be a TensorDict, a tensor or a number, "
             f"got {type(other).__name__}"
         )
 
-    def _binary_(self, name: str, other: Operand, **kwargs: Any) -> TensorDict:
-        call = f"TensorDict.{name}_"
-        leaves = tensor_leaves(self, [])
+    def _binary_(self, name: str, other: Operand, **kwargs: Any) -> Self:
+        call = f"{type(self).__name__}.{name}_"
+        leaves = self._tensor_leaves([])
         if _is_collection(other):
-            _run_(name, leaves, others_leaves(call, self, other), **kwargs)
+            _run_(name, leaves, self._other_leaves(call, other), **kwargs)
         elif isinstance(other, Tensor):
             for x in leaves:
                 getattr(x, f"{name}_")(other, **kwargs)
@@ -104,117 +104,117 @@ class PointwiseOps(CollectionProtocol):
                 f"{call}: the other operand must be a TensorDict, a tensor or a number, "
                 f"got {type(other).__name__}"
             )
-        return self  # type: ignore[return-value]
+        return self
 
-    def _reflected(self, name: str, other: Operand) -> TensorDict:
+    def _reflected(self, name: str, other: Operand) -> Self:
         """``other <op> self`` for a tensor or number on the left."""
         if isinstance(other, numbers.Number) and name in ("add", "mul"):
             return self._binary(name, other)
         fn: Callable[..., Tensor] = getattr(torch, name)
         if not isinstance(other, (Tensor, numbers.Number)):
             return NotImplemented  # type: ignore[no-any-return]
-        leaves = tensor_leaves(self, [])
+        leaves = self._tensor_leaves([])
         if name == "pow" and isinstance(other, numbers.Number):
             kernel = foreach("pow")
             if kernel is not None and leaves:
-                return rebuild(self, iter(kernel(other, leaves)))
+                return self._rebuild(iter(kernel(other, leaves)))
         out = [fn(other, x) for x in leaves]
-        return rebuild(self, iter(out), check=f"TensorDict.r{name}")
+        return self._rebuild(iter(out), check=f"{type(self).__name__}.r{name}")
 
     # ------------------------------------------------------------- operators
-    def __add__(self, other: Operand) -> TensorDict:
+    def __add__(self, other: Operand) -> Self:
         return self._binary("add", other)
 
-    def __radd__(self, other: Operand) -> TensorDict:
+    def __radd__(self, other: Operand) -> Self:
         return self._reflected("add", other)
 
-    def __iadd__(self, other: Operand) -> TensorDict:
+    def __iadd__(self, other: Operand) -> Self:
         return self._binary_("add", other)
 
-    def __sub__(self, other: Operand) -> TensorDict:
+    def __sub__(self, other: Operand) -> Self:
         return self._binary("sub", other)
 
-    def __rsub__(self, other: Operand) -> TensorDict:
+    def __rsub__(self, other: Operand) -> Self:
         return self._reflected("sub", other)
 
-    def __isub__(self, other: Operand) -> TensorDict:
+    def __isub__(self, other: Operand) -> Self:
         return self._binary_("sub", other)
 
-    def __mul__(self, other: Operand) -> TensorDict:
+    def __mul__(self, other: Operand) -> Self:
         return self._binary("mul", other)
 
-    def __rmul__(self, other: Operand) -> TensorDict:
+    def __rmul__(self, other: Operand) -> Self:
         return self._reflected("mul", other)
 
-    def __imul__(self, other: Operand) -> TensorDict:
+    def __imul__(self, other: Operand) -> Self:
         return self._binary_("mul", other)
 
-    def __truediv__(self, other: Operand) -> TensorDict:
+    def __truediv__(self, other: Operand) -> Self:
         return self._binary("div", other)
 
-    def __rtruediv__(self, other: Operand) -> TensorDict:
+    def __rtruediv__(self, other: Operand) -> Self:
         return self._reflected("div", other)
 
-    def __itruediv__(self, other: Operand) -> TensorDict:
+    def __itruediv__(self, other: Operand) -> Self:
         return self._binary_("div", other)
 
-    def __floordiv__(self, other: Operand) -> TensorDict:
+    def __floordiv__(self, other: Operand) -> Self:
         return self._binary("floor_divide", other)
 
-    def __mod__(self, other: Operand) -> TensorDict:
+    def __mod__(self, other: Operand) -> Self:
         return self._binary("remainder", other)
 
-    def __pow__(self, other: Operand) -> TensorDict:
+    def __pow__(self, other: Operand) -> Self:
         return self._binary("pow", other)
 
-    def __rpow__(self, other: Operand) -> TensorDict:
+    def __rpow__(self, other: Operand) -> Self:
         return self._reflected("pow", other)
 
-    def __ipow__(self, other: Operand) -> TensorDict:
+    def __ipow__(self, other: Operand) -> Self:
         return self._binary_("pow", other)
 
-    def __neg__(self) -> TensorDict:
+    def __neg__(self) -> Self:
         return self._unary("neg")
 
-    def __abs__(self) -> TensorDict:
+    def __abs__(self) -> Self:
         return self._unary("abs")
 
-    def __invert__(self) -> TensorDict:
+    def __invert__(self) -> Self:
         return self._unary("bitwise_not")
 
-    def __and__(self, other: Operand) -> TensorDict:
+    def __and__(self, other: Operand) -> Self:
         return self._binary("bitwise_and", other)
 
-    def __or__(self, other: Operand) -> TensorDict:
+    def __or__(self, other: Operand) -> Self:
         return self._binary("bitwise_or", other)
 
-    def __xor__(self, other: Operand) -> TensorDict:
+    def __xor__(self, other: Operand) -> Self:
         return self._binary("bitwise_xor", other)
 
-    def __eq__(self, other: object) -> TensorDict:  # type: ignore[override]
+    def __eq__(self, other: object) -> Self:  # type: ignore[override]
         if not isinstance(other, (Tensor, numbers.Number)) and not _is_collection(other):
             return NotImplemented
         return self._binary("eq", other)
 
-    def __ne__(self, other: object) -> TensorDict:  # type: ignore[override]
+    def __ne__(self, other: object) -> Self:  # type: ignore[override]
         if not isinstance(other, (Tensor, numbers.Number)) and not _is_collection(other):
             return NotImplemented
         return self._binary("ne", other)
 
-    def __lt__(self, other: Operand) -> TensorDict:
+    def __lt__(self, other: Operand) -> Self:
         return self._binary("lt", other)
 
-    def __le__(self, other: Operand) -> TensorDict:
+    def __le__(self, other: Operand) -> Self:
         return self._binary("le", other)
 
-    def __gt__(self, other: Operand) -> TensorDict:
+    def __gt__(self, other: Operand) -> Self:
         return self._binary("gt", other)
 
-    def __ge__(self, other: Operand) -> TensorDict:
+    def __ge__(self, other: Operand) -> Self:
         return self._binary("ge", other)
 
     # --------------------------------------------------------------- methods
-    def add(self, other: Operand, *, alpha: float | None = None) -> TensorDict:
+    def add(self, other: Operand, *, alpha: float | None = None) -> Self:
         """``self + alpha * other``, leaf by leaf.
 
         >>> import torch
@@ -226,65 +226,65 @@ class PointwiseOps(CollectionProtocol):
             return self._binary("add", other)
         return self._binary("add", other, alpha=alpha)
 
-    def add_(self, other: Operand, *, alpha: float | None = None) -> TensorDict:
+    def add_(self, other: Operand, *, alpha: float | None = None) -> Self:
         """In-place :meth:`add`."""
         if alpha is None:
             return self._binary_("add", other)
         return self._binary_("add", other, alpha=alpha)
 
-    def sub(self, other: Operand, *, alpha: float | None = None) -> TensorDict:
+    def sub(self, other: Operand, *, alpha: float | None = None) -> Self:
         """``self - alpha * other``, leaf by leaf."""
         if alpha is None:
             return self._binary("sub", other)
         return self._binary("sub", other, alpha=alpha)
 
-    def sub_(self, other: Operand, *, alpha: float | None = None) -> TensorDict:
+    def sub_(self, other: Operand, *, alpha: float | None = None) -> Self:
         """In-place :meth:`sub`."""
         if alpha is None:
             return self._binary_("sub", other)
         return self._binary_("sub", other, alpha=alpha)
 
-    def mul(self, other: Operand) -> TensorDict:
+    def mul(self, other: Operand) -> Self:
         """``self * other``, leaf by leaf."""
         return self._binary("mul", other)
 
-    def mul_(self, other: Operand) -> TensorDict:
+    def mul_(self, other: Operand) -> Self:
         """In-place :meth:`mul`."""
         return self._binary_("mul", other)
 
-    def div(self, other: Operand) -> TensorDict:
+    def div(self, other: Operand) -> Self:
         """``self / other``, leaf by leaf."""
         return self._binary("div", other)
 
-    def div_(self, other: Operand) -> TensorDict:
+    def div_(self, other: Operand) -> Self:
         """In-place :meth:`div`."""
         return self._binary_("div", other)
 
-    def pow(self, other: Operand) -> TensorDict:
+    def pow(self, other: Operand) -> Self:
         """``self ** other``, leaf by leaf."""
         return self._binary("pow", other)
 
-    def pow_(self, other: Operand) -> TensorDict:
+    def pow_(self, other: Operand) -> Self:
         """In-place :meth:`pow`."""
         return self._binary_("pow", other)
 
-    def maximum(self, other: Operand) -> TensorDict:
+    def maximum(self, other: Operand) -> Self:
         """The element-wise maximum with ``other``."""
         return self._binary("maximum", other)
 
-    def maximum_(self, other: Operand) -> TensorDict:
+    def maximum_(self, other: Operand) -> Self:
         """In-place :meth:`maximum`."""
         return self._binary_("maximum", other)
 
-    def minimum(self, other: Operand) -> TensorDict:
+    def minimum(self, other: Operand) -> Self:
         """The element-wise minimum with ``other``."""
         return self._binary("minimum", other)
 
-    def minimum_(self, other: Operand) -> TensorDict:
+    def minimum_(self, other: Operand) -> Self:
         """In-place :meth:`minimum`."""
         return self._binary_("minimum", other)
 
-    def clamp(self, min: float | None = None, max: float | None = None) -> TensorDict:
+    def clamp(self, min: float | None = None, max: float | None = None) -> Self:
         """Clamp every leaf into ``[min, max]``.
 
         >>> import torch
@@ -293,209 +293,213 @@ class PointwiseOps(CollectionProtocol):
         tensor([-1.0000,  0.5000,  1.0000])
         """
         if min is None and max is None:
-            raise ValueError("TensorDict.clamp: at least one of min and max must be given")
+            raise ValueError(
+                f"{type(self).__name__}.clamp: at least one of min and max must be given"
+            )
         out = self
         if min is not None:
             out = out._binary("clamp_min", min)
         if max is not None:
             out = out._binary("clamp_max", max)
-        return out  # type: ignore[return-value]
+        return out
 
-    def clamp_(self, min: float | None = None, max: float | None = None) -> TensorDict:
+    def clamp_(self, min: float | None = None, max: float | None = None) -> Self:
         """In-place :meth:`clamp`."""
         if min is None and max is None:
-            raise ValueError("TensorDict.clamp_: at least one of min and max must be given")
+            raise ValueError(
+                f"{type(self).__name__}.clamp_: at least one of min and max must be given"
+            )
         if min is not None:
             self._binary_("clamp_min", min)
         if max is not None:
             self._binary_("clamp_max", max)
-        return self  # type: ignore[return-value]
+        return self
 
-    def clamp_min(self, min: float) -> TensorDict:
+    def clamp_min(self, min: float) -> Self:
         """Clamp every leaf from below."""
         return self._binary("clamp_min", min)
 
-    def clamp_min_(self, min: float) -> TensorDict:
+    def clamp_min_(self, min: float) -> Self:
         """In-place :meth:`clamp_min`."""
         return self._binary_("clamp_min", min)
 
-    def clamp_max(self, max: float) -> TensorDict:
+    def clamp_max(self, max: float) -> Self:
         """Clamp every leaf from above."""
         return self._binary("clamp_max", max)
 
-    def clamp_max_(self, max: float) -> TensorDict:
+    def clamp_max_(self, max: float) -> Self:
         """In-place :meth:`clamp_max`."""
         return self._binary_("clamp_max", max)
 
-    def abs(self) -> TensorDict:
+    def abs(self) -> Self:
         """The absolute value of every leaf."""
         return self._unary("abs")
 
-    def abs_(self) -> TensorDict:
+    def abs_(self) -> Self:
         """In-place :meth:`abs`."""
         return self._unary_("abs")
 
-    def neg(self) -> TensorDict:
+    def neg(self) -> Self:
         """The negation of every leaf."""
         return self._unary("neg")
 
-    def neg_(self) -> TensorDict:
+    def neg_(self) -> Self:
         """In-place :meth:`neg`."""
         return self._unary_("neg")
 
-    def exp(self) -> TensorDict:
+    def exp(self) -> Self:
         """``exp`` of every leaf."""
         return self._unary("exp")
 
-    def exp_(self) -> TensorDict:
+    def exp_(self) -> Self:
         """In-place :meth:`exp`."""
         return self._unary_("exp")
 
-    def expm1(self) -> TensorDict:
+    def expm1(self) -> Self:
         """``exp(x) - 1`` of every leaf."""
         return self._unary("expm1")
 
-    def expm1_(self) -> TensorDict:
+    def expm1_(self) -> Self:
         """In-place :meth:`expm1`."""
         return self._unary_("expm1")
 
-    def log(self) -> TensorDict:
+    def log(self) -> Self:
         """The natural logarithm of every leaf."""
         return self._unary("log")
 
-    def log_(self) -> TensorDict:
+    def log_(self) -> Self:
         """In-place :meth:`log`."""
         return self._unary_("log")
 
-    def log1p(self) -> TensorDict:
+    def log1p(self) -> Self:
         """``log(1 + x)`` of every leaf."""
         return self._unary("log1p")
 
-    def log1p_(self) -> TensorDict:
+    def log1p_(self) -> Self:
         """In-place :meth:`log1p`."""
         return self._unary_("log1p")
 
-    def log2(self) -> TensorDict:
+    def log2(self) -> Self:
         """The base-2 logarithm of every leaf."""
         return self._unary("log2")
 
-    def log2_(self) -> TensorDict:
+    def log2_(self) -> Self:
         """In-place :meth:`log2`."""
         return self._unary_("log2")
 
-    def log10(self) -> TensorDict:
+    def log10(self) -> Self:
         """The base-10 logarithm of every leaf."""
         return self._unary("log10")
 
-    def log10_(self) -> TensorDict:
+    def log10_(self) -> Self:
         """In-place :meth:`log10`."""
         return self._unary_("log10")
 
-    def sqrt(self) -> TensorDict:
+    def sqrt(self) -> Self:
         """The square root of every leaf."""
         return self._unary("sqrt")
 
-    def sqrt_(self) -> TensorDict:
+    def sqrt_(self) -> Self:
         """In-place :meth:`sqrt`."""
         return self._unary_("sqrt")
 
-    def rsqrt(self) -> TensorDict:
+    def rsqrt(self) -> Self:
         """``1 / sqrt(x)`` of every leaf."""
         return self._unary("rsqrt")
 
-    def rsqrt_(self) -> TensorDict:
+    def rsqrt_(self) -> Self:
         """In-place :meth:`rsqrt`."""
         return self._unary_("rsqrt")
 
-    def reciprocal(self) -> TensorDict:
+    def reciprocal(self) -> Self:
         """``1 / x`` of every leaf."""
         return self._unary("reciprocal")
 
-    def reciprocal_(self) -> TensorDict:
+    def reciprocal_(self) -> Self:
         """In-place :meth:`reciprocal`."""
         return self._unary_("reciprocal")
 
-    def sigmoid(self) -> TensorDict:
+    def sigmoid(self) -> Self:
         """The logistic sigmoid of every leaf."""
         return self._unary("sigmoid")
 
-    def sigmoid_(self) -> TensorDict:
+    def sigmoid_(self) -> Self:
         """In-place :meth:`sigmoid`."""
         return self._unary_("sigmoid")
 
-    def tanh(self) -> TensorDict:
+    def tanh(self) -> Self:
         """``tanh`` of every leaf."""
         return self._unary("tanh")
 
-    def tanh_(self) -> TensorDict:
+    def tanh_(self) -> Self:
         """In-place :meth:`tanh`."""
         return self._unary_("tanh")
 
-    def sin(self) -> TensorDict:
+    def sin(self) -> Self:
         """``sin`` of every leaf."""
         return self._unary("sin")
 
-    def sin_(self) -> TensorDict:
+    def sin_(self) -> Self:
         """In-place :meth:`sin`."""
         return self._unary_("sin")
 
-    def cos(self) -> TensorDict:
+    def cos(self) -> Self:
         """``cos`` of every leaf."""
         return self._unary("cos")
 
-    def cos_(self) -> TensorDict:
+    def cos_(self) -> Self:
         """In-place :meth:`cos`."""
         return self._unary_("cos")
 
-    def floor(self) -> TensorDict:
+    def floor(self) -> Self:
         """``floor`` of every leaf."""
         return self._unary("floor")
 
-    def floor_(self) -> TensorDict:
+    def floor_(self) -> Self:
         """In-place :meth:`floor`."""
         return self._unary_("floor")
 
-    def ceil(self) -> TensorDict:
+    def ceil(self) -> Self:
         """``ceil`` of every leaf."""
         return self._unary("ceil")
 
-    def ceil_(self) -> TensorDict:
+    def ceil_(self) -> Self:
         """In-place :meth:`ceil`."""
         return self._unary_("ceil")
 
-    def round(self) -> TensorDict:
+    def round(self) -> Self:
         """Round every leaf to the nearest integer."""
         return self._unary("round")
 
-    def round_(self) -> TensorDict:
+    def round_(self) -> Self:
         """In-place :meth:`round`."""
         return self._unary_("round")
 
-    def trunc(self) -> TensorDict:
+    def trunc(self) -> Self:
         """Truncate every leaf towards zero."""
         return self._unary("trunc")
 
-    def trunc_(self) -> TensorDict:
+    def trunc_(self) -> Self:
         """In-place :meth:`trunc`."""
         return self._unary_("trunc")
 
-    def frac(self) -> TensorDict:
+    def frac(self) -> Self:
         """The fractional part of every leaf."""
         return self._unary("frac")
 
-    def frac_(self) -> TensorDict:
+    def frac_(self) -> Self:
         """In-place :meth:`frac`."""
         return self._unary_("frac")
 
-    def sign(self) -> TensorDict:
+    def sign(self) -> Self:
         """The sign of every leaf."""
         return self._unary("sign")
 
-    def sign_(self) -> TensorDict:
+    def sign_(self) -> Self:
         """In-place :meth:`sign`."""
         return self._unary_("sign")
 
-    def zero_(self) -> TensorDict:
+    def zero_(self) -> Self:
         """Set every tensor leaf to zero, in place.
 
         >>> import torch
@@ -503,11 +507,11 @@ class PointwiseOps(CollectionProtocol):
         >>> TensorDict({"a": torch.ones(2)}, [2]).zero_()["a"]
         tensor([0., 0.])
         """
-        _run_("zero", tensor_leaves(self, []))
-        return self  # type: ignore[return-value]
+        _run_("zero", self._tensor_leaves([]))
+        return self
 
-    def fill_(self, value: float | bool) -> TensorDict:
+    def fill_(self, value: float | bool) -> Self:
         """Fill every tensor leaf with ``value``, in place."""
-        for leaf in tensor_leaves(self, []):
+        for leaf in self._tensor_leaves([]):
             leaf.fill_(value)
-        return self  # type: ignore[return-value]
+        return self

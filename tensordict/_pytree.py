@@ -66,13 +66,11 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
 def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
     """A lazy stack opens as its dense form (vmap must see the stack dim in the leaves);
     members of different structures cannot, and say so."""
-    return _flatten(td._dense_or_raise("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
+    return _flatten(td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
 
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
-    return _flatten_with_keys(
-        td._dense_or_raise("pytree (vmap, torch.func) of a LazyStackedTensorDict")
-    )
+    return _flatten_with_keys(td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
 
 
 def register() -> None:

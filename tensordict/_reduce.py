@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import tensor_leaves
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from typing import Self
+
 
 Dim = int | Sequence[int] | str | None
 
@@ -47,12 +47,12 @@ def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **k
     return fn(t, dim=dims, keepdim=keepdim, **kw)
 
 
-class ReduceOps(CollectionProtocol):
+class ReduceOps(CollectionPrimitives):
     """Reductions: the result keeps the keys unless ``reduce=True`` asks for one tensor."""
 
     __slots__ = ()
 
-    def all(self, dim: int | None = None) -> bool | TensorDict:
+    def all(self, dim: int | None = None) -> bool | Self:
         """Whether every element of every leaf is true (a TensorDict when ``dim`` is given).
 
         >>> import torch
@@ -62,16 +62,16 @@ class ReduceOps(CollectionProtocol):
         (False, True)
         """
         if dim is None:
-            return builtins.all(bool(x.all()) for x in tensor_leaves(self, []))
-        return self._per_leaf("all", "TensorDict.all", dim, False)
+            return builtins.all(bool(x.all()) for x in self._tensor_leaves([]))
+        return self._per_leaf("all", self._call("all"), dim, False)
 
-    def any(self, dim: int | None = None) -> bool | TensorDict:
+    def any(self, dim: int | None = None) -> bool | Self:
         """Whether some element of some leaf is true (a TensorDict when ``dim`` is given)."""
         if dim is None:
-            return builtins.any(bool(x.any()) for x in tensor_leaves(self, []))
-        return self._per_leaf("any", "TensorDict.any", dim, False)
+            return builtins.any(bool(x.any()) for x in self._tensor_leaves([]))
+        return self._per_leaf("any", self._call("any"), dim, False)
 
-    def _per_leaf(self, op: str, call: str, dim: Dim, keepdim: bool, **kw: Any) -> TensorDict:
+    def _per_leaf(self, op: str, call: str, dim: Dim, keepdim: bool, **kw: Any) -> Self:
         bs = self._batch_size
         ndim = len(bs)
         if dim is None:
@@ -97,11 +97,11 @@ class ReduceOps(CollectionProtocol):
 
     def _reduction(
         self, op: str, dim: Dim, keepdim: bool, reduce: bool, **kw: Any
-    ) -> TensorDict | Tensor:
-        call = f"TensorDict.{op}"
+    ) -> Self | Tensor:
+        call = f"{type(self).__name__}.{op}"
         if not reduce:
             return self._per_leaf(op, call, dim, keepdim, **kw)
-        leaves = tensor_leaves(self, [])
+        leaves = self._tensor_leaves([])
         if not leaves:
             raise ValueError(f"{call}: reduce=True needs at least one tensor leaf")
         ndim = len(self._batch_size)
@@ -122,7 +122,7 @@ class ReduceOps(CollectionProtocol):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
-    ) -> TensorDict | Tensor:
+    ) -> Self | Tensor:
         """Sum each leaf (over everything, over batch ``dim``, or ``'feature'`` dims).
 
         ``reduce=True`` sums across leaves too and returns one tensor.
@@ -145,7 +145,7 @@ class ReduceOps(CollectionProtocol):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
-    ) -> TensorDict | Tensor:
+    ) -> Self | Tensor:
         """The mean of each leaf; ``reduce=True`` averages over all elements of all leaves."""
         kw = {} if dtype is None else {"dtype": dtype}
         return self._reduction("mean", dim, keepdim, reduce, **kw)
@@ -157,20 +157,20 @@ class ReduceOps(CollectionProtocol):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
-    ) -> TensorDict | Tensor:
+    ) -> Self | Tensor:
         """The product of each leaf's elements; ``reduce=True`` multiplies across leaves."""
         kw = {} if dtype is None else {"dtype": dtype}
         return self._reduction("prod", dim, keepdim, reduce, **kw)
 
     def std(
         self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
-    ) -> TensorDict | Tensor:
+    ) -> Self | Tensor:
         """The standard deviation of each leaf (Bessel-corrected by default)."""
         return self._reduction("std", dim, keepdim, reduce, correction=correction)
 
     def var(
         self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
-    ) -> TensorDict | Tensor:
+    ) -> Self | Tensor:
         """The variance of each leaf (Bessel-corrected by default)."""
         return self._reduction("var", dim, keepdim, reduce, correction=correction)
 

@@ -62,9 +62,10 @@ class _Writer:
             "names": None,
             "entries": {},
         }
-        if td._lazy:
-            meta["stack_dim"] = td.stack_dim
-            for i, member in enumerate(td.tensordicts):
+        parts = td._stack_parts()
+        if parts is not None:
+            meta["stack_dim"] = parts[0]
+            for i, member in enumerate(parts[1]):
                 self.folder(member, os.path.join(folder, str(i)), (*prefix, str(i)))
         else:
             meta["names"] = td._names

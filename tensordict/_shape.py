@@ -9,9 +9,11 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from tensordict._td import TensorDict
 
 Names = list[str | None] | None
@@ -86,7 +88,7 @@ def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
 
 
-class ShapeOps(CollectionProtocol):
+class ShapeOps(CollectionPrimitives):
     """reshape, view, permute, expand, split, ... acting on the batch dimensions only."""
 
     __slots__ = ()
@@ -96,48 +98,11 @@ class ShapeOps(CollectionProtocol):
         @property
         def names(self) -> list[str | None]: ...
 
-    # ----------------------------------------------------------------- engine
-    def _remap(
-        self,
-        fn: Callable[[Any], Any],
-        new_bs: torch.Size,
-        names: Names,
-        nontensor: Callable[[NonTensor], NonTensor] | None = None,
-    ) -> TensorDict:
-        """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch
-        (``fn`` applied to their positions, or ``nontensor`` when values need care)."""
-        entries: dict[str, Any] = {}
-        for key, value in self._tensordict.items():
-            if type(value) is Tensor or not isinstance(value, NonTensor):
-                entries[key] = fn(value)
-            elif nontensor is not None:
-                entries[key] = nontensor(value)
-            else:
-                entries[key] = value._remap(fn, new_bs)
-        return self._new_unsafe(entries, new_bs, self._device, names)
-
-    def _remap_many(
-        self, fn: Callable[[Any], Sequence[Any]], new_bss: Sequence[torch.Size], names: Names
-    ) -> tuple[TensorDict, ...]:
-        """Like :meth:`_remap` for ops with several outputs (split, chunk, unbind)."""
-        parts: list[dict[str, Any]] = [{} for _ in new_bss]
-        for key, value in self._tensordict.items():
-            if isinstance(value, NonTensor):
-                for part, piece in zip(parts, value._remap_many(fn, new_bss), strict=True):
-                    part[key] = piece
-            else:
-                for part, piece in zip(parts, fn(value), strict=True):
-                    part[key] = piece
-        return tuple(
-            self._new_unsafe(part, bs, self._device, None if names is None else list(names))
-            for part, bs in zip(parts, new_bss, strict=True)
-        )
-
     def _names_kept(self) -> Names:
         return None if self._names is None else list(self._names)
 
     # ------------------------------------------------------------- reshaping
-    def reshape(self, *shape: Any) -> TensorDict:
+    def reshape(self, *shape: Any) -> Self:
         """Reshape the batch dims (``-1`` infers one size); trailing dims are kept.
 
         >>> import torch
@@ -148,20 +113,20 @@ class ShapeOps(CollectionProtocol):
         """
         return self._reshape("reshape", shape)
 
-    def view(self, *shape: Any) -> TensorDict:
+    def view(self, *shape: Any) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
         return self._reshape("view", shape)
 
-    def _reshape(self, method: str, shape: tuple[Any, ...]) -> TensorDict:
-        call = f"TensorDict.{method}"
+    def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
+        call = f"{type(self).__name__}.{method}"
         bs = self._batch_size
         new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
         if new_bs == bs:
-            return self._remap(_shallow, bs, self._names_kept())
+            return self._remap(self._call(method), _shallow, bs, self._names_kept())
         n = len(bs)
         if len(new_bs) == 1 and n > 1 and method == "reshape":
             # merging every batch dim: flatten needs no per-leaf target shape
-            return self._remap(lambda x: x.flatten(0, n - 1), new_bs, None)
+            return self._remap(self._call(method), lambda x: x.flatten(0, n - 1), new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
         as_view = method == "view"
 
@@ -174,42 +139,42 @@ class ShapeOps(CollectionProtocol):
                 return x.view(()) if as_view else x.reshape(())
             return x.view(*target) if as_view else x.reshape(*target)
 
-        return self._remap(fn, new_bs, None)
+        return self._remap(self._call(method), fn, new_bs, None)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorDict:
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         """Merge batch dims ``start_dim..end_dim`` into one."""
         n = len(self._batch_size)
         if n == 0:
             return self.unsqueeze(0)
-        s = _norm("TensorDict.flatten", start_dim, n)
-        e = _norm("TensorDict.flatten", end_dim, n)
+        s = _norm(self._call("flatten"), start_dim, n)
+        e = _norm(self._call("flatten"), end_dim, n)
         if s > e:
             raise ValueError(
-                f"TensorDict.flatten: start_dim {start_dim} comes after end_dim {end_dim}"
+                f"{self._call('flatten')}: start_dim {start_dim} comes after end_dim {end_dim}"
             )
         bs = self._batch_size
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = None
         if self._names is not None:
             names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
-        return self._remap(lambda x: x.flatten(s, e), new_bs, names)
+        return self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
 
-    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> TensorDict:
+    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
         """Split batch dim ``dim`` into ``unflattened_size``."""
         n = len(self._batch_size)
-        d = _norm("TensorDict.unflatten", dim, n)
+        d = _norm(self._call("unflatten"), dim, n)
         sizes = tuple(unflattened_size)
         new_bs = _shape_via(
-            "TensorDict.unflatten",
+            self._call("unflatten"),
             self._batch_size,
             lambda t: t.unflatten(d, sizes).shape,  # type: ignore[no-untyped-call]
         )
         names = None
         if self._names is not None:
             names = [*self._names[:d], *([None] * len(sizes)), *self._names[d + 1 :]]
-        return self._remap(lambda x: x.unflatten(d, sizes), new_bs, names)
+        return self._remap(self._call("unflatten"), lambda x: x.unflatten(d, sizes), new_bs, names)
 
-    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> TensorDict:
+    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Self:
         """Drop batch dims of size one (all of them, or those of ``dim`` that have size one)."""
         bs = self._batch_size
         n = len(bs)
@@ -217,17 +182,17 @@ class ShapeOps(CollectionProtocol):
             dims = tuple(i for i, s in enumerate(bs) if s == 1)
         else:
             asked = (dim,) if isinstance(dim, int) else tuple(dim)
-            norm = (_norm("TensorDict.squeeze", d, n) for d in asked)
+            norm = (_norm(self._call("squeeze"), d, n) for d in asked)
             dims = tuple(d for d in norm if bs[d] == 1)
         if not dims:
-            return self._remap(_shallow, bs, self._names_kept())
+            return self._remap(self._call("squeeze"), _shallow, bs, self._names_kept())
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = None
         if self._names is not None:
             names = [nm for i, nm in enumerate(self._names) if i not in dims]
-        return self._remap(lambda x: x.squeeze(dims), new_bs, names)
+        return self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
 
-    def unsqueeze(self, dim: int) -> TensorDict:
+    def unsqueeze(self, dim: int) -> Self:
         """Insert a batch dim of size one at ``dim``.
 
         >>> import torch
@@ -236,19 +201,19 @@ class ShapeOps(CollectionProtocol):
         torch.Size([3, 4, 1])
         """
         bs = self._batch_size
-        d = _norm("TensorDict.unsqueeze", dim, len(bs) + 1)
+        d = _norm(self._call("unsqueeze"), dim, len(bs) + 1)
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
-        return self._remap(lambda x: x.unsqueeze(d), new_bs, names)
+        return self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
 
-    def permute(self, *dims: Any) -> TensorDict:
+    def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
-        order = _dims_arg("TensorDict.permute", dims)
+        order = _dims_arg(self._call("permute"), dims)
         n = len(self._batch_size)
-        norm = tuple(_norm("TensorDict.permute", d, n) for d in order)
+        norm = tuple(_norm(self._call("permute"), d, n) for d in order)
         if sorted(norm) != list(range(n)):
             raise ValueError(
-                f"TensorDict.permute: dims {order} are not a permutation of the {n} batch dims"
+                f"{self._call('permute')}: dims {order} are not a permutation of the {n} batch dims"
             )
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
@@ -256,7 +221,7 @@ class ShapeOps(CollectionProtocol):
         swapped = [i for i, d in enumerate(norm) if i != d]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
-            return self._remap(lambda x: x.transpose(a, b), new_bs, names)
+            return self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -265,18 +230,18 @@ class ShapeOps(CollectionProtocol):
                 order = orders[x.ndim] = (*norm, *range(n, x.ndim))
             return x.permute(*order)
 
-        return self._remap(fn, new_bs, names)
+        return self._remap(self._call("permute"), fn, new_bs, names)
 
-    def transpose(self, dim0: int, dim1: int) -> TensorDict:
+    def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
         n = len(self._batch_size)
-        a = _norm("TensorDict.transpose", dim0, n)
-        b = _norm("TensorDict.transpose", dim1, n)
+        a = _norm(self._call("transpose"), dim0, n)
+        b = _norm(self._call("transpose"), dim1, n)
         order = list(range(n))
         order[a], order[b] = order[b], order[a]
         return self.permute(*order)
 
-    def expand(self, *shape: Any) -> TensorDict:
+    def expand(self, *shape: Any) -> Self:
         """Broadcast the batch to ``shape`` (new leading dims allowed); a view, no copy.
 
         >>> import torch
@@ -285,51 +250,61 @@ class ShapeOps(CollectionProtocol):
         >>> big["a"].shape, big["a"].stride()
         (torch.Size([1000, 3]), (0, 1))
         """
-        dims = _dims_arg("TensorDict.expand", shape)
+        dims = _dims_arg(self._call("expand"), shape)
         bs = self._batch_size
-        new_bs = _shape_via("TensorDict.expand", bs, lambda d: d.expand(dims).shape)
+        new_bs = _shape_via(self._call("expand"), bs, lambda d: d.expand(dims).shape)
         n = len(bs)
         names = None
         if self._names is not None:
             names = [*([None] * (len(new_bs) - n)), *self._names]
-        return self._remap(lambda x: x.expand((*new_bs, *x.shape[n:])), new_bs, names)
+        return self._remap(
+            self._call("expand"), lambda x: x.expand((*new_bs, *x.shape[n:])), new_bs, names
+        )
 
-    def expand_as(self, other: Tensor | CollectionProtocol) -> TensorDict:
+    def expand_as(self, other: Tensor | CollectionPrimitives) -> Self:
         """Expand to the shape (batch size) of ``other``."""
         return self.expand(other.shape)
 
-    def broadcast_to(self, shape: Sequence[int]) -> TensorDict:
+    def broadcast_to(self, shape: Sequence[int]) -> Self:
         """Alias of :meth:`expand` with one shape argument."""
         return self.expand(tuple(shape))
 
-    def repeat(self, *repeats: Any) -> TensorDict:
+    def repeat(self, *repeats: Any) -> Self:
         """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims)."""
-        reps = _dims_arg("TensorDict.repeat", repeats)
+        reps = _dims_arg(self._call("repeat"), repeats)
         bs = self._batch_size
         n = len(bs)
-        new_bs = _shape_via("TensorDict.repeat", bs, lambda d: d.repeat(reps).shape)
-        return self._remap(lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, None)
+        new_bs = _shape_via(self._call("repeat"), bs, lambda d: d.repeat(reps).shape)
+        return self._remap(
+            self._call("repeat"), lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, None
+        )
 
     # --------------------------------------------------------- slicing kinds
-    def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[TensorDict, ...]:
+    def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
-        d = _norm("TensorDict.split", dim, len(self._batch_size))
+        d = _norm(self._call("split"), dim, len(self._batch_size))
         sizes = _shape_via(
-            "TensorDict.split",
+            self._call("split"),
             self._batch_size,
             lambda t: [p.shape for p in t.split(split_size, d)],  # type: ignore[no-untyped-call]
         )
-        return self._remap_many(lambda x: x.split(split_size, d), sizes, self._names_kept())
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[TensorDict, ...]:
-        """Split along batch dim ``dim`` into ``chunks`` nearly equal pieces."""
-        d = _norm("TensorDict.chunk", dim, len(self._batch_size))
-        sizes = _shape_via(
-            "TensorDict.chunk", self._batch_size, lambda t: [p.shape for p in t.chunk(chunks, d)]
+        return self._remap_many(
+            self._call("split"), lambda x: x.split(split_size, d), sizes, self._names_kept()
         )
-        return self._remap_many(lambda x: x.chunk(chunks, d), sizes, self._names_kept())
 
-    def unbind(self, dim: int = 0) -> tuple[TensorDict, ...]:
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
+        """Split along batch dim ``dim`` into ``chunks`` nearly equal pieces."""
+        d = _norm(self._call("chunk"), dim, len(self._batch_size))
+        sizes = _shape_via(
+            self._call("chunk"),
+            self._batch_size,
+            lambda t: [p.shape for p in t.chunk(chunks, d)],
+        )
+        return self._remap_many(
+            self._call("chunk"), lambda x: x.chunk(chunks, d), sizes, self._names_kept()
+        )
+
+    def unbind(self, dim: int = 0) -> tuple[Self, ...]:
         """The slices along batch dim ``dim``.
 
         >>> import torch
@@ -338,88 +313,96 @@ class ShapeOps(CollectionProtocol):
         [0, 1, 2]
         """
         bs = self._batch_size
-        d = _norm("TensorDict.unbind", dim, len(bs))
+        d = _norm(self._call("unbind"), dim, len(bs))
         new_bs = torch.Size([*bs[:d], *bs[d + 1 :]])
         names = None
         if self._names is not None:
             names = [*self._names[:d], *self._names[d + 1 :]]
-        return self._remap_many(lambda x: x.unbind(d), [new_bs] * bs[d], names)
-
-    def narrow(self, dim: int, start: int, length: int) -> TensorDict:
-        """``length`` elements of batch dim ``dim`` from ``start`` (a view)."""
-        d = _norm("TensorDict.narrow", dim, len(self._batch_size))
-        new_bs = _shape_via(
-            "TensorDict.narrow", self._batch_size, lambda t: t.narrow(d, start, length).shape
+        return self._remap_many(
+            self._call("unbind"), lambda x: x.unbind(d), [new_bs] * bs[d], names
         )
-        return self._remap(lambda x: x.narrow(d, start, length), new_bs, self._names_kept())
 
-    def flip(self, *dims: Any) -> TensorDict:
+    def narrow(self, dim: int, start: int, length: int) -> Self:
+        """``length`` elements of batch dim ``dim`` from ``start`` (a view)."""
+        d = _norm(self._call("narrow"), dim, len(self._batch_size))
+        new_bs = _shape_via(
+            self._call("narrow"),
+            self._batch_size,
+            lambda t: t.narrow(d, start, length).shape,
+        )
+        return self._remap(
+            self._call("narrow"), lambda x: x.narrow(d, start, length), new_bs, self._names_kept()
+        )
+
+    def flip(self, *dims: Any) -> Self:
         """Reverse the order of elements along batch ``dims``."""
         n = len(self._batch_size)
-        norm = tuple(_norm("TensorDict.flip", d, n) for d in _dims_arg("TensorDict.flip", dims))
-        return self._remap(lambda x: x.flip(norm), self._batch_size, self._names_kept())
+        norm = tuple(_norm(self._call("flip"), d, n) for d in _dims_arg(self._call("flip"), dims))
+        return self._remap(
+            self._call("flip"), lambda x: x.flip(norm), self._batch_size, self._names_kept()
+        )
 
-    def roll(
-        self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
-    ) -> TensorDict:
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
         """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None)."""
         bs = self._batch_size
         if dims is None:
             if isinstance(shifts, Sequence):
-                raise TypeError("TensorDict.roll: without dims, shifts must be one int")
+                raise TypeError(f"{type(self).__name__}.roll: without dims, shifts must be one int")
             return self.reshape(-1).roll(shifts, 0).reshape(bs)
         n = len(bs)
         dim_t = (dims,) if isinstance(dims, int) else tuple(dims)
-        norm = tuple(_norm("TensorDict.roll", d, n) for d in dim_t)
-        return self._remap(lambda x: x.roll(shifts, norm), bs, self._names_kept())
+        norm = tuple(_norm(self._call("roll"), d, n) for d in dim_t)
+        return self._remap(
+            self._call("roll"), lambda x: x.roll(shifts, norm), bs, self._names_kept()
+        )
 
-    def gather(self, dim: int, index: Tensor) -> TensorDict:
+    def gather(self, dim: int, index: Tensor) -> Self:
         """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``)."""
         n = len(self._batch_size)
-        d = _norm("TensorDict.gather", dim, n)
+        d = _norm(self._call("gather"), dim, n)
         if index.ndim != n:
             raise ValueError(
-                f"TensorDict.gather: index must have {n} dims (the batch dims), got "
+                f"{type(self).__name__}.gather: index must have {n} dims (the batch dims), got "
                 f"shape {tuple(index.shape)}"
             )
         new_bs = _shape_via(
-            "TensorDict.gather", self._batch_size, lambda t: t.gather(d, index).shape
+            self._call("gather"), self._batch_size, lambda t: t.gather(d, index).shape
         )
 
         def fn(x: Any) -> Any:
             idx = _trail(index, x.ndim, n).expand(*index.shape, *x.shape[n:])
             return x.gather(d, idx)
 
-        return self._remap(fn, new_bs, self._names_kept())
+        return self._remap(self._call("gather"), fn, new_bs, self._names_kept())
 
-    def masked_fill(self, mask: Tensor, value: float | bool) -> TensorDict:
+    def masked_fill(self, mask: Tensor, value: float | bool) -> Self:
         """Fill the batch elements where ``mask`` is true with ``value``."""
         n = len(self._batch_size)
-        self._check_mask("TensorDict.masked_fill", mask)
+        self._check_mask(self._call("masked_fill"), mask)
         return self._remap(
+            self._call("masked_fill"),
             lambda x: x.masked_fill(_trail(mask, x.ndim, n), value),
             self._batch_size,
             self._names_kept(),
             nontensor=lambda v: v,  # the fill value is for tensors: non-tensors stay
         )
 
-    def masked_fill_(self, mask: Tensor, value: float | bool) -> TensorDict:
+    def masked_fill_(self, mask: Tensor, value: float | bool) -> Self:
         """In-place :meth:`masked_fill`."""
         n = len(self._batch_size)
-        self._check_mask("TensorDict.masked_fill_", mask)
-        for value_ in self._tensordict.values():
-            if not isinstance(value_, NonTensor):
-                value_.masked_fill_(_trail(mask, value_.ndim, n), value)
-        return self  # type: ignore[return-value]
+        self._check_mask(self._call("masked_fill_"), mask)
+        for leaf in self._tensor_leaves([]):
+            leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
+        return self
 
-    def masked_select(self, mask: Tensor) -> TensorDict:
+    def masked_select(self, mask: Tensor) -> Self:
         """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim."""
         if mask.shape != self._batch_size:
             raise ValueError(
-                f"TensorDict.masked_select: mask shape {tuple(mask.shape)} must equal "
+                f"{type(self).__name__}.masked_select: mask shape {tuple(mask.shape)} must equal "
                 f"batch_size {tuple(self._batch_size)}"
             )
-        return self._index(mask)
+        return self._index(mask)  # type: ignore[no-any-return]
 
     def _check_mask(self, call: str, mask: Tensor) -> None:
         if mask.dtype != torch.bool:
@@ -437,59 +420,65 @@ class ShapeOps(CollectionProtocol):
                 f"{len(self._batch_size)} batch dims"
             )
 
-    def where(self, condition: Tensor, other: Any) -> TensorDict:
+    def where(self, condition: Tensor, other: Any) -> Self:
         """``self`` where ``condition`` (batch-shaped) holds, else ``other``."""
-        return where(condition, self, other)
+        return where(condition, self, other)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ names
-    def refine_names(self, *names: str | None) -> TensorDict:
+    def refine_names(self, *names: str | None) -> Self:
         """Name the unnamed batch dims; named ones must keep their name. Acts in place."""
         current = self.names
         if len(names) != len(current):
             raise ValueError(
-                f"TensorDict.refine_names: got {len(names)} names for {len(current)} batch dims"
+                f"{self._call('refine_names')}: got {len(names)} names for "
+                f"{len(current)} batch dims"
             )
         for i, (old, new) in enumerate(zip(current, names, strict=True)):
             if old is not None and new is not None and old != new:
                 raise ValueError(
-                    f"TensorDict.refine_names: dim {i} is named {old!r}; cannot refine to {new!r}"
+                    f"{self._call('refine_names')}: dim {i} is named {old!r}; "
+                    f"cannot refine to {new!r}"
                 )
         self.names = [old if new is None else new for old, new in zip(current, names, strict=True)]  # type: ignore[misc]
-        return self  # type: ignore[return-value]
+        return self
 
-    def rename(self, *names: str | None, **rename_map: str | None) -> TensorDict:
+    def rename(self, *names: str | None, **rename_map: str | None) -> Self:
         """A shallow copy with batch dims renamed (positionally, or ``old=new``)."""
-        out = self._remap(_shallow, self._batch_size, self._names_kept())
+        out = self._remap(self._call("rename"), _shallow, self._batch_size, self._names_kept())
         return out.rename_(*names, **rename_map)
 
-    def rename_(self, *names: str | None, **rename_map: str | None) -> TensorDict:
+    def rename_(self, *names: str | None, **rename_map: str | None) -> Self:
         """Rename batch dims in place (positionally, or ``old=new``)."""
         if names and rename_map:
-            raise ValueError("TensorDict.rename_: pass names positionally or as old=new, not both")
+            raise ValueError(
+                f"{type(self).__name__}.rename_: pass names positionally or as old=new, not both"
+            )
         if names:
             self.names = list(names)  # type: ignore[misc]
-            return self  # type: ignore[return-value]
+            return self
         current = self.names
         unknown = sorted(set(rename_map) - {n for n in current if n is not None})
         if unknown:
             raise ValueError(
-                f"TensorDict.rename_: no batch dims named {unknown}; names are {current}"
+                f"{type(self).__name__}.rename_: no batch dims named {unknown}; names are {current}"
             )
         self.names = [rename_map.get(n, n) if n is not None else None for n in current]  # type: ignore[misc]
-        return self  # type: ignore[return-value]
+        return self
 
 
-def where(condition: Tensor, input: Any, other: Any) -> TensorDict:
+def where(condition: Tensor, input: Any, other: Any) -> Any:
     """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``."""
-    if not isinstance(input, CollectionProtocol):
+    if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
     n = len(input._batch_size)
     if condition.dtype != torch.bool:
-        raise TypeError(f"TensorDict.where: condition must be a bool tensor, got {condition.dtype}")
-    if isinstance(other, CollectionProtocol):
+        raise TypeError(
+            f"{input._call('where')}: condition must be a bool tensor, got {condition.dtype}"
+        )
+    if isinstance(other, CollectionPrimitives):
         return input.apply(
             lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y),
-            other,  # type: ignore[arg-type]
+            other,
         )
     return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
 
@@ -531,4 +520,4 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
         positions = flat_pad(stack.positions, len(stack.values))
         return NonTensorStack([*stack.values, None], positions, stack.device)
 
-    return td._remap(fn, new_bs, td._names_kept(), nontensor)  # type: ignore[no-any-return]
+    return td._remap("pad", fn, new_bs, td._names_kept(), nontensor)  # type: ignore[no-any-return]

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -26,7 +26,7 @@ def _check_members(call: str, tds: Sequence[Any]) -> None:
     if not tds:
         raise ValueError(f"{call}: expected a non-empty sequence of TensorDicts")
     for i, td in enumerate(tds):
-        if not isinstance(td, CollectionProtocol):
+        if not isinstance(td, CollectionPrimitives):
             raise TypeError(
                 f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
             )
@@ -47,7 +47,7 @@ def same_structure(tds: Sequence[Any]) -> bool:
         elif isinstance(value, NonTensor):
             if not all(isinstance(o, NonTensor) for o in others):
                 return False
-        elif not all(isinstance(o, CollectionProtocol) for o in others) or not same_structure(
+        elif not all(isinstance(o, CollectionPrimitives) for o in others) or not same_structure(
             [value, *others]
         ):
             return False
@@ -96,9 +96,11 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
     first = tds[0]
     bs = first._batch_size
     new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
-    n_keys = -1 if first._lazy else len(first._tensordict)
+    if first._stack_parts() is not None:
+        raise _NotDense
+    n_keys = len(first._tensordict)
     for td in tds:
-        if td._lazy or len(td._tensordict) != n_keys:
+        if td._stack_parts() is not None or len(td._tensordict) != n_keys:
             raise _NotDense
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
@@ -116,7 +118,7 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
                 raise _NotDense
             entries[key] = _stack_nontensor(column, dim, new_bs)
         else:
-            if not all(isinstance(v, CollectionProtocol) for v in column):
+            if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _NotDense
             if any(v._batch_size != value._batch_size for v in column):
                 raise _NotDense
@@ -179,7 +181,7 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
     """
     tds = list(tds)
     _check_members("torch.cat", tds)
-    tds = [td._dense_or_raise("torch.cat") if td._lazy else td for td in tds]
+    tds = [td._as_dense("torch.cat") for td in tds]
     n = len(tds[0]._batch_size)
     if n == 0:
         raise RuntimeError("torch.cat: TensorDicts with batch_size=[] cannot be concatenated")
@@ -239,7 +241,7 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 raise _mixed_kinds(prefix, key, column)
             entries[key] = _cat_nontensor(column, dim)
         else:
-            if not all(isinstance(v, CollectionProtocol) for v in column):
+            if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _mixed_kinds(prefix, key, column)
             entries[key] = _dense_cat(column, dim, (*prefix, key))
     names = first._names if all(td._names == first._names for td in tds) else None

@@ -12,16 +12,18 @@ from torch import Tensor
 
 from tensordict._keys import join_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from tensordict._td import TensorDict
 
 _BATCH = "__batch_size"
 _DEVICE = "__device"
 
 
-def _plain(td: CollectionProtocol) -> dict[str, Any]:
+def _plain(td: Any) -> dict[str, Any]:
     """The entries as nested (batch_size, device, entries) triples, for pickling."""
     out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
@@ -57,7 +59,7 @@ def _from_plain(
     return td
 
 
-class StateOps(CollectionProtocol):
+class StateOps(CollectionPrimitives):
     """``state_dict``/``load_state_dict``, pickle, ``copy.copy`` and ``copy.deepcopy``."""
 
     __slots__ = ()
@@ -76,16 +78,18 @@ class StateOps(CollectionProtocol):
         >>> list(sd)
         ['a.b', 'a.__batch_size', 'a.__device', '__batch_size', '__device']
         """
+        call = self._call("state_dict")
+        td = self._as_dense(call)
         out: OrderedDict[str, Any] = OrderedDict()
-        for key, value in self._tensordict.items():
+        for key, value in td._tensordict.items():
             if key in (_BATCH, _DEVICE):
                 raise ValueError(
-                    f"TensorDict.state_dict: key {key!r} is reserved for the state dict's "
+                    f"{call}: key {key!r} is reserved for the state dict's "
                     "metadata; rename it first"
                 )
             if flatten and "." in key:
                 raise ValueError(
-                    f"TensorDict.state_dict: key {key!r} contains '.', which flatten=True "
+                    f"{call}: key {key!r} contains '.', which flatten=True "
                     "uses as separator; pass flatten=False"
                 )
             if isinstance(value, Tensor):
@@ -96,9 +100,33 @@ class StateOps(CollectionProtocol):
                 out.update(value.state_dict(keep_vars, True, prefix + key + "."))
             else:
                 out[prefix + key] = value.state_dict(keep_vars, False)
-        out[prefix + _BATCH] = self._batch_size
-        out[prefix + _DEVICE] = self._device
+        out[prefix + _BATCH] = td._batch_size
+        out[prefix + _DEVICE] = td._device
         return out
+
+    def __copy__(self) -> Self:
+        from tensordict._structure import _copy_structure
+
+        return self._per_member(_copy_structure)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        fn, args = self.__reduce__()
+        return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
+
+
+class DenseStateOps(CollectionPrimitives):
+    """The dense storage's half: ``load_state_dict`` and pickling of a TensorDict's entries."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        _tensordict: dict[str, Any]
+
+        @classmethod
+        def _new_unsafe(
+            cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
+        ) -> Any: ...
+        def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
 
     def load_state_dict(
         self,
@@ -106,7 +134,7 @@ class StateOps(CollectionProtocol):
         strict: bool = True,
         assign: bool = False,
         from_flatten: bool | None = None,
-    ) -> TensorDict:
+    ) -> Self:
         """Load a :meth:`state_dict`, copying into existing leaves (or replacing, ``assign``).
 
         Onto an empty TensorDict everything is created, batch size and device included.
@@ -125,18 +153,20 @@ class StateOps(CollectionProtocol):
         nested = _nest(state_dict, from_flatten)
         was_empty = not self._tensordict
         if self._is_locked and was_empty and _paths_of_nested(nested):
-            raise RuntimeError("TensorDict.load_state_dict: the TensorDict is locked and empty")
+            raise RuntimeError(
+                f"{type(self).__name__}.load_state_dict: the TensorDict is locked and empty"
+            )
         if strict and not was_empty:
             ours = {join_path(p) for p in _paths(self)}
             theirs = {join_path(p) for p in _paths_of_nested(nested)}
             missing, unexpected = sorted(ours - theirs, key=str), sorted(theirs - ours, key=str)
             if missing or unexpected:
                 raise KeyError(
-                    f"TensorDict.load_state_dict: missing keys {missing}, "
+                    f"{type(self).__name__}.load_state_dict: missing keys {missing}, "
                     f"unexpected keys {unexpected} (pass strict=False to load what matches)"
                 )
         self._load_nested(nested, assign)
-        return self  # type: ignore[return-value]
+        return self
 
     def _load_nested(self, nested: dict[str, Any], assign: bool) -> None:
         if _BATCH in nested and not self._tensordict:
@@ -148,21 +178,22 @@ class StateOps(CollectionProtocol):
                 continue
             current = self._tensordict.get(key)
             if isinstance(value, dict):
-                if current is not None and not isinstance(current, CollectionProtocol):
+                if current is not None and not isinstance(current, CollectionPrimitives):
                     raise TypeError(
-                        f"TensorDict.load_state_dict: key {key!r} is a {type(current).__name__} "
+                        f"{self._call('load_state_dict')}: key {key!r} is a "
+                        f"{type(current).__name__} "
                         "here but a nested TensorDict in the state dict"
                     )
                 if current is None:
                     bs = value.get(_BATCH, self._batch_size)
                     current = self._new_unsafe({}, torch.Size(bs), self._device, None)
-                    self._set_path((key,), current, "TensorDict.load_state_dict")
+                    self._set_path((key,), current, self._call("load_state_dict"))
                     current = self._tensordict[key]
                 current._load_nested(value, assign)  # type: ignore[union-attr]
             elif isinstance(current, Tensor) and isinstance(value, Tensor) and not assign:
                 self.set_(key, value)
             else:
-                self._set_path((key,), value, "TensorDict.load_state_dict")
+                self._set_path((key,), value, self._call("load_state_dict"))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -176,15 +207,6 @@ class StateOps(CollectionProtocol):
                 self._is_locked,
             ),
         )
-
-    def __copy__(self) -> TensorDict:
-        from tensordict._structure import _copy_structure
-
-        return _copy_structure(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> TensorDict:
-        fn, args = self.__reduce__()
-        return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
 
 
 def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> dict[str, Any]:
@@ -207,7 +229,7 @@ def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> dict[st
     return out
 
 
-def _paths(td: CollectionProtocol, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def _paths(td: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = []
     for key, value in td._tensordict.items():
         if isinstance(value, (Tensor, NonTensor)):

@@ -9,9 +9,12 @@ from torch import Tensor
 from tensordict._batch import starts_with
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
 from tensordict._nontensor import NonTensor
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
+from tensordict._views import default_is_leaf
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from tensordict._td import TensorDict
 
 
@@ -19,15 +22,12 @@ def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
 
 
-class StructureOps(CollectionProtocol):
+class StructureOps(CollectionPrimitives):
     """Re-arranging keys without touching the data: results share the leaves."""
 
     __slots__ = ()
 
-    def _shell(self) -> TensorDict:
-        return self._new_unsafe({}, self._batch_size, self._device, self._names)
-
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> TensorDict:
+    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self:
         """A TensorDict holding only ``keys`` (nested ones keep their path).
 
         With ``strict=False`` missing keys are ignored; with ``inplace`` the others are removed.
@@ -39,35 +39,11 @@ class StructureOps(CollectionProtocol):
         >>> list(td.select("a", ("b", "c")).keys(include_nested=True))
         ['a', 'b', ('b', 'c')]
         """
-        paths = [key_path(k, "TensorDict.select") for k in keys]
-        out = self._shell()
-        missing = []
-        for path in paths:
-            value = self._get_path_or_none(path)
-            if value is None:
-                missing.append(join_path(path))
-                continue
-            node: Any = out
-            src: Any = self
-            for part in path[:-1]:
-                src = src._tensordict[part]
-                if part not in node._tensordict:
-                    node._tensordict[part] = src._new_unsafe(
-                        {}, src._batch_size, src._device, src._names
-                    )
-                node = node._tensordict[part]
-            node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
-        if missing and strict:
-            raise KeyError(
-                f"TensorDict.select: keys not found: {missing} "
-                "(pass strict=False to ignore missing keys)"
-            )
-        if inplace:
-            self._replace_entries(out, "TensorDict.select")
-            return self  # type: ignore[return-value]
-        return out
+        call = self._call("select")
+        paths = [key_path(k, call) for k in keys]
+        return self._per_member(_select, paths, inplace, strict, call)
 
-    def exclude(self, *keys: NestedKey, inplace: bool = False) -> TensorDict:
+    def exclude(self, *keys: NestedKey, inplace: bool = False) -> Self:
         """A TensorDict without ``keys`` (missing keys are ignored).
 
         >>> import torch
@@ -76,27 +52,10 @@ class StructureOps(CollectionProtocol):
         >>> list(td.exclude(("b", "c")).keys(include_nested=True))
         ['a', 'b']
         """
-        drop = [key_path(k, "TensorDict.exclude") for k in keys]
-        out = _copy_structure(self)
-        for path in drop:
-            parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
-            if parent is not None and _is_nested(parent):
-                parent._tensordict.pop(path[-1], None)
-        if inplace:
-            self._replace_entries(out, "TensorDict.exclude")
-            return self  # type: ignore[return-value]
-        return out
+        call = self._call("exclude")
+        return self._per_member(_exclude, [key_path(k, call) for k in keys], inplace, call)
 
-    def _replace_entries(self, other: CollectionProtocol, call: str) -> None:
-        if self._is_locked:
-            raise RuntimeError(
-                f"{call}: cannot remove keys in place: the TensorDict is locked "
-                "(call unlock_() first)"
-            )
-        self._tensordict.clear()
-        self._tensordict.update(other._tensordict)
-
-    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> TensorDict:
+    def rename_key_(self, old_key: NestedKey, new_key: NestedKey, safe: bool = False) -> Self:
         """Move the entry at ``old_key`` to ``new_key``; ``safe`` refuses to overwrite.
 
         >>> import torch
@@ -105,30 +64,11 @@ class StructureOps(CollectionProtocol):
         >>> list(td.keys(include_nested=True))
         ['b', ('b', 'c')]
         """
-        call = "TensorDict.rename_key_"
+        call = self._call("rename_key_")
         old, new = key_path(old_key, call), key_path(new_key, call)
-        value = self._get_path_or_none(old)
-        if value is None:
-            parent = self._get_path_or_none(old[:-1]) if len(old) > 1 else self
-            raise missing_key_error(call, join_path(old), getattr(parent, "_tensordict", {}))
-        if old == new:
-            return self  # type: ignore[return-value]
-        shorter = min(len(old), len(new))
-        if old[:shorter] == new[:shorter]:
-            raise ValueError(
-                f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
-                "lies inside the other"
-            )
-        if safe and self._get_path_or_none(new) is not None:
-            raise KeyError(f"{call}: key {join_path(new)!r} already exists and safe=True")
-        if self._is_locked:
-            raise RuntimeError(f"{call}: cannot rename keys: the TensorDict is locked")
-        self._set_path(new, value, call)
-        parent = self._get_path_or_none(old[:-1]) if len(old) > 1 else self
-        del parent._tensordict[old[-1]]
-        return self  # type: ignore[return-value]
+        return self._per_member(_rename_key, old, new, safe, call)
 
-    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDict:
+    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Self:
         """One level: nested keys joined by ``separator`` (``("a", "b")`` -> ``"a.b"``).
 
         >>> import torch
@@ -137,15 +77,9 @@ class StructureOps(CollectionProtocol):
         >>> list(td.flatten_keys().keys())
         ['a.b.c']
         """
-        entries: dict[str, Any] = {}
-        _flatten_into(self, "", separator, entries)
-        out = self._new_unsafe(entries, self._batch_size, self._device, self._names)
-        if inplace:
-            self._replace_entries(out, "TensorDict.flatten_keys")
-            return self  # type: ignore[return-value]
-        return out
+        return self._per_member(_flatten_keys, separator, inplace, self._call("flatten_keys"))
 
-    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> TensorDict:
+    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> Self:
         """Split keys on ``separator`` into nested TensorDicts (the inverse of flatten_keys).
 
         >>> import torch
@@ -154,57 +88,7 @@ class StructureOps(CollectionProtocol):
         >>> list(td.keys(include_nested=True))
         ['a', ('a', 'b'), ('a', 'c')]
         """
-        bs, device, names = self._batch_size, self._device, self._names
-        new = self._new_unsafe
-        root: dict[str, Any] = {}
-        dotted = []
-        for key, value in self._tensordict.items():
-            if type(value) is not Tensor and _is_nested(value):
-                value = value.unflatten_keys(separator)  # a new TensorDict: safe to merge into
-            if separator in key:
-                dotted.append((key, value))
-            else:
-                root[key] = value
-        for key, value in dotted:
-            parts = key.split(separator)
-            if "" in parts:
-                raise ValueError(
-                    f"TensorDict.unflatten_keys: key {key!r} splits into an empty part "
-                    f"on separator {separator!r}"
-                )
-            node, owner_bs = root, bs
-            for part in parts[:-1]:
-                try:
-                    owner = node[part]
-                    node = owner._tensordict
-                    owner_bs = owner._batch_size
-                except KeyError:
-                    child = node[part] = new({}, owner_bs, device, names)
-                    node = child._tensordict
-                except AttributeError:  # a tensor or non-tensor leaf holds that name
-                    raise ValueError(
-                        f"TensorDict.unflatten_keys: key {key!r} needs {part!r} to be "
-                        "nested, but it holds a leaf"
-                    ) from None
-            if parts[-1] in node:
-                raise ValueError(
-                    f"TensorDict.unflatten_keys: key {key!r} collides with an existing entry"
-                )
-            if owner_bs is not bs:  # merged into a nested level with a longer batch size
-                if isinstance(value, NonTensor):
-                    value = value._with(owner_bs, value.device)
-                elif not starts_with(value.shape, owner_bs):
-                    raise ValueError(
-                        f"TensorDict.unflatten_keys: shape {tuple(value.shape)} of key {key!r} "
-                        f"does not start with batch_size {tuple(owner_bs)} of "
-                        f"{separator.join(parts[:-1])!r}"
-                    )
-            node[parts[-1]] = value
-        out = new(root, bs, device, names)
-        if inplace:
-            self._replace_entries(out, "TensorDict.unflatten_keys")
-            return self  # type: ignore[return-value]
-        return out
+        return self._per_member(_unflatten_keys, separator, inplace, self._call("unflatten_keys"))
 
     def to_dict(self) -> dict[str, Any]:
         """Nested plain dicts of the entries (non-tensor entries as their values).
@@ -216,26 +100,14 @@ class StructureOps(CollectionProtocol):
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
         """
-        return {
-            key: value._public()
-            if isinstance(value, NonTensor)
-            else value
-            if isinstance(value, Tensor)
-            else value.to_dict()
-            for key, value in self._tensordict.items()
-        }
+        return _to_dict(self._as_dense(self._call("to_dict")))
 
-    def empty(self, recurse: bool = False) -> TensorDict:
-        """A TensorDict with the same batch size and device and no entries.
+    def empty(self, recurse: bool = False) -> Self:
+        """A collection of the same kind, batch size and device, with no entries.
 
         With ``recurse`` the nested TensorDicts are kept, each emptied.
         """
-        out = self._shell()
-        if recurse:
-            for key, value in self._tensordict.items():
-                if _is_nested(value):
-                    out._tensordict[key] = value.empty(recurse=True)
-        return out
+        return self._per_member(_empty, recurse)
 
     def is_empty(self) -> bool:
         """Whether no leaf is held, at any depth.
@@ -244,10 +116,171 @@ class StructureOps(CollectionProtocol):
         >>> TensorDict({"a": {}}, []).is_empty()
         True
         """
-        return all(_is_nested(v) and v.is_empty() for v in self._tensordict.values())
+        leaf = default_is_leaf
+        return not any(leaf(type(v)) for v in self.values(True, True))
 
 
-def _copy_structure(td: CollectionProtocol) -> TensorDict:
+def _shell(td: TensorDict) -> TensorDict:
+    return td._new_unsafe({}, td._batch_size, td._device, td._names)
+
+
+def _select(
+    td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
+) -> TensorDict:
+    out = _shell(td)
+    missing = []
+    for path in paths:
+        value = td._get_path_or_none(path)
+        if value is None:
+            missing.append(join_path(path))
+            continue
+        node: Any = out
+        src: Any = td
+        for part in path[:-1]:
+            src = src._tensordict[part]
+            if part not in node._tensordict:
+                node._tensordict[part] = src._new_unsafe(
+                    {}, src._batch_size, src._device, src._names
+                )
+            node = node._tensordict[part]
+        node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
+    if missing and strict:
+        raise KeyError(
+            f"{call}: keys not found: {missing} (pass strict=False to ignore missing keys)"
+        )
+    if inplace:
+        _replace_entries(td, out, call)
+        return td
+    return out
+
+
+def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: str) -> TensorDict:
+    out = _copy_structure(td)
+    for path in paths:
+        parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
+        if parent is not None and _is_nested(parent):
+            parent._tensordict.pop(path[-1], None)
+    if inplace:
+        _replace_entries(td, out, call)
+        return td
+    return out
+
+
+def _replace_entries(td: TensorDict, other: TensorDict, call: str) -> None:
+    if td._is_locked:
+        raise RuntimeError(
+            f"{call}: cannot remove keys in place: the {type(td).__name__} is locked "
+            "(call unlock_() first)"
+        )
+    td._tensordict.clear()
+    td._tensordict.update(other._tensordict)
+
+
+def _rename_key(
+    td: TensorDict, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
+) -> TensorDict:
+    value = td._get_path_or_none(old)
+    if value is None:
+        parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
+        raise missing_key_error(call, join_path(old), getattr(parent, "_tensordict", {}))
+    if old == new:
+        return td
+    shorter = min(len(old), len(new))
+    if old[:shorter] == new[:shorter]:
+        raise ValueError(
+            f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
+            "lies inside the other"
+        )
+    if safe and td._get_path_or_none(new) is not None:
+        raise KeyError(f"{call}: key {join_path(new)!r} already exists and safe=True")
+    if td._is_locked:
+        raise RuntimeError(f"{call}: cannot rename keys: the {type(td).__name__} is locked")
+    td._set_path(new, value, call)
+    parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
+    del parent._tensordict[old[-1]]
+    return td
+
+
+def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+    entries: dict[str, Any] = {}
+    _flatten_into(td, "", separator, entries, call)
+    out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
+    if inplace:
+        _replace_entries(td, out, call)
+        return td
+    return out
+
+
+def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+    bs, device, names = td._batch_size, td._device, td._names
+    new = td._new_unsafe
+    root: dict[str, Any] = {}
+    dotted = []
+    for key, value in td._tensordict.items():
+        if type(value) is not Tensor and _is_nested(value):
+            value = _unflatten_keys(value, separator, False, call)  # new: safe to merge into
+        if separator in key:
+            dotted.append((key, value))
+        else:
+            root[key] = value
+    for key, value in dotted:
+        parts = key.split(separator)
+        if "" in parts:
+            raise ValueError(
+                f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
+            )
+        node, owner_bs = root, bs
+        for part in parts[:-1]:
+            try:
+                owner = node[part]
+                node = owner._tensordict
+                owner_bs = owner._batch_size
+            except KeyError:
+                child = node[part] = new({}, owner_bs, device, names)
+                node = child._tensordict
+            except AttributeError:  # a tensor or non-tensor leaf holds that name
+                raise ValueError(
+                    f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
+                ) from None
+        if parts[-1] in node:
+            raise ValueError(f"{call}: key {key!r} collides with an existing entry")
+        if owner_bs is not bs:  # merged into a nested level with a longer batch size
+            if isinstance(value, NonTensor):
+                value = value._with(owner_bs, value.device)
+            elif not starts_with(value.shape, owner_bs):
+                raise ValueError(
+                    f"{call}: shape {tuple(value.shape)} of key {key!r} does not start with "
+                    f"batch_size {tuple(owner_bs)} of {separator.join(parts[:-1])!r}"
+                )
+        node[parts[-1]] = value
+    out = new(root, bs, device, names)
+    if inplace:
+        _replace_entries(td, out, call)
+        return td
+    return out
+
+
+def _to_dict(td: TensorDict) -> dict[str, Any]:
+    return {
+        key: value._public()
+        if isinstance(value, NonTensor)
+        else value
+        if isinstance(value, Tensor)
+        else _to_dict(value)
+        for key, value in td._tensordict.items()
+    }
+
+
+def _empty(td: TensorDict, recurse: bool) -> TensorDict:
+    out = _shell(td)
+    if recurse:
+        for key, value in td._tensordict.items():
+            if _is_nested(value):
+                out._tensordict[key] = _empty(value, True)
+    return out
+
+
+def _copy_structure(td: TensorDict) -> TensorDict:
     entries = {
         key: _copy_structure(value) if _is_nested(value) else value
         for key, value in td._tensordict.items()
@@ -255,15 +288,14 @@ def _copy_structure(td: CollectionProtocol) -> TensorDict:
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def _flatten_into(td: CollectionProtocol, prefix: str, sep: str, out: dict[str, Any]) -> None:
+def _flatten_into(td: TensorDict, prefix: str, sep: str, out: dict[str, Any], call: str) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
         if _is_nested(value) and value._tensordict:
-            _flatten_into(value, name + sep, sep, out)
+            _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
             raise ValueError(
-                f"TensorDict.flatten_keys: key {name!r} appears twice after flattening "
-                f"with separator {sep!r}"
+                f"{call}: key {name!r} appears twice after flattening with separator {sep!r}"
             )
         out[name] = _copy_structure(value) if _is_nested(value) else value

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._apply import others_leaves, rebuild, tensor_leaves
+from tensordict._base import TensorDictBase
 from tensordict._batch import (
     BatchSizeLike,
     DeviceLike,
@@ -17,25 +19,13 @@ from tensordict._batch import (
     leaf_shape_error,
     starts_with,
 )
-from tensordict._convert import ConvertOps
-from tensordict._distributed import DistributedOps
 from tensordict._format import register_type
-from tensordict._html import HtmlRepr
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
-from tensordict._map import MapOps
-from tensordict._memmap_ops import MemmapOps
-from tensordict._modules import ModuleOps
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
-from tensordict._pointwise import PointwiseOps
-from tensordict._protocol import CollectionProtocol
-from tensordict._reduce import ReduceOps
+from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
-from tensordict._shape import ShapeOps
-from tensordict._stack import cat, stack
-from tensordict._state import StateOps
-from tensordict._structure import StructureOps
-from tensordict._torch_fn import TorchFunctionOps
+from tensordict._state import DenseStateOps
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 _NO_DEFAULT: Any = object()
@@ -51,7 +41,7 @@ def is_tensor_collection(obj: object) -> bool:
     (True, False)
     """
     cls = obj if isinstance(obj, type) else type(obj)
-    return issubclass(cls, CollectionProtocol)
+    return issubclass(cls, CollectionPrimitives)
 
 
 def _is_td(value: object) -> TypeGuard[TensorDict]:
@@ -62,21 +52,7 @@ def _is_mapping(value: object) -> bool:
     return isinstance(value, (Mapping, TensorDict))
 
 
-class TensorDict(
-    StructureOps,
-    PointwiseOps,
-    ReduceOps,
-    ConvertOps,
-    StateOps,
-    IndexOps,
-    ShapeOps,
-    TorchFunctionOps,
-    MemmapOps,
-    ModuleOps,
-    DistributedOps,
-    HtmlRepr,
-    MapOps,
-):
+class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
     Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size
@@ -91,7 +67,9 @@ class TensorDict(
     torch.Size([4])
     """
 
-    __slots__ = ()
+    __slots__ = ("_tensordict",)
+    _abstract = False
+    _tensordict: dict[str, Any]
 
     def __init__(
         self,
@@ -260,10 +238,10 @@ class TensorDict(
 
     @batch_size.setter
     def batch_size(self, new: BatchSizeLike) -> None:
-        size = as_batch_size(new, "TensorDict.batch_size")
+        size = as_batch_size(new, self._call("batch_size"))
         if self._is_locked and size != self._batch_size:
             raise RuntimeError(
-                "TensorDict.batch_size: cannot change the batch size of a locked TensorDict"
+                f"{self._call('batch_size')}: cannot change the batch size of a locked TensorDict"
             )
         bad = []
         for key, value in self._tensordict.items():
@@ -272,7 +250,7 @@ class TensorDict(
                 bad.append(f"{key!r} {tuple(shape)}")
         if bad:
             raise ValueError(
-                f"TensorDict.batch_size: cannot set batch_size {tuple(size)}: "
+                f"{type(self).__name__}.batch_size: cannot set batch_size {tuple(size)}: "
                 f"shapes of {', '.join(bad)} do not start with it"
             )
         for key, value in self._tensordict.items():
@@ -297,12 +275,12 @@ class TensorDict(
         names = list(value)
         if len(names) != len(self._batch_size):
             raise ValueError(
-                f"TensorDict.names: got {len(names)} names {names} for "
+                f"{type(self).__name__}.names: got {len(names)} names {names} for "
                 f"{len(self._batch_size)} batch dims {tuple(self._batch_size)}"
             )
         given = [n for n in names if n is not None]
         if len(set(given)) != len(given):
-            raise ValueError(f"TensorDict.names: names must be unique, got {names}")
+            raise ValueError(f"{type(self).__name__}.names: names must be unique, got {names}")
         self._names = None if not given else names
 
     @property
@@ -328,13 +306,13 @@ class TensorDict(
             return value
         if isinstance(value, NonTensor):
             return value._with(bs, self._device)
-        if isinstance(value, CollectionProtocol):  # a lazy stack: stored dense
+        if isinstance(value, CollectionPrimitives):  # a lazy stack: stored dense
             try:
-                value = value.densify()  # type: ignore[attr-defined]
-            except RuntimeError:
+                value = value._as_dense(call)
+            except RuntimeError as err:
                 raise TypeError(
-                    f"{call}: key {key!r}: a LazyStackedTensorDict whose members differ in "
-                    "structure cannot be nested in a TensorDict; keep it at the top level"
+                    f"{call}: key {key!r}: a {type(value).__name__} whose members differ in "
+                    f"structure cannot be nested in a TensorDict; keep it at the top level ({err})"
                 ) from None
             return self._convert(value, key, call)
         if isinstance(value, Mapping):
@@ -408,7 +386,7 @@ class TensorDict(
         except KeyError:
             raise missing_key_error(call, key, self._tensordict) from None
         if isinstance(current, Tensor):
-            if isinstance(value, (CollectionProtocol, Mapping, NonTensor)):
+            if isinstance(value, (CollectionPrimitives, Mapping, NonTensor)):
                 raise TypeError(
                     f"{call}: key {key!r} holds a tensor; cannot write a "
                     f"{type(value).__name__} into it in place"
@@ -481,11 +459,11 @@ class TensorDict(
                 return self._tensordict[key]
             except KeyError:
                 if default is _NO_DEFAULT:
-                    raise missing_key_error("TensorDict.get", key, self._tensordict) from None
+                    raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
-        path = key_path(key, "TensorDict.get")
+        path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
-            return self._get_path(path, "TensorDict.get")
+            return self._get_path(path, self._call("get"))
         value = self._get_path_or_none(path)
         return default if value is None else value
 
@@ -540,16 +518,16 @@ class TensorDict(
         torch.Size([2])
         """
         if type(key) is str and key and not inplace:  # a flat key: no path to walk
-            self._set_str(key, value, "TensorDict.set")
+            self._set_str(key, value, self._call("set"))
             return self
-        path = key_path(key, "TensorDict.set")
+        path = key_path(key, self._call("set"))
         if inplace and self._get_path_or_none(path) is not None:
             node = self
             for part in path[:-1]:
-                node = node._subtd(part, "TensorDict.set", create=False)
-            node._set_inplace(path[-1], value, "TensorDict.set")
+                node = node._subtd(part, self._call("set"), create=False)
+            node._set_inplace(path[-1], value, self._call("set"))
         else:
-            self._set_path(path, value, "TensorDict.set")
+            self._set_path(path, value, self._call("set"))
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -606,48 +584,25 @@ class TensorDict(
         >>> a
         tensor([1., 1.])
         """
-        path = key_path(key, "TensorDict.set_")
+        path = key_path(key, self._call("set_"))
         node = self
         for part in path[:-1]:
-            node = node._subtd(part, "TensorDict.set_", create=False)
-        node._set_inplace(path[-1], value, "TensorDict.set_")
+            node = node._subtd(part, self._call("set_"), create=False)
+        node._set_inplace(path[-1], value, self._call("set_"))
         return self
-
-    def __delitem__(self, key: NestedKey) -> None:
-        self.del_(key)
 
     def del_(self, key: NestedKey) -> TensorDict:
         """Remove the entry at ``key``."""
-        path = key_path(key, "TensorDict.del_")
+        path = key_path(key, self._call("del_"))
         node = self
         for part in path[:-1]:
-            node = node._subtd(part, "TensorDict.del_", create=False)
+            node = node._subtd(part, self._call("del_"), create=False)
         if path[-1] not in node._tensordict:
-            raise missing_key_error("TensorDict.del_", join_path(path), node._tensordict)
-        self._check_unlocked("TensorDict.del_", join_path(path))
-        node._check_unlocked("TensorDict.del_", join_path(path))
+            raise missing_key_error(self._call("del_"), join_path(path), node._tensordict)
+        self._check_unlocked(self._call("del_"), join_path(path))
+        node._check_unlocked(self._call("del_"), join_path(path))
         del node._tensordict[path[-1]]
         return self
-
-    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
-        """Remove the entry at ``key`` and return it, or return ``default`` when missing."""
-        path = key_path(key, "TensorDict.pop")
-        value = self._get_path_or_none(path)
-        if value is None:
-            if default is _NO_DEFAULT:
-                self._get_path(path, "TensorDict.pop")  # raises the KeyError
-            return default
-        self.del_(path)
-        return value
-
-    def setdefault(self, key: NestedKey, default: Any) -> Any:
-        """Return the entry at ``key``, writing ``default`` there first when it is missing."""
-        path = key_path(key, "TensorDict.setdefault")
-        value = self._get_path_or_none(path)
-        if value is None:
-            self._set_path(path, default, "TensorDict.setdefault")
-            value = self._get_path(path, "TensorDict.setdefault")
-        return value
 
     def update(self, other: Mapping[Any, Any] | TensorDict, inplace: bool = False) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
@@ -660,7 +615,7 @@ class TensorDict(
         """
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
-            path = key_path(key, "TensorDict.update")
+            path = key_path(key, self._call("update"))
             target = self._get_path_or_none(path)
             if _is_td(target) and _is_mapping(value):
                 target.update(value, inplace)
@@ -669,7 +624,7 @@ class TensorDict(
             else:
                 if _is_td(value):  # a structural copy: dst must not share src's nested levels
                     value = value.clone(recurse=False)
-                self._set_path(path, value, "TensorDict.update")
+                self._set_path(path, value, self._call("update"))
         return self
 
     def update_(self, other: Mapping[Any, Any] | TensorDict) -> TensorDict:
@@ -705,20 +660,6 @@ class TensorDict(
         """``(key, value)`` pairs, in the order of :meth:`keys`."""
         return ItemsView(self, include_nested, leaves_only, is_leaf)
 
-    def __len__(self) -> int:
-        return self._batch_size[0] if self._batch_size else 0
-
-    def __iter__(self) -> Iterator[TensorDict]:
-        if not self._batch_size:
-            raise TypeError("TensorDict: iteration over a TensorDict with batch_size=[]")
-        return (self._index(i) for i in range(self._batch_size[0]))
-
-    def __bool__(self) -> bool:
-        raise RuntimeError(
-            "TensorDict: the truth value of a TensorDict is ambiguous; "
-            "use td.is_empty(), (td == x).all() or .any()"
-        )
-
     # ----------------------------------------------------------------- locking
     def lock_(self) -> TensorDict:
         """Forbid adding, removing or replacing keys (here and in nested TensorDicts)."""
@@ -736,61 +677,6 @@ class TensorDict(
                 value.unlock_()
         return self
 
-    # ----------------------------------------------------------------- apply
-    def apply(
-        self,
-        fn: Callable[..., Tensor | None],
-        *others: TensorDict,
-        batch_size: BatchSizeLike = None,
-        device: Any = None,
-        names: Any = None,
-        inplace: bool = False,
-        filter_empty: bool = True,
-        call_on_nested: bool = False,
-    ) -> TensorDict:
-        """A new TensorDict with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
-
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> td = TensorDict({"a": torch.ones(2), "b": torch.ones(2, dtype=torch.int64)}, [2])
-        >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
-        ['a']
-        """
-        return self._apply_impl(
-            fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
-        )
-
-    def named_apply(
-        self,
-        fn: Callable[..., Tensor | None],
-        *others: TensorDict,
-        nested_keys: bool = False,
-        batch_size: BatchSizeLike = None,
-        device: Any = None,
-        names: Any = None,
-        inplace: bool = False,
-        filter_empty: bool = True,
-        call_on_nested: bool = False,
-    ) -> TensorDict:
-        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``).
-
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> td = TensorDict({"a": torch.zeros(1), "b": {"c": torch.zeros(1)}}, [1])
-        >>> seen = []
-        >>> _ = td.named_apply(lambda k, x: seen.append(k), nested_keys=True)
-        >>> seen
-        ['a', ('b', 'c')]
-        """
-        key_fn = join_path if nested_keys else (lambda path: path[-1])
-        return self._apply_impl(
-            fn, others, key_fn, batch_size, device, names, inplace, filter_empty, call_on_nested
-        )
-
-    def apply_(self, fn: Callable[..., Tensor], *others: TensorDict) -> TensorDict:
-        """Apply ``fn`` to every tensor leaf and copy the result back into the leaf."""
-        return self._apply_impl(fn, others, None, None, None, None, True, True, False)
-
     def _apply_impl(
         self,
         fn: Callable[..., Any],
@@ -805,7 +691,7 @@ class TensorDict(
     ) -> TensorDict:
         from tensordict._apply import _NOT_GIVEN, apply_nested
 
-        call = "TensorDict.apply"
+        call = self._call("apply")
         for other in others:
             if not _is_td(other):
                 raise TypeError(
@@ -836,15 +722,65 @@ class TensorDict(
     def __repr__(self) -> str:
         return td_repr(self)
 
-    @classmethod
-    def stack(cls, tds: Sequence[TensorDict], dim: int = 0) -> Any:
-        """Same as ``torch.stack(tds, dim)`` (see :func:`tensordict.lazy_stack` too)."""
-        return stack(tds, dim)
+    # ---------------------------------------------------- primitives (dense storage)
+    def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:
+        return tensor_leaves(self, out)
 
-    @classmethod
-    def cat(cls, tds: Sequence[TensorDict], dim: int = 0) -> TensorDict:
-        """Same as ``torch.cat(tds, dim)``."""
-        return cat(tds, dim)
+    def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Any:
+        return rebuild(self, leaves, check)
+
+    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
+        return others_leaves(call, self, other)
+
+    def _per_member(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(self, *args)
+
+    def _as_dense(self, call: str) -> TensorDict:
+        return self
+
+    def _stack_parts(self) -> None:
+        return None
+
+    def _remap(
+        self,
+        call: str,
+        fn: Callable[[Any], Any],
+        new_bs: torch.Size,
+        names: Names,
+        nontensor: Callable[[NonTensor], NonTensor] | None = None,
+    ) -> Any:
+        """Apply ``fn`` to every tensor and nested collection; non-tensors follow the batch
+        (``fn`` applied to their positions, or ``nontensor`` when values need care)."""
+        entries: dict[str, Any] = {}
+        for key, value in self._tensordict.items():
+            if type(value) is Tensor or not isinstance(value, NonTensor):
+                entries[key] = fn(value)
+            elif nontensor is not None:
+                entries[key] = nontensor(value)
+            else:
+                entries[key] = value._remap(fn, new_bs)
+        return self._new_unsafe(entries, new_bs, self._device, names)
+
+    def _remap_many(
+        self,
+        call: str,
+        fn: Callable[[Any], Sequence[Any]],
+        new_bss: Sequence[torch.Size],
+        names: Names,
+    ) -> tuple[Any, ...]:
+        """Like :meth:`_remap` for ops with several outputs (split, chunk, unbind)."""
+        parts: list[dict[str, Any]] = [{} for _ in new_bss]
+        for key, value in self._tensordict.items():
+            if isinstance(value, NonTensor):
+                for part, piece in zip(parts, value._remap_many(fn, new_bss), strict=True):
+                    part[key] = piece
+            else:
+                for part, piece in zip(parts, fn(value), strict=True):
+                    part[key] = piece
+        return tuple(
+            self._new_unsafe(part, bs, self._device, None if names is None else list(names))
+            for part, bs in zip(parts, new_bss, strict=True)
+        )
 
 
 def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, Any]) -> None:

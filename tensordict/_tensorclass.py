@@ -20,13 +20,13 @@ from torch import Tensor
 from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
 from tensordict._nontensor import NonTensor, NonTensorData
-from tensordict._protocol import CollectionProtocol
+from tensordict._primitives import CollectionPrimitives
 from tensordict._td import TensorDict
 
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
 _RESERVED = {"batch_size", "device", "names", "lock", "shape"}
-_SLOTS = frozenset(CollectionProtocol.__slots__)  # the storage attributes every op sets
+_SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 
 
 class _Field:
@@ -66,7 +66,7 @@ def _set_field(obj: Any, name: str, value: Any) -> None:
 
 
 def _is_tensor_type(hint: Any) -> bool:
-    return isinstance(hint, type) and issubclass(hint, (Tensor, CollectionProtocol))
+    return isinstance(hint, type) and issubclass(hint, (Tensor, CollectionPrimitives))
 
 
 def _hint_types(hint: Any) -> tuple[Any, ...]:
@@ -84,7 +84,7 @@ def _cast(cls: Any, name: str, value: Any) -> Any:
     ``torch.as_tensor`` accepts (unless ``nocast``); other fields keep the value as
     non-tensor data (``autocast`` first converts it to an annotated int/float/bool/str).
     """
-    if value is None or isinstance(value, (Tensor, CollectionProtocol, NonTensor)):
+    if value is None or isinstance(value, (Tensor, CollectionPrimitives, NonTensor)):
         return value
     hints = cls._hints.get(name, ())
     if cls._nocast:
@@ -111,7 +111,9 @@ def _cast(cls: Any, name: str, value: Any) -> Any:
 
 
 _SLOT_SETTERS: dict[str, Any] = {
-    name: CollectionProtocol.__dict__[name].__set__ for name in CollectionProtocol.__slots__
+    name: klass.__dict__[name].__set__
+    for klass in (CollectionPrimitives, TensorDict)
+    for name in klass.__slots__
 }
 _SET_BS = _SLOT_SETTERS["_batch_size"]
 _SET_DEVICE = _SLOT_SETTERS["_device"]

@@ -126,7 +126,7 @@ def test_len_iter_bool() -> None:
     assert len(td) == 3
     assert [int(x["a"]) for x in td] == [0, 1, 2]
     assert len(TensorDict({}, [])) == 0
-    with pytest.raises(TypeError, match="iteration over a TensorDict with batch_size"):
+    with pytest.raises(TypeError, match="TensorDict: iteration over a collection with batch_size"):
         iter(TensorDict({}, []))
     with pytest.raises(RuntimeError, match="truth value of a TensorDict is ambiguous"):
         bool(td)

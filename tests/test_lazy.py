@@ -102,7 +102,8 @@ def test_shape_ops_over_members() -> None:
     assert s.unsqueeze(0).squeeze().batch_size == (2, 3)
     assert s.narrow(1, 0, 2).batch_size == (2, 2)
     with pytest.raises(
-        RuntimeError, match="LazyStackedTensorDict.reshape: this mixes elements of members"
+        RuntimeError,
+        match=r"LazyStackedTensorDict.reshape: .* differ in structure: .* leaf shapes that differ \{.x.: \[\(3, 2\), \(3, 4\)\]\}",
     ):
         s.reshape(-1)
 
@@ -120,9 +121,36 @@ def test_homogeneous_lazy_stack_densifies() -> None:
     assert isinstance(back, LazyStackedTensorDict) and torch.equal(back.densify()["x"], dense["x"])
 
 
+def test_upstream_constructor_spellings() -> None:
+    a, b = TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({"x": torch.ones(2)}, [2])
+    s = LazyStackedTensorDict(a, b, stack_dim=1)
+    assert s.batch_size == (2, 2) and s.tensordicts == [a, b]
+    assert LazyStackedTensorDict.lazy_stack([a, b], 1).batch_size == (2, 2)
+    assert type(TensorDict.lazy_stack([a, b])) is LazyStackedTensorDict
+    assert type(TensorDict.maybe_dense_stack([a, b])) is TensorDict
+    ragged = TensorDict.maybe_dense_stack([a, TensorDict({"y": torch.ones(2)}, [2])])
+    assert type(ragged) is LazyStackedTensorDict
+    empty = LazyStackedTensorDict()
+    assert empty.batch_size == (0,) and empty.tensordicts == []
+    empty.append(a)
+    empty.extend([b, b])
+    assert empty.batch_size == (3, 2) and torch.equal(empty[1]["x"], b["x"])
+    empty.insert(0, b)
+    assert empty.batch_size == (4, 2) and empty.tensordicts[0] is b
+    sized = LazyStackedTensorDict(stack_dim=1, batch_size=[2, 0])
+    sized.append(a)
+    assert sized.batch_size == (2, 1)
+    with pytest.raises(
+        ValueError, match=r"LazyStackedTensorDict: without members, batch_size \(2, 3\) must be 0"
+    ):
+        LazyStackedTensorDict(stack_dim=1, batch_size=[2, 3])
+    with pytest.raises(
+        ValueError, match=r"LazyStackedTensorDict.insert: batch size \(3,\) differs"
+    ):
+        sized.append(TensorDict({}, [3]))
+
+
 def test_construction_errors() -> None:
-    with pytest.raises(ValueError, match="needs at least one member"):
-        LazyStackedTensorDict([])
     with pytest.raises(ValueError, match=r"member 0 has \(2,\), member 1 has \(3,\)"):
         lazy_stack([TensorDict({}, [2]), TensorDict({}, [3])])
     with pytest.raises(TypeError, match="member 0 is a Tensor"):
@@ -159,5 +187,5 @@ def test_remaining_container_methods() -> None:
             TensorDict({"x": torch.ones(3, 2), "y": torch.ones(3, 2)}, [3, 2]).state_dict()
         )
     assert set(same.to_dict()) == {"x"}
-    with pytest.raises(RuntimeError, match="mixes elements of members"):
+    with pytest.raises(RuntimeError, match="LazyStackedTensorDict.to_dict: .* differ in structure"):
         s.to_dict()

@@ -1,0 +1,275 @@
+"""TensorDictBase: the public abstract base of every collection, carrying each operation once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from tensordict._convert import ConvertOps
+from tensordict._distributed import DistributedOps
+from tensordict._html import HtmlRepr
+from tensordict._keys import NestedKey, key_path
+from tensordict._map import MapOps
+from tensordict._memmap_ops import MemmapOps
+from tensordict._modules import ModuleOps
+from tensordict._pointwise import PointwiseOps
+from tensordict._primitives import CollectionPrimitives
+from tensordict._reduce import ReduceOps
+from tensordict._shape import ShapeOps
+from tensordict._state import StateOps
+from tensordict._structure import StructureOps
+from tensordict._torch_fn import TorchFunctionOps
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from tensordict._td import TensorDict
+
+_NO_DEFAULT: Any = object()
+
+#: The abstract methods a concrete collection must implement (see ``_primitives.py``).
+PRIMITIVES: tuple[str, ...] = tuple(
+    sorted(
+        name
+        for name, attr in vars(CollectionPrimitives).items()
+        if getattr(attr, "__isabstractmethod__", False)
+    )
+)
+
+
+class TensorDictBase(
+    StructureOps,
+    PointwiseOps,
+    ReduceOps,
+    ConvertOps,
+    StateOps,
+    ShapeOps,
+    TorchFunctionOps,
+    MemmapOps,
+    ModuleOps,
+    DistributedOps,
+    HtmlRepr,
+    MapOps,
+):
+    """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
+    and every tensorclass.
+
+    A collection implements a small set of primitives (its entries, getting and setting
+    one entry, its batch size, names and lock, its tensor leaves and how to rebuild
+    itself from new ones, how to map an operation over the dense TensorDicts it is made
+    of, and the batch-dimension engine); every operation is written once, here, against
+    them. A subclass that leaves a primitive abstract is refused when it is defined,
+    unless it says ``_abstract = True`` in its body.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, TensorDictBase, lazy_stack
+    >>> td = TensorDict({"a": torch.zeros(3)}, [3])
+    >>> isinstance(td, TensorDictBase), isinstance(lazy_stack([td, td]), TensorDictBase)
+    (True, True)
+    >>> class Broken(TensorDictBase):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    TypeError: Broken: a TensorDictBase subclass must implement the primitives [...] (or set ...)
+    """
+
+    __slots__ = ()
+    _abstract: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_abstract", False):
+            return
+        missing = [
+            name
+            for name in PRIMITIVES
+            if getattr(getattr(cls, name, None), "__isabstractmethod__", False)
+        ]
+        if missing:
+            raise TypeError(
+                f"{cls.__name__}: a TensorDictBase subclass must implement the primitives "
+                f"{missing} (or set `_abstract = True` in its body)"
+            )
+
+    # ------------------------------------------------------------------ apply
+    def apply(
+        self,
+        fn: Callable[..., Tensor | None],
+        *others: TensorDictBase,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        inplace: bool = False,
+        filter_empty: bool = True,
+        call_on_nested: bool = False,
+    ) -> Self:
+        """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "b": torch.ones(2, dtype=torch.int64)}, [2])
+        >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
+        ['a']
+        """
+        return self._apply_impl(
+            fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
+        )
+
+    def named_apply(
+        self,
+        fn: Callable[..., Tensor | None],
+        *others: TensorDictBase,
+        nested_keys: bool = False,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Any = None,
+        inplace: bool = False,
+        filter_empty: bool = True,
+        call_on_nested: bool = False,
+    ) -> Self:
+        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1), "b": {"c": torch.zeros(1)}}, [1])
+        >>> seen = []
+        >>> _ = td.named_apply(lambda k, x: seen.append(k), nested_keys=True)
+        >>> seen
+        ['a', ('b', 'c')]
+        """
+        from tensordict._keys import join_path
+
+        key_fn = join_path if nested_keys else (lambda path: path[-1])
+        return self._apply_impl(
+            fn, others, key_fn, batch_size, device, names, inplace, filter_empty, call_on_nested
+        )
+
+    def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase) -> Self:
+        """Apply ``fn`` to every tensor leaf and copy the result back into the leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2)}, [2]).apply_(lambda x: x * 3)
+        >>> td["a"]
+        tensor([3., 3.])
+        """
+        return self._apply_impl(fn, others, None, None, None, None, True, True, False)
+
+    # --------------------------------------------------------------- entries
+    def pop(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+        """Remove the entry at ``key`` and return it, or return ``default`` when missing.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(1)}, [1])
+        >>> td.pop("a").shape, list(td.keys()), td.pop("a", None)
+        (torch.Size([1]), [], None)
+        """
+        call = self._call("pop")
+        path = key_path(key, call)
+        try:
+            value = self.get(path)
+        except KeyError as err:
+            if default is not _NO_DEFAULT:
+                return default
+            reason = str(err.args[0]).split(": ", 1)[-1] if err.args else ""
+            raise KeyError(f"{call}: {reason}") from None
+        self.del_(path)
+        return value
+
+    def setdefault(self, key: NestedKey, default: Any) -> Any:
+        """Return the entry at ``key``, writing ``default`` there first when it is missing.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[2])
+        >>> td.setdefault("a", torch.ones(2))
+        tensor([1., 1.])
+        """
+        path = key_path(key, self._call("setdefault"))
+        if self._get_path_or_none(path) is None:
+            self.set(path, default)
+        return self.get(path)
+
+    def __delitem__(self, key: NestedKey) -> None:
+        self.del_(key)
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
+        return self._index(torch.as_tensor(indices, dtype=torch.long))
+
+    def __len__(self) -> int:
+        return self._batch_size[0] if self._batch_size else 0
+
+    def __iter__(self) -> Iterator[Self]:
+        if not self._batch_size:
+            raise TypeError(
+                f"{type(self).__name__}: iteration over a collection with batch_size=[]"
+            )
+        return (self._index(i) for i in range(self._batch_size[0]))
+
+    def __bool__(self) -> bool:
+        raise RuntimeError(
+            f"{type(self).__name__}: the truth value of a TensorDict is ambiguous; "
+            "use td.is_empty(), (td == x).all() or .any()"
+        )
+
+    def densify(self) -> TensorDict:
+        """A dense TensorDict with the same content (a lazy stack's members must share a
+        structure; a dense collection is returned as it is).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict({"a": torch.zeros(2)}, [2])] * 3)
+        >>> type(s.densify()).__name__, s.densify().batch_size
+        ('TensorDict', torch.Size([3, 2]))
+        """
+        return self._as_dense(self._call("densify"))
+
+    # -------------------------------------------------------------- stacking
+    @classmethod
+    def stack(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+        """Same as ``torch.stack(tds, dim)``: dense when the members share a structure,
+        a lazy stack otherwise (see :meth:`lazy_stack`).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict.stack([TensorDict({"a": torch.zeros(2)}, [2])] * 3, 1).batch_size
+        torch.Size([2, 3])
+        """
+        from tensordict._stack import stack
+
+        return stack(tds, dim)
+
+    maybe_dense_stack = stack
+
+    @classmethod
+    def cat(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+        """Same as ``torch.cat(tds, dim)``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict.cat([TensorDict({"a": torch.zeros(2)}, [2])] * 3).batch_size
+        torch.Size([6])
+        """
+        from tensordict._stack import cat
+
+        return cat(tds, dim)
+
+    @classmethod
+    def lazy_stack(cls, items: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:
+        """A :class:`~tensordict.LazyStackedTensorDict` of ``items`` along a new batch dim,
+        whatever their structures (``kwargs`` go to its constructor).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> s = TensorDict.lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(b=torch.ones(1))])
+        >>> type(s).__name__, s.batch_size
+        ('LazyStackedTensorDict', torch.Size([2]))
+        """
+        from tensordict._lazy import LazyStackedTensorDict
+
+        return LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
