@@ -16,8 +16,6 @@ from tensordict._torch_compat import disable_subclass_dispatch
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
-
 
 def _consumed(item: Any) -> int:
     """How many batch dims one index item consumes."""
@@ -158,10 +156,6 @@ class IndexOps(CollectionPrimitives):
             else:
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
         return self._new_unsafe(entries, new_bs, self._device, names)
-
-    def __getitems__(self, indices: list[int]) -> Self:
-        """A batch of items at once, as ``torch.utils.data.DataLoader`` asks for it."""
-        return self._index(torch.as_tensor(indices, dtype=torch.long))
 
     def _set_at_index(self, index: Any, value: Any) -> None:
         bs = self._batch_size
