@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import torch
+from torch import Tensor
 
 from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
@@ -46,7 +47,12 @@ def _field_property(name: str) -> property:
     """The attribute of one field: reads its entry (None when unset), writes through set."""
 
     def get(self: Any) -> Any:
-        value = self._tensordict.get(name)
+        try:
+            value = self._tensordict[name]
+        except KeyError:  # an unset optional field
+            return None
+        if value.__class__ is Tensor:
+            return value
         return value._public() if isinstance(value, NonTensor) else value
 
     def set_(self: Any, value: Any) -> None:
@@ -181,8 +187,12 @@ class TensorClass(TensorDict):
             self.lock_()
 
     def _fill_one(self, key: Any, value: Any) -> None:
-        if value is not None:  # an unset optional field holds no entry
+        if value is None:  # an unset optional field holds no entry
+            return
+        if type(value) is torch.Tensor and not type(self)._autocast:
             super()._fill_one(key, value)
+        else:  # the casting rules, through _convert
+            self._set_str(key, value, f"{type(self).__name__}.__init__")
 
     def _convert(self, value: Any, key: str, call: str) -> Any:
         cls = type(self)
@@ -217,6 +227,80 @@ class TensorClass(TensorDict):
         return dataclasses.fields(cls)  # type: ignore[arg-type]
 
     @classmethod
+    def from_dict(  # type: ignore[override]
+        cls,
+        input_dict: Mapping[str, Any],
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        names: Any = None,
+    ) -> Any:
+        """An instance from a mapping of field names to values (nested dicts follow the
+        fields' annotations). Without ``batch_size``, ``auto_batch_size=True`` or
+        ``batch_dims`` infer the common leading shape; otherwise the batch is empty.
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> P.from_dict({"x": torch.zeros(3, 2)}, auto_batch_size=True).batch_size
+        torch.Size([3, 2])
+        """
+        call = f"{cls.__name__}.from_dict"
+        if not isinstance(input_dict, Mapping):
+            raise TypeError(f"{call}: expected a mapping, got {type(input_dict).__name__}")
+        if batch_size is not None and (auto_batch_size or batch_dims is not None):
+            raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
+        infer = batch_size is None and (auto_batch_size or batch_dims is not None)
+        out = cls(**input_dict, batch_size=None if infer else batch_size, device=device)
+        if infer:
+            inferred = TensorDict.from_dict(out.to_dict(), batch_dims=batch_dims).batch_size
+            TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
+        if names is not None:
+            TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
+        return out
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+        """A plain TensorDict holding the same entries (nested tensorclasses included).
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> type(P(torch.zeros(2), batch_size=[2]).to_tensordict()).__name__
+        'TensorDict'
+        """
+        entries = {
+            k: v.to_tensordict() if isinstance(v, TensorClass) else v
+            for k, v in self._tensordict.items()
+        }
+        out = TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
+        return out
+
+    @classmethod
+    def from_tensordict(cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None) -> Any:
+        """An instance over the entries of ``tensordict`` (shared, not copied).
+
+        >>> import torch
+        >>> from tensordict import TensorClass, TensorDict
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
+        tensor([0., 0.])
+        """
+        out = cls._new_unsafe(
+            dict(tensordict._tensordict),
+            tensordict._batch_size,
+            tensordict._device,
+            tensordict._names,
+        )
+        for key, value in (non_tensordict or {}).items():
+            setattr(out, key, value)
+        return out
+
+    @classmethod
     def _new_unsafe(
         cls,
         entries: dict[str, Any],
@@ -231,13 +315,6 @@ class TensorClass(TensorDict):
         _SET_NAMES(td, names)
         _SET_LOCKED(td, False)
         return td
-
-    def __getattr__(self, name: str) -> Any:
-        # reached only when a normal lookup fails
-        raise AttributeError(
-            f"{type(self).__name__} has no attribute {name!r}; fields are "
-            f"{list(type(self)._fields)}"
-        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
@@ -354,6 +431,7 @@ def _setup(
         setattr(cls, spec.name, _field_property(spec.name))
     cls._fields = fields
     cls._field_set = frozenset(fields)
+    cls.__expected_keys__ = set(fields)
     cls._defaults = defaults
     cls._annotations = annotations
     cls._hints = None
