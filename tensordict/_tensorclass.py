@@ -457,7 +457,7 @@ def _setup(
         for n in _SHADOWABLE
         if n not in fields
     ]
-    cls.__signature__ = inspect.Signature(params)
+    cls.__signature__ = inspect.Signature(params, __validate_parameters__=False)
     register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
 
 
