@@ -3,13 +3,16 @@
 A tensorclass is a TensorDict with a fixed set of keys (its fields) read and written as
 attributes. Every TensorDict operation is inherited as it is and returns the same class,
 because the operations build their results through ``type(self)._new_unsafe``.
+
+Storage: the entries live in the ``_tensordict`` slot, as in any TensorDict. Each field
+is a property on the class reading that dict, so only fields reach the data; any other
+attribute a method sets is an ordinary instance attribute in ``__dict__``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform
@@ -22,35 +25,42 @@ from tensordict._format import register_type
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._td import TensorDict
+from tensordict._tensorclass_cast import cast_value, resolve_hints
 
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
-_RESERVED = {"batch_size", "device", "names", "lock", "shape"}
+_FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
+_SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
+
+_SLOT_SETTERS: dict[str, Any] = {
+    name: klass.__dict__[name].__set__
+    for klass in (CollectionPrimitives, TensorDict)
+    for name in klass.__slots__
+}
+_SET_BS = _SLOT_SETTERS["_batch_size"]
+_SET_DEVICE = _SLOT_SETTERS["_device"]
+_SET_NAMES = _SLOT_SETTERS["_names"]
+_SET_LOCKED = _SLOT_SETTERS["_is_locked"]
+_SET_STORE = _SLOT_SETTERS["_tensordict"]
 
 
-class _Field:
-    """A non-tensor field: reads unwrap the value. (Tensor fields need no descriptor: the
-    instance ``__dict__`` *is* the storage, so ``x.image`` is a plain attribute read.)"""
+def _field_property(name: str) -> property:
+    """The attribute of one field: reads its entry (None when unset), writes through set."""
 
-    __slots__ = ("name",)
+    def get(self: Any) -> Any:
+        try:
+            value = self._tensordict[name]
+        except KeyError:  # an unset optional field
+            return None
+        if value.__class__ is Tensor:
+            return value
+        return value._public() if isinstance(value, NonTensor) else value
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def set_(self: Any, value: Any) -> None:
+        _set_field(self, name, value)
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            default = getattr(owner, "_defaults", {}).get(self.name, _MISSING)
-            if default is _MISSING:
-                raise AttributeError(f"{getattr(owner, '__name__', '')}.{self.name} has no default")
-            return default
-        value = obj._tensordict.get(self.name)
-        if isinstance(value, NonTensor):
-            return value._public()
-        return value
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        _set_field(obj, self.name, value)
+    return property(get, set_, doc=f"The field {name!r}.")
 
 
 def _set_field(obj: Any, name: str, value: Any) -> None:
@@ -65,69 +75,13 @@ def _set_field(obj: Any, name: str, value: Any) -> None:
     obj._set_str(name, value, call)  # the tensorclass's _convert applies the casting rules
 
 
-def _is_tensor_type(hint: Any) -> bool:
-    return isinstance(hint, type) and issubclass(hint, (Tensor, CollectionPrimitives))
-
-
-def _hint_types(hint: Any) -> tuple[Any, ...]:
-    """The classes a hint allows (``Optional[X]`` and ``X | None`` give ``(X,)``)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return tuple(a for a in typing.get_args(hint) if a is not type(None))
-    return (hint,)
-
-
-def _cast(cls: Any, name: str, value: Any) -> Any:
-    """Prepare a field value for storage, following the class's casting rules.
-
-    Fields annotated with tensor types take tensors, collections, mappings and anything
-    ``torch.as_tensor`` accepts (unless ``nocast``); other fields keep the value as
-    non-tensor data (``autocast`` first converts it to an annotated int/float/bool/str).
-    """
-    if value is None or isinstance(value, (Tensor, CollectionPrimitives, NonTensor)):
-        return value
-    hints = cls._hints.get(name, ())
-    if cls._nocast:
-        return value if isinstance(value, Mapping) else NonTensorData(value)
-    if any(_is_tensor_type(h) for h in hints):
-        if isinstance(value, Mapping):
-            return value
-        try:
-            return torch.as_tensor(value)
-        except (TypeError, ValueError, RuntimeError):
-            expected = " or ".join(getattr(h, "__name__", str(h)) for h in hints)
-            raise TypeError(
-                f"{cls.__name__}: field {name!r} expects {expected}, got "
-                f"{type(value).__name__} {value!r}"
-            ) from None
-    if cls._autocast:
-        for hint in hints:
-            if hint in (int, float, bool, str) and not isinstance(value, hint):
-                try:
-                    return NonTensorData(hint(value))
-                except (TypeError, ValueError):
-                    break
-    return NonTensorData(value)
-
-
-_SLOT_SETTERS: dict[str, Any] = {
-    name: klass.__dict__[name].__set__
-    for klass in (CollectionPrimitives, TensorDict)
-    for name in klass.__slots__
-}
-_SET_BS = _SLOT_SETTERS["_batch_size"]
-_SET_DEVICE = _SLOT_SETTERS["_device"]
-_SET_NAMES = _SLOT_SETTERS["_names"]
-_SET_LOCKED = _SLOT_SETTERS["_is_locked"]
-_SET_STORE = _SLOT_SETTERS["_tensordict"]
-
-
-def _SET_DICT(obj: Any, store: dict[str, Any]) -> None:
-    object.__setattr__(obj, "__dict__", store)
-
-
 class TensorClass(TensorDict):
     """Base of every tensorclass; subclass it directly or use ``@tensorclass``.
+
+    Options are given as class keywords (``class P(TensorClass, autocast=True)``) or by
+    subscription (``TensorClass["autocast"]``, ``TensorClass["nocast", "frozen"]``):
+    ``autocast``, ``nocast``, ``frozen``, ``shadow`` and ``tensor_only``, as for
+    :func:`tensorclass`. A subclass inherits the options it does not set.
 
     >>> import torch
     >>> from tensordict import TensorClass
@@ -137,22 +91,63 @@ class TensorClass(TensorDict):
     >>> p = Point(torch.zeros(4, 2), batch_size=[4])
     >>> p.xy.shape, p.label, p[1:3].batch_size
     (torch.Size([4, 2]), 'none', torch.Size([2]))
+    >>> class Raw(TensorClass["nocast"]):
+    ...     n: int
+    >>> Raw(3).n
+    3
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
     _field_set: ClassVar[frozenset[str]] = frozenset()
     _post_init: ClassVar[Callable[[Any], None] | None] = None
     _defaults: ClassVar[dict[str, Any]] = {}
-    _hints: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    _annotations: ClassVar[dict[str, Any]] = {}
+    _hints: ClassVar[dict[str, tuple[Any, ...]] | None] = None
+    _custom_setattr: ClassVar[bool] = False
+    _shadowed: ClassVar[tuple[str, ...]] = ()
     _autocast = False
     _nocast = False
     _frozen = False
+    _shadow = False
+    _tensor_only = False
+    _is_tensorclass = True
+    _is_non_tensor = False
 
     def __init_subclass__(
-        cls, autocast: bool = False, nocast: bool = False, frozen: bool = False, **kw: Any
+        cls,
+        autocast: bool | None = None,
+        nocast: bool | None = None,
+        frozen: bool | None = None,
+        shadow: bool | None = None,
+        tensor_only: bool | None = None,
+        **kw: Any,
     ) -> None:
         super().__init_subclass__(**kw)
-        _setup(cls, autocast=autocast, nocast=nocast, frozen=frozen)
+        given = {
+            "autocast": autocast,
+            "nocast": nocast,
+            "frozen": frozen,
+            "shadow": shadow,
+            "tensor_only": tensor_only,
+        }
+        flags = {k: bool(getattr(cls, f"_{k}")) if v is None else bool(v) for k, v in given.items()}
+        _setup(cls, **flags)
+
+    def __class_getitem__(cls, item: str | tuple[str, ...]) -> Any:
+        """A subclass with the named options on: ``TensorClass["autocast", "frozen"]``."""
+        items = item if isinstance(item, tuple) else (item,)
+        for flag in items:
+            if flag not in _FLAGS:
+                raise TypeError(
+                    f"{cls.__name__}[...]: unknown option {flag!r}; options are {list(_FLAGS)}"
+                )
+        key = (cls, tuple(sorted(set(items))))
+        base = _PARAMETRIZED.get(key)
+        if base is None:
+            name = f"{cls.__name__}_{'_'.join(key[1])}"
+            base = type(cls)(name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(key[1], True))
+            _PARAMETRIZED[key] = base
+        return base
 
     def __init__(
         self,
@@ -160,37 +155,152 @@ class TensorClass(TensorDict):
         batch_size: Any = None,
         device: Any = None,
         names: Any = None,
+        lock: bool | None = None,
         **kwargs: Any,
     ) -> None:
         cls = type(self)
+        if cls._shadowed:  # fields named batch_size/device/names take those keywords
+            given = {"batch_size": batch_size, "device": device, "names": names}
+            for name in cls._shadowed:
+                if given[name] is not None:
+                    kwargs[name] = given[name]
+            batch_size = None if "batch_size" in cls._shadowed else batch_size
+            device = None if "device" in cls._shadowed else device
+            names = None if "names" in cls._shadowed else names
         fields = cls._fields
-        store: dict[str, Any] = {}
         # the slot descriptors directly: no per-attribute __setattr__ hop
         _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
         _SET_DEVICE(self, None if device is None else as_device(device))
         _SET_NAMES(self, None)
         _SET_LOCKED(self, False)
-        _SET_STORE(self, store)
-        _SET_DICT(self, store)
-        if kwargs or len(args) != len(fields):
+        _SET_STORE(self, {})
+        if cls._custom_setattr:  # the class's own __setattr__ sees every field
+            for key, value in _collect(cls, args, kwargs):
+                setattr(self, key, value)
+        elif kwargs or len(args) != len(fields):
             self._fill_pairs(_collect(cls, args, kwargs))
         else:  # every field given positionally: the common, fast case
             self._fill_pairs(zip(fields, args, strict=True))
         if names is not None:
-            self.names = names
+            TensorDict.names.__set__(self, names)  # type: ignore[attr-defined]
         if cls._post_init is not None:
             cls._post_init(self)
-        if cls._frozen:
+        if cls._frozen if lock is None else lock:
             self.lock_()
 
     def _fill_one(self, key: Any, value: Any) -> None:
-        if value is not None:  # an unset optional field holds no entry
+        if value is None:  # an unset optional field holds no entry
+            return
+        if type(value) is torch.Tensor and not type(self)._autocast:
             super()._fill_one(key, value)
+        else:  # the casting rules, through _convert
+            self._set_str(key, value, f"{type(self).__name__}.__init__")
 
     def _convert(self, value: Any, key: str, call: str) -> Any:
-        if key in type(self)._field_set:
-            value = _cast(type(self), key, value)
+        cls = type(self)
+        if key not in cls._field_set:
+            raise AttributeError(
+                f"{call}: {key!r} is not a field of {cls.__name__}; fields are {list(cls._fields)}"
+            )
+        if type(value) is not torch.Tensor or cls._autocast:
+            value = cast_value(cls, key, value, self._batch_size, self._device)
         return super()._convert(value, key, call)
+
+    @classmethod
+    def _field_hints(cls) -> dict[str, tuple[Any, ...]]:
+        hints = cls.__dict__.get("_hints")
+        if hints is None:  # resolved on first use: fields may name classes defined later
+            hints = resolve_hints(cls, cls._annotations)
+            cls._hints = hints
+        return hints
+
+    @classmethod
+    def fields(cls) -> tuple[dataclasses.Field[Any], ...]:
+        """The dataclass fields of this class, as ``dataclasses.fields`` gives them.
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        ...     tag: str = "a"
+        >>> [f.name for f in P.fields()]
+        ['x', 'tag']
+        """
+        return dataclasses.fields(cls)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(  # type: ignore[override]
+        cls,
+        input_dict: Mapping[str, Any],
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        names: Any = None,
+    ) -> Any:
+        """An instance from a mapping of field names to values (nested dicts follow the
+        fields' annotations). Without ``batch_size``, ``auto_batch_size=True`` or
+        ``batch_dims`` infer the common leading shape; otherwise the batch is empty.
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> P.from_dict({"x": torch.zeros(3, 2)}, auto_batch_size=True).batch_size
+        torch.Size([3, 2])
+        """
+        call = f"{cls.__name__}.from_dict"
+        if not isinstance(input_dict, Mapping):
+            raise TypeError(f"{call}: expected a mapping, got {type(input_dict).__name__}")
+        if batch_size is not None and (auto_batch_size or batch_dims is not None):
+            raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
+        infer = batch_size is None and (auto_batch_size or batch_dims is not None)
+        out = cls(**input_dict, batch_size=None if infer else batch_size, device=device)
+        if infer:
+            inferred = TensorDict.from_dict(out.to_dict(), batch_dims=batch_dims).batch_size
+            TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
+        if names is not None:
+            TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
+        return out
+
+    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+        """A plain TensorDict holding the same entries (nested tensorclasses included).
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> type(P(torch.zeros(2), batch_size=[2]).to_tensordict()).__name__
+        'TensorDict'
+        """
+        entries = {
+            k: v.to_tensordict() if isinstance(v, TensorClass) else v
+            for k, v in self._tensordict.items()
+        }
+        out = TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
+        return out
+
+    @classmethod
+    def from_tensordict(cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None) -> Any:
+        """An instance over the entries of ``tensordict`` (shared, not copied).
+
+        >>> import torch
+        >>> from tensordict import TensorClass, TensorDict
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
+        tensor([0., 0.])
+        """
+        out = cls._new_unsafe(
+            dict(tensordict._tensordict),
+            tensordict._batch_size,
+            tensordict._device,
+            tensordict._names,
+        )
+        for key, value in (non_tensordict or {}).items():
+            setattr(out, key, value)
+        return out
 
     @classmethod
     def _new_unsafe(
@@ -202,29 +312,18 @@ class TensorClass(TensorDict):
     ) -> Any:
         td = cls.__new__(cls)
         _SET_STORE(td, entries)
-        _SET_DICT(td, entries)
         _SET_BS(td, batch_size)
         _SET_DEVICE(td, device)
         _SET_NAMES(td, names)
         _SET_LOCKED(td, False)
         return td
 
-    def __getattr__(self, name: str) -> Any:
-        # reached only when a normal lookup fails: an unset optional tensor field
-        if name in type(self)._field_set:
-            return None
-        raise AttributeError(
-            f"{type(self).__name__} has no attribute {name!r}; fields are "
-            f"{list(type(self)._fields)}"
-        )
-
     def __setattr__(self, name: str, value: Any) -> None:
         cls = type(self)
-        if name in _SLOTS:
-            object.__setattr__(self, name, value)
-        elif name in cls._field_set:
+        if name in cls._field_set:
             _set_field(self, name, value)
-        elif _class_attr(cls, name):
+        elif name in _SLOTS or name.startswith("_") or _class_attr(cls, name):
+            # storage slots, properties such as batch_size, and ordinary attributes
             object.__setattr__(self, name, value)
         else:
             raise AttributeError(
@@ -237,6 +336,9 @@ class TensorClass(TensorDict):
     def __reduce__(self) -> tuple[Any, ...]:
         _, args = super().__reduce__()
         return (_rebuild, (type(self), args))
+
+
+_PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
 
 
 def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -263,7 +365,11 @@ def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             else:
                 values[name] = default() if isinstance(default, _Factory) else default
     if missing:
-        raise TypeError(f"{call}: missing required fields {missing}")
+        n = len(missing)
+        raise TypeError(
+            f"{call}: missing {n} required positional argument{'s' if n > 1 else ''}: "
+            + ", ".join(repr(m) for m in missing)
+        )
     return values.items()
 
 
@@ -283,62 +389,78 @@ class _Factory:
         return self.fn()
 
 
-def _setup(cls: Any, *, autocast: bool, nocast: bool, frozen: bool) -> None:
-    """Read the annotations of ``cls`` (and its tensorclass bases) into fields."""
+def _reserved() -> frozenset[str]:
+    return frozenset(dir(TensorClass)) - {"data"}
+
+
+def _setup(
+    cls: Any, *, autocast: bool, nocast: bool, frozen: bool, shadow: bool, tensor_only: bool
+) -> None:
+    """Make ``cls`` a dataclass (for its fields) and give each field its property."""
     if autocast and nocast:
-        raise ValueError(f"tensorclass {cls.__name__}: autocast and nocast exclude each other")
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        hints = {}
-        for klass in reversed(cls.__mro__):
-            hints.update(getattr(klass, "__annotations__", {}))
-    fields: list[str] = []
+        raise TypeError(f"tensorclass {cls.__name__}: autocast and nocast exclude each other")
+    if tensor_only and (autocast or nocast):
+        raise TypeError(
+            f"tensorclass {cls.__name__}: tensor_only excludes autocast and nocast"
+        )
+    # a field redeclared without a value keeps the base's default, as in dataclasses
+    own = inspect.get_annotations(cls)
+    for name in own:
+        if name not in cls.__dict__:
+            for base in cls.__mro__[1:]:
+                spec = getattr(base, "__dataclass_fields__", {}).get(name)
+                if spec is not None:
+                    setattr(cls, name, dataclasses.field(default=spec.default, default_factory=spec.default_factory))  # type: ignore[call-overload]
+                    break
+    dataclasses.dataclass(init=False, repr=False, eq=False, match_args=False)(cls)
+    specs = dataclasses.fields(cls)
+    fields = tuple(f.name for f in specs)
+    if not shadow:
+        clash = sorted(set(fields) & _reserved())
+        if clash:
+            raise AttributeError(
+                f"tensorclass {cls.__name__}: field name(s) {clash} are TensorDict attributes; "
+                f"pass shadow=True (@tensorclass(shadow=True) or TensorClass['shadow']) to allow them"
+            )
     defaults: dict[str, Any] = {}
-    field_hints: dict[str, tuple[Any, ...]] = {}
-    for klass in reversed(cls.__mro__):
-        if klass in (TensorClass, TensorDict) or not (
-            klass is cls or issubclass(klass, TensorClass)
-        ):
-            continue
-        for name in inspect.get_annotations(klass):
-            if name.startswith("_") or typing.get_origin(hints.get(name)) is typing.ClassVar:
-                continue
-            if name in _RESERVED:
-                raise ValueError(f"tensorclass {cls.__name__}: field name {name!r} is reserved")
-            if name not in fields:
-                fields.append(name)
-            raw = klass.__dict__.get(name, _MISSING)
-            if isinstance(raw, _Field):
-                raw = klass._defaults.get(name, _MISSING)
-            elif isinstance(raw, dataclasses.Field):
-                if raw.default is not dataclasses.MISSING:
-                    raw = raw.default
-                elif raw.default_factory is not dataclasses.MISSING:
-                    raw = _Factory(raw.default_factory)
-                else:
-                    raw = _MISSING
-            if raw is not _MISSING:
-                defaults[name] = raw
-    for name in fields:
-        hint = hints.get(name, Any)
-        types = _hint_types(hint)
-        field_hints[name] = tuple(cls if t == "Self" or t is typing.Self else t for t in types)
-        tensor_only = not nocast and any(_is_tensor_type(t) for t in field_hints[name])
-        if tensor_only:  # read straight from the instance __dict__ (the storage)
-            if isinstance(cls.__dict__.get(name), _Field) or name in cls.__dict__:
-                delattr(cls, name)
-        else:
-            setattr(cls, name, _Field(name))
-    cls._fields = tuple(fields)
+    annotations: dict[str, Any] = {}
+    for spec in specs:
+        if spec.default is not _MISSING:
+            defaults[spec.name] = spec.default
+        elif spec.default_factory is not _MISSING:
+            defaults[spec.name] = _Factory(spec.default_factory)
+        annotations[spec.name] = spec.type
+        setattr(cls, spec.name, _field_property(spec.name))
+    cls._fields = fields
     cls._field_set = frozenset(fields)
-    cls._post_init = getattr(cls, "__post_init__", None)
-    register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
+    cls.__expected_keys__ = set(fields)
     cls._defaults = defaults
-    cls._hints = field_hints
+    cls._annotations = annotations
+    cls._hints = None
+    cls._post_init = getattr(cls, "__post_init__", None)
+    cls._custom_setattr = cls.__setattr__ is not TensorClass.__setattr__
+    cls._shadowed = tuple(n for n in _SHADOWABLE if n in fields)
     cls._autocast = autocast
     cls._nocast = nocast
     cls._frozen = frozen
+    cls._shadow = shadow
+    cls._tensor_only = tensor_only
+    params = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=inspect.Parameter.empty if f.name not in defaults else defaults[f.name],
+            annotation=f.type,
+        )
+        for f in specs
+    ]
+    params += [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+        for n in _SHADOWABLE
+        if n not in fields
+    ]
+    cls.__signature__ = inspect.Signature(params, __validate_parameters__=False)
+    register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
 
 
 def _rebuild(cls: Any, args: tuple[Any, ...]) -> Any:
@@ -360,26 +482,47 @@ def _tc_repr(obj: Any) -> str:
         text = repr(value.data) if type(value) is NonTensorData else _entry(value)
         lines.append(f"{name}={text}")
     lines += [
-        f"batch_size={obj.batch_size}",
-        f"device={obj.device}",
+        f"batch_size={obj._batch_size}",
+        f"device={obj._device}",
         f"is_shared={obj.is_shared()}",
     ]
     return f"{type(obj).__name__}(\n" + _indent(",\n".join(lines)) + ")"
 
 
 @typing.overload
-def tensorclass(cls: T) -> T: ...
+def tensorclass(cls: T, /) -> T: ...
 @typing.overload
 def tensorclass(
-    cls: None = None, *, autocast: bool = False, nocast: bool = False, frozen: bool = False
+    cls: None = None,
+    /,
+    *,
+    autocast: bool = False,
+    frozen: bool = False,
+    nocast: bool = False,
+    shadow: bool = False,
+    tensor_only: bool = False,
 ) -> Callable[[T], T]: ...
 
 
 @dataclass_transform()
 def tensorclass(
-    cls: Any = None, *, autocast: bool = False, nocast: bool = False, frozen: bool = False
+    cls: Any = None,
+    /,
+    *,
+    autocast: bool = False,
+    frozen: bool = False,
+    nocast: bool = False,
+    shadow: bool = False,
+    tensor_only: bool = False,
 ) -> Any:
     """Turn a class with annotated fields into a tensorclass (a TensorDict with fields).
+
+    Options: ``autocast`` casts values to the field's annotation (``int``, ``float``,
+    ``bool``, ``str``, ``np.ndarray``, tensors, tensorclasses from dicts); ``nocast``
+    stores numbers and arrays as they are instead of as tensors; ``frozen`` refuses
+    assignments and locks the data; ``shadow`` allows field names that are TensorDict
+    attributes (``batch_size``, ``device``, ...); ``tensor_only`` casts every value to a
+    tensor. ``autocast`` and ``nocast`` exclude each other and ``tensor_only``.
 
     >>> import torch
     >>> from tensordict import tensorclass
@@ -402,7 +545,14 @@ def tensorclass(
         if not any(issubclass(b, TensorClass) for b in bases):
             bases = (*bases, TensorClass)
         return type(
-            klass.__name__, bases, namespace, autocast=autocast, nocast=nocast, frozen=frozen
+            klass.__name__,
+            bases,
+            namespace,
+            autocast=autocast,
+            nocast=nocast,
+            frozen=frozen,
+            shadow=shadow,
+            tensor_only=tensor_only,
         )
 
     return wrap if cls is None else wrap(cls)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).parent.parent
 
 @tensorclass
 class CliClass:
-    values: torch.Tensor
+    vals: torch.Tensor
     label: str
 
 
@@ -370,7 +370,7 @@ def test_diff_lists_keys_shapes_dtypes_and_values(
     b["info", "step"] = torch.arange(8).reshape(4, 2)
     b["info", "deep", "x"][1, 0] = 5
     b["note"] = "bye"
-    b["tc"].values = torch.tensor([0.0, 0.5, 0.0, -2.0])
+    b["tc"].vals = torch.tensor([0.0, 0.5, 0.0, -2.0])
     code, out = _diff(tmp_path, capsys, a, b)
     assert code == 1
     assert out.splitlines() == [
@@ -380,7 +380,7 @@ def test_diff_lists_keys_shapes_dtypes_and_values(
         "('info', 'step'): shape [4] != [4, 2]",
         "('info', 'deep', 'x'): 1 of 8 values differ (largest absolute difference 4)",
         '\'note\': value "hello" != "bye"',
-        "('tc', 'values'): 2 of 4 values differ (largest absolute difference 2)",
+        "('tc', 'vals'): 2 of 4 values differ (largest absolute difference 2)",
     ]
 
 

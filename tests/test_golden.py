@@ -11,7 +11,7 @@ from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict, tensor
 DATA = pathlib.Path(__file__).parent / "data" / "v1"
 
 
-@tensorclass
+@tensorclass(shadow=True)  # `values` is a TensorDict method name: allowed with shadow
 class GoldenClass:
     values: torch.Tensor
     note: str

@@ -9,6 +9,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any, Optional
 
+import numpy as np
 import pytest
 import torch
 
@@ -156,7 +157,9 @@ def test_fields_defaults_and_writes() -> None:
 
 
 def test_construction_errors() -> None:
-    with pytest.raises(TypeError, match=r"Item.__init__: missing required fields \['obs'\]"):
+    with pytest.raises(
+        TypeError, match=r"Item.__init__: missing 1 required positional argument: 'obs'"
+    ):
         Item(batch_size=[2])
     with pytest.raises(TypeError, match="unexpected field 'bogus'"):
         Item(torch.zeros(2), bogus=1, batch_size=[2])
@@ -164,14 +167,16 @@ def test_construction_errors() -> None:
         Item(1, 2, 3, 4)
     with pytest.raises(TypeError, match="field 'obs' given twice"):
         Item(torch.zeros(2), obs=torch.zeros(2), batch_size=[2])
-    with pytest.raises(TypeError, match="Item: field 'obs' expects Tensor, got str 'text'"):
+    with pytest.raises(TypeError, match="Item.obs: expects Tensor, got str 'text'"):
         Item("text", batch_size=[])
     with pytest.raises(
         ValueError,
         match=r"Item.__init__|shape \(3,\) of key 'obs' does not start with batch_size \(2,\)",
     ):
         Item(torch.zeros(3), batch_size=[2])
-    with pytest.raises(ValueError, match="field name 'batch_size' is reserved"):
+    with pytest.raises(
+        AttributeError, match=r"field name\(s\) \['batch_size'\] are TensorDict attributes"
+    ):
 
         @tensorclass
         class Bad:
@@ -231,7 +236,7 @@ def test_autocast_nocast_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError, match="frozen"):
         f.t = torch.ones(2)
     assert f.is_locked
-    with pytest.raises(ValueError, match="autocast and nocast exclude each other"):
+    with pytest.raises(TypeError, match="autocast and nocast exclude each other"):
 
         @tensorclass(autocast=True, nocast=True)
         class Both:
@@ -246,3 +251,128 @@ def test_state_dict_and_update() -> None:
     assert torch.equal(y.obs, x.obs)
     y.update({"obs": torch.ones(4, 3)})
     assert type(y) is Item and (y.obs == 1).all()
+
+
+# ---------------------------------------------------------------- options and storage
+
+
+def test_subscript_options_and_inheritance() -> None:
+    class Raw(TensorClass["nocast"]):
+        n: int
+
+    class AutoFrozen(TensorClass["autocast", "frozen"]):
+        n: int
+
+    class Sub(AutoFrozen, frozen=False):
+        m: float
+
+    assert isinstance(Raw(3).n, int) and Raw._nocast and not TensorClass._nocast
+    a = AutoFrozen(torch.ones(()))
+    assert a.n == 1 and isinstance(a.n, int) and a.is_locked
+    assert TensorClass["frozen", "autocast"] is TensorClass["autocast", "frozen"]
+    s = Sub(1.0, 2)
+    assert Sub._autocast and not Sub._frozen and isinstance(s.m, float) and s.m == 2.0
+    with pytest.raises(TypeError, match=r"TensorClass\[...\]: unknown option 'nocst'"):
+        TensorClass["nocst"]
+    with pytest.raises(TypeError, match="tensor_only excludes autocast and nocast"):
+
+        class Bad(TensorClass["tensor_only", "nocast"]):
+            x: torch.Tensor
+
+
+def test_default_casting_follows_values() -> None:
+    @tensorclass
+    class C:
+        n: int
+        s: str
+        a: Any
+
+    c = C(1, "x", np.zeros(2))
+    assert torch.equal(c.n, torch.tensor(1)) and c.s == "x"
+    assert torch.equal(c.a, torch.zeros(2, dtype=torch.float64))
+    c.a = {"k": 1}  # a dict under a non-collection annotation stays a value
+    assert c.a == {"k": 1}
+
+
+def test_autocast_mapping_builds_annotated_class() -> None:
+    @tensorclass(autocast=True)
+    class Tree:
+        x: torch.Tensor
+        child: Optional[Tree] = None  # noqa: UP045
+        td: Optional[TensorDict] = None  # noqa: UP045
+
+    t = Tree(torch.zeros(3), child={"x": torch.ones(3)}, td={"a": torch.ones(3)}, batch_size=[3])
+    assert type(t.child) is Tree and t.child.batch_size == (3,)
+    assert torch.equal(t.child.x, torch.ones(3)) and type(t.td) is TensorDict
+    with pytest.raises(TypeError, match=r"Tree.x: expects Tensor, got str 'no'"):
+        t.x = "no"
+
+
+def test_shadow_allows_reserved_names() -> None:
+    @tensorclass(shadow=True)
+    class S:
+        device: Any
+
+    assert S(device="gpu-ish").device == "gpu-ish"
+
+
+def test_class_attribute_written_in_a_method_stays_out_of_the_data() -> None:
+    class Pixels(TensorClass):
+        x: torch.Tensor
+        _cache = None
+
+        def norm(self) -> torch.Tensor:
+            if self._cache is None:
+                self._cache = self.x.norm()
+            return self._cache
+
+    p = Pixels(torch.ones(4, 2), batch_size=[4])
+    assert torch.equal(p.norm(), torch.ones(4, 2).norm())
+    assert list(p.keys()) == ["x"] and Pixels._cache is None
+    assert torch.equal(p[0].x, torch.ones(2)) and p[0]._cache is None
+    p._scratch = 3  # private names are ordinary attributes too
+    assert list(p.keys()) == ["x"] and p._scratch == 3
+    with pytest.raises(AttributeError, match=r"Pixels has no field 'other'; fields are \['x'\]"):
+        p.other = 1
+    with pytest.raises(AttributeError, match="'y' is not a field of Pixels"):
+        p.set("y", torch.zeros(4))
+
+
+def test_signature_from_dict_and_to_tensordict() -> None:
+    import inspect
+
+    assert list(inspect.signature(Item).parameters) == [
+        "obs",
+        "name",
+        "extra",
+        "batch_size",
+        "device",
+        "names",
+    ]
+    x = Item.from_dict({"obs": torch.zeros(4, 3), "name": "n"}, auto_batch_size=True)
+    assert x.batch_size == (4, 3) and x.name == "n"
+    td = x.to_tensordict()
+    assert type(td) is TensorDict and torch.equal(td["obs"], x.obs)
+    back = Item.from_tensordict(td)
+    assert type(back) is Item and back.obs is x.obs
+    assert [f.name for f in Item.fields()] == ["obs", "name", "extra"]
+    assert dataclasses.is_dataclass(Item)
+    with pytest.raises(TypeError, match="Item.from_dict: expected a mapping, got list"):
+        Item.from_dict([1])
+    with pytest.raises(ValueError, match="Item.from_dict: pass batch_size or auto_batch_size"):
+        Item.from_dict({"obs": torch.zeros(1)}, batch_size=[1], auto_batch_size=True)
+
+
+def test_custom_setattr_sees_construction() -> None:
+    seen: list[str] = []
+
+    class Watched(TensorClass):
+        a: torch.Tensor
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            seen.append(name)
+            super().__setattr__(name, value)
+
+    w = Watched(torch.zeros(()))
+    w.a = torch.ones(())
+    assert seen == ["a", "a"] and w.a == 1

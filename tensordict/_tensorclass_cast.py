@@ -1,0 +1,150 @@
+"""tensorclass field rules: annotation resolution and the casting of values set into fields."""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._primitives import CollectionPrimitives
+
+_CASTABLE = (int, float, bool, np.ndarray, np.number, np.bool_)
+_SCALARS = (int, float, bool, str)
+
+
+def hint_types(hint: Any) -> tuple[Any, ...]:
+    """The classes a hint allows (``Optional[X]`` and ``X | None`` give ``(X,)``)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(a for a in typing.get_args(hint) if a is not type(None))
+    if origin is not None and isinstance(origin, type):
+        return (origin,)  # list[int] -> list
+    return (hint,)
+
+
+def resolve_hints(cls: Any, annotations: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Each field's allowed classes; a name that does not resolve (yet) allows anything.
+
+    Run on first use rather than at class creation, so a field may name its own class or
+    a class defined later in the module (``child: "Node"``).
+    """
+    module = sys.modules.get(cls.__module__)
+    globalns = dict(vars(module)) if module is not None else {}
+    localns = {cls.__name__: cls, "Self": cls}
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, ann in annotations.items():
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, globalns, localns)  # noqa: S307 - the class's own annotation
+            except Exception:  # unresolvable: the field takes values as they come
+                ann = Any
+        elif isinstance(ann, typing.ForwardRef):
+            try:
+                ann = eval(ann.__forward_arg__, globalns, localns)  # noqa: S307
+            except Exception:
+                ann = Any
+        out[name] = tuple(cls if t is typing.Self else t for t in hint_types(ann))
+    return out
+
+
+def _is_tensor_type(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, Tensor)
+
+
+def _collection_type(hints: tuple[Any, ...]) -> Any:
+    for hint in hints:
+        if isinstance(hint, type) and issubclass(hint, CollectionPrimitives):
+            return hint
+    return None
+
+
+def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: Any) -> Any:
+    """Prepare a value for the field ``name`` following the class's casting rules.
+
+    The result is something a TensorDict stores (a tensor, a collection, a number it turns
+    into a tensor, or a non-tensor wrapper). ``value`` is never None here.
+    """
+    hints: tuple[Any, ...] = cls._field_hints()[name]
+    if isinstance(value, NonTensor):
+        return value
+    if cls._nocast:
+        if isinstance(value, (Tensor, CollectionPrimitives)):
+            return value
+        return NonTensorData(value)
+    if cls._autocast:
+        return _autocast(cls, name, value, hints, batch_size, device)
+    if isinstance(value, (Tensor, CollectionPrimitives)):
+        return value
+    if isinstance(value, Mapping):
+        target = _collection_type(hints)
+        if target is None and not cls._tensor_only:
+            return NonTensorData(value)
+        return _from_mapping(target, value, batch_size, device)
+    if isinstance(value, _CASTABLE):
+        return value  # the TensorDict turns numbers and arrays into tensors
+    if cls._tensor_only or any(_is_tensor_type(h) for h in hints):
+        return _as_tensor(cls, name, value, hints)
+    if isinstance(value, list):
+        return value  # the TensorDict's list rule: a batch-shaped list is a stack
+    return NonTensorData(value)
+
+
+def _autocast(
+    cls: Any, name: str, value: Any, hints: tuple[Any, ...], batch_size: torch.Size, device: Any
+) -> Any:
+    target = hints[0] if len(hints) == 1 else None
+    if isinstance(value, Mapping):
+        coll = _collection_type(hints)
+        if coll is not None:
+            return _from_mapping(coll, value, batch_size, device)
+        return NonTensorData(value)
+    if isinstance(target, type) and issubclass(target, Tensor):
+        return _as_tensor(cls, name, value, hints)
+    if isinstance(value, (Tensor, CollectionPrimitives)) and not (
+        target in _SCALARS or target is np.ndarray
+    ):
+        return value
+    if target in _SCALARS:
+        if isinstance(value, Tensor):
+            value = value.item() if value.numel() == 1 else value.tolist()
+        try:
+            return NonTensorData(target(value))
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{cls.__name__}.{name}: cannot cast {type(value).__name__} {value!r} to "
+                f"the annotation {target.__name__}"
+            ) from None
+    if target is np.ndarray:
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        return NonTensorData(np.asarray(value))
+    if isinstance(value, _CASTABLE):
+        return value
+    return NonTensorData(value)
+
+
+def _as_tensor(cls: Any, name: str, value: Any, hints: tuple[Any, ...]) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        expected = " or ".join(getattr(h, "__name__", str(h)) for h in hints) or "a tensor"
+        raise TypeError(
+            f"{cls.__name__}.{name}: expects {expected}, got {type(value).__name__} {value!r}"
+        ) from None
+
+
+def _from_mapping(target: Any, value: Mapping[str, Any], batch_size: torch.Size, device: Any) -> Any:
+    from tensordict._td import TensorDict
+
+    if target is None or not getattr(target, "_is_tensorclass", False):
+        return TensorDict(dict(value), batch_size=batch_size, device=device)
+    return target.from_dict(dict(value), batch_size=batch_size, device=device)
