@@ -42,12 +42,12 @@ def resolve_hints(cls: Any, annotations: Mapping[str, Any]) -> dict[str, tuple[A
     for name, ann in annotations.items():
         if isinstance(ann, str):
             try:
-                ann = eval(ann, globalns, localns)  # noqa: S307 - the class's own annotation
+                ann = eval(ann, globalns, localns)
             except Exception:  # unresolvable: the field takes values as they come
                 ann = Any
         elif isinstance(ann, typing.ForwardRef):
             try:
-                ann = eval(ann.__forward_arg__, globalns, localns)  # noqa: S307
+                ann = eval(ann.__forward_arg__, globalns, localns)
             except Exception:
                 ann = Any
         out[name] = tuple(cls if t is typing.Self else t for t in hint_types(ann))
@@ -142,7 +142,9 @@ def _as_tensor(cls: Any, name: str, value: Any, hints: tuple[Any, ...]) -> Tenso
         ) from None
 
 
-def _from_mapping(target: Any, value: Mapping[str, Any], batch_size: torch.Size, device: Any) -> Any:
+def _from_mapping(
+    target: Any, value: Mapping[str, Any], batch_size: torch.Size, device: Any
+) -> Any:
     from tensordict._td import TensorDict
 
     if target is None or not getattr(target, "_is_tensorclass", False):

@@ -193,6 +193,9 @@ ALLOWED: dict[str, str] = {
     "partial_keys": "keys present in some members only: only a stack has members",
     "stack_dim": "the stack's own dim",
     "tensordicts": "the stack's members",
+    "fields": "a tensorclass's dataclass fields (dataclasses.fields); collections have keys",
+    "from_tensordict": "wraps a TensorDict's entries in a tensorclass: a tensorclass constructor",
+    "to_tensordict": "tensorclass-only until the compatibility issue (13) adds it to the base",
 }
 
 
