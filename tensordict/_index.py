@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, DenseStorage
 from tensordict._torch_compat import disable_subclass_dispatch
 
 if TYPE_CHECKING:
@@ -84,20 +84,11 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
         ) from None
 
 
-class IndexOps(CollectionPrimitives):
+class IndexOps(DenseStorage):
     """``td[idx]`` for every index a tensor of shape ``batch_size`` accepts, and writes,
     on dense storage (the lazy stack has its own index algebra)."""
 
     __slots__ = ()
-
-    if TYPE_CHECKING:
-        _tensordict: dict[str, Any]
-
-        @classmethod
-        def _new_unsafe(
-            cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
-        ) -> Self: ...
-        def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
 
     def _index(self, index: Any) -> Self:
         bs = self._batch_size

@@ -225,3 +225,19 @@ class CollectionPrimitives:
 
         def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Self: ...
         def densify(self) -> TensorDict: ...
+
+
+class DenseStorage(CollectionPrimitives):
+    """What the mixins of dense storage only (``TensorDict``'s indexing and state loading)
+    may use besides the primitives: the entries dict and its unchecked builders."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        _tensordict: dict[str, Any]
+
+        @classmethod
+        def _new_unsafe(
+            cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
+        ) -> Self: ...
+        def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tensordict._keys import join_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, DenseStorage
 
 if TYPE_CHECKING:
     from typing import Self
@@ -114,19 +114,10 @@ class StateOps(CollectionPrimitives):
         return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
 
 
-class DenseStateOps(CollectionPrimitives):
+class DenseStateOps(DenseStorage):
     """The dense storage's half: ``load_state_dict`` and pickling of a TensorDict's entries."""
 
     __slots__ = ()
-
-    if TYPE_CHECKING:
-        _tensordict: dict[str, Any]
-
-        @classmethod
-        def _new_unsafe(
-            cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
-        ) -> Any: ...
-        def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
 
     def load_state_dict(
         self,
