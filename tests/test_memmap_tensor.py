@@ -36,8 +36,7 @@ def test_constructors(tmp_path: Path) -> None:
     assert (MemoryMappedTensor.ones_like(like) == 1).all()
     assert (MemoryMappedTensor.full_like(like, 4) == 4).all()
     assert MemoryMappedTensor.zeros(0, 3).numel() == 0
-    with pytest.raises(TypeError, match="use MemoryMappedTensor.from_tensor"):
-        MemoryMappedTensor(3)
+    assert MemoryMappedTensor(3).item() == 3  # any tensor-like is copied into shared memory
     with pytest.raises(ValueError, match="negative"):
         MemoryMappedTensor.empty(-1)
 
