@@ -1,0 +1,11 @@
+"""Public face of upstream's ``tensordict.functional``: functions over lists of TensorDicts."""
+
+from tensordict._functional import (
+    dense_stack_tds,
+    make_tensordict,
+    merge_tensordicts,
+    pad_sequence,
+)
+from tensordict._shape import pad
+
+__all__ = ["dense_stack_tds", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence"]
