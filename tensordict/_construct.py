@@ -230,7 +230,7 @@ def from_dataclass(
     td = _build(call, tree, auto_batch_size, batch_dims, device, batch_size)
     if dest_cls is None:
         return td
-    fields = {k: td.get(k) for k in td.keys()}  # noqa: SIM118
+    fields = {str(k): td.get(k) for k in td.keys()}  # noqa: SIM118
     return dest_cls(**fields, batch_size=td.batch_size)
 
 

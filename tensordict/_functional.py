@@ -13,6 +13,7 @@ from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor, NonTensorStack
 from tensordict._stack import _check_members, _dense_stack, _NotDense, stack
 from tensordict._td import TensorDict
+from tensordict._tensorclass import is_tensorclass
 
 __all__ = [
     "dense_stack_tds",
@@ -59,6 +60,11 @@ def pad_sequence(
     if not tds:
         raise RuntimeError(f"{call}: list_of_tensordicts is empty")
     _check_members(call, tds)
+    if return_mask is not False and is_tensorclass(tds[0]):
+        raise RuntimeError(
+            f"{call}: return_mask needs TensorDicts; tensorclasses have no field for the masks "
+            "(convert them with to_tensordict() first)"
+        )
     masks_key: NestedKey = "masks" if isinstance(return_mask, bool) else unravel_key(return_mask)
     keys = _leaf_keys(tds[0])
     for i, td in enumerate(tds[1:], 1):
@@ -108,6 +114,9 @@ def pad_sequence(
     if out is not None:
         out.update(result)
         return out
+    if is_tensorclass(tds[0]):
+        fields = {str(key): result.get(key) for key in result.keys()}  # noqa: SIM118
+        return type(tds[0])(**fields, batch_size=result.batch_size, device=device)
     return result
 
 

@@ -56,6 +56,11 @@ def _shape_arg(call: str, size: tuple[Any, ...], shape: Any = None) -> torch.Siz
     return out
 
 
+def _index(tensor: MemoryMappedTensor, index: Any) -> MemoryMappedTensor:
+    """``tensor[index]``: a view, so still memory-mapped (a copying index gives a Tensor)."""
+    return tensor[index]  # type: ignore[return-value]
+
+
 def _cpu(call: str, device: Any) -> None:
     if device is not None and torch.device(device).type != "cpu":
         raise RuntimeError(f"{call}: only CPU memory can be mapped, got device {str(device)!r}")
@@ -136,7 +141,7 @@ class MemoryMappedTensor(Tensor):
         out = MemoryMappedTensor.from_tensor(
             torch.as_tensor(source, dtype=dtype), filename=filename, shape=shape
         )
-        return out if index is None else out[index]
+        return out if index is None else _index(out, index)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Everything happens in ``__new__``."""
@@ -256,7 +261,7 @@ class MemoryMappedTensor(Tensor):
                 f"needs {expected}"
             )
         out = cls._wrap(_map_file(path, dtype, size, writable=os.access(path, os.W_OK)))
-        return out if index is None else out[index]
+        return out if index is None else _index(out, index)
 
     @classmethod
     def from_storage(
@@ -287,7 +292,10 @@ class MemoryMappedTensor(Tensor):
         _cpu(call, device)
         if isinstance(storage, torch.TypedStorage):
             dtype = dtype or storage.dtype
-            storage = storage.untyped()
+            raw: torch.UntypedStorage = storage.untyped()  # type: ignore[no-untyped-call]
+        else:
+            raw = storage
+        storage = raw
         dtype = dtype or torch.uint8
         if storage.device.type != "cpu":
             raise RuntimeError(f"{call}: only CPU memory can be mapped, got {storage.device}")
@@ -309,11 +317,11 @@ class MemoryMappedTensor(Tensor):
                 f"{call}: shape {tuple(size)} of {dtype} needs {size.numel() * dtype.itemsize} "
                 f"bytes; the storage holds {storage.nbytes()}"
             )
-        flat = torch.empty(0, dtype=dtype).set_(storage, 0, (count,))
-        if storage.nbytes() and backing_of(storage) is None:
-            register(storage, None if own is None else os.path.abspath(own), size)
+        flat = torch.empty(0, dtype=dtype).set_(raw, 0, (count,), (1,))
+        if raw.nbytes() and backing_of(raw) is None:
+            register(raw, None if own is None else os.path.abspath(own), size)
         out = cls._wrap(flat[: size.numel()].view(size))
-        return out if index is None else out[index]
+        return out if index is None else _index(out, index)
 
     @classmethod
     def from_handler(
@@ -453,7 +461,8 @@ class MemoryMappedTensor(Tensor):
         """
         call = "MemoryMappedTensor.full"
         if fill_value is None and len(size) == 2 and not isinstance(size[0], int):
-            size, fill_value = (size[0],), size[1]
+            fill_value = size[1]
+            size = size[:1]
         if fill_value is None:
             raise TypeError(f"{call}: pass fill_value=")
         return cls._alloc(call, size, shape, dtype, device, filename, existsok, fill_value)

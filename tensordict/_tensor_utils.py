@@ -140,12 +140,12 @@ def _leaf(call: str, td: Any, key: NestedKey, which: str) -> Tensor:
 
 
 def _batch_dim(call: str, td: Any, dim: int) -> int:
-    n = td.ndim
+    n: int = td.ndim
     if n == 0 or not -n <= dim < n:
         raise ValueError(
             f"{call}: dim {dim} is not a batch dim of batch size {tuple(td.batch_size)}"
         )
-    return dim % n
+    return int(dim) % n
 
 
 def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> Tensor:
