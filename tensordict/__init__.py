@@ -1,5 +1,6 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._construct import (
     from_any,
@@ -75,6 +76,7 @@ __all__ = [
     "assert_close",
     "capture_non_tensor_stack",
     "cat",
+    "collate",
     "default_is_leaf",
     "dense_stack_tds",
     "from_any",
@@ -85,6 +87,7 @@ __all__ = [
     "from_tuple",
     "fromkeys",
     "get_defaults_to_none",
+    "group_by",
     "is_batchedtensor",
     "is_bool",
     "is_floating",
@@ -108,6 +111,7 @@ __all__ = [
     "set_list_to_stack",
     "stack",
     "tensorclass",
+    "unpad_sequence",
     "unravel_key",
     "unravel_key_list",
     "unravel_key_to_tuple",

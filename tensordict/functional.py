@@ -1,5 +1,6 @@
 """Public face of upstream's ``tensordict.functional``: functions over lists of TensorDicts."""
 
+from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._functional import (
     dense_stack_tds,
     make_tensordict,
@@ -8,4 +9,13 @@ from tensordict._functional import (
 )
 from tensordict._shape import pad
 
-__all__ = ["dense_stack_tds", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence"]
+__all__ = [
+    "collate",
+    "dense_stack_tds",
+    "group_by",
+    "make_tensordict",
+    "merge_tensordicts",
+    "pad",
+    "pad_sequence",
+    "unpad_sequence",
+]
