@@ -11,7 +11,7 @@ from torch import Tensor
 from tensordict._functional import maybe_dense_stack
 from tensordict._keys import NestedKey, key_path
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
-from tensordict._nontensor import NonTensor
+from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._td import TensorDict, is_tensor_collection
 
 __all__ = ["collate", "group_by", "unpad_sequence"]
@@ -104,9 +104,11 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> LazySt
         for key in keys:
             value = row.get(key)
             if isinstance(value, NonTensor):
-                if pad_dim < sample_ndim and spans:
+                if pad_dim < sample_ndim and spans and pad_dim == 0:
+                    # the pad slots of the row leave; the values are one entry of the sample
                     start, length = next(iter(spans.values()))
-                    value = value[(slice(None),) * pad_dim + (slice(start, start + length),)]
+                    kept = value.tolist()[start : start + length]
+                    value = NonTensorData(kept, batch_size=batch_size, device=value.device)
                 sample.set(key, value)
                 continue
             start, length = spans[key]

@@ -79,7 +79,12 @@ def pad_sequence(
     for key in keys:
         values = [td.get(key) for td in tds]
         if isinstance(values[0], NonTensor):
-            entries[key] = NonTensorStack.from_list([_value(v) for v in values])
+            raw = [_value(v) for v in values]
+            if ndim and pad_dim % ndim == 0 and all(isinstance(r, list) for r in raw):
+                # batched values of different lengths: the pad slots hold None
+                width = max(len(r) for r in raw)
+                raw = [r + [None] * (width - len(r)) for r in raw]
+            entries[key] = NonTensorStack.from_list(raw)
             continue
         if values[0].ndim == 0:
             raise RuntimeError(f"{call}: cannot pad the scalar entry {key!r}")

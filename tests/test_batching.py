@@ -93,3 +93,9 @@ def test_collate_pads_in_a_dataloader() -> None:
     assert torch.equal(batches[0]["seq"], expected)
     assert batches[0]["mask", "seq"].tolist() == [[True, True, True], [True, False, False]]
     assert batches[1]["y"].tolist() == [2, 2]
+
+
+def test_unpad_sequence_non_tensor_loses_pad_slots() -> None:
+    tds = [TensorDict({"a": torch.ones(n), "s": ["w"] * n}, [n]) for n in (1, 2)]
+    back = tensordict.unpad_sequence(tensordict.pad_sequence(tds, return_mask=True))
+    assert back[0]["s"] == ["w"] and back[1]["s"] == ["w", "w"]
