@@ -40,6 +40,7 @@ from tensordict._tensor_utils import (
 )
 from tensordict._tensorclass import is_tensorclass
 from tensordict._testing import assert_allclose_td, assert_close
+from tensordict._timeit import timeit
 
 __all__ = [
     "KEY_SEPARATOR",
@@ -72,6 +73,7 @@ __all__ = [
     "set_get_defaults_to_none",
     "set_lazy_legacy",
     "set_list_to_stack",
+    "timeit",
     "unravel_key",
     "unravel_key_list",
     "unravel_key_to_tuple",

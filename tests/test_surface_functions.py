@@ -280,3 +280,21 @@ def test_unbatched_tensor() -> None:
     u = UnbatchedTensor(torch.arange(3.0))
     assert type(u) is UnbatchedTensor and u.batch_size == ()
     assert type(u + 1) is torch.Tensor and torch.equal(u + 1, torch.arange(3.0) + 1)
+
+
+def test_timeit_accumulates() -> None:
+    utils.timeit._REG.pop("t", None)
+
+    @utils.timeit("t")
+    def fn() -> int:
+        return 1
+
+    for _ in range(3):
+        fn()
+    with pytest.raises(ValueError, match="boom"), utils.timeit("t"):
+        raise ValueError("boom")
+    mean, total, count = utils.timeit._REG["t"]
+    assert count == 4 and total >= 0 and mean == pytest.approx(total / 4)
+    utils.timeit.erase()
+    assert utils.timeit._REG["t"] == [0.0, 0.0, 0]
+    del utils.timeit._REG["t"]
