@@ -1,16 +1,58 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
 from tensordict._base import TensorDictBase
+from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._cloudpickle import CloudpickleWrapper
+from tensordict._construct import (
+    from_any,
+    from_dataclass,
+    from_dict,
+    from_namedtuple,
+    from_struct_array,
+    from_tuple,
+    fromkeys,
+)
+from tensordict._functional import (
+    dense_stack_tds,
+    make_tensordict,
+    maybe_dense_stack,
+    merge_tensordicts,
+    pad_sequence,
+)
+from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._predicates import (
+    default_is_leaf,
+    is_batchedtensor,
+    is_bool,
+    is_floating,
+    is_inexact,
+    is_integer,
+    is_leaf_nontensor,
+    is_non_tensor,
+)
 from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
+from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
+from tensordict._switches import (
+    capture_non_tensor_stack,
+    get_defaults_to_none,
+    lazy_legacy,
+    list_to_stack,
+    set_capture_non_tensor_stack,
+    set_get_defaults_to_none,
+    set_lazy_legacy,
+    set_list_to_stack,
+)
 from tensordict._td import TensorDict, is_tensor_collection
+from tensordict._tensor_utils import KEY_SEPARATOR, unravel_key_to_tuple
 from tensordict._tensorclass import TensorClass, is_tensorclass, tensorclass
+from tensordict._testing import assert_allclose_td, assert_close
+from tensordict._unbatched import UnbatchedTensor
 
 _register_safe_globals(TensorDict)
 _register_pytree()
@@ -18,6 +60,7 @@ _register_pytree()
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "KEY_SEPARATOR",
     "CloudpickleWrapper",
     "LazyStackedTensorDict",
     "MemmapTensor",
@@ -29,11 +72,49 @@ __all__ = [
     "TensorClass",
     "TensorDict",
     "TensorDictBase",
+    "TensorDictFuture",
+    "UnbatchedTensor",
+    "assert_allclose_td",
+    "assert_close",
+    "capture_non_tensor_stack",
+    "cat",
+    "collate",
+    "default_is_leaf",
+    "dense_stack_tds",
+    "from_any",
+    "from_dataclass",
+    "from_dict",
+    "from_namedtuple",
+    "from_struct_array",
+    "from_tuple",
+    "fromkeys",
+    "get_defaults_to_none",
+    "group_by",
+    "is_batchedtensor",
+    "is_bool",
+    "is_floating",
+    "is_inexact",
+    "is_integer",
+    "is_leaf_nontensor",
+    "is_non_tensor",
     "is_tensor_collection",
     "is_tensorclass",
+    "lazy_legacy",
     "lazy_stack",
+    "list_to_stack",
+    "make_tensordict",
+    "maybe_dense_stack",
+    "merge_tensordicts",
     "pad",
+    "pad_sequence",
+    "set_capture_non_tensor_stack",
+    "set_get_defaults_to_none",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "stack",
     "tensorclass",
+    "unpad_sequence",
     "unravel_key",
     "unravel_key_list",
+    "unravel_key_to_tuple",
 ]

@@ -5,69 +5,94 @@ from __future__ import annotations
 import math
 import os
 import warnings
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._memmap_backing import (
+    Backing,
+    MemmapExistsError,
+    backing_of,
+    prepare_file,
+    register,
+    rename_files,
+)
 from tensordict._torch_compat import disable_subclass_dispatch
 
-# storage address -> (file name, storage byte size): how views of a file-backed tensor find
-# their file again (torch re-wraps op results without our attributes)
-_FILES: dict[int, tuple[str, int]] = {}
+__all__ = [
+    "MemmapExistsError",
+    "MemmapTensor",
+    "Memmaptensor",
+    "MemoryMappedTensor",
+    "rename_files",
+]
+
+_NO_SHAPE = "pass a shape: f(2, 3), f((2, 3)) or f(shape=(2, 3))"
 
 
-def _shape_arg(call: str, shape: tuple[Any, ...]) -> torch.Size:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
-        shape = tuple(shape[0])
+def _shape_arg(call: str, size: tuple[Any, ...], shape: Any = None) -> torch.Size:
+    """The shape given as ``*size`` ints, one sequence, or the ``shape=`` keyword."""
+    if size and shape is not None:
+        raise TypeError(f"{call}: shape given both positionally and as shape=")
+    if not size:
+        if shape is None:
+            raise TypeError(f"{call}: {_NO_SHAPE}")
+        size = (shape,)
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    if any(isinstance(s, Tensor) and s.ndim > 0 for s in size):
+        raise TypeError(f"{call}: nested (ragged) shapes are not supported, got {size!r}")
     try:
-        size = torch.Size(shape)
+        out = torch.Size(size)
     except TypeError:
         raise TypeError(
-            f"{call}: shape must be ints or one sequence of ints, got {shape!r}"
+            f"{call}: shape must be ints or one sequence of ints, got {size!r}"
         ) from None
-    if any(s < 0 for s in size):
-        raise ValueError(f"{call}: shape must not hold negative sizes, got {tuple(size)}")
-    return size
+    if any(s < 0 for s in out):
+        raise ValueError(f"{call}: shape must not hold negative sizes, got {tuple(out)}")
+    return out
 
 
-def rename_files(old_dir: str, new_dir: str) -> None:
-    """Files under ``old_dir`` now live under ``new_dir`` (after a folder rename)."""
-    old_dir, new_dir = os.path.abspath(old_dir), os.path.abspath(new_dir)
-    for address, (name, nbytes) in list(_FILES.items()):
-        if name.startswith(old_dir + os.sep):
-            _FILES[address] = (new_dir + name[len(old_dir) :], nbytes)
+def _index(tensor: MemoryMappedTensor, index: Any) -> MemoryMappedTensor:
+    """``tensor[index]``: a view, so still memory-mapped (a copying index gives a Tensor)."""
+    return tensor[index]  # type: ignore[return-value]
 
 
-def _forget(address: int) -> None:
-    _FILES.pop(address, None)
+def _cpu(call: str, device: Any) -> None:
+    if device is not None and torch.device(device).type != "cpu":
+        raise RuntimeError(f"{call}: only CPU memory can be mapped, got device {str(device)!r}")
 
 
 def _map_file(
-    filename: str, dtype: torch.dtype, shape: torch.Size, normalised: bool = False
+    filename: str,
+    dtype: torch.dtype,
+    shape: torch.Size,
+    normalised: bool = False,
+    writable: bool = True,
 ) -> Tensor:
     """Map ``filename`` (which must already hold exactly the right number of bytes);
-    ``normalised`` says the name is already absolute and normal (the loader's are)."""
+    ``normalised`` says the name is already absolute and normal (the loader's are).
+    A file this process may not write is read into private memory instead."""
     numel = shape.numel()
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    flat = torch.from_file(filename, shared=True, size=numel, dtype=dtype)
-    storage = flat.untyped_storage()
-    address = storage.data_ptr()
-    _FILES[address] = (filename if normalised else os.path.abspath(filename), storage.nbytes())
-    weakref.finalize(storage, _forget, address)
+    flat = torch.from_file(filename, shared=writable, size=numel, dtype=dtype)
+    if writable:
+        name = filename if normalised else os.path.abspath(filename)
+        register(flat.untyped_storage(), name, shape)
     return flat.view(shape)
 
 
 class MemoryMappedTensor(Tensor):
     """A tensor whose data lives in a file, so it can be larger than RAM, shared between
     processes, and sent by reference (pickling sends the file name and the view, not
-    the data).
+    the data). Without a file, the data lives in anonymous shared memory.
 
     Results of operations that read the data are ordinary tensors; views (indexing,
-    slicing, reshaping) of a file-backed tensor stay file-backed.
+    slicing, reshaping) of a memory-mapped tensor stay memory-mapped.
 
     >>> import tempfile, os, pickle, torch
     >>> from tensordict import MemoryMappedTensor
@@ -79,14 +104,47 @@ class MemoryMappedTensor(Tensor):
     ('MemoryMappedTensor', True, 'Tensor')
     >>> len(pickle.dumps(view)) < 400
     True
+    >>> MemoryMappedTensor([1, 2, 3]).tolist()  # any tensor-like, copied to shared memory
+    [1, 2, 3]
     """
 
     @staticmethod
-    def __new__(cls, *args: Any, **kwargs: Any) -> MemoryMappedTensor:
-        raise TypeError(
-            "MemoryMappedTensor: use MemoryMappedTensor.from_tensor, .empty, .zeros, .ones, "
-            ".full, .from_filename or the *_like constructors"
+    def __new__(
+        cls,
+        source: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        shape: Any = None,
+        index: Any = None,
+        device: Any = None,
+        handler: Backing | None = None,
+        filename: str | os.PathLike[str] | None = None,
+    ) -> MemoryMappedTensor:
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(
+                f"MemoryMappedTensor: only CPU memory can be mapped, got device {str(device)!r}"
+            )
+        if isinstance(source, (str, os.PathLike)):
+            if filename is not None:
+                raise TypeError("MemoryMappedTensor: filename given twice (source and filename=)")
+            if dtype is None or shape is None:
+                raise TypeError("MemoryMappedTensor(filename): pass dtype= and shape= of the file")
+            return MemoryMappedTensor.from_filename(source, dtype, shape, index)
+        if isinstance(source, (torch.UntypedStorage, torch.TypedStorage)):
+            return MemoryMappedTensor.from_storage(
+                source, dtype=dtype, shape=shape, index=index, filename=filename
+            )
+        if handler is not None:
+            if dtype is None or shape is None:
+                raise TypeError("MemoryMappedTensor(handler=): pass dtype= and shape=")
+            return MemoryMappedTensor.from_handler(handler, dtype, shape, index)
+        out = MemoryMappedTensor.from_tensor(
+            torch.as_tensor(source, dtype=dtype), filename=filename, shape=shape
         )
+        return out if index is None else _index(out, index)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Everything happens in ``__new__``."""
 
     # ----------------------------------------------------------- construction
     @classmethod
@@ -95,19 +153,24 @@ class MemoryMappedTensor(Tensor):
 
     @classmethod
     def _allocate(
-        cls, call: str, size: torch.Size, dtype: torch.dtype, filename: Any, existsok: bool
+        cls,
+        call: str,
+        size: torch.Size,
+        dtype: torch.dtype,
+        filename: Any,
+        existsok: bool,
+        zero: bool = False,
     ) -> MemoryMappedTensor:
-        """A new tensor of ``size``: a fresh file of the right length, or shared memory."""
+        """A new tensor of ``size``: a fresh file (reads as zeros), or shared memory
+        (zeroed when ``zero``)."""
         if filename is None:
-            return cls._wrap(torch.empty(size, dtype=dtype).share_memory_())  # type: ignore[no-untyped-call]
+            fresh = torch.zeros(size, dtype=dtype) if zero else torch.empty(size, dtype=dtype)
+            fresh.share_memory_()  # type: ignore[no-untyped-call]
+            if fresh.numel():
+                register(fresh.untyped_storage(), None, size)
+            return cls._wrap(fresh)
         path = os.fspath(filename)
-        if os.path.exists(path) and not existsok:
-            raise FileExistsError(f"{call}: {path!r} exists (pass existsok=True to overwrite)")
-        if os.path.exists(path):
-            os.unlink(path)  # a new inode: tensors still mapping the old file keep their data
-        nbytes = size.numel() * torch.empty((), dtype=dtype).element_size()
-        with open(path, "wb") as handle:
-            handle.truncate(nbytes)
+        prepare_file(call, path, size.numel() * dtype.itemsize, existsok)
         return cls._wrap(_map_file(path, dtype, size))
 
     @classmethod
@@ -117,43 +180,169 @@ class MemoryMappedTensor(Tensor):
         *,
         filename: str | os.PathLike[str] | None = None,
         existsok: bool = False,
+        copy_existing: bool = False,
         copy_data: bool = True,
+        shape: Sequence[int] | None = None,
     ) -> MemoryMappedTensor:
         """A memory-mapped copy of ``input``: in ``filename``, or in anonymous shared memory.
 
-        ``copy_data=False`` allocates the file without copying the values (an expanded
-        ``input`` is never materialised).
+        ``input`` may live on any device; the copy is on the CPU. ``copy_data=False``
+        allocates without copying (the values read as zeros; an expanded ``input`` is never
+        materialised). ``shape`` allocates another shape, ``input`` broadcast into it.
+        A ``MemoryMappedTensor`` already where asked (same file, or shared memory asked
+        and had) is returned as is; copying one file-backed tensor to another file needs
+        ``copy_existing=True``, so data is never duplicated on disk by mistake.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> mm = MemoryMappedTensor.from_tensor(torch.arange(3))
+        >>> MemoryMappedTensor.from_tensor(mm) is mm
+        True
+        >>> MemoryMappedTensor.from_tensor(torch.ones(2), copy_data=False).tolist()
+        [0.0, 0.0]
         """
         call = "MemoryMappedTensor.from_tensor"
+        if isinstance(input, np.ndarray):
+            raise TypeError(f"{call}: convert the numpy array with torch.as_tensor first")
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{call}: expected a tensor, got {type(input).__name__}")
+        if isinstance(input, MemoryMappedTensor) and copy_data and shape is None:
+            mine = input.filename
+            wanted = None if filename is None else os.path.abspath(os.fspath(filename))
+            if mine == wanted and (mine is not None or input._handler is not None):
+                return input
+            if mine is not None and wanted is not None and not copy_existing:
+                raise RuntimeError(
+                    f"{call}: the tensor is already mapped from {mine!r}; pass "
+                    f"copy_existing=True to copy it to {wanted!r}"
+                )
         if input.requires_grad:
             raise RuntimeError(
                 f"{call}: MemoryMappedTensor does not support autograd; pass a detached tensor"
             )
-        out = cls._allocate(call, input.shape, input.dtype, filename, existsok)
-        if copy_data and input.numel():
+        size = input.shape if shape is None else _shape_arg(call, (shape,))
+        out = cls._allocate(call, size, input.dtype, filename, existsok, zero=not copy_data)
+        if copy_data and size.numel():
             with disable_subclass_dispatch():
                 out.copy_(input)
-        elif not copy_data and filename is None:
-            # a fresh file reads as zeros; make fresh shared memory (memmap_like) read the same
-            with disable_subclass_dispatch():
-                out.zero_()
         return out
 
     @classmethod
     def from_filename(
-        cls, filename: str | os.PathLike[str], dtype: torch.dtype, shape: Sequence[int]
+        cls,
+        filename: str | os.PathLike[str],
+        dtype: torch.dtype,
+        shape: Sequence[int],
+        index: Any = None,
     ) -> MemoryMappedTensor:
-        """Map an existing file of exactly ``prod(shape) * itemsize`` bytes (never grown)."""
+        """Map the file ``filename`` as a tensor of ``shape`` and ``dtype`` (then ``index``).
+
+        The file must hold exactly ``prod(shape) * itemsize`` bytes (it is never grown or
+        cut); a missing file is created, zero-filled. A file this process may not write
+        is read into private memory.
+
+        >>> import os, tempfile, torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.memmap")
+        >>> _ = MemoryMappedTensor.from_tensor(torch.arange(6), filename=path)
+        >>> MemoryMappedTensor.from_filename(path, torch.int64, (2, 3), index=1).tolist()
+        [3, 4, 5]
+        """
+        call = "MemoryMappedTensor.from_filename"
         path = os.fspath(filename)
-        size = _shape_arg("MemoryMappedTensor.from_filename", (tuple(shape),))
+        size = _shape_arg(call, (tuple(shape),))
         expected = math.prod(size) * dtype.itemsize
+        if not os.path.lexists(path):
+            prepare_file(call, path, expected, existsok=False)
         actual = os.path.getsize(path)
         if actual != expected:
             raise ValueError(
-                f"MemoryMappedTensor.from_filename: {path!r} holds {actual} bytes; shape "
-                f"{tuple(size)} of {dtype} needs {expected}"
+                f"{call}: {path!r} holds {actual} bytes; shape {tuple(size)} of {dtype} "
+                f"needs {expected}"
             )
-        return cls._wrap(_map_file(path, dtype, size))
+        out = cls._wrap(_map_file(path, dtype, size, writable=os.access(path, os.W_OK)))
+        return out if index is None else _index(out, index)
+
+    @classmethod
+    def from_storage(
+        cls,
+        storage: torch.UntypedStorage | torch.TypedStorage,
+        *,
+        shape: Sequence[int] | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        index: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        handler: Backing | None = None,
+    ) -> MemoryMappedTensor:
+        """A tensor of ``dtype`` and ``shape`` over the whole of ``storage`` (then ``index``).
+
+        A storage that is not yet shared is moved to shared memory (in place: tensors
+        already using it follow). ``filename``, when given, must be the storage's file.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> mm = MemoryMappedTensor.from_tensor(torch.arange(4, dtype=torch.int32))
+        >>> MemoryMappedTensor.from_storage(
+        ...     mm.untyped_storage(), dtype=torch.int32, shape=(2, 2)
+        ... ).tolist()
+        [[0, 1], [2, 3]]
+        """
+        call = "MemoryMappedTensor.from_storage"
+        _cpu(call, device)
+        if isinstance(storage, torch.TypedStorage):
+            dtype = dtype or storage.dtype
+            raw: torch.UntypedStorage = storage.untyped()  # type: ignore[no-untyped-call]
+        else:
+            raw = storage
+        storage = raw
+        dtype = dtype or torch.uint8
+        if storage.device.type != "cpu":
+            raise RuntimeError(f"{call}: only CPU memory can be mapped, got {storage.device}")
+        backing = backing_of(storage)
+        own = backing.filename if backing is not None else getattr(storage, "filename", None)
+        if filename is not None:
+            wanted = os.path.abspath(os.fspath(filename))
+            if own is None or os.path.abspath(own) != wanted:
+                raise RuntimeError(
+                    f"{call}: the storage is backed by {own or 'memory'!r}, not by the "
+                    f"filename {wanted!r}; pass filename=None"
+                )
+        if own is None and storage.nbytes() and not storage.is_shared():
+            storage.share_memory_()
+        count = storage.nbytes() // dtype.itemsize
+        size = torch.Size([count]) if shape is None else _shape_arg(call, (shape,))
+        if size.numel() > count:
+            raise ValueError(
+                f"{call}: shape {tuple(size)} of {dtype} needs {size.numel() * dtype.itemsize} "
+                f"bytes; the storage holds {storage.nbytes()}"
+            )
+        flat = torch.empty(0, dtype=dtype).set_(raw, 0, (count,), (1,))
+        if raw.nbytes() and backing_of(raw) is None:
+            register(raw, None if own is None else os.path.abspath(own), size)
+        out = cls._wrap(flat[: size.numel()].view(size))
+        return out if index is None else _index(out, index)
+
+    @classmethod
+    def from_handler(
+        cls, handler: Backing, dtype: torch.dtype, shape: Sequence[int], index: Any = None
+    ) -> MemoryMappedTensor:
+        """A new view of the shared memory behind ``handler`` (a tensor's ``_handler``).
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> mm = MemoryMappedTensor.zeros(4)
+        >>> view = MemoryMappedTensor.from_handler(mm._handler, torch.float32, (2, 2))
+        >>> _ = view.fill_(1)
+        >>> mm.tolist()
+        [1.0, 1.0, 1.0, 1.0]
+        """
+        if not isinstance(handler, Backing):
+            raise TypeError(
+                "MemoryMappedTensor.from_handler: expected the _handler of a MemoryMappedTensor, "
+                f"got {type(handler).__name__}"
+            )
+        return cls.from_storage(handler.buffer, dtype=dtype, shape=shape, index=index)
 
     @classmethod
     def _from_checked_file(
@@ -167,90 +356,221 @@ class MemoryMappedTensor(Tensor):
     def _alloc(
         cls,
         call: str,
-        shape: tuple[Any, ...],
+        size: tuple[Any, ...],
+        shape: Any,
         dtype: torch.dtype | None,
+        device: Any,
         filename: Any,
-        fill: Callable[[Tensor], Any] | None,
+        existsok: bool,
+        fill: Any = None,
     ) -> MemoryMappedTensor:
-        size = _shape_arg(call, shape)
-        out = cls._allocate(call, size, dtype or torch.get_default_dtype(), filename, False)
-        if fill is not None:
+        _cpu(call, device)
+        out = cls._allocate(
+            call,
+            _shape_arg(call, size, shape),
+            dtype or torch.get_default_dtype(),
+            filename,
+            existsok,
+            zero=fill == 0,
+        )
+        if fill is not None and fill != 0 and out.numel():
             with disable_subclass_dispatch():
-                fill(out)
+                out.fill_(fill)
         return out
 
     @classmethod
     def empty(
-        cls, *shape: Any, dtype: torch.dtype | None = None, filename: Any = None
+        cls,
+        *size: Any,
+        shape: Sequence[int] | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        existsok: bool = False,
     ) -> MemoryMappedTensor:
-        """An uninitialised memory-mapped tensor (``empty(2, 3)`` or ``empty((2, 3))``)."""
-        return cls._alloc("MemoryMappedTensor.empty", shape, dtype, filename, None)
+        """An uninitialised memory-mapped tensor: ``empty(2, 3)``, ``empty((2, 3))`` or
+        ``empty(shape=(2, 3))``; in ``filename`` (replaced with ``existsok``) or in
+        shared memory. ``device`` may only be the CPU.
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.empty(shape=(2, 3)).shape
+        torch.Size([2, 3])
+        """
+        call = "MemoryMappedTensor.empty"
+        return cls._alloc(call, size, shape, dtype, device, filename, existsok)
 
     @classmethod
     def zeros(
-        cls, *shape: Any, dtype: torch.dtype | None = None, filename: Any = None
+        cls,
+        *size: Any,
+        shape: Sequence[int] | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        existsok: bool = False,
     ) -> MemoryMappedTensor:
-        """A memory-mapped tensor of zeros."""
-        return cls._alloc("MemoryMappedTensor.zeros", shape, dtype, filename, Tensor.zero_)
+        """A memory-mapped tensor of zeros (arguments as ``empty``).
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.zeros(2, dtype=torch.int8).tolist()
+        [0, 0]
+        """
+        call = "MemoryMappedTensor.zeros"
+        return cls._alloc(call, size, shape, dtype, device, filename, existsok, 0)
 
     @classmethod
     def ones(
-        cls, *shape: Any, dtype: torch.dtype | None = None, filename: Any = None
+        cls,
+        *size: Any,
+        shape: Sequence[int] | None = None,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        existsok: bool = False,
     ) -> MemoryMappedTensor:
-        """A memory-mapped tensor of ones."""
-        return cls._alloc("MemoryMappedTensor.ones", shape, dtype, filename, lambda t: t.fill_(1))
+        """A memory-mapped tensor of ones (arguments as ``empty``).
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.ones((2,)).tolist()
+        [1.0, 1.0]
+        """
+        call = "MemoryMappedTensor.ones"
+        return cls._alloc(call, size, shape, dtype, device, filename, existsok, 1)
 
     @classmethod
     def full(
         cls,
-        shape: Sequence[int],
-        fill_value: float,
-        *,
+        *size: Any,
+        fill_value: Any = None,
+        shape: Sequence[int] | None = None,
         dtype: torch.dtype | None = None,
-        filename: Any = None,
+        device: Any = None,
+        filename: str | os.PathLike[str] | None = None,
+        existsok: bool = False,
     ) -> MemoryMappedTensor:
-        """A memory-mapped tensor filled with ``fill_value``."""
-        return cls._alloc(
-            "MemoryMappedTensor.full",
-            (tuple(shape),),
-            dtype,
-            filename,
-            lambda t: t.fill_(fill_value),
-        )
+        """A memory-mapped tensor filled with ``fill_value``: ``full(2, 3, fill_value=v)``,
+        ``full((2, 3), fill_value=v)``, ``full(shape=(2, 3), fill_value=v)`` or
+        ``full((2, 3), v)``; other arguments as ``empty``.
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.full(2, fill_value=3.5).tolist()
+        [3.5, 3.5]
+        >>> MemoryMappedTensor.full((1, 2), 7).tolist()
+        [[7.0, 7.0]]
+        """
+        call = "MemoryMappedTensor.full"
+        if fill_value is None and len(size) == 2 and not isinstance(size[0], int):
+            fill_value = size[1]
+            size = size[:1]
+        if fill_value is None:
+            raise TypeError(f"{call}: pass fill_value=")
+        return cls._alloc(call, size, shape, dtype, device, filename, existsok, fill_value)
 
     @classmethod
-    def empty_like(cls, input: Tensor, *, filename: Any = None) -> MemoryMappedTensor:
-        """Shape and dtype of ``input``, uninitialised."""
+    def empty_like(
+        cls, input: Tensor, *, filename: str | os.PathLike[str] | None = None
+    ) -> MemoryMappedTensor:
+        """Shape and dtype of ``input``, uninitialised.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.empty_like(torch.zeros(2, dtype=torch.int16)).dtype
+        torch.int16
+        """
         return cls.empty(input.shape, dtype=input.dtype, filename=filename)
 
     @classmethod
-    def zeros_like(cls, input: Tensor, *, filename: Any = None) -> MemoryMappedTensor:
-        """Shape and dtype of ``input``, zeros."""
+    def zeros_like(
+        cls, input: Tensor, *, filename: str | os.PathLike[str] | None = None
+    ) -> MemoryMappedTensor:
+        """Shape and dtype of ``input``, zeros.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.zeros_like(torch.ones(2)).tolist()
+        [0.0, 0.0]
+        """
         return cls.zeros(input.shape, dtype=input.dtype, filename=filename)
 
     @classmethod
-    def ones_like(cls, input: Tensor, *, filename: Any = None) -> MemoryMappedTensor:
-        """Shape and dtype of ``input``, ones."""
+    def ones_like(
+        cls, input: Tensor, *, filename: str | os.PathLike[str] | None = None
+    ) -> MemoryMappedTensor:
+        """Shape and dtype of ``input``, ones.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.ones_like(torch.zeros(2, dtype=torch.bool)).tolist()
+        [True, True]
+        """
         return cls.ones(input.shape, dtype=input.dtype, filename=filename)
 
     @classmethod
     def full_like(
-        cls, input: Tensor, fill_value: float, *, filename: Any = None
+        cls, input: Tensor, fill_value: Any, *, filename: str | os.PathLike[str] | None = None
     ) -> MemoryMappedTensor:
-        """Shape and dtype of ``input``, filled with ``fill_value``."""
-        return cls.full(input.shape, fill_value, dtype=input.dtype, filename=filename)
+        """Shape and dtype of ``input``, filled with ``fill_value``.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.full_like(torch.zeros(2, dtype=torch.int64), 4).tolist()
+        [4, 4]
+        """
+        return cls.full(input.shape, fill_value=fill_value, dtype=input.dtype, filename=filename)
 
     # ------------------------------------------------------------- properties
     @property
     def filename(self) -> str | None:
-        """The backing file, or None for anonymous shared memory (or a zero-size tensor)."""
+        """The backing file (absolute), or None for shared memory or a zero-size tensor.
+
+        (Upstream raises ``RuntimeError`` where there is no file; None is easier to test.)
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.zeros(2).filename is None
+        True
+        """
         if self.numel() == 0:
             return None
-        entry = _FILES.get(self.untyped_storage().data_ptr())
-        return entry[0] if entry else None
+        backing = backing_of(self.untyped_storage())
+        return backing.filename if backing is not None else None
+
+    @property
+    def _filename(self) -> str | None:
+        return self.filename
+
+    @property
+    def _handler(self) -> Backing | None:
+        """The shared-memory handler (None for a file-backed or zero-size tensor)."""
+        if self.numel() == 0:
+            return None
+        storage = self.untyped_storage()
+        backing = backing_of(storage)
+        if backing is None:  # e.g. received from another process
+            itemsize = self.dtype.itemsize
+            backing = register(storage, None, torch.Size([storage.nbytes() // itemsize]))
+        return backing if backing.filename is None else None
+
+    @property
+    def parent_shape(self) -> torch.Size:
+        """The shape the file or shared memory was allocated with (views share it).
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.zeros(4, 3)[1:, 0].parent_shape
+        torch.Size([4, 3])
+        """
+        if self.numel() == 0:
+            return self.shape
+        backing = backing_of(self.untyped_storage())
+        return backing.shape if backing is not None else self.shape
 
     def requires_grad_(self, requires_grad: bool = True) -> MemoryMappedTensor:
-        """Refused: gradients cannot flow into a file."""
+        """Refused: gradients cannot flow into a file.
+
+        >>> from tensordict import MemoryMappedTensor
+        >>> MemoryMappedTensor.zeros(1).requires_grad_(False).requires_grad
+        False
+        """
         if requires_grad:
             raise RuntimeError(
                 "MemoryMappedTensor.requires_grad_: memory-mapped tensors do not support "
@@ -323,8 +643,20 @@ def _from_file_view(
     return view.as_subclass(MemoryMappedTensor)
 
 
-def _deprecated(name: str) -> Callable[..., Any]:
-    def alias(*shape: Any, prefix: Any = None, dtype: torch.dtype | None = None, **kw: Any) -> Any:
+class _LegacyMeta(type):
+    """Metaclass of the deprecated spellings: calling one warns and builds a
+    ``MemoryMappedTensor``; every ``MemoryMappedTensor`` is an instance of them."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, MemoryMappedTensor)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, MemoryMappedTensor)
+
+    def __call__(
+        cls, *shape: Any, prefix: Any = None, dtype: torch.dtype | None = None, **kw: Any
+    ) -> Any:
+        name = cls.__name__
         warnings.warn(
             f"{name} is deprecated; use MemoryMappedTensor.empty(...) / .from_tensor(...)",
             DeprecationWarning,
@@ -338,22 +670,34 @@ def _deprecated(name: str) -> Callable[..., Any]:
             filename = os.path.join(os.fspath(prefix), f"{id(shape)}.memmap")
         return MemoryMappedTensor.zeros(*shape, dtype=dtype, filename=filename)
 
-    alias.__name__ = alias.__qualname__ = name
-    alias.__doc__ = f"""Deprecated alias: builds a zero-filled ``MemoryMappedTensor``; warns.
 
-    ``{name}(*shape, dtype=..., prefix=...)`` is ``MemoryMappedTensor.zeros`` with a file
-    under ``prefix``; ``{name}(tensor)`` is ``MemoryMappedTensor.from_tensor(tensor)``.
+class MemmapTensor(metaclass=_LegacyMeta):
+    """Deprecated spelling of ``MemoryMappedTensor``: calling it warns and builds one.
+
+    ``MemmapTensor(*shape, dtype=..., prefix=...)`` is ``MemoryMappedTensor.zeros`` with a
+    file under ``prefix``; ``MemmapTensor(tensor)`` is ``MemoryMappedTensor.from_tensor``.
+    ``isinstance(x, MemmapTensor)`` holds for every ``MemoryMappedTensor``.
 
     >>> import warnings
-    >>> from tensordict import {name}
+    >>> from tensordict import MemmapTensor, MemoryMappedTensor
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     tensor = {name}(2, 3)
+    ...     tensor = MemmapTensor(2, 3)
     >>> type(tensor).__name__, tensor.shape, caught[0].category.__name__
     ('MemoryMappedTensor', torch.Size([2, 3]), 'DeprecationWarning')
+    >>> isinstance(MemoryMappedTensor.zeros(1), MemmapTensor)
+    True
     """
-    return alias
 
 
-MemmapTensor = _deprecated("MemmapTensor")
-Memmaptensor = _deprecated("Memmaptensor")
+class Memmaptensor(metaclass=_LegacyMeta):
+    """Deprecated spelling of ``MemoryMappedTensor`` (as ``MemmapTensor``).
+
+    >>> import warnings
+    >>> from tensordict import Memmaptensor, MemoryMappedTensor
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     tensor = Memmaptensor(2)
+    >>> isinstance(tensor, Memmaptensor), isinstance(tensor, MemoryMappedTensor)
+    (True, True)
+    """

@@ -49,3 +49,8 @@ def disable_subclass_dispatch() -> Any:
 def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
     """One contiguous 1-D copy of ``tensors`` (same dtype) in order, built in one C++ call."""
     return torch._C._nn.flatten_dense_tensors(tensors)
+
+
+def is_batched(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a functorch batched tensor (seen inside ``vmap``)."""
+    return bool(torch._C._functorch.is_batchedtensor(tensor))

@@ -1,12 +1,83 @@
-"""Public helpers: key utilities and a printer for checkpoint folders."""
+"""Public face of upstream's ``tensordict.utils``: key helpers, predicates, behaviour switches,
+test assertions, and a printer for checkpoint folders."""
 
 from __future__ import annotations
 
 import os
 
+from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
+from tensordict._predicates import (
+    default_is_leaf,
+    is_batchedtensor,
+    is_bool,
+    is_floating,
+    is_inexact,
+    is_integer,
+    is_leaf_nontensor,
+    is_non_tensor,
+)
+from tensordict._switches import (
+    capture_non_tensor_stack,
+    get_defaults_to_none,
+    lazy_legacy,
+    list_to_stack,
+    set_capture_non_tensor_stack,
+    set_get_defaults_to_none,
+    set_lazy_legacy,
+    set_list_to_stack,
+)
+from tensordict._td import is_tensor_collection
+from tensordict._tensor_utils import (
+    KEY_SEPARATOR,
+    convert_ellipsis_to_idx,
+    expand_as_right,
+    expand_right,
+    infer_size_impl,
+    isin,
+    remove_duplicates,
+    unravel_key_to_tuple,
+)
+from tensordict._tensorclass import is_tensorclass
+from tensordict._testing import assert_allclose_td, assert_close
+from tensordict._timeit import timeit
 
-__all__ = ["NestedKey", "print_directory_tree", "unravel_key", "unravel_key_list"]
+__all__ = [
+    "KEY_SEPARATOR",
+    "NestedKey",
+    "TensorDictFuture",
+    "assert_allclose_td",
+    "assert_close",
+    "capture_non_tensor_stack",
+    "convert_ellipsis_to_idx",
+    "default_is_leaf",
+    "expand_as_right",
+    "expand_right",
+    "get_defaults_to_none",
+    "infer_size_impl",
+    "is_batchedtensor",
+    "is_bool",
+    "is_floating",
+    "is_inexact",
+    "is_integer",
+    "is_leaf_nontensor",
+    "is_non_tensor",
+    "is_tensor_collection",
+    "is_tensorclass",
+    "isin",
+    "lazy_legacy",
+    "list_to_stack",
+    "print_directory_tree",
+    "remove_duplicates",
+    "set_capture_non_tensor_stack",
+    "set_get_defaults_to_none",
+    "set_lazy_legacy",
+    "set_list_to_stack",
+    "timeit",
+    "unravel_key",
+    "unravel_key_list",
+    "unravel_key_to_tuple",
+]
 
 
 def print_directory_tree(
