@@ -25,7 +25,7 @@ from tensordict._format import register_type
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._protocol import CollectionProtocol
 from tensordict._td import TensorDict
-from tensordict._tensorclass_cast import cast_value, resolve_hints
+from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
 
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
@@ -58,7 +58,10 @@ def _field_property(name: str) -> property:
     def set_(self: Any, value: Any) -> None:
         _set_field(self, name, value)
 
-    return property(get, set_, doc=f"The field {name!r}.")
+    def del_(self: Any) -> None:
+        _set_field(self, name, None)
+
+    return property(get, set_, del_, doc=f"The field {name!r}.")
 
 
 def _set_field(obj: Any, name: str, value: Any) -> None:
@@ -101,6 +104,7 @@ class TensorClass(TensorDict):
     _defaults: ClassVar[dict[str, Any]] = {}
     _annotations: ClassVar[dict[str, Any]] = {}
     _hints: ClassVar[dict[str, tuple[Any, ...]] | None] = None
+    _hint_unions: ClassVar[frozenset[str]] = frozenset()
     _custom_setattr: ClassVar[bool] = False
     _shadowed: ClassVar[tuple[str, ...]] = ()
     _autocast = False
@@ -208,7 +212,7 @@ class TensorClass(TensorDict):
     def _field_hints(cls) -> dict[str, tuple[Any, ...]]:
         hints = cls.__dict__.get("_hints")
         if hints is None:  # resolved on first use: fields may name classes defined later
-            hints = resolve_hints(cls, cls._annotations)
+            hints, cls._hint_unions = resolve_hints(cls, cls._annotations)
             cls._hints = hints
         return hints
 
@@ -254,7 +258,9 @@ class TensorClass(TensorDict):
         if batch_size is not None and (auto_batch_size or batch_dims is not None):
             raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
         infer = batch_size is None and (auto_batch_size or batch_dims is not None)
-        out = cls(**input_dict, batch_size=None if infer else batch_size, device=device)
+        values = {name: None for name in cls._fields if name not in cls._defaults}
+        values.update(input_dict)  # absent fields without a default stay unset (None)
+        out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             inferred = TensorDict.from_dict(out.to_dict(), batch_dims=batch_dims).batch_size
             TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
@@ -345,7 +351,8 @@ def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     call = f"{cls.__name__}.__init__"
     if len(args) > len(fields):
         raise TypeError(
-            f"{call}: takes {len(fields)} positional fields {list(fields)}, got {len(args)}"
+            f"{call}: takes {len(fields) + 1} positional arguments but {len(args) + 1} were "
+            f"given (self and the fields {list(fields)})"
         )
     values = dict(zip(fields, args, strict=False))
     for key, value in kwargs.items():
@@ -417,8 +424,9 @@ def _setup(
         clash = sorted(set(fields) & _reserved())
         if clash:
             raise AttributeError(
-                f"tensorclass {cls.__name__}: field name(s) {clash} are TensorDict attributes; "
-                f"pass shadow=True (@tensorclass(shadow=True) or TensorClass['shadow']) to allow them"
+                f"tensorclass {cls.__name__}: Attribute name {clash[0]} can't be used with "
+                f"@tensorclass: field name(s) {clash} are TensorDict attributes; pass "
+                "shadow=True (@tensorclass(shadow=True) or TensorClass['shadow']) to allow them"
             )
     defaults: dict[str, Any] = {}
     annotations: dict[str, Any] = {}
@@ -458,6 +466,11 @@ def _setup(
         if n not in fields
     ]
     cls.__signature__ = inspect.Signature(params, __validate_parameters__=False)
+    # frozen instances hash by identity (dict keys, sets); others are unhashable
+    cls.__hash__ = object.__hash__ if frozen else None  # type: ignore[assignment]
+    if tensor_only:
+        check_tensor_only(cls, cls._field_hints())
+        cls._hints = None  # resolved again on first use, when later names exist
     register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
 
 
