@@ -334,6 +334,19 @@ class TensorClass(TensorDict):
                 f"{cls.__name__} has no field {name!r}; fields are {list(cls._fields)}"
             )
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if (
+            isinstance(value, TensorClass)
+            and type(value) is not type(self)
+            and value._field_set != type(self)._field_set
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.__setitem__: __setitem__ is only allowed for same-class "
+                f"or compatible class (same fields) assignment; got {type(value).__name__} with "
+                f"fields {list(value._fields)}, expected {list(type(self)._fields)}"
+            )
+        super().__setitem__(index, value)
+
     def __repr__(self) -> str:
         return _tc_repr(self)
 

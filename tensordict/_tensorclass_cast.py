@@ -15,6 +15,7 @@ from torch import Tensor
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._protocol import CollectionProtocol
 
+_LEGACY_TENSOR_TYPE = type(torch.IntTensor)
 _CASTABLE = (int, float, bool, np.ndarray, np.number, np.bool_)
 _SCALARS = (int, float, bool, str)
 
@@ -81,7 +82,10 @@ def check_tensor_only(cls: Any, hints: Mapping[str, tuple[Any, ...]]) -> None:
         for t in types_:
             if t is Unresolved:
                 continue
-            if not (isinstance(t, type) and issubclass(t, (Tensor, CollectionProtocol))):
+            if not (
+                isinstance(t, _LEGACY_TENSOR_TYPE)  # torch.IntTensor, torch.LongTensor, ...
+                or (isinstance(t, type) and issubclass(t, (Tensor, CollectionProtocol, NonTensor)))
+            ):
                 raise TypeError(
                     f"tensorclass {cls.__name__}: field {name!r} is annotated "
                     f"{getattr(t, '__name__', t)!s}; tensor_only requires types to be Tensor, "
@@ -94,8 +98,10 @@ def _is_tensor_type(hint: Any) -> bool:
 
 
 def _collection_type(hints: tuple[Any, ...]) -> Any:
+    from tensordict._td import is_tensor_collection
+
     for hint in hints:
-        if isinstance(hint, type) and issubclass(hint, CollectionProtocol):
+        if isinstance(hint, type) and is_tensor_collection(hint):
             return hint
     return None
 

@@ -381,3 +381,38 @@ def test_custom_setattr_sees_construction() -> None:
     w = Watched(torch.zeros(()))
     w.a = torch.ones(())
     assert seen == ["a", "a"] and w.a == 1
+
+
+def test_setitem_from_another_class() -> None:
+    @tensorclass
+    class A:
+        x: torch.Tensor
+        y: torch.Tensor
+
+    @tensorclass
+    class B:
+        y: torch.Tensor
+        x: torch.Tensor
+
+    @tensorclass
+    class C:
+        x: torch.Tensor
+        z: torch.Tensor
+
+    a = A(torch.zeros(3), torch.zeros(3), batch_size=[3])
+    a[:2] = B(torch.ones(2), torch.ones(2), batch_size=[2])
+    assert torch.equal(a.x, torch.tensor([1.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"A.__setitem__: .* got C with fields \['x', 'z'\]"):
+        a[:2] = C(torch.ones(2), torch.ones(2), batch_size=[2])
+
+
+def test_tensor_only_checks_annotations() -> None:
+    class T(TensorClass["tensor_only"]):
+        a: torch.IntTensor
+        b: Optional[TensorDict] = None  # noqa: UP045
+
+    assert torch.equal(T(1).a, torch.tensor(1))
+    with pytest.raises(TypeError, match="field 'b' is annotated Any; tensor_only requires"):
+
+        class U(TensorClass["tensor_only"]):
+            b: Any
