@@ -9,9 +9,7 @@ from typing import Any
 from tensordict._tensorclass import TensorClass, is_tensorclass
 
 
-def _tensorclass_from(
-    source: type, name: str, flags: dict[str, bool]
-) -> type[TensorClass]:
+def _tensorclass_from(source: type, name: str, flags: dict[str, bool]) -> type[TensorClass]:
     """A TensorClass subclass with the fields (names, annotations, defaults) of ``source``."""
     try:
         hints = typing.get_type_hints(source)
@@ -86,7 +84,7 @@ def from_dataclass(
         )
     if auto_batch_size and batch_size is not None:
         raise ValueError("from_dataclass: pass batch_size or auto_batch_size, not both")
-    cls = dest_cls or _tensorclass_from(type(obj), type(obj).__name__ + "_tc", flags)
+    cls: Any = dest_cls or _tensorclass_from(type(obj), type(obj).__name__ + "_tc", flags)
     # the values themselves (dataclasses.asdict would deep-copy them and unlock TensorDicts)
     values = {spec.name: getattr(obj, spec.name) for spec in dataclasses.fields(obj)}
     for key, value in values.items():

@@ -140,7 +140,7 @@ class NonTensor:
         >>> NonTensorStack("a", "b", "c", "d").unflatten(0, (2, 2)).shape
         torch.Size([2, 2])
         """
-        return self._op(lambda p: p.unflatten(dim, sizes), "unflatten", spread=False)
+        return self._op(lambda p: torch.unflatten(p, dim, tuple(sizes)), "unflatten", spread=False)
 
     def squeeze(self, dim: int | None = None) -> NonTensor:
         """Drop batch dims of size 1 (or only ``dim``).
@@ -230,9 +230,33 @@ class NonTensor:
         ['a', 'b']
         """
         values = self._values()
-        return tuple(
-            _from_positions(self, values, p, False) for p in self._positions().unbind(dim)
-        )
+        return tuple(_from_positions(self, values, p, False) for p in self._positions().unbind(dim))
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """``torch.stack`` and ``torch.cat`` of non-tensor entries: a NonTensorStack (a
+        MetaData when every entry is a MetaData holding an equal value)."""
+        kwargs = kwargs or {}
+        if func not in (torch.stack, torch.cat) or not args:
+            return NotImplemented
+        entries = list(args[0])
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        if not entries or not all(isinstance(e, NonTensor) for e in entries):
+            return NotImplemented
+        name = "torch.stack" if func is torch.stack else "torch.cat"
+        values, positions = _join([as_stack(e) for e in entries], func, dim, name)
+        first = entries[0]
+        if isinstance(first, MetaData) and all(
+            isinstance(e, MetaData) and same_value(e.data, first.data) for e in entries
+        ):
+            return first._with(positions.shape, first.device)
+        return NonTensorStack._from_positions(values, positions, first.device)
 
     def __getitem__(self, index: Any) -> NonTensor:
         return self._op(lambda p: p[index], "__getitem__", spread=False)
@@ -517,7 +541,9 @@ class NonTensorStack(NonTensor):
         return self.values
 
     def _with(self, batch_size: torch.Size, device: torch.device | None) -> NonTensor:
-        if batch_size == self.batch_size:
+        if self.batch_size[: len(batch_size)] == batch_size:
+            # the same batch, or a longer one that starts with it (stored as it is, like a
+            # tensor whose shape starts with the batch size)
             return NonTensorStack._from_positions(self.values, self.positions, device)
         used = sorted(set(self.positions.reshape(-1).tolist()))
         first = self.values[used[0]] if used else None
@@ -627,13 +653,14 @@ def _rebuild(*args: Any) -> NonTensorData:
     if len(args) == 3:
         return NonTensorData(*args)
     cls, data, batch_size, device = args
-    return cls(data, batch_size, device)
+    out: NonTensorData = cls(data, batch_size, device)
+    return out
 
 
 def _rebuild_meta(
     kind: type | None, data: Any, batch_size: tuple[int, ...], device: torch.device | None
 ) -> MetaData:
-    cls = MetaData if kind is None else MetaData[kind]
+    cls = MetaData if kind is None else MetaData.__class_getitem__(kind)
     return cls(data, batch_size, device)
 
 

@@ -11,6 +11,7 @@ attribute a method sets is an ordinary instance attribute in ``__dict__``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import typing
@@ -147,7 +148,9 @@ class TensorClass(TensorDict):
         base = _PARAMETRIZED.get(key)
         if base is None:
             name = f"{cls.__name__}_{'_'.join(key[1])}"
-            base = type(cls)(name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(key[1], True))
+            base = type(cls)(  # type: ignore[misc]
+                name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(key[1], True)
+            )
             _PARAMETRIZED[key] = base
         return base
 
@@ -262,7 +265,8 @@ class TensorClass(TensorDict):
         values.update(input_dict)  # absent fields without a default stay unset (None)
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
-            inferred = TensorDict.from_dict(out.to_dict(), batch_dims=batch_dims).batch_size
+            plain: dict[Any, Any] = out.to_dict()
+            inferred = TensorDict.from_dict(plain, batch_dims=batch_dims).batch_size
             TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
         if names is not None:
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
@@ -282,11 +286,12 @@ class TensorClass(TensorDict):
             k: v.to_tensordict() if isinstance(v, TensorClass) else v
             for k, v in self._tensordict.items()
         }
-        out = TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
-        return out
+        return TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
 
     @classmethod
-    def from_tensordict(cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None) -> Any:
+    def from_tensordict(
+        cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None
+    ) -> Any:
         """An instance over the entries of ``tensordict`` (shared, not copied).
 
         >>> import torch
@@ -418,9 +423,7 @@ def _setup(
     if autocast and nocast:
         raise TypeError(f"tensorclass {cls.__name__}: autocast and nocast exclude each other")
     if tensor_only and (autocast or nocast):
-        raise TypeError(
-            f"tensorclass {cls.__name__}: tensor_only excludes autocast and nocast"
-        )
+        raise TypeError(f"tensorclass {cls.__name__}: tensor_only excludes autocast and nocast")
     # a field redeclared without a value keeps the base's default, as in dataclasses
     own = inspect.get_annotations(cls)
     for name in own:
@@ -428,7 +431,7 @@ def _setup(
             for base in cls.__mro__[1:]:
                 spec = getattr(base, "__dataclass_fields__", {}).get(name)
                 if spec is not None:
-                    setattr(cls, name, dataclasses.field(default=spec.default, default_factory=spec.default_factory))  # type: ignore[call-overload]
+                    setattr(cls, name, copy.copy(spec))
                     break
     dataclasses.dataclass(init=False, repr=False, eq=False, match_args=False)(cls)
     specs = dataclasses.fields(cls)
@@ -447,7 +450,7 @@ def _setup(
         if spec.default is not _MISSING:
             defaults[spec.name] = spec.default
         elif spec.default_factory is not _MISSING:
-            defaults[spec.name] = _Factory(spec.default_factory)
+            defaults[spec.name] = _Factory(spec.default_factory)  # type: ignore[arg-type]
         annotations[spec.name] = spec.type
         setattr(cls, spec.name, _field_property(spec.name))
     cls._fields = fields
@@ -468,7 +471,7 @@ def _setup(
         inspect.Parameter(
             f.name,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=inspect.Parameter.empty if f.name not in defaults else defaults[f.name],
+            default=defaults.get(f.name, inspect.Parameter.empty),
             annotation=f.type,
         )
         for f in specs
@@ -480,7 +483,7 @@ def _setup(
     ]
     cls.__signature__ = inspect.Signature(params, __validate_parameters__=False)
     # frozen instances hash by identity (dict keys, sets); others are unhashable
-    cls.__hash__ = object.__hash__ if frozen else None  # type: ignore[assignment]
+    cls.__hash__ = object.__hash__ if frozen else None
     if tensor_only:
         check_tensor_only(cls, cls._field_hints())
         cls._hints = None  # resolved again on first use, when later names exist

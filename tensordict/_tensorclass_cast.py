@@ -41,7 +41,7 @@ def _resolve(ann: Any, globalns: dict[str, Any], localns: dict[str, Any]) -> Any
         if not isinstance(ann, str):
             return ann
         try:
-            ann = eval(ann, globalns, localns)  # noqa: S307 - the class's own annotation
+            ann = eval(ann, globalns, localns)
         except Exception:  # unresolvable: the field takes values as they come
             return Unresolved
     return Unresolved
@@ -72,7 +72,9 @@ def resolve_hints(
 def _flat_types(hint: Any) -> tuple[Any, ...]:
     out: list[Any] = []
     for t in hint_types(hint):
-        out.extend(_flat_types(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else [t])
+        out.extend(
+            _flat_types(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else [t]
+        )
     return tuple(out)
 
 
@@ -191,7 +193,9 @@ def _as_tensor(cls: Any, name: str, value: Any, hints: tuple[Any, ...]) -> Tenso
         ) from None
 
 
-def _from_mapping(target: Any, value: Mapping[str, Any], batch_size: torch.Size, device: Any) -> Any:
+def _from_mapping(
+    target: Any, value: Mapping[str, Any], batch_size: torch.Size, device: Any
+) -> Any:
     from tensordict._td import TensorDict
 
     if target is None or not getattr(target, "_is_tensorclass", False):
