@@ -508,11 +508,13 @@ def _tc_repr(obj: Any) -> str:
         value = obj._tensordict[name]
         text = repr(value.data) if type(value) is NonTensorData else _entry(value)
         lines.append(f"{name}={text}")
-    lines += [
-        f"batch_size={obj._batch_size}",
-        f"device={obj._device}",
-        f"is_shared={obj.is_shared()}",
-    ]
+    shadowed = type(obj)._shadowed  # fields named batch_size/device print as fields
+    lines.append(
+        f"shape={obj._batch_size}" if "batch_size" in shadowed else f"batch_size={obj._batch_size}"
+    )
+    if "device" not in shadowed:
+        lines.append(f"device={obj._device}")
+    lines.append(f"is_shared={obj.is_shared()}")
     return f"{type(obj).__name__}(\n" + _indent(",\n".join(lines)) + ")"
 
 

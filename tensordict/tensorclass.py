@@ -8,6 +8,7 @@ from tensordict._nontensor import (
     NonTensorStack,
     is_non_tensor,
 )
+from tensordict._tensor_attrs import TensorAttrs
 from tensordict._tensorclass import TensorClass, is_tensorclass, tensorclass
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "NonTensorData",
     "NonTensorDataBase",
     "NonTensorStack",
+    "TensorAttrs",
     "TensorClass",
     "from_dataclass",
     "is_non_tensor",

@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorStack, TensorClass, TensorDict, is_tensorclass, tensorclass
+from tensordict import (
+    NonTensorStack,
+    TensorAttrs,
+    TensorClass,
+    TensorDict,
+    is_tensorclass,
+    tensorclass,
+)
 
 
 @tensorclass
@@ -416,3 +423,14 @@ def test_tensor_only_checks_annotations() -> None:
 
         class U(TensorClass["tensor_only"]):
             b: Any
+
+
+def test_tensor_attrs() -> None:
+    t = torch.zeros(2, 3, dtype=torch.float64)
+    a = TensorAttrs.from_tensor(t)
+    assert (a.tgt_device, a.tgt_dtype, a.tgt_shape) == (t.device, t.dtype, t.shape)
+    assert a.batch_size == () and is_tensorclass(a)
+    only = TensorAttrs.from_tensor(t, fields=("dtype",))
+    assert only.tgt_dtype == torch.float64 and only.tgt_device is None and only.tgt_shape is None
+    with pytest.raises(ValueError, match=r"TensorAttrs.from_tensor: unknown field\(s\) \['size'\]"):
+        TensorAttrs.from_tensor(t, fields=("size",))
