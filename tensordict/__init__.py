@@ -5,7 +5,6 @@ from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._construct import (
     from_any,
-    from_dataclass,
     from_dict,
     from_namedtuple,
     from_struct_array,
@@ -23,7 +22,6 @@ from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
-from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._predicates import (
     default_is_leaf,
     is_batchedtensor,
@@ -32,7 +30,6 @@ from tensordict._predicates import (
     is_inexact,
     is_integer,
     is_leaf_nontensor,
-    is_non_tensor,
 )
 from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
@@ -50,9 +47,23 @@ from tensordict._switches import (
 )
 from tensordict._td import TensorDict, is_tensor_collection
 from tensordict._tensor_utils import KEY_SEPARATOR, unravel_key_to_tuple
-from tensordict._tensorclass import TensorClass, is_tensorclass, tensorclass
 from tensordict._testing import assert_allclose_td, assert_close
 from tensordict._unbatched import UnbatchedTensor
+
+# one statement: importing the tensordict.tensorclass module binds the package attribute
+# `tensorclass` to the module, and the from-import then rebinds it to the decorator
+from tensordict.tensorclass import (
+    MetaData,
+    NonTensorData,
+    NonTensorDataBase,
+    NonTensorStack,
+    TensorAttrs,
+    TensorClass,
+    from_dataclass,
+    is_non_tensor,
+    is_tensorclass,
+    tensorclass,
+)
 
 _register_safe_globals(TensorDict)
 _register_pytree()
@@ -63,12 +74,15 @@ __all__ = [
     "KEY_SEPARATOR",
     "CloudpickleWrapper",
     "LazyStackedTensorDict",
+    "MetaData",
     "MemmapTensor",
     "MemoryMappedTensor",
     "Memmaptensor",
     "NestedKey",
     "NonTensorData",
+    "NonTensorDataBase",
     "NonTensorStack",
+    "TensorAttrs",
     "TensorClass",
     "TensorDict",
     "TensorDictBase",

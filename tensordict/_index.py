@@ -163,7 +163,7 @@ class IndexOps(DenseStorage):
                 self._tensordict[key] = item._with(self._batch_size, self._device)
                 return
             blank = torch.zeros(self._batch_size, dtype=torch.long)
-            current = NonTensorStack([None], blank, self._device)
+            current = NonTensorStack._from_positions([None], blank, self._device)
         if not isinstance(current, NonTensor):
             raise TypeError(
                 f"TensorDict[]=: key {key!r} holds a {type(current).__name__}; "

@@ -267,7 +267,9 @@ class _Loader:
             if not isinstance(values, list):
                 raise FormatError(f"{self.call}: {path!r} key {key!r} has no list of values")
             try:
-                stack = NonTensorStack(values, torch.tensor(positions, dtype=torch.long))
+                stack = NonTensorStack._from_positions(
+                    values, torch.tensor(positions, dtype=torch.long)
+                )
             except (TypeError, ValueError, RuntimeError) as err:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r}: bad positions: {err}"

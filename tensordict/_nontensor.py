@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -12,22 +13,56 @@ from tensordict._batch import BatchSizeLike, DeviceLike, as_batch_size, as_devic
 
 
 class NonTensor:
-    """What TensorDict operations need of a non-tensor entry.
+    """What TensorDict operations need of a non-tensor entry, and the shape methods a user
+    calls on one.
 
     ``_remap(fn, new_bs)`` follows a re-arrangement of the batch: ``fn`` is the same
     function the operation applies to tensor leaves, given here a tensor of element
-    positions, so per-element values stay aligned with the batch whatever the op.
+    positions, so per-element values stay aligned with the batch whatever the op. The
+    public shape methods (``reshape``, ``view``, ``flatten``, ``squeeze``, ``unsqueeze``,
+    ``permute``, ``expand``, ``repeat``, ``[index]``, ...) are written once on the same
+    positions: a result with one element per batch position is a NonTensorStack, a
+    0-dim one is a NonTensorData.
     """
 
     __slots__ = ("batch_size", "device")
 
     batch_size: torch.Size
     device: torch.device | None
+    _is_non_tensor: ClassVar[bool] = True
 
     @property
     def shape(self) -> torch.Size:
         """The batch size, as ``Tensor.shape`` is a tensor's size."""
         return self.batch_size
+
+    @property
+    def dtype(self) -> None:
+        """Always None: non-tensor data has no dtype (as a TensorDict without a common one)."""
+        return None
+
+    @property
+    def ndim(self) -> int:
+        """The number of batch dimensions."""
+        return len(self.batch_size)
+
+    def dim(self) -> int:
+        """The number of batch dimensions.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData("x", batch_size=[2, 3]).dim()
+        2
+        """
+        return len(self.batch_size)
+
+    def numel(self) -> int:
+        """The number of batch elements.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData("x", batch_size=[2, 3]).numel()
+        6
+        """
+        return math.prod(self.batch_size)
 
     def _with(self, batch_size: torch.Size, device: torch.device | None) -> NonTensor:
         raise NotImplementedError  # each subclass says how it follows a new batch size
@@ -47,39 +82,286 @@ class NonTensor:
         """What ``td[key]`` returns for this entry."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------- shape methods
+    def _positions(self) -> Tensor:
+        raise NotImplementedError
 
-class NonTensorData(NonTensor):
+    def _values(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _op(self, fn: Callable[[Tensor], Tensor], call: str, spread: bool = True) -> NonTensor:
+        """Apply a shape function to the element positions and rebuild.
+
+        ``spread`` is False for ops that only re-view one shared value (a NonTensorData
+        then stays one); expanding ones (``expand``, ``unsqueeze``, ``repeat``) spread it
+        into a stack as upstream does.
+        """
+        try:
+            positions = fn(self._positions())
+        except (RuntimeError, IndexError, TypeError, ValueError) as err:
+            raise type(err)(f"{type(self).__name__}.{call}: {err}") from None
+        return _from_positions(self, self._values(), positions, spread)
+
+    def reshape(self, *shape: Any) -> NonTensor:
+        """The same values with another batch shape.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b", "c", "d").reshape(2, 2).tolist()
+        [['a', 'b'], ['c', 'd']]
+        """
+        size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return self._op(lambda p: p.reshape(*size), "reshape", spread=False)
+
+    def view(self, *shape: Any) -> NonTensor:
+        """Alias of :meth:`reshape` (non-tensor values have no storage to share).
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b").view(2, 1).shape
+        torch.Size([2, 1])
+        """
+        size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return self._op(lambda p: p.reshape(*size), "view", spread=False)
+
+    def flatten(self, start_dim: int | None = 0, end_dim: int | None = -1) -> NonTensor:
+        """Merge the batch dims ``start_dim..end_dim``; a 0-dim batch becomes ``(1,)``.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData(0).flatten().tolist()
+        [0]
+        """
+        s = 0 if start_dim is None else start_dim
+        e = -1 if end_dim is None else end_dim
+        return self._op(lambda p: p.flatten(s, e), "flatten", spread=False)
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> NonTensor:
+        """Split batch dim ``dim`` into ``sizes``.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b", "c", "d").unflatten(0, (2, 2)).shape
+        torch.Size([2, 2])
+        """
+        return self._op(lambda p: torch.unflatten(p, dim, tuple(sizes)), "unflatten", spread=False)
+
+    def squeeze(self, dim: int | None = None) -> NonTensor:
+        """Drop batch dims of size 1 (or only ``dim``).
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a").squeeze()
+        NonTensorData(data=a, batch_size=torch.Size([]), device=None)
+        """
+        return self._op(
+            (lambda p: p.squeeze()) if dim is None else (lambda p: p.squeeze(dim)),
+            "squeeze",
+            spread=False,
+        )
+
+    def unsqueeze(self, dim: int) -> NonTensor:
+        """Insert a batch dim of size 1 at ``dim``.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData(3).unsqueeze(0)
+        NonTensorStack([3], batch_size=torch.Size([1]), device=None)
+        """
+        return self._op(lambda p: p.unsqueeze(dim), "unsqueeze")
+
+    def permute(self, *dims: Any) -> NonTensor:
+        """Reorder the batch dims.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack.from_list([["a", "b"]]).permute(1, 0).tolist()
+        [['a'], ['b']]
+        """
+        order = dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims
+        return self._op(lambda p: p.permute(*order), "permute", spread=False)
+
+    def transpose(self, dim0: int, dim1: int) -> NonTensor:
+        """Swap two batch dims.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack.from_list([["a", "b"]]).transpose(0, 1).shape
+        torch.Size([2, 1])
+        """
+        return self._op(lambda p: p.transpose(dim0, dim1), "transpose", spread=False)
+
+    def flip(self, dims: Any) -> NonTensor:
+        """Reverse the order of the values along ``dims``.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b").flip(0).tolist()
+        ['b', 'a']
+        """
+        d = [dims] if isinstance(dims, int) else list(dims)
+        return self._op(lambda p: p.flip(d), "flip", spread=False)
+
+    def expand(self, *shape: Any) -> NonTensor:
+        """Broadcast to a larger batch shape (one value per new element).
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData(0, batch_size=[3]).expand(2, 3).tolist()
+        [[0, 0, 0], [0, 0, 0]]
+        """
+        size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return self._op(lambda p: p.expand(*size), "expand")
+
+    def repeat(self, *repeats: Any) -> NonTensor:
+        """Tile the values along each batch dim, as ``Tensor.repeat``.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b").repeat(2).tolist()
+        ['a', 'b', 'a', 'b']
+        """
+        reps = repeats[0] if len(repeats) == 1 and not isinstance(repeats[0], int) else repeats
+        return self._op(lambda p: p.repeat(*reps), "repeat")
+
+    def repeat_interleave(self, repeats: Any, dim: int | None = None) -> NonTensor:
+        """Repeat each value ``repeats`` times along ``dim``, as ``Tensor.repeat_interleave``.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("a", "b").repeat_interleave(2, dim=0).tolist()
+        ['a', 'a', 'b', 'b']
+        """
+        return self._op(lambda p: p.repeat_interleave(repeats, dim=dim), "repeat_interleave")
+
+    def unbind(self, dim: int = 0) -> tuple[NonTensor, ...]:
+        """The entries along ``dim``, one per index.
+
+        >>> from tensordict import NonTensorStack
+        >>> [x.data for x in NonTensorStack("a", "b").unbind(0)]
+        ['a', 'b']
+        """
+        values = self._values()
+        return tuple(_from_positions(self, values, p, False) for p in self._positions().unbind(dim))
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """``torch.stack`` and ``torch.cat`` of non-tensor entries: a NonTensorStack (a
+        MetaData when every entry is a MetaData holding an equal value)."""
+        kwargs = kwargs or {}
+        if func not in (torch.stack, torch.cat) or not args:
+            return NotImplemented
+        entries = list(args[0])
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else 0)
+        if not entries or not all(isinstance(e, NonTensor) for e in entries):
+            return NotImplemented
+        name = "torch.stack" if func is torch.stack else "torch.cat"
+        values, positions = _join([as_stack(e) for e in entries], func, dim, name)
+        first = entries[0]
+        if isinstance(first, MetaData) and all(
+            isinstance(e, MetaData) and same_value(e.data, first.data) for e in entries
+        ):
+            return first._with(positions.shape, first.device)
+        return NonTensorStack._from_positions(values, positions, first.device)
+
+    def __getitem__(self, index: Any) -> NonTensor:
+        return self._op(lambda p: p[index], "__getitem__", spread=False)
+
+    def __bool__(self) -> bool:
+        return True  # an entry is there, whatever its batch size
+
+    def __len__(self) -> int:
+        if not self.batch_size:
+            raise TypeError(f"{type(self).__name__}: len() of a 0-dim batch")
+        return self.batch_size[0]
+
+    def where(
+        self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None
+    ) -> NonTensorStack:
+        """This entry's values where ``condition`` holds, ``other``'s elsewhere.
+
+        >>> import torch
+        >>> from tensordict import NonTensorStack
+        >>> a, b = NonTensorStack("a", "a"), NonTensorStack("b", "b")
+        >>> a.where(torch.tensor([True, False]), b).tolist()
+        ['a', 'b']
+        """
+        mine = as_stack(self)
+        theirs = as_stack(other if isinstance(other, NonTensor) else NonTensorData(other))
+        positions = torch.where(
+            condition.expand(mine.batch_size),
+            mine.positions,
+            theirs.positions.expand(mine.batch_size) + len(mine.values),
+        )
+        return NonTensorStack._from_positions(
+            [*mine.values, *theirs.values], positions, self.device
+        )
+
+
+def _from_positions(
+    like: NonTensor, values: list[Any], positions: Tensor, spread: bool
+) -> NonTensor:
+    """A NonTensorData when ``like`` is one and the op does not spread it, or when the
+    result has a 0-dim batch; otherwise a NonTensorStack."""
+    if isinstance(like, NonTensorData) and (not spread or like._shared):
+        return like._with(positions.shape, like.device)
+    if positions.ndim == 0:
+        return NonTensorData(values[int(positions)], torch.Size(), like.device)
+    return NonTensorStack._from_positions(values, positions, like.device)
+
+
+class NonTensorDataBase(NonTensor):
+    """Base of the single-value non-tensor entries (NonTensorData and MetaData)."""
+
+    __slots__ = ("data",)
+    data: Any
+    _shared: ClassVar[bool] = False  # MetaData: every op keeps the one value
+
+
+class NonTensorData(NonTensorDataBase):
     """A Python object stored as one entry of a TensorDict, shared by the whole batch.
 
     ``td["s"] = "a string!"`` stores a ``NonTensorData``; ``td["s"]`` returns the
     object itself and ``td.get("s")`` the wrapper. Indexing or reshaping the
-    TensorDict keeps the value as it is.
+    TensorDict keeps the value as it is; ``tolist()`` gives it once per batch element.
+    Called, it calls the value.
 
     >>> from tensordict import NonTensorData
     >>> nt = NonTensorData("hello", batch_size=[3])
-    >>> nt.data, nt.batch_size
-    ('hello', torch.Size([3]))
+    >>> nt.data, nt.batch_size, nt.tolist()
+    ('hello', torch.Size([3]), ['hello', 'hello', 'hello'])
     """
 
-    __slots__ = ("data",)
+    __slots__ = ()
 
     def __init__(
         self, data: Any, batch_size: BatchSizeLike = None, device: DeviceLike = None
     ) -> None:
+        while isinstance(data, NonTensorDataBase):
+            data = data.data
+        self._check(data)
         self.data = data
-        self.batch_size = as_batch_size(batch_size, "NonTensorData")
+        self.batch_size = as_batch_size(batch_size, type(self).__name__)
         self.device = as_device(device)
 
+    def _check(self, data: Any) -> None:
+        """Subclasses may refuse some values (typed MetaData)."""
+
     def tolist(self) -> Any:
-        """The stored value (one value for the whole batch)."""
-        return self.data
+        """The value once per batch element, as a nested list shaped like the batch (the
+        value itself for a 0-dim batch)."""
+
+        def build(dims: tuple[int, ...]) -> Any:
+            return [build(dims[1:]) for _ in range(dims[0])] if dims else self.data
+
+        return build(tuple(self.batch_size))
 
     def _public(self) -> Any:
         return self.data
 
+    def _positions(self) -> Tensor:
+        return torch.zeros(self.batch_size, dtype=torch.long)
+
+    def _values(self) -> list[Any]:
+        return [self.data]
+
     def _with(self, batch_size: torch.Size, device: torch.device | None) -> NonTensorData:
         """The same value with another batch size or device (no copy of the value)."""
-        out = NonTensorData.__new__(NonTensorData)
+        out = type(self).__new__(type(self))
         out.data = self.data
         out.batch_size = batch_size
         out.device = device
@@ -93,6 +375,9 @@ class NonTensorData(NonTensor):
     ) -> list[NonTensor]:
         return [self._with(bs, self.device) for bs in batch_sizes]
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.data(*args, **kwargs)
+
     def __eq__(self, other: object) -> bool:
         return same_value(self.data, other.data if isinstance(other, NonTensorData) else other)
 
@@ -100,28 +385,93 @@ class NonTensorData(NonTensor):
 
     def __repr__(self) -> str:
         return (
-            f"NonTensorData(data={self.data}, batch_size={self.batch_size}, device={self.device})"
+            f"{type(self).__name__}(data={self.data}, batch_size={self.batch_size}, "
+            f"device={self.device})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.data, tuple(self.batch_size), self.device))
+        return (_rebuild, (type(self), self.data, tuple(self.batch_size), self.device))
+
+
+class MetaData(NonTensorData):
+    """A NonTensorData that stays one shared value through every operation (expanding,
+    unsqueezing and stacking equal values included). ``MetaData[int]`` is the subclass
+    that accepts only ``int`` values.
+
+    >>> from tensordict import MetaData
+    >>> m = MetaData("cfg", batch_size=[3])
+    >>> type(m.expand(2, 3)).__name__, m.expand(2, 3).data
+    ('MetaData', 'cfg')
+    >>> MetaData[int]("x")
+    Traceback (most recent call last):
+    ...
+    TypeError: MetaData[int]: Expected data of type int, got str
+    """
+
+    __slots__ = ()
+    _shared = True
+    _data_type: ClassVar[type | None] = None
+    _typed: ClassVar[dict[type, type[MetaData]]] = {}
+
+    def __class_getitem__(cls, item: type) -> type[MetaData]:
+        typed = MetaData._typed.get(item)
+        if typed is None:
+            name = f"MetaData[{getattr(item, '__name__', item)}]"
+            typed = type(name, (MetaData,), {"__slots__": (), "_data_type": item})
+            MetaData._typed[item] = typed
+        return typed
+
+    def _check(self, data: Any) -> None:
+        kind = type(self)._data_type
+        if kind is not None and not isinstance(data, kind):
+            raise TypeError(
+                f"{type(self).__name__}: Expected data of type {kind.__name__}, got "
+                f"{type(data).__name__}"
+            )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        kind = type(self)._data_type
+        return (_rebuild_meta, (kind, self.data, tuple(self.batch_size), self.device))
 
 
 class NonTensorStack(NonTensor):
     """Non-tensor values that differ along the batch: one value per batch element.
 
-    It keeps the distinct values and a tensor of positions shaped like the batch, so
-    indexing and shape operations keep every value with its element.
+    Built like a stack: ``NonTensorStack("a", "b")`` or
+    ``NonTensorStack(*entries, stack_dim=1)`` stacks values and non-tensor entries
+    along ``stack_dim``; ``NonTensorStack.from_list`` takes a nested list. It keeps the
+    distinct values and a tensor of positions shaped like the batch, so indexing and
+    shape operations keep every value with its element.
 
-    >>> from tensordict import NonTensorStack
+    >>> from tensordict import NonTensorData, NonTensorStack
     >>> s = NonTensorStack.from_list(["a", "b", "c"])
-    >>> s.batch_size, s.tolist()
-    (torch.Size([3]), ['a', 'b', 'c'])
+    >>> s.batch_size, s.tolist(), s[1].data
+    (torch.Size([3]), ['a', 'b', 'c'], 'b')
+    >>> NonTensorStack(NonTensorData("x", [2]), NonTensorData("y", [2]), stack_dim=1).tolist()
+    [['x', 'y'], ['x', 'y']]
     """
 
     __slots__ = ("positions", "values")
 
-    def __init__(self, values: Sequence[Any], positions: Tensor, device: DeviceLike = None) -> None:
+    def __init__(
+        self,
+        *items: Any,
+        stack_dim: int = 0,
+        batch_size: BatchSizeLike = None,
+        device: DeviceLike = None,
+    ) -> None:
+        stacks = [as_stack(x if isinstance(x, NonTensor) else NonTensorData(x)) for x in items]
+        values, positions = _join(stacks, torch.stack, stack_dim, "NonTensorStack")
+        self._init(list(values), positions, device)
+        if batch_size is not None:
+            expected = as_batch_size(batch_size, "NonTensorStack")
+            if expected != self.batch_size:
+                raise ValueError(
+                    f"NonTensorStack: batch_size {tuple(expected)} does not match the stacked "
+                    f"entries' {tuple(self.batch_size)}"
+                )
+
+    def _init(self, values: list[Any], positions: Tensor, device: DeviceLike) -> None:
         if positions.dtype != torch.long:
             raise TypeError(f"NonTensorStack: positions must be int64, got {positions.dtype}")
         if positions.numel() and not 0 <= int(positions.min()) <= int(positions.max()) < len(
@@ -131,14 +481,27 @@ class NonTensorStack(NonTensor):
                 f"NonTensorStack: positions must index the {len(values)} values, "
                 f"got range [{int(positions.min())}, {int(positions.max())}]"
             )
-        self.values = list(values)
+        self.values = values
         self.positions = positions
         self.batch_size = positions.shape
         self.device = as_device(device)
 
     @classmethod
+    def _from_positions(
+        cls, values: Sequence[Any], positions: Tensor, device: DeviceLike = None
+    ) -> NonTensorStack:
+        out = cls.__new__(cls)
+        out._init(list(values), positions, device)
+        return out
+
+    @classmethod
     def from_list(cls, values: Sequence[Any], device: DeviceLike = None) -> NonTensorStack:
-        """A stack of the elements of a (nested) list; its nesting gives the batch size."""
+        """A stack of the elements of a (nested) list; its nesting gives the batch size.
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack.from_list([["a", "b"], ["c", "d"]]).shape
+        torch.Size([2, 2])
+        """
 
         def flat(v: Any, depth: int) -> tuple[list[Any], list[int]]:
             if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
@@ -150,7 +513,8 @@ class NonTensorStack(NonTensor):
             return list(v), [len(v)]
 
         items, shape = flat(list(values), 0)
-        return cls(items, torch.arange(len(items)).reshape(shape), device)
+        items = [x.data if isinstance(x, NonTensorDataBase) else x for x in items]
+        return cls._from_positions(items, torch.arange(len(items)).reshape(shape), device)
 
     def tolist(self) -> Any:
         """The values as a nested list shaped like the batch."""
@@ -163,9 +527,17 @@ class NonTensorStack(NonTensor):
     def _public(self) -> Any:
         return self.tolist()
 
+    def _positions(self) -> Tensor:
+        return self.positions
+
+    def _values(self) -> list[Any]:
+        return self.values
+
     def _with(self, batch_size: torch.Size, device: torch.device | None) -> NonTensor:
-        if batch_size == self.batch_size:
-            return NonTensorStack(self.values, self.positions, device)
+        if self.batch_size[: len(batch_size)] == batch_size:
+            # the same batch, or a longer one that starts with it (stored as it is, like a
+            # tensor whose shape starts with the batch size)
+            return NonTensorStack._from_positions(self.values, self.positions, device)
         used = sorted(set(self.positions.reshape(-1).tolist()))
         first = self.values[used[0]] if used else None
         if all(same_value(self.values[i], first) for i in used):
@@ -176,12 +548,14 @@ class NonTensorStack(NonTensor):
         )
 
     def _remap(self, fn: Callable[[Tensor], Tensor], batch_size: torch.Size) -> NonTensorStack:
-        return NonTensorStack(self.values, fn(self.positions), self.device)
+        return NonTensorStack._from_positions(self.values, fn(self.positions), self.device)
 
     def _remap_many(
         self, fn: Callable[[Tensor], Sequence[Tensor]], batch_sizes: Sequence[torch.Size]
     ) -> list[NonTensor]:
-        return [NonTensorStack(self.values, p, self.device) for p in fn(self.positions)]
+        return [
+            NonTensorStack._from_positions(self.values, p, self.device) for p in fn(self.positions)
+        ]
 
     def _written(self, index: Any, other: NonTensor, sub_bs: torch.Size) -> NonTensorStack:
         """A new stack with ``other``'s values at ``index`` (copy on write: views of this
@@ -191,7 +565,7 @@ class NonTensorStack(NonTensor):
         src = as_stack(other)
         positions[index] = src.positions.expand(sub_bs) + len(values)
         values.extend(src.values)
-        return NonTensorStack(values, positions, self.device)
+        return NonTensorStack._from_positions(values, positions, self.device)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, NonTensor):
@@ -206,7 +580,35 @@ class NonTensorStack(NonTensor):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (NonTensorStack, (self.values, self.positions, self.device))
+        return (_rebuild_stack, (self.values, self.positions, self.device))
+
+
+def _join(
+    stacks: Sequence[NonTensorStack], join: Any, dim: int, call: str
+) -> tuple[list[Any], Tensor]:
+    """The pooled values and joined positions of several stacks."""
+    if not stacks:
+        return [], torch.zeros(0, dtype=torch.long)
+    pool: list[Any] = []
+    positions = []
+    for s in stacks:
+        positions.append(s.positions + len(pool))
+        pool.extend(s.values)
+    try:
+        return pool, join(positions, dim)
+    except RuntimeError as err:
+        raise ValueError(f"{call}: the entries' batch sizes do not stack: {err}") from None
+
+
+def is_non_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a non-tensor entry (NonTensorData, MetaData or NonTensorStack).
+
+    >>> from tensordict import NonTensorData
+    >>> from tensordict.tensorclass import is_non_tensor
+    >>> is_non_tensor(NonTensorData("x")), is_non_tensor("x")
+    (True, False)
+    """
+    return isinstance(obj, NonTensor)
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -228,11 +630,28 @@ def as_stack(value: NonTensor) -> NonTensorStack:
     """Any non-tensor entry as a NonTensorStack (one value per element)."""
     if isinstance(value, NonTensorStack):
         return value
-    assert isinstance(value, NonTensorData)
-    return NonTensorStack(
+    assert isinstance(value, NonTensorDataBase)
+    return NonTensorStack._from_positions(
         [value.data], torch.zeros(value.batch_size, dtype=torch.long), value.device
     )
 
 
-def _rebuild(data: Any, batch_size: tuple[int, ...], device: torch.device | None) -> NonTensorData:
-    return NonTensorData(data, batch_size, device)
+def _rebuild(*args: Any) -> NonTensorData:
+    """Unpickle a NonTensorData: ``(cls, data, batch_size, device)``, or the first
+    version's ``(data, batch_size, device)``."""
+    if len(args) == 3:
+        return NonTensorData(*args)
+    cls, data, batch_size, device = args
+    out: NonTensorData = cls(data, batch_size, device)
+    return out
+
+
+def _rebuild_meta(
+    kind: type | None, data: Any, batch_size: tuple[int, ...], device: torch.device | None
+) -> MetaData:
+    cls = MetaData if kind is None else MetaData.__class_getitem__(kind)
+    return cls(data, batch_size, device)
+
+
+def _rebuild_stack(values: list[Any], positions: Tensor, device: Any) -> NonTensorStack:
+    return NonTensorStack._from_positions(values, positions, device)

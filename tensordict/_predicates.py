@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensor
+from tensordict._nontensor import NonTensor, is_non_tensor
 from tensordict._td import is_tensor_collection
 from tensordict._torch_compat import is_batched
 
@@ -21,16 +21,6 @@ __all__ = [
     "is_leaf_nontensor",
     "is_non_tensor",
 ]
-
-
-def is_non_tensor(data: Any) -> bool:
-    """Whether ``data`` is a non-tensor entry (``NonTensorData`` or ``NonTensorStack``).
-
-    >>> from tensordict import NonTensorData, TensorDict, is_non_tensor
-    >>> is_non_tensor(NonTensorData("a")), is_non_tensor(TensorDict())
-    (True, False)
-    """
-    return isinstance(data, NonTensor)
 
 
 def _pass_through(cls: type) -> bool:

@@ -518,6 +518,6 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
         """Padded elements hold None: the pad value is for tensors."""
         stack = as_stack(v)
         positions = flat_pad(stack.positions, len(stack.values))
-        return NonTensorStack([*stack.values, None], positions, stack.device)
+        return NonTensorStack._from_positions([*stack.values, None], positions, stack.device)
 
     return td._remap("pad", fn, new_bs, td._names_kept(), nontensor)  # type: ignore[no-any-return]

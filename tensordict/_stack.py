@@ -66,7 +66,7 @@ def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
     for s in map(as_stack, values):
         positions.append(s.positions + len(pool))
         pool.extend(s.values)
-    return NonTensorStack(pool, join(positions, dim), values[0].device)
+    return NonTensorStack._from_positions(pool, join(positions, dim), values[0].device)
 
 
 def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:

@@ -11,6 +11,7 @@ attribute a method sets is an ordinary instance attribute in ``__dict__``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import typing
@@ -25,7 +26,7 @@ from tensordict._format import register_type
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._td import TensorDict
-from tensordict._tensorclass_cast import cast_value, resolve_hints
+from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
 
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
@@ -60,7 +61,10 @@ def _field_property(name: str) -> property:
     def set_(self: Any, value: Any) -> None:
         _set_field(self, name, value)
 
-    return property(get, set_, doc=f"The field {name!r}.")
+    def del_(self: Any) -> None:
+        _set_field(self, name, None)
+
+    return property(get, set_, del_, doc=f"The field {name!r}.")
 
 
 def _set_field(obj: Any, name: str, value: Any) -> None:
@@ -103,6 +107,7 @@ class TensorClass(TensorDict):
     _defaults: ClassVar[dict[str, Any]] = {}
     _annotations: ClassVar[dict[str, Any]] = {}
     _hints: ClassVar[dict[str, tuple[Any, ...]] | None] = None
+    _hint_unions: ClassVar[frozenset[str]] = frozenset()
     _custom_setattr: ClassVar[bool] = False
     _shadowed: ClassVar[tuple[str, ...]] = ()
     _autocast = False
@@ -145,8 +150,9 @@ class TensorClass(TensorDict):
         base = _PARAMETRIZED.get(key)
         if base is None:
             name = f"{cls.__name__}_{'_'.join(key[1])}"
-            flags = dict.fromkeys(key[1], True)
-            base = type(cls)(name, (cls,), {"__module__": cls.__module__}, **flags)  # type: ignore[misc]
+            base = type(cls)(  # type: ignore[misc]
+                name, (cls,), {"__module__": cls.__module__}, **dict.fromkeys(key[1], True)
+            )
             _PARAMETRIZED[key] = base
         return base
 
@@ -211,7 +217,7 @@ class TensorClass(TensorDict):
     def _field_hints(cls) -> dict[str, tuple[Any, ...]]:
         hints = cls.__dict__.get("_hints")
         if hints is None:  # resolved on first use: fields may name classes defined later
-            hints = resolve_hints(cls, cls._annotations)
+            hints, cls._hint_unions = resolve_hints(cls, cls._annotations)
             cls._hints = hints
         return hints
 
@@ -257,7 +263,9 @@ class TensorClass(TensorDict):
         if batch_size is not None and (auto_batch_size or batch_dims is not None):
             raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
         infer = batch_size is None and (auto_batch_size or batch_dims is not None)
-        out = cls(**input_dict, batch_size=None if infer else batch_size, device=device)
+        values = {name: None for name in cls._fields if name not in cls._defaults}
+        values.update(input_dict)  # absent fields without a default stay unset (None)
+        out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
             inferred = TensorDict.from_dict(plain, batch_dims=batch_dims).batch_size
@@ -333,6 +341,19 @@ class TensorClass(TensorDict):
                 f"{cls.__name__} has no field {name!r}; fields are {list(cls._fields)}"
             )
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if (
+            isinstance(value, TensorClass)
+            and type(value) is not type(self)
+            and value._field_set != type(self)._field_set
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.__setitem__: __setitem__ is only allowed for same-class "
+                f"or compatible class (same fields) assignment; got {type(value).__name__} with "
+                f"fields {list(value._fields)}, expected {list(type(self)._fields)}"
+            )
+        super().__setitem__(index, value)
+
     def __repr__(self) -> str:
         return _tc_repr(self)
 
@@ -350,7 +371,8 @@ def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     call = f"{cls.__name__}.__init__"
     if len(args) > len(fields):
         raise TypeError(
-            f"{call}: takes {len(fields)} positional fields {list(fields)}, got {len(args)}"
+            f"{call}: takes {len(fields) + 1} positional arguments but {len(args) + 1} were "
+            f"given (self and the fields {list(fields)})"
         )
     values = dict(zip(fields, args, strict=False))
     for key, value in kwargs.items():
@@ -411,10 +433,7 @@ def _setup(
             for base in cls.__mro__[1:]:
                 spec = getattr(base, "__dataclass_fields__", {}).get(name)
                 if spec is not None:
-                    field = dataclasses.field(
-                        default=spec.default, default_factory=spec.default_factory
-                    )
-                    setattr(cls, name, field)
+                    setattr(cls, name, copy.copy(spec))
                     break
     dataclasses.dataclass(init=False, repr=False, eq=False, match_args=False)(cls)
     specs = dataclasses.fields(cls)
@@ -423,9 +442,9 @@ def _setup(
         clash = sorted(set(fields) & _reserved())
         if clash:
             raise AttributeError(
-                f"tensorclass {cls.__name__}: field name(s) {clash} are TensorDict attributes; "
-                "pass shadow=True (@tensorclass(shadow=True) or TensorClass['shadow']) to "
-                "allow them"
+                f"tensorclass {cls.__name__}: Attribute name {clash[0]} can't be used with "
+                f"@tensorclass: field name(s) {clash} are TensorDict attributes; pass "
+                "shadow=True (@tensorclass(shadow=True) or TensorClass['shadow']) to allow them"
             )
     defaults: dict[str, Any] = {}
     annotations: dict[str, Any] = {}
@@ -465,6 +484,11 @@ def _setup(
         if n not in fields
     ]
     cls.__signature__ = inspect.Signature(params, __validate_parameters__=False)
+    # frozen instances hash by identity (dict keys, sets); others are unhashable
+    cls.__hash__ = object.__hash__ if frozen else None
+    if tensor_only:
+        check_tensor_only(cls, cls._field_hints())
+        cls._hints = None  # resolved again on first use, when later names exist
     register_type(f"tensorclass:{getattr(cls, '_type_name', None) or cls.__qualname__}", cls)
 
 
@@ -486,11 +510,13 @@ def _tc_repr(obj: Any) -> str:
         value = obj._tensordict[name]
         text = repr(value.data) if type(value) is NonTensorData else _entry(value)
         lines.append(f"{name}={text}")
-    lines += [
-        f"batch_size={obj._batch_size}",
-        f"device={obj._device}",
-        f"is_shared={obj.is_shared()}",
-    ]
+    shadowed = type(obj)._shadowed  # fields named batch_size/device print as fields
+    lines.append(
+        f"shape={obj._batch_size}" if "batch_size" in shadowed else f"batch_size={obj._batch_size}"
+    )
+    if "device" not in shadowed:
+        lines.append(f"device={obj._device}")
+    lines.append(f"is_shared={obj.is_shared()}")
     return f"{type(obj).__name__}(\n" + _indent(",\n".join(lines)) + ")"
 
 

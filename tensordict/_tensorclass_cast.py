@@ -15,6 +15,7 @@ from torch import Tensor
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 
+_LEGACY_TENSOR_TYPE = type(torch.IntTensor)
 _CASTABLE = (int, float, bool, np.ndarray, np.number, np.bool_)
 _SCALARS = (int, float, bool, str)
 
@@ -29,8 +30,28 @@ def hint_types(hint: Any) -> tuple[Any, ...]:
     return (hint,)
 
 
-def resolve_hints(cls: Any, annotations: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
-    """Each field's allowed classes; a name that does not resolve (yet) allows anything.
+class Unresolved:
+    """The stand-in for an annotation that does not resolve: any value is taken as it is."""
+
+
+def _resolve(ann: Any, globalns: dict[str, Any], localns: dict[str, Any]) -> Any:
+    for _ in range(3):  # a quoted name under `from __future__ import annotations` is twice a str
+        if isinstance(ann, typing.ForwardRef):
+            ann = ann.__forward_arg__
+        if not isinstance(ann, str):
+            return ann
+        try:
+            ann = eval(ann, globalns, localns)
+        except Exception:  # unresolvable: the field takes values as they come
+            return Unresolved
+    return Unresolved
+
+
+def resolve_hints(
+    cls: Any, annotations: Mapping[str, Any]
+) -> tuple[dict[str, tuple[Any, ...]], frozenset[str]]:
+    """Each field's allowed classes (a name that does not resolve allows anything), and
+    the fields annotated with a union (``X | None``, ``Optional[X]``, ``Union[...]``).
 
     Run on first use rather than at class creation, so a field may name its own class or
     a class defined later in the module (``child: "Node"``).
@@ -39,19 +60,41 @@ def resolve_hints(cls: Any, annotations: Mapping[str, Any]) -> dict[str, tuple[A
     globalns = dict(vars(module)) if module is not None else {}
     localns = {cls.__name__: cls, "Self": cls}
     out: dict[str, tuple[Any, ...]] = {}
+    unions = set()
     for name, ann in annotations.items():
-        if isinstance(ann, str):
-            try:
-                ann = eval(ann, globalns, localns)
-            except Exception:  # unresolvable: the field takes values as they come
-                ann = Any
-        elif isinstance(ann, typing.ForwardRef):
-            try:
-                ann = eval(ann.__forward_arg__, globalns, localns)
-            except Exception:
-                ann = Any
-        out[name] = tuple(cls if t is typing.Self else t for t in hint_types(ann))
-    return out
+        ann = _resolve(ann, globalns, localns)
+        if typing.get_origin(ann) in (typing.Union, types.UnionType):
+            unions.add(name)
+        out[name] = tuple(cls if t is typing.Self else t for t in _flat_types(ann))
+    return out, frozenset(unions)
+
+
+def _flat_types(hint: Any) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for t in hint_types(hint):
+        out.extend(
+            _flat_types(t) if typing.get_origin(t) in (typing.Union, types.UnionType) else [t]
+        )
+    return tuple(out)
+
+
+def check_tensor_only(cls: Any, hints: Mapping[str, tuple[Any, ...]]) -> None:
+    """``tensor_only`` classes take tensors, collections and None only."""
+    for name, types_ in hints.items():
+        for t in types_:
+            if t is Unresolved:
+                continue
+            if not (
+                isinstance(t, _LEGACY_TENSOR_TYPE)  # torch.IntTensor, torch.LongTensor, ...
+                or (
+                    isinstance(t, type) and issubclass(t, (Tensor, CollectionPrimitives, NonTensor))
+                )
+            ):
+                raise TypeError(
+                    f"tensorclass {cls.__name__}: field {name!r} is annotated "
+                    f"{getattr(t, '__name__', t)!s}; tensor_only requires types to be Tensor, "
+                    "Tensor-subtrypes or None (or tensor collections)"
+                )
 
 
 def _is_tensor_type(hint: Any) -> bool:
@@ -59,8 +102,10 @@ def _is_tensor_type(hint: Any) -> bool:
 
 
 def _collection_type(hints: tuple[Any, ...]) -> Any:
+    from tensordict._td import is_tensor_collection
+
     for hint in hints:
-        if isinstance(hint, type) and issubclass(hint, CollectionPrimitives):
+        if isinstance(hint, type) and is_tensor_collection(hint):
             return hint
     return None
 
@@ -72,6 +117,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
     into a tensor, or a non-tensor wrapper). ``value`` is never None here.
     """
     hints: tuple[Any, ...] = cls._field_hints()[name]
+    in_union = name in cls._hint_unions
     if isinstance(value, NonTensor):
         return value
     if cls._nocast:
@@ -79,7 +125,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
             return value
         return NonTensorData(value)
     if cls._autocast:
-        return _autocast(cls, name, value, hints, batch_size, device)
+        return _autocast(cls, name, value, hints, in_union, batch_size, device)
     if isinstance(value, (Tensor, CollectionPrimitives)):
         return value
     if isinstance(value, Mapping):
@@ -89,7 +135,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
         return _from_mapping(target, value, batch_size, device)
     if isinstance(value, _CASTABLE):
         return value  # the TensorDict turns numbers and arrays into tensors
-    if cls._tensor_only or any(_is_tensor_type(h) for h in hints):
+    if cls._tensor_only:
         return _as_tensor(cls, name, value, hints)
     if isinstance(value, list):
         return value  # the TensorDict's list rule: a batch-shaped list is a stack
@@ -97,12 +143,19 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
 
 
 def _autocast(
-    cls: Any, name: str, value: Any, hints: tuple[Any, ...], batch_size: torch.Size, device: Any
+    cls: Any,
+    name: str,
+    value: Any,
+    hints: tuple[Any, ...],
+    in_union: bool,
+    batch_size: torch.Size,
+    device: Any,
 ) -> Any:
     target = hints[0] if len(hints) == 1 else None
     if isinstance(value, Mapping):
         coll = _collection_type(hints)
-        if coll is not None:
+        # a union never builds a tensorclass (only a TensorDict), as upstream
+        if coll is not None and not (in_union and getattr(coll, "_is_tensorclass", False)):
             return _from_mapping(coll, value, batch_size, device)
         return NonTensorData(value)
     if isinstance(target, type) and issubclass(target, Tensor):

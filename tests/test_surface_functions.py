@@ -17,6 +17,7 @@ from tensordict import (
     NonTensorData,
     TensorDict,
     UnbatchedTensor,
+    _construct,  # TensorDict.from_dataclass lands with issue 13
     functional,
     lazy_stack,
     utils,
@@ -69,8 +70,11 @@ def test_from_tuple_namedtuple_dataclass_struct() -> None:
         pixels: torch.Tensor
         label: str
 
-    td = tensordict.from_dataclass(Obs(x, "cat"), auto_batch_size=True)
-    assert td.batch_size == (3, 2) and torch.equal(td["pixels"], x)
+    tc = tensordict.from_dataclass(Obs(x, "cat"), auto_batch_size=True)
+    assert type(tc).__name__ == "Obs_tc" and tc.label == "cat"
+    assert tc.batch_size == (3, 2) and torch.equal(tc.pixels, x)
+    td = _construct.from_dataclass(Obs(x, "cat"), auto_batch_size=True)
+    assert isinstance(td, tensordict.TensorDict) and torch.equal(td["pixels"], x)
 
     arr = np.zeros(3, dtype=[("a", "i8"), ("b", "f4", (2,))])
     arr["a"] = [1, 2, 3]
@@ -80,7 +84,7 @@ def test_from_tuple_namedtuple_dataclass_struct() -> None:
     for fn, bad in (
         (tensordict.from_tuple, [1]),
         (tensordict.from_namedtuple, (1, 2)),
-        (tensordict.from_dataclass, Obs),
+        (tensordict.from_dataclass, 3),
         (tensordict.from_struct_array, np.zeros(2)),
     ):
         with pytest.raises(TypeError, match=f"{fn.__name__}: expected"):
@@ -88,7 +92,7 @@ def test_from_tuple_namedtuple_dataclass_struct() -> None:
     with pytest.raises(TypeError, match="from_tuple: pass batch_size or auto_batch_size"):
         tensordict.from_tuple((x,), auto_batch_size=True, batch_size=[3])
     with pytest.raises(NotImplementedError, match="as_tensorclass=True"):
-        tensordict.from_dataclass(Obs(x, "a"), as_tensorclass=True)
+        _construct.from_dataclass(Obs(x, "a"), as_tensorclass=True)
 
 
 def test_from_any_dispatches() -> None:

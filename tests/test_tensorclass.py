@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorStack, TensorClass, TensorDict, is_tensorclass, tensorclass
+from tensordict import (
+    NonTensorStack,
+    TensorAttrs,
+    TensorClass,
+    TensorDict,
+    is_tensorclass,
+    tensorclass,
+)
 
 
 @tensorclass
@@ -163,12 +170,11 @@ def test_construction_errors() -> None:
         Item(batch_size=[2])
     with pytest.raises(TypeError, match="unexpected field 'bogus'"):
         Item(torch.zeros(2), bogus=1, batch_size=[2])
-    with pytest.raises(TypeError, match="takes 3 positional fields"):
+    with pytest.raises(TypeError, match="takes 4 positional arguments but 5 were given"):
         Item(1, 2, 3, 4)
     with pytest.raises(TypeError, match="field 'obs' given twice"):
         Item(torch.zeros(2), obs=torch.zeros(2), batch_size=[2])
-    with pytest.raises(TypeError, match="Item.obs: expects Tensor, got str 'text'"):
-        Item("text", batch_size=[])
+    assert Item("text", batch_size=[]).obs == "text"  # no autocast: kept as a value
     with pytest.raises(
         ValueError,
         match=r"Item.__init__|shape \(3,\) of key 'obs' does not start with batch_size \(2,\)",
@@ -298,12 +304,18 @@ def test_autocast_mapping_builds_annotated_class() -> None:
     @tensorclass(autocast=True)
     class Tree:
         x: torch.Tensor
-        child: Optional[Tree] = None  # noqa: UP045
+        child: Tree = None  # type: ignore[assignment]  # a union would not build a Tree
         td: Optional[TensorDict] = None  # noqa: UP045
 
     t = Tree(torch.zeros(3), child={"x": torch.ones(3)}, td={"a": torch.ones(3)}, batch_size=[3])
     assert type(t.child) is Tree and t.child.batch_size == (3,)
     assert torch.equal(t.child.x, torch.ones(3)) and type(t.td) is TensorDict
+
+    @tensorclass(autocast=True)
+    class Loose:
+        child: Optional[Loose] = None  # noqa: UP045
+
+    assert Loose(child={"k": 1}).child == {"k": 1}  # a union keeps the dict
     with pytest.raises(TypeError, match=r"Tree.x: expects Tensor, got str 'no'"):
         t.x = "no"
 
@@ -376,3 +388,49 @@ def test_custom_setattr_sees_construction() -> None:
     w = Watched(torch.zeros(()))
     w.a = torch.ones(())
     assert seen == ["a", "a"] and w.a == 1
+
+
+def test_setitem_from_another_class() -> None:
+    @tensorclass
+    class A:
+        x: torch.Tensor
+        y: torch.Tensor
+
+    @tensorclass
+    class B:
+        y: torch.Tensor
+        x: torch.Tensor
+
+    @tensorclass
+    class C:
+        x: torch.Tensor
+        z: torch.Tensor
+
+    a = A(torch.zeros(3), torch.zeros(3), batch_size=[3])
+    a[:2] = B(torch.ones(2), torch.ones(2), batch_size=[2])
+    assert torch.equal(a.x, torch.tensor([1.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"A.__setitem__: .* got C with fields \['x', 'z'\]"):
+        a[:2] = C(torch.ones(2), torch.ones(2), batch_size=[2])
+
+
+def test_tensor_only_checks_annotations() -> None:
+    class T(TensorClass["tensor_only"]):
+        a: torch.IntTensor
+        b: Optional[TensorDict] = None  # noqa: UP045
+
+    assert torch.equal(T(1).a, torch.tensor(1))
+    with pytest.raises(TypeError, match="field 'b' is annotated Any; tensor_only requires"):
+
+        class U(TensorClass["tensor_only"]):
+            b: Any
+
+
+def test_tensor_attrs() -> None:
+    t = torch.zeros(2, 3, dtype=torch.float64)
+    a = TensorAttrs.from_tensor(t)
+    assert (a.tgt_device, a.tgt_dtype, a.tgt_shape) == (t.device, t.dtype, t.shape)
+    assert a.batch_size == () and is_tensorclass(a)
+    only = TensorAttrs.from_tensor(t, fields=("dtype",))
+    assert only.tgt_dtype == torch.float64 and only.tgt_device is None and only.tgt_shape is None
+    with pytest.raises(ValueError, match=r"TensorAttrs.from_tensor: unknown field\(s\) \['size'\]"):
+        TensorAttrs.from_tensor(t, fields=("size",))

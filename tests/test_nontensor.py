@@ -1,0 +1,129 @@
+"""Non-tensor entries as objects: construction, shape methods, MetaData, stacking."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import MetaData, NonTensorData, NonTensorStack, TensorDict, is_non_tensor
+from tensordict._nontensor import _rebuild
+
+
+def _grid(shape: tuple[int, ...]) -> list[Any]:
+    """Strings naming each position, nested like a tensor of that shape."""
+    return _nest([f"v{i}" for i in range(torch.Size(shape).numel())], shape)
+
+
+def _nest(flat: list[Any], shape: tuple[int, ...]) -> Any:
+    if not shape:
+        return flat[0]
+    step = len(flat) // shape[0] if shape[0] else 0
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+SHAPE_OPS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("reshape", lambda x: x.reshape(3, 2)),
+    ("view", lambda x: x.view(6)),
+    ("flatten", lambda x: x.flatten()),
+    ("unflatten", lambda x: x.unflatten(1, (3, 1))),
+    ("unsqueeze", lambda x: x.unsqueeze(1)),
+    ("squeeze", lambda x: x.unsqueeze(0).squeeze(0)),
+    ("permute", lambda x: x.permute(1, 0)),
+    ("transpose", lambda x: x.transpose(0, 1)),
+    ("flip", lambda x: x.flip(1)),
+    ("expand", lambda x: x.expand(4, 2, 3)),
+    ("repeat", lambda x: x.repeat(2, 1)),
+    ("repeat_interleave", lambda x: x.repeat_interleave(2, dim=1)),
+    ("index", lambda x: x[1, ::2]),
+    ("mask", lambda x: x[torch.tensor([True, False])]),
+]
+
+
+@pytest.mark.parametrize(("name", "op"), SHAPE_OPS, ids=[o[0] for o in SHAPE_OPS])
+def test_shape_ops_follow_a_tensor_of_positions(name: str, op: Callable[[Any], Any]) -> None:
+    values = _grid((2, 3))
+    stack = NonTensorStack.from_list(values)
+    positions = torch.arange(6).reshape(2, 3)
+    out = op(stack)
+    expected = op(positions)
+    assert out.batch_size == expected.shape, name
+    flat = [f"v{i}" for i in range(6)]
+    assert out.tolist() == _nest([flat[i] for i in expected.reshape(-1).tolist()], expected.shape)
+
+
+def test_construction_spellings() -> None:
+    a = NonTensorStack("a", "b")
+    assert a.batch_size == (2,) and a.tolist() == ["a", "b"]
+    b = NonTensorStack(NonTensorData("x", [3]), NonTensorData("y", [3]), stack_dim=1)
+    assert b.batch_size == (3, 2) and b[0].tolist() == ["x", "y"]
+    assert NonTensorStack().batch_size == (0,)
+    assert NonTensorStack(NonTensorStack("a", "b"), NonTensorStack("c", "d")).shape == (2, 2)
+    assert NonTensorStack.from_list([["a", NonTensorData("b")]])[0, 1].data == "b"
+    with pytest.raises(ValueError, match=r"NonTensorStack: batch_size \(3,\) does not match"):
+        NonTensorStack("a", "b", batch_size=[3])
+    with pytest.raises(ValueError, match="NonTensorStack: the entries' batch sizes do not stack"):
+        NonTensorStack(NonTensorData("x", [3]), NonTensorData("y", [2]))
+    assert NonTensorData(NonTensorData(5)).data == 5
+
+
+def test_data_tolist_and_protocol() -> None:
+    d = NonTensorData("s", batch_size=[2, 2])
+    assert d.tolist() == [["s", "s"], ["s", "s"]] and NonTensorData(4).tolist() == 4
+    assert d.dtype is None and d.ndim == 2 and d.numel() == 4 and d.dim() == 2 and len(d) == 2
+    assert NonTensorData(lambda x: x + 1)(1) == 2
+    assert is_non_tensor(d) and is_non_tensor(NonTensorStack("a")) and not is_non_tensor("s")
+    assert d[0].batch_size == (2,) and type(d[0]) is NonTensorData
+    assert type(NonTensorStack("a", "b")[1]) is NonTensorData
+    assert [x.data for x in NonTensorStack("a", "b").unbind(0)] == ["a", "b"]
+    with pytest.raises(TypeError, match="NonTensorData: len"):
+        len(NonTensorData(1))
+    with pytest.raises(RuntimeError, match=r"NonTensorStack.reshape: shape '\[4\]' is invalid"):
+        NonTensorStack("a", "b", "c").reshape(4)
+
+
+def test_expanding_a_value_spreads_it_unless_metadata() -> None:
+    d = NonTensorData(0, batch_size=[3])
+    e = d.expand(2, 3)
+    assert isinstance(e, NonTensorStack) and e.tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert isinstance(d.reshape(3, 1), NonTensorData)  # a re-view keeps one value
+    m = MetaData(0, batch_size=[3]).expand(2, 3)
+    assert type(m) is MetaData and m.batch_size == (2, 3) and m.data == 0
+
+
+def test_metadata_typed_and_through_a_tensordict() -> None:
+    d = MetaData[int](0, batch_size=[3])
+    assert isinstance(d, MetaData[int]) and isinstance(d, MetaData) and MetaData[int] is type(d)
+    with pytest.raises(TypeError, match=r"MetaData\[int\]: Expected data of type int, got str"):
+        MetaData[int]("a string")
+    td = TensorDict(foo=MetaData("cfg"))
+    assert type(td.unsqueeze(0).get("foo")) is MetaData and td.unsqueeze(0)["foo"] == "cfg"
+    stacked = torch.stack([td, td.clone()])
+    assert type(stacked.get("foo")) is MetaData and stacked.get("foo").batch_size == (2,)
+    back = pickle.loads(pickle.dumps(d))
+    assert type(back) is MetaData[int] and back.data == 0 and back.batch_size == (3,)
+
+
+def test_torch_stack_cat_and_where() -> None:
+    s = torch.stack([NonTensorData(torch.zeros(3)), NonTensorData(torch.ones(4))])
+    assert isinstance(s, NonTensorStack) and [t.shape for t in s.tolist()] == [(3,), (4,)]
+    assert torch.cat([NonTensorStack("a", "b"), NonTensorStack("c")]).tolist() == ["a", "b", "c"]
+    assert type(torch.stack([MetaData(1), MetaData(1)])) is MetaData
+    a, b = NonTensorStack("a", "a"), NonTensorStack("b", "b")
+    assert a.where(torch.tensor([True, False]), other=b).tolist() == ["a", "b"]
+
+
+def test_stack_longer_than_the_batch_is_kept() -> None:
+    td = TensorDict(a=NonTensorStack("a", "b").unsqueeze(-1), batch_size=[2])
+    assert td.get("a").batch_size == (2, 1) and td[1]["a"] == ["b"]
+    assert TensorDict(a=NonTensorStack(1, 2))["a"] == [1, 2]
+
+
+def test_pickles_of_the_first_version_still_load() -> None:
+    old = _rebuild("x", (2,), None)  # what version 1 pickled: (data, batch_size, device)
+    assert type(old) is NonTensorData and old.data == "x" and old.batch_size == (2,)
+    s = pickle.loads(pickle.dumps(NonTensorStack("a", "b")))
+    assert s.tolist() == ["a", "b"]
