@@ -5,8 +5,15 @@ from __future__ import annotations
 import os
 
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
+from tensordict._modules import register_params_module
 
-__all__ = ["NestedKey", "print_directory_tree", "unravel_key", "unravel_key_list"]
+__all__ = [
+    "NestedKey",
+    "print_directory_tree",
+    "register_params_module",
+    "unravel_key",
+    "unravel_key_list",
+]
 
 
 def print_directory_tree(
