@@ -246,7 +246,8 @@ class TensorDictModule(TensorDictModuleBase):
                 return self._target()(**named, **extra)
             return self._target()(*values, **extra)
         except Exception as err:
-            if missing:  # the module choked on None inputs: say which keys were absent
+            if missing and "unexpected keyword" not in str(err):
+                # the module choked on None inputs: say which keys were absent
                 raise KeyError(self._missing_message(missing, available())) from err
             raise
 

@@ -14,11 +14,11 @@ from tensordict.utils import register_params_module
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
     """A float leaf becomes an ``nn.Parameter`` (unless ``no_convert``), others buffers."""
-    if isinstance(value, nn.Parameter) or no_convert:
+    if isinstance(value, nn.Parameter) or isinstance(value, nn.Buffer):
         return value
-    if value.is_floating_point() or value.is_complex():
+    if not no_convert and (value.is_floating_point() or value.is_complex()):
         return nn.Parameter(value.detach(), requires_grad=True)
-    return value
+    return nn.Buffer(value)
 
 
 class TensorDictParams(nn.Module):
@@ -98,7 +98,10 @@ class TensorDictParams(nn.Module):
                 entries = {
                     k: v if is_tensor_collection(v) else hook(self, v) for k, v in entries.items()
                 }
-        return TensorDict(entries, self.__dict__["_batch_size"], device=self.__dict__["_device"])
+        try:
+            return TensorDict(entries, self.__dict__["_batch_size"], device=self.__dict__["_device"])
+        except ValueError:  # leaves swapped in with other batch dims (to_module into it)
+            return TensorDict(entries, [], device=self.__dict__["_device"])
 
     @property
     def _param_td(self) -> Any:
@@ -284,7 +287,11 @@ class _Forwarded:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = tuple(_unwrap(a) for a in args)
         data = getattr(self._method, "__self__", None)
-        out = self._method(*args, **kwargs)
+        if self._name.endswith("_") and not self._name.endswith("__"):
+            with torch.no_grad():  # in-place writes into parameters, as an optimiser does
+                out = self._method(*args, **kwargs)
+        else:
+            out = self._method(*args, **kwargs)
         if out is data and data is not None:
             return self._owner
         return out

@@ -255,12 +255,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         inplace: bool | str | None = None,
         selected_out_keys: Sequence[NestedKey] | None = None,
     ) -> None:
-        super().__init__(
-            *modules,
-            partial_tolerant=partial_tolerant,
-            inplace=inplace,
-            selected_out_keys=selected_out_keys,
-        )
+        super().__init__(*modules, partial_tolerant=partial_tolerant, inplace=inplace)
+        if selected_out_keys is not None:
+            self.select_out_keys(*selected_out_keys)
         prob = [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
         self._requires_sample = bool(prob)
         self.return_composite = True if not prob else bool(return_composite) or len(prob) > 1

@@ -156,6 +156,11 @@ class TensorDictSequential(TensorDictModuleBase):
         ``torch.fx`` traces through, and their forward hooks see tensors); any other
         module or callable is given a TensorDict of the entries so far."""
         env = tensor_inputs("TensorDictSequential", self.in_keys, first, args, kwargs)
+        if kwargs:
+            raise TypeError(
+                f"TensorDictSequential: unexpected input {next(iter(kwargs))!r}; in_keys are "
+                f"{self.in_keys}"
+            )
         for m in self._members():
             ins, outs = _io(m)
             if self.partial_tolerant and any(k not in env for k in ins):

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from tensordict._protocol import CollectionProtocol
+from tensordict._torch_compat import is_functorch_wrapped
 
 
 def _module_tree(
@@ -163,8 +164,11 @@ _Restore = list[tuple[dict[str, Any], dict[str, Any], str, Any]]
 class _Swap:
     """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
 
-    def __init__(self, restore: _Restore, swapped: Any) -> None:
+    def __init__(
+        self, restore: _Restore, swapped: Any, unflag: list[tuple[set[str], str]] | None = None
+    ) -> None:
         self._restore = restore
+        self._unflag = unflag or []
         self.swapped = swapped
 
     def __enter__(self) -> Any:
@@ -178,7 +182,10 @@ class _Swap:
         for written, origin, name, value in reversed(self._restore):
             written.pop(name, None)
             origin[name] = value
+        for flags, name in self._unflag:
+            flags.discard(name)
         self._restore = []
+        self._unflag = []
 
 
 def _placed(
@@ -187,17 +194,18 @@ def _placed(
     """Where ``value`` goes in ``module`` and as what: with ``preserve`` a parameter slot
     keeps a parameter (with the module's requires_grad; a value with autograd history is
     aliased, so gradients still flow) and a buffer slot a buffer; without, a plain tensor
-    replaces a parameter as a plain attribute and a parameter is registered as one."""
+    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
+    ``from_module``) and a parameter is registered as one."""
     is_param = isinstance(value, nn.Parameter)
     if kind == "_parameters":
         if preserve:
             if not is_param or value.requires_grad != current.requires_grad:
-                if value.grad_fn is not None and current.requires_grad:
+                if current.requires_grad and (value.requires_grad or is_functorch_wrapped(value)):
                     value = value.as_subclass(nn.Parameter)
                 else:
                     value = nn.Parameter(value, requires_grad=current.requires_grad)
             return module._parameters, value
-        return (module._parameters if is_param else module.__dict__), value
+        return (module._parameters if is_param else module._buffers), value
     if is_param and not preserve:
         return module._parameters, value
     if is_param:
@@ -408,6 +416,7 @@ class ModuleOps(CollectionProtocol):
             _copy_checked(call, plan, non_blocking)
             return _Swap([], None)
         restore: _Restore = []
+        unflag: list[tuple[set[str], str]] = []
         try:
             for owner, kind, name, current, value, _ in plan:
                 origin: dict[str, Any] = getattr(owner, kind)
@@ -417,8 +426,12 @@ class ModuleOps(CollectionProtocol):
                 del origin[name]
                 restore.append((written, origin, name, current))
                 written[name] = placed
+                flags = owner._non_persistent_buffers_set
+                if kind == "_parameters" and written is owner._buffers and name not in flags:
+                    flags.add(name)
+                    unflag.append((flags, name))
         except BaseException:  # (an interrupt mid-way): put back what was swapped
-            _Swap(restore, None).restore()
+            _Swap(restore, None, unflag).restore()
             raise
         if not return_swap:
             return None
@@ -427,4 +440,4 @@ class ModuleOps(CollectionProtocol):
         swapped = _as_tree(TensorDict, originals)
         if swap_dest is not None:
             swapped = swap_dest.update(swapped)
-        return _Swap(restore, swapped)
+        return _Swap(restore, swapped, unflag)

@@ -49,3 +49,9 @@ def disable_subclass_dispatch() -> Any:
 def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
     """One contiguous 1-D copy of ``tensors`` (same dtype) in order, built in one C++ call."""
     return torch._C._nn.flatten_dense_tensors(tensors)
+
+
+def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a functorch (vmap/grad) wrapper, whose ``requires_grad`` does
+    not report the autograd state of the tensor it wraps."""
+    return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
