@@ -153,8 +153,7 @@ class TensorDictModuleBase(nn.Module):
                 if isinstance(key, list) and all(k in source for k in key):
                     hint = f"; to select several keys, unpack them: select_out_keys(*{key})"
                 raise ValueError(
-                    f"{call}: Can't select non existent key {key!r}: out_keys are "
-                    f"{source}{hint}"
+                    f"{call}: Can't select non existent key {key!r}: out_keys are {source}{hint}"
                 )
         selected = [unravel_key(k) for k in out_keys]
         self._select(selected)

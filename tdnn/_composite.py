@@ -10,6 +10,8 @@ import torch
 from tdnn._interaction import composite_lp_aggregate
 from tensordict import NestedKey, TensorDict, unravel_key
 
+_NO_SHAPE = torch.Size()
+
 
 def log_prob_key_of(key: NestedKey) -> NestedKey:
     """``"x"`` -> ``"x_log_prob"``; ``("a", "x")`` -> ``("a", "x_log_prob")``."""
@@ -55,7 +57,7 @@ class CompositeDistribution:
         self.dists: dict[NestedKey, Any] = {}
         for key, cls in distribution_map.items():
             sub = params.get(key)
-            args = {k: sub.get(k) for k in sub.keys()}
+            args = {k: sub.get(k) for k in list(sub.keys())}
             name = unravel_key(name_map[key]) if name_map and key in name_map else unravel_key(key)
             self.dists[name] = cls(**args, **extra_kwargs.get(key, {}))
         self.log_prob_key = log_prob_key
@@ -91,14 +93,17 @@ class CompositeDistribution:
     def _gather(self, values: dict[NestedKey, Any], shape: Sequence[int] = ()) -> TensorDict:
         return TensorDict(values, [*shape, *self.batch_shape])
 
-    def sample(self, shape: Sequence[int] | torch.Size = torch.Size()) -> TensorDict:
+    def sample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:
         """One sample of each member, as a TensorDict."""
         return self._gather({k: d.sample(shape) for k, d in self.dists.items()}, shape)
 
-    def rsample(self, shape: Sequence[int] | torch.Size = torch.Size()) -> TensorDict:
+    def rsample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:
         """Reparameterised samples (``sample`` for members without ``rsample``)."""
         return self._gather(
-            {k: d.rsample(shape) if d.has_rsample else d.sample(shape) for k, d in self.dists.items()},
+            {
+                k: d.rsample(shape) if d.has_rsample else d.sample(shape)
+                for k, d in self.dists.items()
+            },
             shape,
         )
 
@@ -119,10 +124,17 @@ class CompositeDistribution:
     def deterministic_sample(self) -> TensorDict:
         """Each member's deterministic sample (its mean where it has none)."""
         return self._gather(
-            {k: getattr(d, "deterministic_sample", None) if hasattr(d, "deterministic_sample") else d.mean for k, d in self.dists.items()}
+            {
+                k: getattr(d, "deterministic_sample", None)
+                if hasattr(d, "deterministic_sample")
+                else d.mean
+                for k, d in self.dists.items()
+            }
         )
 
-    def _per_key(self, fn: Callable[[NestedKey, Any], torch.Tensor], suffix: str, key: NestedKey) -> Any:
+    def _per_key(
+        self, fn: Callable[[NestedKey, Any], torch.Tensor], suffix: str, key: NestedKey
+    ) -> Any:
         values = {k: fn(k, d) for k, d in self.dists.items()}
         if composite_lp_aggregate():
             total = 0
@@ -130,7 +142,10 @@ class CompositeDistribution:
                 extra = v.ndim - len(self.batch_shape)
                 total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
             return total
-        named = {(k + suffix if isinstance(k, str) else (*k[:-1], k[-1] + suffix)): v for k, v in values.items()}
+        named = {
+            (k + suffix if isinstance(k, str) else (*k[:-1], k[-1] + suffix)): v
+            for k, v in values.items()
+        }
         return TensorDict(named, self.batch_shape)
 
     def log_prob(self, sample: Any) -> Any:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import distributions as D
 from torch import nn
 
 from tdnn._mappings import mappings
+
+_NO_SHAPE = torch.Size()
 
 
 class NormalParamExtractor(nn.Module):
@@ -92,7 +94,7 @@ class Delta(D.Distribution):
     (tensor([1., 1.]), tensor(inf))
     """
 
-    arg_constraints: dict[str, Any] = {}
+    arg_constraints: ClassVar[dict[str, Any]] = {}
     has_rsample = True
 
     def __init__(
@@ -126,11 +128,11 @@ class Delta(D.Distribution):
         inf = torch.full_like(equal, math.inf, dtype=value.dtype)
         return torch.where(equal, inf, -inf)
 
-    def sample(self, sample_shape: Sequence[int] | torch.Size = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape)
 
-    def rsample(self, sample_shape: Sequence[int] | torch.Size = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         return self.param.expand((*sample_shape, *self.param.shape))
 
     @property
@@ -179,7 +181,7 @@ class OneHotCategorical(D.OneHotCategorical):
         """The mode."""
         return self.mode
 
-    def rsample(self, sample_shape: Sequence[int] | torch.Size = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         sample = self.sample(torch.Size(sample_shape))
         probs = self.probs.expand_as(sample)
         return sample + probs - probs.detach()
@@ -211,7 +213,10 @@ class TruncatedNormal(D.Distribution):
     True
     """
 
-    arg_constraints = {"loc": D.constraints.real, "scale": D.constraints.positive}
+    arg_constraints: ClassVar[dict[str, Any]] = {
+        "loc": D.constraints.real,
+        "scale": D.constraints.positive,
+    }
     has_rsample = True
 
     def __init__(
@@ -239,7 +244,7 @@ class TruncatedNormal(D.Distribution):
     def support(self) -> Any:  # type: ignore[override]
         return D.constraints.interval(self.low, self.high)
 
-    def rsample(self, sample_shape: Sequence[int] | torch.Size = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
         p = (self._cdf_a + u * self._z).clamp(1e-7, 1 - 1e-7)

@@ -78,9 +78,7 @@ def mappings(key: str) -> Callable[[torch.Tensor], torch.Tensor]:
             return biased_softplus(float(parts[0]))
         if len(parts) == 2:
             return biased_softplus(float(parts[0]), min_val=float(parts[1]))
-        raise ValueError(
-            f"mappings: {key!r} should read biased_softplus_{{bias}}[_{{min_val}}]"
-        )
+        raise ValueError(f"mappings: {key!r} should read biased_softplus_{{bias}}[_{{min_val}}]")
     raise NotImplementedError(f"mappings: unknown mapping {key!r}; known: {sorted(_MAPPINGS)}")
 
 

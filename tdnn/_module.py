@@ -11,8 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
-from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
-
+from tensordict import NestedKey, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
@@ -101,7 +100,9 @@ class TensorDictModule(TensorDictModuleBase):
                 )
             self._kwargs = None
             self.in_keys = unravel_keys(call, in_keys, "in_keys")
-        self.out_keys = unravel_keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
+        self.out_keys = (
+            unravel_keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
+        )
         if inplace not in (True, False, "empty"):
             raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
         self.inplace = inplace
@@ -222,9 +223,7 @@ class TensorDictModule(TensorDictModuleBase):
         is also read, so a key updated in place is still computed)."""
         present = tensordict.keys(True)
         out_keys = [k for k in self._out_keys if k != DISCARD]
-        return all(k in present for k in out_keys) and not any(
-            k in out_keys for k in self._in_keys
-        )
+        return all(k in present for k in out_keys) and not any(k in out_keys for k in self._in_keys)
 
     def _run(
         self,
@@ -283,4 +282,3 @@ class TensorDictModule(TensorDictModuleBase):
         if selected is not self._out_keys:
             results = [v for k, v in zip(keys, results, strict=True) if k in selected]
         return results[0] if len(results) == 1 else tuple(results)
-

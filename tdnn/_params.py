@@ -14,7 +14,7 @@ from tensordict.utils import register_params_module
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
     """A float leaf becomes an ``nn.Parameter`` (unless ``no_convert``), others buffers."""
-    if isinstance(value, nn.Parameter) or isinstance(value, nn.Buffer):
+    if isinstance(value, (nn.Parameter, nn.Buffer)):
         return value
     if not no_convert and (value.is_floating_point() or value.is_complex()):
         return nn.Parameter(value.detach(), requires_grad=True)
@@ -44,7 +44,9 @@ class TensorDictParams(nn.Module):
     (torch.Size([2, 2, 3]), torch.Size([2]))
     """
 
-    def __init__(self, parameters: Any = None, *, no_convert: bool = False, lock: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, parameters: Any = None, *, no_convert: bool = False, lock: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__()
         if parameters is None:
             parameters = TensorDict(kwargs)
@@ -54,14 +56,15 @@ class TensorDictParams(nn.Module):
             parameters = parameters.data
         if not is_tensor_collection(parameters):
             raise TypeError(
-                f"TensorDictParams: expected a TensorDict or a dict, got {type(parameters).__name__}"
+                "TensorDictParams: expected a TensorDict or a dict, got "
+                f"{type(parameters).__name__}"
             )
         self.__dict__["_batch_size"] = parameters.batch_size
         self.__dict__["_device"] = parameters.device
         self.__dict__["no_convert"] = no_convert
         self.__dict__["_hooks_get"] = []
         memo: dict[int, Tensor] = {}
-        for key in parameters.keys():
+        for key in list(parameters.keys()):
             self._put(key, parameters.get(key), memo)
 
     def _put(self, key: str, value: Any, memo: dict[int, Any]) -> None:
@@ -99,7 +102,9 @@ class TensorDictParams(nn.Module):
                     k: v if is_tensor_collection(v) else hook(self, v) for k, v in entries.items()
                 }
         try:
-            return TensorDict(entries, self.__dict__["_batch_size"], device=self.__dict__["_device"])
+            return TensorDict(
+                entries, self.__dict__["_batch_size"], device=self.__dict__["_device"]
+            )
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
             return TensorDict(entries, [], device=self.__dict__["_device"])
 
@@ -135,7 +140,9 @@ class TensorDictParams(nn.Module):
         if isinstance(key, tuple) and len(key) > 1:
             sub = self._modules.get(key[0])
             if not isinstance(sub, TensorDictParams):
-                sub = TensorDictParams(TensorDict({}, self.__dict__["_batch_size"]), no_convert=self.no_convert)
+                sub = TensorDictParams(
+                    TensorDict({}, self.__dict__["_batch_size"]), no_convert=self.no_convert
+                )
                 self.add_module(key[0], sub)
             sub[key[1:] if len(key) > 2 else key[1]] = value
             return
@@ -199,9 +206,7 @@ class TensorDictParams(nn.Module):
             return out
 
         data = self.data
-        copied = TensorDict(
-            {k: copy(data.get(k)) for k in data.keys(True, True)}, data.batch_size
-        )
+        copied = TensorDict({k: copy(data.get(k)) for k in data.keys(True, True)}, data.batch_size)
         return TensorDictParams(copied, no_convert=True)
 
     def copy(self) -> TensorDictParams:

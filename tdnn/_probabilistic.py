@@ -84,7 +84,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         self.distribution_kwargs = kwargs
         self.cache_dist = cache_dist
         self.n_empirical_estimate = n_empirical_estimate
-        self.num_samples = torch.Size([num_samples]) if isinstance(num_samples, int) else num_samples
+        self.num_samples = (
+            torch.Size([num_samples]) if isinstance(num_samples, int) else num_samples
+        )
         self._refresh()
 
     def _refresh(self) -> None:
@@ -186,8 +188,14 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return tensordict_out
         kind = interaction_type() or self.default_interaction_type or InteractionType.DETERMINISTIC
         if self.num_samples is not None and kind is InteractionType.RANDOM:
-            value = dist.rsample(self.num_samples) if dist.has_rsample else dist.sample(self.num_samples)
-            tensordict_out = tensordict_out.expand(*self.num_samples, *tensordict_out.batch_size).clone(False)
+            value = (
+                dist.rsample(self.num_samples)
+                if dist.has_rsample
+                else dist.sample(self.num_samples)
+            )
+            tensordict_out = tensordict_out.expand(
+                *self.num_samples, *tensordict_out.batch_size
+            ).clone(False)
         else:
             value = pick(dist, kind, self.n_empirical_estimate)
         if is_tensor_collection(value):

@@ -43,6 +43,12 @@ class TensorDictSequential(TensorDictModuleBase):
     ['action', 'obs']
     """
 
+    # Upstream attributes of a module wrapper that a sequence answers with constants.
+    method: str | None = None
+    method_kwargs: dict[str, Any] = {}  # noqa: RUF012  (read-only)
+    strict: bool = False
+    is_functional: bool = False
+
     def __init__(
         self,
         *modules: Any,
@@ -146,9 +152,7 @@ class TensorDictSequential(TensorDictModuleBase):
     def _skippable(self, tensordict: Any) -> bool:
         present = tensordict.keys(True)
         out_keys = self.out_keys
-        return all(k in present for k in out_keys) and not any(
-            k in out_keys for k in self.in_keys
-        )
+        return all(k in present for k in out_keys) and not any(k in out_keys for k in self.in_keys)
 
     def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
         """Called with tensors: run the modules on a ``{key: tensor}`` dict, return the

@@ -174,7 +174,11 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
         self.out_keys = _fields(module.output_type)
 
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
-        data = self.tc_module.input_type.from_tensordict(tensordict)
+        cls = self.tc_module.input_type
+        data = cls(
+            **{k: tensordict.get(k) for k in typing.get_type_hints(cls) if not k.startswith("_")},
+            batch_size=tensordict.batch_size,
+        )
         out = self.tc_module(data, *args, **kwargs)
         to_td = getattr(out, "to_tensordict", None)
         return to_td() if callable(to_td) else out

@@ -420,9 +420,7 @@ class ModuleOps(CollectionProtocol):
         try:
             for owner, kind, name, current, value, _ in plan:
                 origin: dict[str, Any] = getattr(owner, kind)
-                written, placed = _placed(
-                    owner, kind, name, current, value, preserve_module_state
-                )
+                written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
                 del origin[name]
                 restore.append((written, origin, name, current))
                 written[name] = placed
