@@ -8,32 +8,28 @@ from typing import Any
 import torch
 from torch import nn
 
+from tdnn._base import TensorDictModuleBase, _reset
 from tdnn._params import TensorDictParams
-from tensordict import TensorDict
+from tensordict import TensorDict, is_tensor_collection
 
 
-def _reinitialise(module: nn.Module) -> nn.Module:
-    for sub in module.modules():
-        reset = getattr(sub, "reset_parameters", None)
-        if callable(reset):
-            reset()
-    return module
-
-
-class EnsembleModule(nn.Module):
-    """``num_copies`` copies of ``module``, each initialised independently, evaluated with
-    one ``torch.vmap`` over their stacked parameters.
+class EnsembleModule(TensorDictModuleBase):
+    """``num_copies`` copies of ``module``, each initialised independently (the module's
+    ``reset_parameters`` run once per copy), evaluated with one ``torch.vmap`` over their
+    stacked parameters (``params_td``, registered for optimisers).
 
     With ``expand_input=True`` every copy sees the same input and the output gains a
     leading dim of size ``num_copies``; with ``False`` the input must already carry
-    that leading dim. Randomness policy: vmap runs with ``randomness="different"``, so
-    dropout and other random ops draw independently for each copy.
+    that leading dim. vmap runs with ``randomness="different"``, so dropout and other
+    random ops draw independently for each copy. A TensorDict module keeps its keys:
+    the ensemble reads ``in_keys`` and writes ``out_keys``.
 
     >>> import torch
     >>> from torch import nn
-    >>> from tdnn import EnsembleModule
-    >>> ensemble = EnsembleModule(nn.Linear(3, 2), num_copies=4)
-    >>> ensemble(torch.randn(5, 3)).shape
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import EnsembleModule, TensorDictModule
+    >>> ensemble = EnsembleModule(TensorDictModule(nn.Linear(3, 2), ["x"], ["y"]), num_copies=4)
+    >>> ensemble(TensorDict(x=torch.randn(5, 3), batch_size=[5]))["y"].shape
     torch.Size([4, 5, 2])
     """
 
@@ -41,18 +37,55 @@ class EnsembleModule(nn.Module):
         super().__init__()
         if num_copies < 1:
             raise ValueError(f"EnsembleModule: num_copies must be >= 1, got {num_copies}")
-        copies = [_reinitialise(copy.deepcopy(module)) for _ in range(num_copies)]
-        self.params = TensorDictParams(TensorDict.from_modules(*copies))
+        self.in_keys = list(getattr(module, "in_keys", []))
+        self.out_keys = list(getattr(module, "out_keys", []))
+        stacked = TensorDict.from_modules(*[module] * num_copies)
+        for i in range(num_copies):  # reset each copy through the module itself
+            with stacked[i].to_module(module, preserve_module_state=False), torch.no_grad():
+                _reset(_Holder(module))
+        self.params_td = TensorDictParams(stacked)
         self._base = [copy.deepcopy(module).to("meta")]  # structure only, not registered
         self.num_copies = num_copies
         self.expand_input = expand_input
 
-    def forward(self, *args: Any) -> Any:
+    @property
+    def params(self) -> TensorDictParams:
+        """The stacked parameters (``params_td``)."""
+        return self.params_td
+
+    @property
+    def module(self) -> nn.Module:
+        """The module structure the copies share (on the meta device)."""
+        return self._base[0]
+
+    def vmapped_forward(self, params: Any, *args: Any) -> Any:
+        """Run the module with one copy's ``params`` (the function vmap maps).
+
+        >>> import torch
+        >>> from torch import nn
+        >>> from tensordict.nn import EnsembleModule
+        >>> e = EnsembleModule(nn.Linear(3, 2), num_copies=2)
+        >>> e.vmapped_forward(e.params_td.data[0], torch.zeros(1, 3)).shape
+        torch.Size([1, 2])
+        """
         base = self._base[0]
+        with params.to_module(base, preserve_module_state=False):
+            return base(*args)
 
-        def call(params: Any, *inputs: Any) -> Any:
-            with params.to_module(base):
-                return base(*inputs)
+    def forward(self, *args: Any) -> Any:
+        dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
+        params = self.params_td.data
+        if args and is_tensor_collection(args[0]):
+            td = args[0]
+            if self.expand_input:
+                td = td.expand(self.num_copies, *td.batch_size)
+            return torch.vmap(self.vmapped_forward, (0, 0), randomness="different")(params, td)
+        return torch.vmap(self.vmapped_forward, dims, randomness="different")(params, *args)
 
-        in_dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
-        return torch.vmap(call, in_dims, randomness="different")(self.params.data, *args)
+
+class _Holder(nn.Module):
+    """A parent for ``module`` so that resetting reaches the module itself too."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.inner = module

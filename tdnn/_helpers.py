@@ -1,37 +1,98 @@
-"""Small helpers: skip_existing, WrapModule and the as_tensordict_module decorator."""
+"""Small helpers: set_skip_existing, WrapModule and the as_tensordict_module decorator."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from tdnn._module import SKIP_EXISTING, TensorDictModule, TensorDictModuleBase
+from tdnn._base import TensorDictModuleBase
+from tdnn._module import SKIP_EXISTING, TensorDictModule
 from tensordict import NestedKey
 
 
-@contextlib.contextmanager
-def skip_existing(mode: bool = True) -> Iterator[None]:
-    """Within this context, a TensorDictModule whose out_keys are all present already
-    returns its input untouched (a process-wide switch, like torch.no_grad's cousins).
+def skip_existing() -> bool:
+    """Whether modules skip computing outputs that are all present already (set with
+    :class:`set_skip_existing`).
+
+    >>> from tensordict.nn import set_skip_existing, skip_existing
+    >>> with set_skip_existing(True):
+    ...     skip_existing()
+    True
+    >>> skip_existing()
+    False
+    """
+    return SKIP_EXISTING[0]
+
+
+class set_skip_existing:
+    """Within this context (or while a decorated ``forward`` runs), a TensorDict module
+    whose out_keys are all present already, and not read, returns its input untouched.
+
+    As a decorator of ``forward(self, tensordict, ...)`` it also applies that check to the
+    method; ``set_skip_existing(None)`` only applies the check, leaving the mode to the
+    caller's context (it is refused as a context manager).
 
     >>> import torch
     >>> from tensordict import TensorDict
-    >>> from tdnn import TensorDictModule, skip_existing
+    >>> from tensordict.nn import TensorDictModule, set_skip_existing
     >>> calls = []
     >>> m = TensorDictModule(lambda x: calls.append(1) or x, ["a"], ["b"])
     >>> td = TensorDict({"a": torch.zeros(1), "b": torch.ones(1)}, [1])
-    >>> with skip_existing():
+    >>> with set_skip_existing(True):
     ...     _ = m(td)
     >>> calls
     []
     """
-    previous = SKIP_EXISTING[0]
-    SKIP_EXISTING[0] = mode
-    try:
-        yield
-    finally:
-        SKIP_EXISTING[0] = previous
+
+    def __init__(
+        self, mode: bool | None = True, in_key_attr: str = "in_keys", out_key_attr: str = "out_keys"
+    ) -> None:
+        self.mode = mode
+        self.in_key_attr = in_key_attr
+        self.out_key_attr = out_key_attr
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> None:
+        if self.mode is None:
+            raise RuntimeError(
+                "set_skip_existing: It seems you are using set_skip_existing(None) as a "
+                "context manager; None only makes sense as a method decorator"
+            )
+        self._previous.append(SKIP_EXISTING[0])
+        SKIP_EXISTING[0] = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        SKIP_EXISTING[0] = self._previous.pop()
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        params = list(inspect.signature(func).parameters)
+        if len(params) < 2 or params[1] != "tensordict":
+            raise RuntimeError(
+                f"set_skip_existing: the decorated method's first argument after self must "
+                f"be named 'tensordict', got {params[1:2]}"
+            )
+        mode, ins, outs = self.mode, self.in_key_attr, self.out_key_attr
+
+        @functools.wraps(func)
+        def wrapper(module: Any, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
+            previous = SKIP_EXISTING[0]
+            if mode is not None:
+                SKIP_EXISTING[0] = mode
+            try:
+                if SKIP_EXISTING[0]:
+                    in_keys, out_keys = getattr(module, ins), getattr(module, outs)
+                    present = tensordict.keys(True)
+                    if all(k in present for k in out_keys) and not any(
+                        k in out_keys for k in in_keys
+                    ):
+                        return tensordict
+                return func(module, tensordict, *args, **kwargs)
+            finally:
+                SKIP_EXISTING[0] = previous
+
+        return wrapper
 
 
 class WrapModule(TensorDictModuleBase):
@@ -39,7 +100,7 @@ class WrapModule(TensorDictModuleBase):
 
     >>> import torch
     >>> from tensordict import TensorDict
-    >>> from tdnn import WrapModule
+    >>> from tensordict.nn import WrapModule
     >>> double = WrapModule(lambda td: td.set("y", td["x"] * 2), in_keys=["x"], out_keys=["y"])
     >>> double(TensorDict({"x": torch.ones(2)}, [2]))["y"]
     tensor([2., 2.])
@@ -53,8 +114,8 @@ class WrapModule(TensorDictModuleBase):
     ) -> None:
         super().__init__()
         self.fn = fn
-        self.in_keys = list(in_keys)
-        self.out_keys = list(out_keys)
+        self.in_keys = in_keys
+        self.out_keys = out_keys
 
     def forward(self, tensordict: Any) -> Any:
         return self.fn(tensordict)
@@ -67,7 +128,7 @@ def as_tensordict_module(
 
     >>> import torch
     >>> from tensordict import TensorDict
-    >>> from tdnn import as_tensordict_module
+    >>> from tensordict.nn import as_tensordict_module
     >>> @as_tensordict_module(in_keys=["a", "b"], out_keys=["c"])
     ... def add(a, b):
     ...     return a + b

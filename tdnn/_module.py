@@ -3,44 +3,37 @@ a TensorDict."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
-from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
+from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
+from tensordict import NestedKey, TensorDict, is_tensor_collection
 
-DISCARD = "_"
-
-
-# Set by tdnn.skip_existing(); a plain flag (not a contextvar) so that compiled code
+# Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
 SKIP_EXISTING = [False]
-
-
-def _keys(call: str, keys: Any, what: str) -> list[Any]:
-    if isinstance(keys, (str, tuple)):
-        keys = [keys]
-    try:
-        return [unravel_key(k) for k in keys]
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"{call}: {what} must be TensorDict keys: {err}") from None
 
 
 def tensor_inputs(
     call: str, in_keys: list[Any], first: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[Any, Any]:
     """Tensors given positionally (in in_keys order) or by keyword (a key, or a nested key
-    joined with "_") as a ``{key: tensor}`` dict; None means "not given"."""
+    joined with "_") as a ``{key: tensor}`` dict; None means "not given". Keywords that
+    name no in_key are left in ``kwargs`` (extra arguments for the module)."""
     given = [first, *args]
     if len(given) > max(len(in_keys), 1):
         raise TypeError(f"{call}: {len(given)} inputs for in_keys {in_keys}")
     env = {k: v for k, v in zip(in_keys, given, strict=False) if v is not None}
-    for name, value in kwargs.items():
+    for name in list(kwargs):
         key = next((k for k in in_keys if (k if isinstance(k, str) else "_".join(k)) == name), None)
-        if key is None:
-            raise TypeError(f"{call}: unexpected input {name!r}; in_keys are {in_keys}")
-        env[key] = value
+        if key is not None:
+            if key in env:
+                raise RuntimeError(f"{call}: Duplicated argument {name!r} in args and kwargs")
+            env[key] = kwargs.pop(name)
     return env
 
 
@@ -53,25 +46,6 @@ def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any
             f"positionally, got {len(args)} more arguments"
         )
     return args[0]
-
-
-class TensorDictModuleBase(nn.Module):
-    """Base of TensorDict-in / TensorDict-out modules: declares ``in_keys``/``out_keys``.
-
-    >>> import torch
-    >>> from tensordict import TensorDict
-    >>> from tdnn import TensorDictModuleBase
-    >>> class AddOne(TensorDictModuleBase):
-    ...     in_keys, out_keys = ["x"], ["y"]
-    ...
-    ...     def forward(self, td):
-    ...         return td.set("y", td["x"] + 1)
-    >>> AddOne()(TensorDict({"x": torch.zeros(2)}, [2]))["y"]
-    tensor([1., 1.])
-    """
-
-    in_keys: list[Any]
-    out_keys: list[Any]
 
 
 class TensorDictModule(TensorDictModuleBase):
@@ -100,37 +74,49 @@ class TensorDictModule(TensorDictModuleBase):
     def __init__(
         self,
         module: Callable[..., Any],
-        in_keys: Sequence[NestedKey] | Mapping[Any, Any],
+        in_keys: Sequence[NestedKey] | Mapping[Any, Any] | NestedKey,
         out_keys: Sequence[NestedKey] | NestedKey,
         *,
         inplace: bool | str = True,
-        out_to_in_map: bool = False,
+        out_to_in_map: bool | None = None,
         method: str | None = None,
+        method_kwargs: dict[str, Any] | None = None,
         strict: bool = False,
     ) -> None:
         super().__init__()
         call = "TensorDictModule"
         if isinstance(in_keys, Mapping):
             pairs = [(v, k) for k, v in in_keys.items()] if out_to_in_map else list(in_keys.items())
-            self._kwargs: dict[Any, str] | None = {unravel_key(k): str(v) for k, v in pairs}
+            self._kwargs: dict[Any, str] | None = {
+                unravel_keys(call, k, "in_keys")[0]: str(v) for k, v in pairs
+            }
             self.in_keys = list(self._kwargs)
         else:
+            if out_to_in_map is not None:
+                warnings.warn(
+                    "out_to_in_map is not None but is only used when in_key is a dictionary.",
+                    UserWarning,
+                    stacklevel=2,
+                )
             self._kwargs = None
-            self.in_keys = _keys(call, in_keys, "in_keys")
-        self.out_keys = _keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
+            self.in_keys = unravel_keys(call, in_keys, "in_keys")
+        self.out_keys = (
+            unravel_keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
+        )
         if inplace not in (True, False, "empty"):
             raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
         self.inplace = inplace
         self.method = method
+        self.method_kwargs = dict(method_kwargs or {})
         self.strict = strict
         if isinstance(module, nn.Module):
             self.module = module
         else:
-            self._fn = module
+            self.__dict__["module"] = module  # a plain callable: an attribute, not a child
 
     def _base(self) -> Any:
         base = self._modules.get("module")
-        return self._fn if base is None else base
+        return self.__dict__["module"] if base is None else base
 
     def _target(self) -> Callable[..., Any]:
         base: Callable[..., Any] = self._base()
@@ -142,20 +128,70 @@ class TensorDictModule(TensorDictModuleBase):
             type(base).__name__ if isinstance(base, nn.Module) else getattr(base, "__name__", "fn")
         )
 
+    def _select(self, selected: list[Any]) -> None:
+        self.reset_out_keys()  # forward writes only the selected keys: no hook needed
+
+    @property
+    def is_functional(self) -> bool:
+        """False: modules here hold their parameters (swap them with ``to_module``)."""
+        return False
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the first parameter (cpu if none). Deprecated upstream.
+
+        >>> import warnings
+        >>> from torch import nn
+        >>> from tensordict.nn import TensorDictModule
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]).device
+        device(type='cpu')
+        """
+        warnings.warn(
+            "TensorDictModule.device is deprecated and will be removed in TensorDict 0.17; "
+            "read the device of a parameter instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        for p in self.parameters():
+            return p.device
+        return torch.device("cpu")
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("__") or name in ("module", "_modules"):
+                raise
+            base = self.__dict__.get("module", self.__dict__["_modules"].get("module"))
+            if base is None:
+                raise
+            return getattr(base, name)
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        base = self.__dict__.get("module")
+        if base is None:
+            return text
+        head, _, rest = text.partition("\n")
+        return f"{head}\n    module={base},\n{rest}"
+
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
     ) -> Any:
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
+            if tensordict is None and "tensordict" in kwargs:
+                return self.forward(kwargs.pop("tensordict"), *args, **kwargs)
             return self._dispatch(tensordict, *args, **kwargs)
         if args:
             tensordict_out = positional_out(
                 f"TensorDictModule({self._name()})", args, tensordict_out
             )
-        if SKIP_EXISTING[0] and all(
-            k in tensordict.keys(True) for k in self.out_keys if k != DISCARD
-        ):
+        out_keys = self._out_keys
+        if SKIP_EXISTING[0] and self._skippable(tensordict):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
-        in_keys = self.in_keys
+        in_keys = self._in_keys
         module = self._modules.get("module")
         if (  # the common case: a module called with the one tensor it reads
             module is not None
@@ -167,7 +203,6 @@ class TensorDictModule(TensorDictModuleBase):
             out = module(value, **kwargs)
         else:
             out = self._run(tensordict.get, lambda: tensordict.keys(True, True), kwargs)
-        out_keys = self.out_keys
         if tensordict_out is None and self.inplace is True:
             if isinstance(out, Tensor) and len(out_keys) == 1:  # one tensor back into the input
                 if out_keys[0] != DISCARD:
@@ -176,10 +211,19 @@ class TensorDictModule(TensorDictModuleBase):
             tensordict_out = tensordict
         elif tensordict_out is None:
             empty = self.inplace == "empty"
-            tensordict_out = tensordict.empty() if empty else tensordict.clone(recurse=False)
+            tensordict_out = tensordict.empty() if empty else TensorDict()
+        selected = self._out_keys_apparent
         for key, value in zip(*self._outputs(out), strict=True):
-            tensordict_out.set(key, value)
+            if selected is out_keys or key in selected:
+                tensordict_out.set(key, value)
         return tensordict_out
+
+    def _skippable(self, tensordict: Any) -> bool:
+        """Under ``set_skip_existing(True)``: every out key is present already (and none
+        is also read, so a key updated in place is still computed)."""
+        present = tensordict.keys(True)
+        out_keys = [k for k in self._out_keys if k != DISCARD]
+        return all(k in present for k in out_keys) and not any(k in out_keys for k in self._in_keys)
 
     def _run(
         self,
@@ -189,8 +233,8 @@ class TensorDictModule(TensorDictModuleBase):
     ) -> Any:
         """Read the in_keys through ``get``, call the module (with the caller's ``extra``
         keyword arguments), return what it returned."""
-        extra = extra or {}
-        in_keys = self.in_keys
+        extra = {**self.method_kwargs, **extra} if self.method_kwargs else (extra or {})
+        in_keys = self._in_keys
         values = [get(key, None) for key in in_keys]
         missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]
         if missing and self.strict:
@@ -201,7 +245,8 @@ class TensorDictModule(TensorDictModuleBase):
                 return self._target()(**named, **extra)
             return self._target()(*values, **extra)
         except Exception as err:
-            if missing:  # the module choked on None inputs: say which keys were absent
+            if missing and "unexpected keyword" not in str(err):
+                # the module choked on None inputs: say which keys were absent
                 raise KeyError(self._missing_message(missing, available())) from err
             raise
 
@@ -214,25 +259,26 @@ class TensorDictModule(TensorDictModuleBase):
 
     def _outputs(self, out: Any) -> tuple[list[Any], list[Any]]:
         """The (out key, value) pairs of a module result, ``"_"`` outputs dropped."""
-        keys = [k for k in self.out_keys if k != DISCARD]
+        out_keys = self._out_keys
+        keys = [k for k in out_keys if k != DISCARD]
         if is_tensor_collection(out):
             return keys, [out.get(k) for k in keys]
         if isinstance(out, Mapping):
             return keys, [out[k if isinstance(k, str) else k[-1]] for k in keys]
         outs = out if isinstance(out, tuple) else (out,)
-        if len(outs) != len(self.out_keys):
+        if len(outs) != len(out_keys):
             raise ValueError(
                 f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs "
-                f"for {len(self.out_keys)} out_keys {self.out_keys}"
+                f"for {len(out_keys)} out_keys {out_keys}"
             )
-        return keys, [v for k, v in zip(self.out_keys, outs, strict=True) if k != DISCARD]
+        return keys, [v for k, v in zip(out_keys, outs, strict=True) if k != DISCARD]
 
     def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
         """Called with tensors: read them as the in_keys, return the outputs (no TensorDict
         is built, so ``torch.fx`` traces this path)."""
-        env = tensor_inputs(f"TensorDictModule({self._name()})", self.in_keys, first, args, kwargs)
-        _, results = self._outputs(self._run(env.get, env.keys))
+        env = tensor_inputs(f"TensorDictModule({self._name()})", self._in_keys, first, args, kwargs)
+        keys, results = self._outputs(self._run(env.get, env.keys, kwargs))
+        selected = self._out_keys_apparent
+        if selected is not self._out_keys:
+            results = [v for k, v in zip(keys, results, strict=True) if k in selected]
         return results[0] if len(results) == 1 else tuple(results)
-
-    def extra_repr(self) -> str:
-        return f"in_keys={self.in_keys}, out_keys={self.out_keys}"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
-from tdnn._module import TensorDictModule, TensorDictModuleBase, positional_out, tensor_inputs
+from tdnn._base import TensorDictModuleBase
+from tdnn._module import SKIP_EXISTING, TensorDictModule, positional_out, tensor_inputs
 from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
 
@@ -18,75 +19,140 @@ def _io(module: Any) -> tuple[list[Any], list[Any]]:
 class TensorDictSequential(TensorDictModuleBase):
     """Run TensorDict modules (or plain ``td -> td`` callables) in order.
 
+    Modules are given as arguments, or as one (ordered) dict of named modules.
     ``in_keys`` are the keys read before any module writes them; ``out_keys`` the keys
-    written (or ``selected_out_keys``).
+    written, or those kept by ``selected_out_keys``/:meth:`select_out_keys`: then the
+    modules run on a shallow copy and only the selected keys are written back, so
+    intermediate results never reach the caller's TensorDict.
+    ``inplace``: None returns what the last module returned, True writes the outputs
+    into the input, False into a new empty TensorDict, ``"empty"`` into
+    ``tensordict.empty()``. ``partial_tolerant=True`` skips a module whose inputs are
+    missing.
 
     >>> import torch
     >>> from torch import nn
     >>> from tensordict import TensorDict
-    >>> from tdnn import TensorDictModule, TensorDictSequential
+    >>> from tensordict.nn import TensorDictModule, TensorDictSequential
     >>> seq = TensorDictSequential(
     ...     TensorDictModule(nn.Linear(3, 4), ["obs"], ["hidden"]),
     ...     TensorDictModule(nn.Linear(4, 2), ["hidden"], ["action"]),
     ... )
     >>> seq.in_keys, seq.out_keys
     (['obs'], ['hidden', 'action'])
-    >>> seq(TensorDict({"obs": torch.zeros(5, 3)}, [5]))["action"].shape
-    torch.Size([5, 2])
+    >>> sorted(seq.select_out_keys("action")(TensorDict({"obs": torch.zeros(5, 3)}, [5])).keys())
+    ['action', 'obs']
     """
+
+    # Upstream attributes of a module wrapper that a sequence answers with constants.
+    method: str | None = None
+    method_kwargs: dict[str, Any] = {}  # noqa: RUF012  (read-only)
+    strict: bool = False
+    is_functional: bool = False
 
     def __init__(
         self,
-        *modules: Callable[..., Any],
+        *modules: Any,
         partial_tolerant: bool = False,
         selected_out_keys: Sequence[NestedKey] | None = None,
+        inplace: bool | str | None = None,
     ) -> None:
         super().__init__()
-        wrapped = []
-        for i, m in enumerate(modules):
-            if isinstance(m, nn.Module):
-                wrapped.append(m)
-            elif callable(m):
-                wrapped.append(_Callable(m))
-            else:
-                raise TypeError(f"TensorDictSequential: item {i} is not callable: {m!r}")
-        self.module = nn.ModuleList(wrapped)
+        if len(modules) == 1 and isinstance(modules[0], Mapping):
+            named = {str(k): _as_module(k, m) for k, m in modules[0].items()}
+            self.module: nn.ModuleList | nn.ModuleDict = nn.ModuleDict(named)
+        else:
+            self.module = nn.ModuleList([_as_module(i, m) for i, m in enumerate(modules)])
+        if inplace not in (None, True, False, "empty"):
+            raise ValueError(
+                f"TensorDictSequential: inplace must be None, True, False or 'empty', got "
+                f"{inplace!r}"
+            )
         self.partial_tolerant = partial_tolerant
-        self._selected = (
-            None if selected_out_keys is None else [unravel_key(k) for k in selected_out_keys]
-        )
+        self.inplace = inplace
+        self._select_before_return = False
         self._refresh_keys()
+        if selected_out_keys is not None:
+            missing = [k for k in map(unravel_key, selected_out_keys) if k not in self._out_keys]
+            if missing:
+                raise ValueError(
+                    f"TensorDictSequential: All keys in selected_out_keys must be in out_keys: "
+                    f"{missing} are not in {self._out_keys}"
+                )
+            self.select_out_keys(*selected_out_keys)
+
+    def _members(self) -> list[Any]:
+        members: Any = self._modules["module"]
+        return list(members._modules.values())
 
     def _refresh_keys(self) -> None:
         read: list[Any] = []
         written: list[Any] = []
-        for m in self.module:
+        for m in self._members():
             ins, outs = _io(m)
             read += [k for k in ins if k not in written and k not in read]
             written += [k for k in outs if k not in written and k != "_"]
-        self.in_keys = read
-        self.out_keys = written if self._selected is None else list(self._selected)
+        self._in_keys = read
+        selected = self.__dict__.get("_out_keys_apparent")
+        keep = self._select_before_return and selected is not None
+        self._out_keys = written
+        self._out_keys_apparent = [k for k in selected if k in written] if keep else written
+
+    def _select(self, selected: list[Any]) -> None:
+        self._select_before_return = True
+
+    def reset_out_keys(self) -> TensorDictSequential:
+        """Undo :meth:`select_out_keys`: every written key is returned again.
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> seq = TensorDictSequential(TensorDictModule(lambda x: x, ["a"], ["b"]))
+        >>> seq.select_out_keys("b").reset_out_keys()._select_before_return
+        False
+        """
+        super().reset_out_keys()
+        self._select_before_return = False
+        return self
 
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
     ) -> Any:
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
+            if tensordict is None and "tensordict" in kwargs:
+                return self.forward(kwargs.pop("tensordict"), *args, **kwargs)
             return self._dispatch(tensordict, *args, **kwargs)
         if args:
             tensordict_out = positional_out("TensorDictSequential", args, tensordict_out)
-        td = tensordict
+        select = self._select_before_return
+        if SKIP_EXISTING[0] and self._skippable(tensordict):
+            return tensordict
+        td = tensordict.clone(False) if select or tensordict_out is not None else tensordict
+        if tensordict_out is None:
+            inplace = self.inplace
+            if inplace is True:
+                tensordict_out = tensordict
+            elif inplace is False:
+                tensordict_out = TensorDict()
+            elif inplace == "empty":
+                tensordict_out = tensordict.empty()
         tolerant = self.partial_tolerant
-        members: Any = self._modules["module"]
-        for m in members._modules.values():  # (iterating self.module, without the lookups)
+        for m in self._members():
             if tolerant:
                 ins, _ = _io(m)
-                if any(k not in td.keys(True) for k in ins):
+                present = td.keys(True)
+                if any(k not in present for k in ins):
                     continue
             td = m(td, **kwargs)
         if tensordict_out is not None:
-            tensordict_out.update(td.select(*self.out_keys, strict=False))
+            _copy_keys(td, tensordict_out, self.out_keys)
             return tensordict_out
+        if select:
+            _copy_keys(td, tensordict, self.out_keys)
+            return tensordict
         return td
+
+    def _skippable(self, tensordict: Any) -> bool:
+        present = tensordict.keys(True)
+        out_keys = self.out_keys
+        return all(k in present for k in out_keys) and not any(k in out_keys for k in self.in_keys)
 
     def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
         """Called with tensors: run the modules on a ``{key: tensor}`` dict, return the
@@ -94,7 +160,12 @@ class TensorDictSequential(TensorDictModuleBase):
         ``torch.fx`` traces through, and their forward hooks see tensors); any other
         module or callable is given a TensorDict of the entries so far."""
         env = tensor_inputs("TensorDictSequential", self.in_keys, first, args, kwargs)
-        for m in self.module:
+        if kwargs:
+            raise TypeError(
+                f"TensorDictSequential: unexpected input {next(iter(kwargs))!r}; in_keys are "
+                f"{self.in_keys}"
+            )
+        for m in self._members():
             ins, outs = _io(m)
             if self.partial_tolerant and any(k not in env for k in ins):
                 continue
@@ -110,48 +181,104 @@ class TensorDictSequential(TensorDictModuleBase):
         results = [env[k] for k in self.out_keys]
         return results[0] if len(results) == 1 else tuple(results)
 
-    def select_out_keys(self, *out_keys: NestedKey) -> TensorDictSequential:
-        """Report only ``out_keys`` (the others are still computed and written)."""
-        self._selected = [unravel_key(k) for k in out_keys]
-        self._refresh_keys()
-        return self
+    def _flat(self) -> list[tuple[str, Any]]:
+        """(name, module) of the leaf modules, nested sequences expanded."""
+        out: list[tuple[str, Any]] = []
+        members: Any = self._modules["module"]
+        for name, m in members._modules.items():
+            if isinstance(m, TensorDictSequential) and not m._select_before_return:
+                out += m._flat()
+            else:
+                out.append((name, m))
+        return out
 
     def select_subsequence(
         self,
         in_keys: Sequence[NestedKey] | None = None,
         out_keys: Sequence[NestedKey] | None = None,
     ) -> TensorDictSequential:
-        """The modules needed to go from ``in_keys`` to ``out_keys``."""
-        modules = list(self.module)
+        """The modules (the same objects) needed to go from ``in_keys`` to ``out_keys``;
+        nested sequences are expanded.
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> seq = TensorDictSequential(
+        ...     TensorDictModule(lambda x: x, ["a"], ["b"]),
+        ...     TensorDictModule(lambda x: x, ["c"], ["d"]),
+        ... )
+        >>> seq.select_subsequence(out_keys=["d"]).in_keys
+        ['c']
+        """
+        modules = self._flat()
         if in_keys is not None:
             reachable = {unravel_key(k) for k in in_keys}
             keep = []
-            for m in modules:
+            for name, m in modules:
                 ins, outs = _io(m)
                 if reachable & set(ins):
-                    keep.append(m)
+                    keep.append((name, m))
                     reachable |= set(outs)
             modules = keep
         if out_keys is not None:
             needed = {unravel_key(k) for k in out_keys}
             keep = []
-            for m in reversed(modules):
+            for name, m in reversed(modules):
                 ins, outs = _io(m)
                 if needed & set(outs):
-                    keep.append(m)
+                    keep.append((name, m))
                     needed |= set(ins)
             modules = keep[::-1]
         if not modules:
-            raise ValueError("TensorDictSequential.select_subsequence: no module is selected")
-        return TensorDictSequential(*modules)
+            raise ValueError(
+                f"TensorDictSequential.select_subsequence: no module is selected for "
+                f"in_keys={in_keys}, out_keys={out_keys}"
+            )
+        return self._like(modules)
 
-    def __getitem__(self, index: int | slice) -> Any:
+    def _like(self, modules: list[tuple[str, Any]]) -> TensorDictSequential:
+        if isinstance(self.module, nn.ModuleDict):
+            return TensorDictSequential(dict(modules), partial_tolerant=self.partial_tolerant)
+        return TensorDictSequential(
+            *[m for _, m in modules], partial_tolerant=self.partial_tolerant
+        )
+
+    def __getitem__(self, index: int | slice | str) -> Any:
+        members: Any = self._modules["module"]
         if isinstance(index, slice):
-            return TensorDictSequential(*list(self.module)[index])
-        return self.module[index]
+            return self._like(list(members._modules.items())[index])
+        if isinstance(index, str):
+            return members[index]
+        return self._members()[index]
+
+    def __setitem__(self, index: int | str, module: Any) -> None:
+        members: Any = self._modules["module"]
+        if isinstance(members, nn.ModuleDict):
+            members[str(index)] = _as_module(index, module)
+        else:
+            members[index] = _as_module(index, module)
+        self._refresh_keys()
+
+    def __delitem__(self, index: int | str) -> None:
+        members: Any = self._modules["module"]
+        del members[index]
+        self._refresh_keys()
 
     def __len__(self) -> int:
-        return len(self.module)
+        return len(self._modules["module"])  # type: ignore[arg-type]
+
+
+def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> None:
+    present = source.keys(True)
+    for key in keys:
+        if key in present:
+            dest.set(key, source.get(key))
+
+
+def _as_module(where: Any, m: Any) -> nn.Module:
+    if isinstance(m, nn.Module):
+        return m
+    if callable(m):
+        return _Callable(m)
+    raise TypeError(f"TensorDictSequential: item {where!r} is not callable: {m!r}")
 
 
 # Modules whose forward also takes plain tensors (the others are given a TensorDict).

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from tensordict._primitives import CollectionPrimitives
+from tensordict._torch_compat import is_functorch_wrapped
 
 
-def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) -> Any:
-    """Parameters and buffers of ``module`` keyed by submodule names (no copies)."""
+def _module_tree(
+    module: nn.Module, cls: Any, use_state_dict: bool, lock: bool, filter_empty: bool = True
+) -> Any:
+    """Parameters and buffers of ``module`` keyed by submodule names (no copies); with
+    ``filter_empty=False`` parameterless submodules appear as empty TensorDicts."""
     if use_state_dict:
         td = cls(dict(module.state_dict(keep_vars=True)), []).unflatten_keys(".")
     else:
@@ -23,8 +27,8 @@ def _module_tree(module: nn.Module, cls: Any, use_state_dict: bool, lock: bool) 
                     entries[name] = tensor
         for name, child in module._modules.items():
             if child is not None:
-                sub = _module_tree(child, cls, False, False)
-                if sub._tensordict:
+                sub = _module_tree(child, cls, False, False, filter_empty)
+                if sub._tensordict or not filter_empty:
                     entries[name] = sub
         td = cls._new_unsafe(entries, torch.Size([]), None, None)
     if lock:
@@ -40,7 +44,12 @@ _Tied = dict[int, tuple[list[Tensor], Tensor]]
 
 
 def _stack_modules(
-    cls: Any, modules: tuple[nn.Module, ...], path: str, call: str, tied: _Tied
+    cls: Any,
+    modules: tuple[nn.Module, ...],
+    path: str,
+    call: str,
+    tied: _Tied,
+    expand_identical: bool = False,
 ) -> Any:
     """Walk same-structure ``modules`` in step, check them, stack their tensors (one pass).
 
@@ -95,7 +104,10 @@ def _stack_modules(
                         f"{tuple(t.shape)} {t.dtype} requires_grad={t.requires_grad}, module 0 "
                         f"has {tuple(shape)} {dtype} requires_grad={grad}"
                     )
-            stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
+            if expand_identical and all(t is t0 for t in tensors):
+                stacked = t0.data.expand(len(tensors), *t0.shape)
+            else:
+                stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
             if isinstance(t0, nn.Parameter):
                 stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
             tied[id(t0)] = (tensors, stacked)
@@ -107,30 +119,56 @@ def _stack_modules(
             raise _differs(call, i, where, f"has submodules {have}, module 0 has {names}")
     for name in names:
         children: tuple[nn.Module, ...] = tuple(m._modules[name] for m in modules)  # type: ignore[misc]
-        sub = _stack_modules(cls, children, f"{path}.{name}" if path else name, call, tied)
+        sub = _stack_modules(
+            cls, children, f"{path}.{name}" if path else name, call, tied, expand_identical
+        )
         if sub._tensordict:
             entries[name] = sub
     return cls._new_unsafe(entries, torch.Size([len(modules)]), None, None)
 
 
-def _wrap(td: Any, as_module: bool) -> Any:
+# The module layer registers its TensorDictParams here when it is imported (the core
+# never imports it): see tensordict.utils.register_params_module.
+_PARAMS_MODULE: list[Callable[[Any], Any]] = []
+
+
+def register_params_module(factory: Callable[[Any], Any]) -> None:
+    """Set the callable that ``from_module(..., as_module=True)`` (and ``from_modules``)
+    wrap their TensorDict with; ``import tensordict.nn`` registers ``TensorDictParams``.
+
+    >>> import tensordict.nn
+    >>> from torch import nn
+    >>> from tensordict import TensorDict
+    >>> type(TensorDict.from_module(nn.Linear(2, 2), as_module=True)).__name__
+    'TensorDictParams'
+    """
+    _PARAMS_MODULE[:] = [factory]
+
+
+def _wrap(call: str, td: Any, as_module: bool) -> Any:
     """``td`` itself, or as a ``TensorDictParams`` module when ``as_module``."""
     if not as_module:
         return td
-    # The module layer sits above the core; it is loaded here only because the caller
-    # asked for a module, through the same ``tensordict.nn`` alias users import.
-    params_cls = importlib.import_module("tensordict.nn").TensorDictParams
-    return params_cls(td)
+    if not _PARAMS_MODULE:
+        raise ImportError(
+            f"{call}(as_module=True) returns a tensordict.nn.TensorDictParams, and the module "
+            "layer is not loaded: run `import tensordict.nn` first"
+        )
+    return _PARAMS_MODULE[0](td)
 
 
-_Restore = list[tuple[dict[str, Any], str, Any]]
+# One undo step: (the store written, the store the original came from, name, original).
+_Restore = list[tuple[dict[str, Any], dict[str, Any], str, Any]]
 
 
 class _Swap:
     """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
 
-    def __init__(self, restore: _Restore, swapped: Any) -> None:
+    def __init__(
+        self, restore: _Restore, swapped: Any, unflag: list[tuple[set[str], str]] | None = None
+    ) -> None:
         self._restore = restore
+        self._unflag = unflag or []
         self.swapped = swapped
 
     def __enter__(self) -> Any:
@@ -141,9 +179,45 @@ class _Swap:
 
     def restore(self) -> None:
         """Put the original tensors back (idempotent)."""
-        for store, name, value in reversed(self._restore):
-            store[name] = value
+        for written, origin, name, value in reversed(self._restore):
+            written.pop(name, None)
+            origin[name] = value
+        for flags, name in self._unflag:
+            flags.discard(name)
         self._restore = []
+        self._unflag = []
+
+
+def _placed(
+    module: nn.Module, kind: str, name: str, current: Tensor, value: Tensor, preserve: bool
+) -> tuple[dict[str, Any], Any]:
+    """Where ``value`` goes in ``module`` and as what: with ``preserve`` a parameter slot
+    keeps a parameter (with the module's requires_grad; a value with autograd history is
+    aliased, so gradients still flow) and a buffer slot a buffer; without, a plain tensor
+    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
+    ``from_module``) and a parameter is registered as one."""
+    is_param = isinstance(value, nn.Parameter)
+    if kind == "_parameters":
+        if preserve:
+            if not is_param or value.requires_grad != current.requires_grad:
+                if current.requires_grad and (value.requires_grad or is_functorch_wrapped(value)):
+                    value = value.as_subclass(nn.Parameter)
+                else:
+                    # a memory-mapped leaf becomes a plain view of the same bytes (it has
+                    # no autograd of its own): the parameter still reads and writes the file
+                    plain = (
+                        value
+                        if type(value) in (Tensor, nn.Parameter)
+                        else value.as_subclass(Tensor)
+                    )
+                    value = nn.Parameter(plain, requires_grad=current.requires_grad)
+            return module._parameters, value
+        return (module._parameters if is_param else module._buffers), value
+    if is_param and not preserve:
+        return module._parameters, value
+    if is_param:
+        value = value.as_subclass(Tensor)  # (an alias: autograd history is kept)
+    return module._buffers, value
 
 
 def _has_tensors(module: nn.Module) -> bool:
@@ -152,8 +226,9 @@ def _has_tensors(module: nn.Module) -> bool:
     return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
-# One planned replacement: (store, name, the module's tensor, the new tensor, dotted key).
-_Plan = list[tuple[dict[str, Any], str, Tensor, Tensor, str]]
+# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
+# tensor, the new tensor, dotted key).
+_Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, str]]
 
 
 def _plan_swap(
@@ -173,8 +248,8 @@ def _plan_swap(
     memo[id(module)] = module
     entries = td._tensordict
     keys = set(entries)
-    stores: tuple[dict[str, Any], ...] = (module._parameters, module._buffers)
-    for store in stores:
+    for kind in ("_parameters", "_buffers"):
+        store: dict[str, Any] = getattr(module, kind)
         for name, current in list(store.items()):
             if current is None:
                 continue
@@ -186,7 +261,7 @@ def _plan_swap(
             if not isinstance(value, Tensor):
                 unexpected.append(".".join((*path, name)))
                 continue
-            plan.append((store, name, current, value, ".".join((*path, name))))
+            plan.append((module, kind, name, current, value, ".".join((*path, name))))
             originals[name] = current
     for name, child in module._modules.items():
         if child is None:
@@ -207,17 +282,17 @@ def _plan_swap(
     return originals
 
 
-def _copy_checked(call: str, plan: _Plan) -> None:
+def _copy_checked(call: str, plan: _Plan, non_blocking: bool = False) -> None:
     """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
-    for _, _, current, value, key in plan:
+    for _, _, _, current, value, key in plan:
         if value.shape != current.shape:
             raise ValueError(
                 f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
                 f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
             )
     with torch.no_grad():
-        for _, _, current, value, _ in plan:
-            current.copy_(value)
+        for _, _, _, current, value, _ in plan:
+            current.copy_(value, non_blocking=non_blocking)
 
 
 def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
@@ -237,13 +312,15 @@ class ModuleOps(CollectionPrimitives):
         as_module: bool = False,
         lock: bool = False,
         use_state_dict: bool = False,
+        filter_empty: bool = True,
     ) -> Any:
         """The parameters and buffers of ``module`` as a nested TensorDict (the same tensors,
         no copies), keyed by submodule names (``"0"``, ``"1"``, ... for nn.Sequential).
 
         ``lock`` defaults to False for every spelling (one documented default).
-        ``as_module=True`` returns a ``tdnn.TensorDictParams`` (an ``nn.Module`` whose
-        parameters are these leaves); it loads the module layer on request.
+        ``as_module=True`` returns a ``tensordict.nn.TensorDictParams`` (an ``nn.Module``
+        whose parameters are these leaves; ``import tensordict.nn`` first).
+        ``filter_empty=False`` keeps parameterless submodules as empty TensorDicts.
 
         >>> import torch
         >>> from torch import nn
@@ -253,12 +330,25 @@ class ModuleOps(CollectionPrimitives):
         >>> params["0", "weight"] is model[0].weight
         True
         """
-        return _wrap(_module_tree(module, cls, use_state_dict, lock), as_module)
+        tree = _module_tree(module, cls, use_state_dict, lock, filter_empty)
+        return _wrap("TensorDict.from_module", tree, as_module)
 
     @classmethod
-    def from_modules(cls, *modules: nn.Module, as_module: bool = False, lock: bool = False) -> Any:
+    def from_modules(
+        cls,
+        *modules: nn.Module,
+        as_module: bool = False,
+        lock: bool = False,
+        use_state_dict: bool = False,
+        lazy_stack: bool = False,
+        expand_identical: bool = False,
+    ) -> Any:
         """The parameters of same-structure ``modules`` stacked along a new first dim, as
         fresh leaves (parameters where the originals were) that an optimiser can own.
+
+        ``lazy_stack=True`` stacks the modules' own tensors lazily instead (no copy, a
+        ``LazyStackedTensorDict``); ``expand_identical=True`` expands a tensor that every
+        module holds (the same object) instead of copying it.
 
         >>> import torch
         >>> from torch import nn
@@ -270,11 +360,17 @@ class ModuleOps(CollectionPrimitives):
         call = "TensorDict.from_modules"
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
-        with torch.no_grad():
-            out = _stack_modules(cls, modules, "", call, {})
+        if lazy_stack:
+            from tensordict._lazy import LazyStackedTensorDict  # (above this mixin)
+
+            members = [_module_tree(m, cls, use_state_dict, False) for m in modules]
+            out = LazyStackedTensorDict(members, stack_dim=0)
+        else:
+            with torch.no_grad():
+                out = _stack_modules(cls, modules, "", call, {}, expand_identical)
         if lock:
             out.lock_()
-        return _wrap(out, as_module)
+        return _wrap(call, out, as_module)
 
     def to_module(
         self,
@@ -285,6 +381,8 @@ class ModuleOps(CollectionPrimitives):
         swap_dest: Any = None,
         use_state_dict: bool = False,
         strict: bool = True,
+        non_blocking: bool = False,
+        preserve_module_state: bool = True,
     ) -> Any:
         """Put this TensorDict's tensors into ``module`` in place of its parameters and
         buffers. Used as a context manager the originals come back on exit, also when the
@@ -302,6 +400,11 @@ class ModuleOps(CollectionPrimitives):
 
         ``inplace=True`` copies the values into the module's tensors instead. With
         ``strict`` every missing and unexpected key is reported at once (KeyError).
+        ``preserve_module_state=True`` (the default) keeps each slot's kind: a value
+        swapped into a parameter is an ``nn.Parameter`` (with the module's
+        ``requires_grad``; a value with autograd history is aliased, not detached) and a
+        value swapped into a buffer a buffer, so ``state_dict()`` keeps its keys.
+        ``False`` writes plain tensors as plain attributes (upstream's older behaviour).
         """
         call = self._call("to_module")
         source: Any = self
@@ -317,15 +420,23 @@ class ModuleOps(CollectionPrimitives):
                 f"{type(module).__name__} (pass strict=False to swap what matches)"
             )
         if inplace:
-            _copy_checked(call, plan)
+            _copy_checked(call, plan, non_blocking)
             return _Swap([], None)
         restore: _Restore = []
+        unflag: list[tuple[set[str], str]] = []
         try:
-            for store, name, current, value, _ in plan:
-                restore.append((store, name, current))
-                store[name] = value
+            for owner, kind, name, current, value, _ in plan:
+                origin: dict[str, Any] = getattr(owner, kind)
+                written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
+                del origin[name]
+                restore.append((written, origin, name, current))
+                written[name] = placed
+                flags = owner._non_persistent_buffers_set
+                if kind == "_parameters" and written is owner._buffers and name not in flags:
+                    flags.add(name)
+                    unflag.append((flags, name))
         except BaseException:  # (an interrupt mid-way): put back what was swapped
-            _Swap(restore, None).restore()
+            _Swap(restore, None, unflag).restore()
             raise
         if not return_swap:
             return None
@@ -334,4 +445,4 @@ class ModuleOps(CollectionPrimitives):
         swapped = _as_tree(TensorDict, originals)
         if swap_dest is not None:
             swapped = swap_dest.update(swapped)
-        return _Swap(restore, swapped)
+        return _Swap(restore, swapped, unflag)

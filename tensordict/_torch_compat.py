@@ -54,3 +54,9 @@ def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
 def is_batched(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a functorch batched tensor (seen inside ``vmap``)."""
     return bool(torch._C._functorch.is_batchedtensor(tensor))
+
+
+def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a functorch (vmap/grad) wrapper, whose ``requires_grad`` does
+    not report the autograd state of the tensor it wraps."""
+    return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))

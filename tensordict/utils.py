@@ -7,6 +7,7 @@ import os
 
 from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
+from tensordict._modules import register_params_module
 from tensordict._predicates import (
     default_is_leaf,
     is_batchedtensor,
@@ -68,6 +69,7 @@ __all__ = [
     "lazy_legacy",
     "list_to_stack",
     "print_directory_tree",
+    "register_params_module",
     "remove_duplicates",
     "set_capture_non_tensor_stack",
     "set_get_defaults_to_none",

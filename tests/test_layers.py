@@ -48,15 +48,35 @@ def test_core_import_does_not_load_tdnn_and_the_alias_does() -> None:
     assert done.stdout.strip() == "ok", done.stderr
 
 
-def test_the_module_layer_is_loaded_dynamically_in_two_places_only() -> None:
-    # the upstream alias tensordict.nn, and from_module(as_module=True) going through it
+def test_the_core_never_loads_the_module_layer() -> None:
+    # only the alias module tensordict/nn.py names it; from_module(as_module=True) goes
+    # through a factory the module layer registers (tensordict.utils.register_params_module)
     users = sorted(
         p.name
         for p in (ROOT / "tensordict").rglob("*.py")
-        if "import_module(" in p.read_text() or "__import__(" in p.read_text()
+        if "import_module(" in p.read_text()
+        or "__import__(" in p.read_text()
+        or "tensordict.nn" in {*_imports(p)}
+        or any(name == "tdnn" or name.startswith("tdnn.") for name in _imports(p))
     )
-    assert users == ["_modules.py", "nn.py"]
-    assert 'import_module("tensordict.nn")' in (ROOT / "tensordict" / "_modules.py").read_text()
+    assert users == ["nn.py"]
+
+
+def test_as_module_without_the_module_layer_says_what_to_import() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, tensordict\n"
+        "try:\n"
+        "    tensordict.TensorDict.from_module(torch.nn.Linear(2, 2), as_module=True)\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "import tensordict.nn" in done.stdout, done.stderr
 
 
 def test_tdnn_uses_only_public_tensordict_names() -> None:

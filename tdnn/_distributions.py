@@ -1,0 +1,290 @@
+"""Distribution helpers: parameter extractors, Delta, OneHotCategorical, TruncatedNormal."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+from torch import distributions as D
+from torch import nn
+
+from tdnn._mappings import mappings
+
+_NO_SHAPE = torch.Size()
+
+
+class NormalParamExtractor(nn.Module):
+    """Split the last dim of a tensor into ``loc`` and a positive ``scale`` (through
+    ``scale_mapping``, at least ``scale_lb``); further inputs pass through.
+
+    >>> import torch
+    >>> from tensordict.nn import NormalParamExtractor
+    >>> loc, scale = NormalParamExtractor()(torch.zeros(3, 4))
+    >>> loc.shape, scale.shape, bool((scale > 0).all())
+    (torch.Size([3, 2]), torch.Size([3, 2]), True)
+    """
+
+    def __init__(self, scale_mapping: str = "biased_softplus_1.0", scale_lb: float = 1e-4) -> None:
+        super().__init__()
+        self.scale_mapping = mappings(scale_mapping)
+        self.scale_lb = scale_lb
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        tensor, *others = tensors
+        loc, scale = tensor.chunk(2, -1)
+        return (loc, self.scale_mapping(scale).clamp_min(self.scale_lb), *others)
+
+
+class AddStateIndependentNormalScale(nn.Module):
+    """Return ``(loc, scale)``: a learnt scale of shape ``scale_shape`` (independent of
+    the input, through ``scale_mapping``, at least ``scale_lb``) expanded like ``loc``.
+
+    >>> import torch
+    >>> from tensordict.nn import AddStateIndependentNormalScale
+    >>> loc, scale = AddStateIndependentNormalScale(4)(torch.zeros(2, 4))
+    >>> scale
+    tensor([[1., 1., 1., 1.],
+            [1., 1., 1., 1.]], grad_fn=<ClampMinBackward0>)
+    """
+
+    def __init__(
+        self,
+        scale_shape: torch.Size | int | Sequence[int] | None = None,
+        *,
+        scale_mapping: str = "exp",
+        scale_lb: float = 1e-4,
+        device: torch.device | None = None,
+        make_param: bool = True,
+        init_value: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if scale_shape is None:
+            scale_shape = torch.Size([])
+        if isinstance(scale_shape, int):
+            scale_shape = (scale_shape,)
+        self.scale_shape = torch.Size(scale_shape)
+        self.scale_mapping = scale_mapping
+        self.scale_lb = scale_lb
+        init = torch.full(self.scale_shape, float(init_value), device=device)
+        if make_param:
+            self.state_independent_scale = nn.Parameter(init)
+        else:
+            self.register_buffer("state_independent_scale", init)
+
+    def forward(self, loc: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = len(self.scale_shape)
+        if n and loc.shape[-n:] != self.scale_shape:
+            raise RuntimeError(
+                f"AddStateIndependentNormalScale: the last dims of loc {tuple(loc.shape[-n:])} "
+                f"do not match scale_shape {tuple(self.scale_shape)}"
+            )
+        scale = self.state_independent_scale.expand_as(loc)
+        return (loc, mappings(self.scale_mapping)(scale).clamp_min(self.scale_lb), *others)
+
+
+class Delta(D.Distribution):
+    """All mass on ``param``: samples are ``param``, log_prob is +inf there, -inf elsewhere.
+
+    >>> import torch
+    >>> from tensordict.nn.distributions import Delta
+    >>> d = Delta(torch.ones(2))
+    >>> d.sample(), d.log_prob(torch.ones(2))
+    (tensor([1., 1.]), tensor(inf))
+    """
+
+    arg_constraints: ClassVar[dict[str, Any]] = {}
+    has_rsample = True
+
+    def __init__(
+        self,
+        param: torch.Tensor,
+        atol: float = 1e-6,
+        rtol: float = 1e-6,
+        batch_shape: torch.Size | Sequence[int] | None = None,
+        event_shape: torch.Size | Sequence[int] | None = None,
+    ) -> None:
+        if batch_shape is None:
+            batch_shape = torch.Size([])
+        if event_shape is None:
+            event_shape = torch.Size([])
+        self.param = param
+        self.atol = atol
+        self.rtol = rtol
+        if not len(batch_shape) and not len(event_shape):
+            batch_shape, event_shape = param.shape[:-1], param.shape[-1:]
+        super().__init__(torch.Size(batch_shape), torch.Size(event_shape), validate_args=False)
+
+    def update(self, param: torch.Tensor) -> None:
+        """Point the distribution at ``param``."""
+        self.param = param
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        param = self.param.expand_as(value)
+        equal = (value - param).abs() < self.atol + self.rtol * param.abs()
+        for _ in self.event_shape:
+            equal = equal.all(-1)
+        inf = torch.full_like(equal, math.inf, dtype=value.dtype)
+        return torch.where(equal, inf, -inf)
+
+    def sample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
+        return self.param.expand((*sample_shape, *self.param.shape))
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.param
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.param
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        """The parameter itself."""
+        return self.param
+
+
+class OneHotCategorical(D.OneHotCategorical):
+    """``torch.distributions.OneHotCategorical`` whose ``mode`` is a one-hot argmax and
+    whose ``rsample`` is a straight-through sample (gradients reach the logits).
+
+    >>> import torch
+    >>> from tensordict.nn import OneHotCategorical
+    >>> OneHotCategorical(logits=torch.tensor([0.0, 5.0, 0.0])).mode
+    tensor([0., 1., 0.])
+    """
+
+    has_rsample = True
+
+    def __init__(
+        self,
+        logits: torch.Tensor | None = None,
+        probs: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.pop("grad_method", None)
+        super().__init__(probs=probs, logits=logits, **kwargs)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return nn.functional.one_hot(self.logits.argmax(-1), self.logits.shape[-1]).to(
+            self.logits.dtype
+        )
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        """The mode."""
+        return self.mode
+
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
+        sample = self.sample(torch.Size(sample_shape))
+        probs = self.probs.expand_as(sample)
+        return sample + probs - probs.detach()
+
+
+def rand_one_hot(values: torch.Tensor, do_softmax: bool = True) -> torch.Tensor:
+    """A one-hot tensor drawn from ``values`` (logits, or probabilities with
+    ``do_softmax=False``) along the last dim.
+
+    >>> import torch
+    >>> from tensordict.nn import rand_one_hot
+    >>> rand_one_hot(torch.tensor([0.0, 100.0]))
+    tensor([0., 1.])
+    """
+    probs = values.softmax(-1) if do_softmax else values
+    index = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1)
+    out = torch.zeros_like(probs.reshape(-1, probs.shape[-1])).scatter_(-1, index, 1.0)
+    return out.reshape(probs.shape)
+
+
+class TruncatedNormal(D.Distribution):
+    """A normal distribution restricted to ``[low, high]``; ``rsample`` draws through the
+    inverse CDF, so gradients reach ``loc`` and ``scale``.
+
+    >>> import torch
+    >>> from tensordict.nn import TruncatedNormal
+    >>> d = TruncatedNormal(torch.zeros(3), torch.ones(3), low=-0.5, high=0.5)
+    >>> bool(((d.rsample() >= -0.5) & (d.rsample() <= 0.5)).all())
+    True
+    """
+
+    arg_constraints: ClassVar[dict[str, Any]] = {
+        "loc": D.constraints.real,
+        "scale": D.constraints.positive,
+    }
+    has_rsample = True
+
+    def __init__(
+        self,
+        loc: torch.Tensor,
+        scale: torch.Tensor,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        tanh_loc: bool = False,
+        validate_args: bool | None = None,
+    ) -> None:
+        loc, scale = torch.broadcast_tensors(torch.as_tensor(loc), torch.as_tensor(scale))
+        if tanh_loc:
+            loc = loc.tanh()
+        self.loc, self.scale = loc, scale
+        self.low = torch.as_tensor(low, dtype=loc.dtype, device=loc.device)
+        self.high = torch.as_tensor(high, dtype=loc.dtype, device=loc.device)
+        self._a = (self.low - loc) / scale
+        self._b = (self.high - loc) / scale
+        self._cdf_a = _phi(self._a)
+        self._z = (_phi(self._b) - self._cdf_a).clamp_min(1e-12)
+        super().__init__(loc.shape, validate_args=validate_args)
+
+    @property
+    def support(self) -> Any:  # type: ignore[override]
+        return D.constraints.interval(self.low, self.high)
+
+    def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
+        shape = self._extended_shape(torch.Size(sample_shape))
+        u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
+        p = (self._cdf_a + u * self._z).clamp(1e-7, 1 - 1e-7)
+        x = self.loc + self.scale * math.sqrt(2) * torch.erfinv(2 * p - 1)
+        return torch.max(torch.min(x, self.high), self.low)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        xi = (value - self.loc) / self.scale
+        out = -0.5 * xi**2 - 0.5 * math.log(2 * math.pi) - self.scale.log() - self._z.log()
+        outside = (value < self.low) | (value > self.high)
+        return out.masked_fill(outside, -math.inf)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.loc + self.scale * (_pdf(self._a) - _pdf(self._b)) / self._z
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return torch.max(torch.min(self.loc, self.high), self.low)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        """The mean."""
+        return self.mean
+
+    def entropy(self) -> torch.Tensor:
+        a_pdf, b_pdf = _pdf(self._a), _pdf(self._b)
+        a_term = torch.where(torch.isfinite(self._a), self._a * a_pdf, 0.0)
+        b_term = torch.where(torch.isfinite(self._b), self._b * b_pdf, 0.0)
+        return (
+            0.5 * math.log(2 * math.pi * math.e)
+            + self.scale.log()
+            + self._z.log()
+            + (a_term - b_term) / (2 * self._z)
+        )
+
+
+def _phi(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+
+
+def _pdf(x: torch.Tensor) -> torch.Tensor:
+    return torch.exp(-0.5 * x**2) / math.sqrt(2 * math.pi)

@@ -1,0 +1,188 @@
+"""Interaction types (how a distribution module turns a distribution into a value) and the
+composite log-prob aggregation switch."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# Process-wide settings, plain lists so compiled code reads them without graph breaks.
+_INTERACTION: list[Any] = [None]
+_LP_AGGREGATE: list[bool] = [False]
+
+
+class InteractionType(enum.Enum):
+    """How a probabilistic module picks its output: the distribution's ``MODE``,
+    ``MEDIAN``, ``MEAN``, a ``RANDOM`` sample, or ``DETERMINISTIC`` (the distribution's
+    ``deterministic_sample``, else its mean, else its mode).
+
+    >>> from tensordict.nn import InteractionType
+    >>> InteractionType.from_str("mode") is InteractionType.MODE
+    True
+    """
+
+    MODE = "mode"
+    MEDIAN = "median"
+    MEAN = "mean"
+    RANDOM = "random"
+    DETERMINISTIC = "deterministic"
+
+    @classmethod
+    def from_str(cls, type_str: str) -> InteractionType:
+        """The member named ``type_str`` (case-insensitive).
+
+        >>> from tensordict.nn import InteractionType
+        >>> InteractionType.from_str("RANDOM")
+        <InteractionType.RANDOM: 'random'>
+        """
+        try:
+            return cls(type_str.lower())
+        except ValueError:
+            names = [m.value for m in cls]
+            raise ValueError(
+                f"InteractionType.from_str: {type_str!r} is not one of {names}"
+            ) from None
+
+
+def _as_type(value: Any) -> InteractionType | None:
+    if value is None or isinstance(value, InteractionType):
+        return value
+    if isinstance(value, str):
+        return InteractionType.from_str(value)
+    raise TypeError(
+        f"set_interaction_type: expected an InteractionType, a str or None, got {value!r}"
+    )
+
+
+def interaction_type() -> InteractionType | None:
+    """The interaction type set by :class:`set_interaction_type` (None outside).
+
+    >>> from tensordict.nn import interaction_type, set_interaction_type
+    >>> with set_interaction_type("mean"):
+    ...     interaction_type()
+    <InteractionType.MEAN: 'mean'>
+    """
+    return _INTERACTION[0]
+
+
+class _Switch:
+    """A setting usable as a context manager and as a function decorator."""
+
+    _slot: list[Any]
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._previous: list[Any] = []
+
+    def __enter__(self) -> None:
+        self._previous.append(self._slot[0])
+        self._slot[0] = self._value
+
+    def __exit__(self, *exc: Any) -> None:
+        self._slot[0] = self._previous.pop()
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)(self._value):
+                return func(*args, **kwargs)
+
+        return wrapper
+
+
+class set_interaction_type(_Switch):
+    """Within this context (or decorated function), probabilistic modules use
+    ``type`` (an :class:`InteractionType`, its name, or None for each module's default).
+
+    >>> import torch
+    >>> from torch.distributions import Normal
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import ProbabilisticTensorDictModule, set_interaction_type
+    >>> m = ProbabilisticTensorDictModule(["loc", "scale"], ["x"], distribution_class=Normal)
+    >>> td = TensorDict(loc=torch.zeros(2), scale=torch.ones(2))
+    >>> with set_interaction_type("mode"):
+    ...     m(td)["x"]
+    tensor([0., 0.])
+    """
+
+    _slot = _INTERACTION
+
+    def __init__(self, type: InteractionType | str | None = InteractionType.DETERMINISTIC) -> None:
+        super().__init__(_as_type(type))
+
+
+def composite_lp_aggregate(nowarn: bool = False) -> bool:
+    """Whether composite distributions sum their log-probabilities into one tensor
+    (``sample_log_prob``) rather than one ``<key>_log_prob`` entry each (the default).
+
+    >>> from tensordict.nn import composite_lp_aggregate, set_composite_lp_aggregate
+    >>> composite_lp_aggregate()
+    False
+    >>> with set_composite_lp_aggregate(True):
+    ...     composite_lp_aggregate()
+    True
+    """
+    return _LP_AGGREGATE[0]
+
+
+class set_composite_lp_aggregate(_Switch):
+    """Set :func:`composite_lp_aggregate` within a context or a decorated function;
+    ``.set()``/``.unset()`` change it until undone.
+
+    >>> from tensordict.nn import composite_lp_aggregate, set_composite_lp_aggregate
+    >>> switch = set_composite_lp_aggregate(True)
+    >>> switch.set(); composite_lp_aggregate()
+    True
+    >>> switch.unset(); composite_lp_aggregate()
+    False
+    """
+
+    _slot = _LP_AGGREGATE
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__(bool(mode))
+
+    def set(self) -> None:
+        """Turn the setting on until :meth:`unset`."""
+        self.__enter__()
+
+    def unset(self) -> None:
+        """Restore the setting :meth:`set` replaced."""
+        self.__exit__(None, None, None)
+
+
+def pick(dist: Any, kind: InteractionType, n_empirical: int = 1000) -> Any:
+    """The value of ``dist`` for interaction type ``kind``."""
+    if kind is InteractionType.RANDOM:
+        return dist.rsample() if dist.has_rsample else dist.sample()
+    if kind is InteractionType.DETERMINISTIC:
+        value = getattr(dist, "deterministic_sample", None)
+        if value is not None:
+            return value
+        for attr in ("mean", "mode"):
+            try:
+                value = getattr(dist, attr)
+            except NotImplementedError:
+                continue
+            if value is not None and not (
+                isinstance(value, torch.Tensor) and bool(torch.isnan(value).any())
+            ):
+                return value
+        return _empirical(dist, n_empirical).mean(0)
+    try:
+        return getattr(dist, kind.value)
+    except NotImplementedError:
+        if kind is InteractionType.MEDIAN:
+            return _empirical(dist, n_empirical).median(0).values
+        if kind is InteractionType.MEAN:
+            return _empirical(dist, n_empirical).mean(0)
+        raise
+
+
+def _empirical(dist: Any, n: int) -> torch.Tensor:
+    out: torch.Tensor = dist.rsample((n,)) if dist.has_rsample else dist.sample((n,))
+    return out

@@ -1,0 +1,428 @@
+"""Probabilistic modules: build a distribution from TensorDict entries and sample from it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from tdnn._base import TensorDictModuleBase, unravel_keys
+from tdnn._composite import CompositeDistribution, log_prob_key_of
+from tdnn._distributions import Delta
+from tdnn._interaction import InteractionType, _as_type, interaction_type, pick
+from tdnn._module import SKIP_EXISTING
+from tdnn._sequential import TensorDictSequential
+from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
+
+
+class ProbabilisticTensorDictModule(TensorDictModuleBase):
+    """Read distribution parameters from ``in_keys``, build ``distribution_class`` and
+    write a value of it to ``out_keys``, chosen by the interaction type in force
+    (:class:`set_interaction_type`) or ``default_interaction_type``; random draws use
+    ``rsample`` where the distribution has it, so losses backpropagate into the
+    parameters. ``in_keys`` as a dict maps distribution arguments to keys.
+    ``return_log_prob=True`` also writes the log-probability (``<out_key>_log_prob``).
+
+    >>> import torch
+    >>> from torch.distributions import Normal
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import ProbabilisticTensorDictModule
+    >>> m = ProbabilisticTensorDictModule(
+    ...     ["loc", "scale"], ["action"], distribution_class=Normal, return_log_prob=True)
+    >>> td = m(TensorDict(loc=torch.zeros(3), scale=torch.ones(3), batch_size=[3]))
+    >>> td["action"], td["action_log_prob"].shape
+    (tensor([0., 0., 0.]), torch.Size([3]))
+    """
+
+    def __init__(
+        self,
+        in_keys: NestedKey | Sequence[NestedKey] | Mapping[str, NestedKey],
+        out_keys: NestedKey | Sequence[NestedKey] | None = None,
+        *,
+        default_interaction_type: InteractionType | str = InteractionType.DETERMINISTIC,
+        distribution_class: Callable[..., Any] = Delta,
+        distribution_kwargs: dict[str, Any] | None = None,
+        return_log_prob: bool = False,
+        log_prob_keys: Sequence[NestedKey] | None = None,
+        log_prob_key: NestedKey | None = None,
+        cache_dist: bool = False,
+        n_empirical_estimate: int = 1000,
+        num_samples: int | torch.Size | None = None,
+    ) -> None:
+        super().__init__()
+        call = type(self).__name__
+        kwargs = dict(distribution_kwargs or {})
+        if isinstance(in_keys, Mapping):
+            self.dist_keys = [str(k) for k in in_keys]
+            self.in_keys = list(in_keys.values())
+        else:
+            self.in_keys = in_keys
+            self.dist_keys = [k if isinstance(k, str) else k[-1] for k in self.in_keys]
+        if out_keys is None:
+            if distribution_class is CompositeDistribution:
+                names = kwargs.get("name_map") or kwargs.get("distribution_map")
+                if names is None:
+                    raise KeyError(
+                        f"{call}: distribution_kwargs needs a 'distribution_map' for a "
+                        "CompositeDistribution"
+                    )
+                out_keys = list(names.values()) if kwargs.get("name_map") else list(names)
+            else:
+                out_keys = ["_"]
+        samples = unravel_keys(call, out_keys, "out_keys")
+        if log_prob_keys is None:
+            if log_prob_key is not None and len(samples) == 1:
+                log_prob_keys = [log_prob_key]
+            else:
+                log_prob_keys = [log_prob_key_of(k) for k in samples]
+        self._samples = samples
+        self._log_prob_keys = unravel_keys(call, log_prob_keys, "log_prob_keys")
+        self.return_log_prob = return_log_prob
+        self.default_interaction_type = _as_type(default_interaction_type)
+        self.distribution_class = distribution_class
+        self.distribution_kwargs = kwargs
+        self.cache_dist = cache_dist
+        self.n_empirical_estimate = n_empirical_estimate
+        self.num_samples = (
+            torch.Size([num_samples]) if isinstance(num_samples, int) else num_samples
+        )
+        self._refresh()
+
+    def _refresh(self) -> None:
+        keys = list(self._samples) + (self._log_prob_keys if self.return_log_prob else [])
+        self._out_keys = keys
+        self._out_keys_apparent = keys
+
+    @property
+    def log_prob_keys(self) -> list[Any]:
+        """Where the log-probability of each sample key is written."""
+        return list(self._log_prob_keys)
+
+    @property
+    def log_prob_key(self) -> Any:
+        """The one log-probability key (refused when there are several).
+
+        >>> from tensordict.nn import ProbabilisticTensorDictModule
+        >>> ProbabilisticTensorDictModule(["param"], ["x"]).log_prob_key
+        'x_log_prob'
+        """
+        if len(self._log_prob_keys) != 1:
+            raise RuntimeError(
+                f"{type(self).__name__}.log_prob_key: there are several log-prob keys "
+                f"{self._log_prob_keys}; read log_prob_keys"
+            )
+        return self._log_prob_keys[0]
+
+    @property
+    def dist_params_keys(self) -> list[Any]:
+        """The keys holding the distribution's parameters."""
+        return list(self.in_keys)
+
+    @property
+    def dist_sample_keys(self) -> list[Any]:
+        """The keys samples are written to."""
+        return list(self._samples)
+
+    def get_dist(self, tensordict: Any) -> Any:
+        """The distribution built from ``tensordict``'s parameter entries.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import ProbabilisticTensorDictModule
+        >>> m = ProbabilisticTensorDictModule(["loc", "scale"], ["x"], distribution_class=Normal)
+        >>> m.get_dist(TensorDict(loc=torch.zeros(2), scale=torch.ones(2))).mean
+        tensor([0., 0.])
+        """
+        args = {
+            name: tensordict.get(key, None)
+            for name, key in zip(self.dist_keys, self.in_keys, strict=True)
+        }
+        missing = [k for k, v in zip(self.in_keys, args.values(), strict=True) if v is None]
+        if missing:
+            raise KeyError(
+                f"{type(self).__name__}.get_dist: parameter keys {missing} are missing; the "
+                f"TensorDict has {sorted(map(str, tensordict.keys(True, True)))}"
+            )
+        return self.distribution_class(**args, **self.distribution_kwargs)
+
+    build_dist_from_params = get_dist
+
+    def log_prob(self, tensordict: Any, *, dist: Any = None) -> Any:
+        """The log-probability of the samples in ``tensordict``.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import ProbabilisticTensorDictModule
+        >>> m = ProbabilisticTensorDictModule(["loc", "scale"], ["x"], distribution_class=Normal)
+        >>> td = TensorDict(loc=torch.zeros(1), scale=torch.ones(1), x=torch.zeros(1))
+        >>> m.log_prob(td)
+        tensor([-0.9189])
+        """
+        dist = self.get_dist(tensordict) if dist is None else dist
+        if isinstance(dist, CompositeDistribution):
+            return dist.log_prob(tensordict)
+        return dist.log_prob(tensordict.get(self._samples[0]))
+
+    def forward(
+        self,
+        tensordict: Any = None,
+        tensordict_out: Any = None,
+        _requires_sample: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        if not is_tensor_collection(tensordict):
+            return self._dispatch(tensordict, **kwargs)
+        if tensordict_out is None:
+            tensordict_out = tensordict
+        if SKIP_EXISTING[0]:
+            present = tensordict.keys(True)
+            if all(k in present for k in self._samples):
+                return tensordict_out
+        dist = self.get_dist(tensordict)
+        if not _requires_sample:
+            if self.return_log_prob:
+                tensordict_out.set(self._log_prob_keys[0], self.log_prob(tensordict, dist=dist))
+            return tensordict_out
+        kind = interaction_type() or self.default_interaction_type or InteractionType.DETERMINISTIC
+        if self.num_samples is not None and kind is InteractionType.RANDOM:
+            value = (
+                dist.rsample(self.num_samples)
+                if dist.has_rsample
+                else dist.sample(self.num_samples)
+            )
+            tensordict_out = tensordict_out.expand(
+                *self.num_samples, *tensordict_out.batch_size
+            ).clone(False)
+        else:
+            value = pick(dist, kind, self.n_empirical_estimate)
+        if is_tensor_collection(value):
+            for key in value.keys(True, True):
+                tensordict_out.set(key, value.get(key))
+            if self.return_log_prob:
+                lp = dist.log_prob(value)
+                if is_tensor_collection(lp):
+                    for key, lp_key in zip(self._samples, self._log_prob_keys, strict=False):
+                        tensordict_out.set(lp_key, lp.get(log_prob_key_of(key)))
+                else:
+                    tensordict_out.set(self._log_prob_keys[0], lp)
+            return tensordict_out
+        tensordict_out.set(self._samples[0], value)
+        if self.return_log_prob:
+            tensordict_out.set(self._log_prob_keys[0], dist.log_prob(value))
+        return tensordict_out
+
+    def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:
+        values = dict(zip(self.in_keys, [first] if first is not None else [], strict=False))
+        for name in list(kwargs):
+            for key in self.in_keys:
+                if (key if isinstance(key, str) else "_".join(key)) == name:
+                    values[key] = kwargs.pop(name)
+        td = self.forward(TensorDict(values, []))
+        out = tuple(td.get(k) for k in self.out_keys)
+        return out[0] if len(out) == 1 else out
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(\n    in_keys={self.in_keys},\n    out_keys={self.out_keys},"
+            f"\n    distribution_class={self.distribution_class},"
+            f"\n    default_interaction_type={self.default_interaction_type})"
+        )
+
+
+class ProbabilisticTensorDictSequential(TensorDictSequential):
+    """A :class:`TensorDictSequential` that ends with probabilistic modules (or holds
+    several): ``get_dist`` runs the deterministic part and returns the distribution (a
+    :class:`CompositeDistribution` over every probabilistic module when there are
+    several, or with ``return_composite=True``); ``log_prob`` scores a TensorDict.
+
+    >>> import torch
+    >>> from torch import nn
+    >>> from torch.distributions import Normal
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import (NormalParamExtractor, ProbabilisticTensorDictModule,
+    ...     ProbabilisticTensorDictSequential, TensorDictModule)
+    >>> policy = ProbabilisticTensorDictSequential(
+    ...     TensorDictModule(nn.Sequential(nn.Linear(3, 4), NormalParamExtractor()),
+    ...                      ["obs"], ["loc", "scale"]),
+    ...     ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=Normal),
+    ... )
+    >>> policy(TensorDict(obs=torch.zeros(5, 3), batch_size=[5]))["action"].shape
+    torch.Size([5, 2])
+    """
+
+    def __init__(
+        self,
+        *modules: Any,
+        partial_tolerant: bool = False,
+        return_composite: bool | None = None,
+        aggregate_probabilities: bool | None = None,
+        include_sum: bool | None = None,
+        inplace: bool | str | None = None,
+        selected_out_keys: Sequence[NestedKey] | None = None,
+    ) -> None:
+        super().__init__(*modules, partial_tolerant=partial_tolerant, inplace=inplace)
+        if selected_out_keys is not None:
+            self.select_out_keys(*selected_out_keys)
+        prob = [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
+        self._requires_sample = bool(prob)
+        self.return_composite = True if not prob else bool(return_composite) or len(prob) > 1
+        last = self._members()[-1] if self._members() else None
+        self._det_part = (
+            TensorDictSequential(*self._members()[:-1])
+            if prob and isinstance(last, ProbabilisticTensorDictModule) and len(self) > 1
+            else None
+        )
+
+    def _prob_modules(self) -> list[ProbabilisticTensorDictModule]:
+        return [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
+
+    @property
+    def default_interaction_type(self) -> InteractionType | None:
+        """The default interaction type of the last probabilistic module."""
+        prob = self._prob_modules()
+        return prob[-1].default_interaction_type if prob else InteractionType.DETERMINISTIC
+
+    @property
+    def det_part(self) -> TensorDictSequential | None:
+        """The modules before the final probabilistic one."""
+        return self._det_part
+
+    @property
+    def is_functional(self) -> bool:
+        """False (parameters live in the modules)."""
+        return False
+
+    @property
+    def num_samples(self) -> Any:
+        """The ``num_samples`` of the last probabilistic module."""
+        prob = self._prob_modules()
+        return prob[-1].num_samples if prob else None
+
+    @property
+    def dist_params_keys(self) -> list[Any]:
+        """Parameter keys of every probabilistic module."""
+        return [k for m in self._prob_modules() for k in m.dist_params_keys]
+
+    @property
+    def dist_sample_keys(self) -> list[Any]:
+        """Sample keys of every probabilistic module."""
+        return [k for m in self._prob_modules() for k in m.dist_sample_keys]
+
+    @property
+    def log_prob_keys(self) -> list[Any]:
+        """Log-prob keys of every probabilistic module."""
+        return [k for m in self._prob_modules() for k in m.log_prob_keys]
+
+    @property
+    def log_prob_key(self) -> Any:
+        """The log-prob key of the last probabilistic module."""
+        return self._prob_modules()[-1].log_prob_key
+
+    def get_dist_params(self, tensordict: Any, **kwargs: Any) -> Any:
+        """Run the deterministic part on (a shallow copy of) ``tensordict``.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
+        ...     ProbabilisticTensorDictSequential, TensorDictModule)
+        >>> seq = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(lambda x: x + 1, ["x"], ["loc"]),
+        ...     ProbabilisticTensorDictModule(["loc"], ["y"], distribution_class=Normal,
+        ...                                   distribution_kwargs={"scale": 1.0}))
+        >>> seq.get_dist_params(TensorDict(x=torch.zeros(1)))["loc"]
+        tensor([1.])
+        """
+        td = tensordict.clone(False)
+        for m in self._members():
+            if isinstance(m, ProbabilisticTensorDictModule):
+                if m is self._members()[-1]:
+                    break
+                with _random():
+                    td = m(td, **kwargs)
+            else:
+                td = m(td, **kwargs)
+        return td
+
+    def get_dist(self, tensordict: Any, **kwargs: Any) -> Any:
+        """The distribution of the last probabilistic module, or a composite of all.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
+        ...     ProbabilisticTensorDictSequential, TensorDictModule)
+        >>> seq = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(lambda x: x + 1, ["x"], ["loc"]),
+        ...     ProbabilisticTensorDictModule(["loc"], ["y"], distribution_class=Normal,
+        ...                                   distribution_kwargs={"scale": 1.0}))
+        >>> seq.get_dist(TensorDict(x=torch.zeros(1))).mean
+        tensor([1.])
+        """
+        if not self.return_composite:
+            td = self.get_dist_params(tensordict, **kwargs)
+            return self._members()[-1].get_dist(td)
+        td = tensordict.clone(False)
+        dists: dict[Any, Any] = {}
+        for m in self._members():
+            if isinstance(m, ProbabilisticTensorDictModule):
+                dist = m.get_dist(td)
+                for key in m.dist_sample_keys:
+                    dists[key] = dist
+                with _random():
+                    td = m(td)
+            else:
+                td = m(td, **kwargs)
+        return _Joint(td.batch_size, dists)
+
+    build_dist_from_params = get_dist
+
+    def log_prob(self, tensordict: Any, *, dist: Any = None, **kwargs: Any) -> Any:
+        """The log-probability of the samples in ``tensordict`` (a TensorDict of
+        ``<key>_log_prob`` entries when there are several probabilistic modules).
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import (ProbabilisticTensorDictModule,
+        ...     ProbabilisticTensorDictSequential, TensorDictModule)
+        >>> seq = ProbabilisticTensorDictSequential(
+        ...     TensorDictModule(lambda x: x, ["x"], ["loc"]),
+        ...     ProbabilisticTensorDictModule(["loc"], ["y"], distribution_class=Normal,
+        ...                                   distribution_kwargs={"scale": 1.0}))
+        >>> seq.log_prob(TensorDict(x=torch.zeros(1), y=torch.zeros(1)))
+        tensor([-0.9189])
+        """
+        dist = self.get_dist(tensordict, **kwargs) if dist is None else dist
+        if isinstance(dist, _Joint):
+            return dist.log_prob(tensordict)
+        return dist.log_prob(tensordict.get(self._prob_modules()[-1].dist_sample_keys[0]))
+
+
+class _random:
+    """Draw intermediate samples at random while a joint distribution is assembled."""
+
+    def __enter__(self) -> None:
+        from tdnn._interaction import _INTERACTION
+
+        self._previous = _INTERACTION[0]
+        if _INTERACTION[0] is None:
+            _INTERACTION[0] = InteractionType.RANDOM
+
+    def __exit__(self, *exc: Any) -> None:
+        from tdnn._interaction import _INTERACTION
+
+        _INTERACTION[0] = self._previous
+
+
+class _Joint(CompositeDistribution):
+    """The distributions of a sequence's probabilistic modules, keyed by sample key."""
+
+    def __init__(self, batch_shape: torch.Size, dists: dict[Any, Any]) -> None:
+        self.batch_shape = batch_shape
+        self.dists = {unravel_key(k): d for k, d in dists.items()}
+        self.log_prob_key = "sample_log_prob"
+        self.entropy_key = "entropy"

@@ -1,0 +1,224 @@
+"""Module wrappers: TensorDictModuleWrapper, the TensorClass module pair, CudaGraphModule."""
+
+from __future__ import annotations
+
+import typing
+import warnings
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch import nn
+
+from tdnn._base import TensorDictModuleBase
+from tensordict import TensorDict
+
+
+class TensorDictModuleWrapper(TensorDictModuleBase):
+    """Wrap a TensorDict module: calls go to it, and so do attributes the wrapper lacks
+    (subclasses add behaviour around ``forward``).
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import TensorDictModule, TensorDictModuleWrapper
+    >>> inner = TensorDictModule(lambda x: x + 1, ["x"], ["y"])
+    >>> wrapped = TensorDictModuleWrapper(inner)
+    >>> wrapped.in_keys, wrapped(TensorDict(x=torch.zeros(1)))["y"]
+    (['x'], tensor([1.]))
+    """
+
+    def __init__(self, td_module: Any) -> None:
+        super().__init__()
+        self.td_module = td_module
+        if hasattr(td_module, "_forward_hooks"):
+            for hook in td_module._forward_hooks.values():
+                self.register_forward_hook(hook)
+
+    @property  # type: ignore[override]
+    def in_keys(self) -> list[Any]:
+        """The wrapped module's in_keys."""
+        return list(self.td_module.in_keys)
+
+    @property  # type: ignore[override]
+    def out_keys(self) -> list[Any]:
+        """The wrapped module's out_keys."""
+        return list(self.td_module.out_keys)
+
+    @property
+    def out_keys_source(self) -> list[Any]:
+        """The wrapped module's out_keys_source."""
+        return list(self.td_module.out_keys_source)
+
+    def select_out_keys(self, *out_keys: Any) -> TensorDictModuleWrapper:
+        """Select on the wrapped module (see ``TensorDictModuleBase.select_out_keys``).
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictModuleWrapper
+        >>> w = TensorDictModuleWrapper(TensorDictModule(lambda x: (x, x), ["x"], ["y", "z"]))
+        >>> w.select_out_keys("z").out_keys
+        ['z']
+        """
+        self.td_module.select_out_keys(*out_keys)
+        return self
+
+    def reset_out_keys(self) -> TensorDictModuleWrapper:
+        """Reset the wrapped module's selection.
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictModuleWrapper
+        >>> w = TensorDictModuleWrapper(TensorDictModule(lambda x: (x, x), ["x"], ["y", "z"]))
+        >>> w.select_out_keys("z").reset_out_keys().out_keys
+        ['y', 'z']
+        """
+        self.td_module.reset_out_keys()
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("__"):
+                raise
+            return getattr(self.__dict__["_modules"]["td_module"], name)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.td_module(*args, **kwargs)
+
+
+InputClass = TypeVar("InputClass")
+OutputClass = TypeVar("OutputClass")
+
+
+def _fields(cls: Any) -> list[tuple[str, ...]]:
+    """The (nested) keys of a TensorClass type, from its annotations."""
+    keys: list[tuple[str, ...]] = []
+    hints = typing.get_type_hints(cls)
+    for name, hint in hints.items():
+        if name.startswith("_") or typing.get_origin(hint) is typing.ClassVar:
+            continue
+        if isinstance(hint, type) and issubclass(hint, TensorDict) and hint is not TensorDict:
+            keys += [(name, *sub) for sub in _fields(hint)]
+        else:
+            keys.append((name,))
+    return keys
+
+
+class TensorClassModuleBase(nn.Module, Generic[InputClass, OutputClass]):
+    """Base of modules from one TensorClass type to another, declared as
+    ``class M(TensorClassModuleBase[In, Out])``; ``as_td_module()`` gives a TensorDict
+    module reading ``In``'s fields and writing ``Out``'s.
+
+    >>> import torch
+    >>> from tensordict import TensorClass, TensorDict
+    >>> from tensordict.nn import TensorClassModuleBase
+    >>> class In(TensorClass):
+    ...     x: torch.Tensor
+    >>> class Out(TensorClass):
+    ...     y: torch.Tensor
+    >>> class AddOne(TensorClassModuleBase[In, Out]):
+    ...     def forward(self, data):
+    ...         return Out(y=data.x + 1, batch_size=data.batch_size)
+    >>> AddOne().as_td_module()(TensorDict(x=torch.zeros(2), batch_size=[2]))["y"]
+    tensor([1., 1.])
+    """
+
+    input_type: Any
+    output_type: Any
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if typing.get_origin(base) is TensorClassModuleBase:
+                args = typing.get_args(base)
+                if len(args) != 2:
+                    raise ValueError(
+                        f"{cls.__name__}: TensorClassModuleBase needs [Input, Output] types"
+                    )
+                cls.input_type, cls.output_type = args
+
+    def as_td_module(self) -> TensorClassModuleWrapper:
+        """This module as a TensorDict module (see :class:`TensorClassModuleWrapper`).
+
+        >>> import torch
+        >>> from tensordict import TensorClass
+        >>> from tensordict.nn import TensorClassModuleBase
+        >>> class In(TensorClass):
+        ...     x: torch.Tensor
+        >>> class Same(TensorClassModuleBase[In, In]):
+        ...     def forward(self, data):
+        ...         return data
+        >>> Same().as_td_module().in_keys
+        ['x']
+        """
+        return TensorClassModuleWrapper(self)
+
+
+class TensorClassModuleWrapper(TensorDictModuleBase):
+    """A :class:`TensorClassModuleBase` as a TensorDict module: the TensorDict is read as
+    the input type, and the output converted back to a TensorDict.
+
+    >>> import torch
+    >>> from tensordict import TensorClass, TensorDict
+    >>> from tensordict.nn import TensorClassModuleBase, TensorClassModuleWrapper
+    >>> class In(TensorClass):
+    ...     x: torch.Tensor
+    >>> class Same(TensorClassModuleBase[In, In]):
+    ...     def forward(self, data):
+    ...         return data
+    >>> TensorClassModuleWrapper(Same()).out_keys
+    ['x']
+    """
+
+    def __init__(self, module: TensorClassModuleBase[Any, Any]) -> None:
+        super().__init__()
+        self.tc_module = module
+        self.in_keys = _fields(module.input_type)
+        self.out_keys = _fields(module.output_type)
+
+    def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
+        cls = self.tc_module.input_type
+        data = cls(
+            **{k: tensordict.get(k) for k in typing.get_type_hints(cls) if not k.startswith("_")},
+            batch_size=tensordict.batch_size,
+        )
+        out = self.tc_module(data, *args, **kwargs)
+        to_td = getattr(out, "to_tensordict", None)
+        return to_td() if callable(to_td) else out
+
+
+class CudaGraphModule(nn.Module):
+    """Capture ``module`` into CUDA graphs after ``warmup`` calls. Without CUDA (as here on
+    CPU) it warns once at construction and runs the module as is.
+
+    >>> import warnings, torch
+    >>> from tensordict import TensorDict
+    >>> from tensordict.nn import CudaGraphModule, TensorDictModule
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     m = CudaGraphModule(TensorDictModule(lambda x: x + 1, ["x"], ["y"]))
+    >>> m(TensorDict(x=torch.zeros(1)))["y"]
+    tensor([1.])
+    """
+
+    def __init__(
+        self,
+        module: Callable[..., Any],
+        warmup: int = 2,
+        in_keys: list[Any] | None = None,
+        out_keys: list[Any] | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        super().__init__()
+        if not torch.cuda.is_available():
+            warnings.warn(
+                "CudaGraphModule: no CUDA device is available; calls run the module as is, "
+                "without graph capture",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.module = module
+        self.warmup = warmup
+        self.in_keys = in_keys if in_keys is not None else getattr(module, "in_keys", None)
+        self.out_keys = out_keys if out_keys is not None else getattr(module, "out_keys", None)
+        self.device = device
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)

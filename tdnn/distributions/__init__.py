@@ -1,0 +1,30 @@
+"""``tensordict.nn.distributions``: upstream's module path for the distribution helpers."""
+
+from tdnn._composite import CompositeDistribution
+from tdnn._distributions import (
+    AddStateIndependentNormalScale,
+    Delta,
+    NormalParamExtractor,
+    OneHotCategorical,
+    TruncatedNormal,
+    rand_one_hot,
+)
+from tdnn._interaction import InteractionType, set_interaction_type
+from tdnn._mappings import add_custom_mapping, mappings
+from tdnn.distributions import continuous, discrete
+
+__all__ = [
+    "AddStateIndependentNormalScale",
+    "CompositeDistribution",
+    "Delta",
+    "InteractionType",
+    "NormalParamExtractor",
+    "OneHotCategorical",
+    "TruncatedNormal",
+    "add_custom_mapping",
+    "continuous",
+    "discrete",
+    "mappings",
+    "rand_one_hot",
+    "set_interaction_type",
+]

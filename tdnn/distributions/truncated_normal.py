@@ -1,0 +1,5 @@
+"""``tensordict.nn.distributions.truncated_normal``: upstream's path for TruncatedNormal."""
+
+from tdnn._distributions import TruncatedNormal
+
+__all__ = ["TruncatedNormal"]
