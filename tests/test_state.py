@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tests.catalogue import assert_same, leaves
+from tests.catalogue import assert_same, assert_shares, leaves
 
 
 def _tensor_only(td: TensorDict) -> TensorDict:
@@ -73,7 +73,7 @@ def test_pickle_round_trip(example: TensorDict) -> None:
     td = example.detach()
     back = pickle.loads(pickle.dumps(td))
     assert_same(back, td)
-    assert type(back) is TensorDict and back.device == td.device
+    assert type(back) is type(td) and back.device == td.device
 
 
 def test_pickle_keeps_lock_names_and_non_tensor() -> None:
@@ -84,8 +84,7 @@ def test_pickle_keeps_lock_names_and_non_tensor() -> None:
 
 def test_copy_and_deepcopy(example: TensorDict) -> None:
     shallow = copy.copy(example)
-    for key, x in leaves(example).items():
-        assert shallow.get(key) is x
+    assert_shares(shallow, example)
     deep = copy.deepcopy(example)
     for key, x in leaves(example).items():
         assert deep.get(key) is not x
