@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -249,6 +250,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def set(self, key: NestedKey, value: Any, inplace: bool = False) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            value = torch.as_tensor(value)  # split along the stack like a tensor
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
                 raise ValueError(
@@ -442,9 +445,17 @@ class LazyStackedTensorDict(TensorDictBase):
         ]
         return self if inplace else self._restack(out)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
-        """Copy a (dense) state dict into the members' existing entries."""
-        dense = TensorDict().load_state_dict(state_dict)
+    def load_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        assign: bool = False,
+        from_flatten: bool | None = None,
+    ) -> Any:
+        """Copy a (dense) state dict into the members' existing entries; with ``assign``
+        the state's tensors replace the members' entries instead (nothing is written into
+        the old tensors)."""
+        dense = TensorDict().load_state_dict(state_dict, from_flatten=from_flatten)
         if strict:
             ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
             if ours != theirs or self.partial_keys(True):
@@ -454,7 +465,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     f"{sorted(map(str, theirs - ours))}, keys in some members only "
                     f"{sorted(map(str, self.partial_keys(True)))}"
                 )
-        return self.update_(dense)
+        return self.update(dense) if assign else self.update_(dense)
 
     def _per_leaf(self, op: str, call: str, dim: Any, keepdim: bool, **kw: Any) -> Any:
         """Reductions: member by member unless the stack dim itself is reduced."""
@@ -531,6 +542,11 @@ class LazyStackedTensorDict(TensorDictBase):
             return None
         d = self.stack_dim
         pre, at, post = idx[:d], idx[d], idx[d + 1 :]
+        if not isinstance(at, (int, np.integer, slice, range, list, Tensor, np.ndarray)):
+            raise TypeError(
+                f"{type(self).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
+                "use an int, a slice, a range, a list or a tensor"
+            )
         for item in (*pre, *post):
             if not isinstance(item, (int, slice)):
                 return None
