@@ -66,7 +66,8 @@ def interaction_type() -> InteractionType | None:
     ...     interaction_type()
     <InteractionType.MEAN: 'mean'>
     """
-    return _INTERACTION[0]
+    current: InteractionType | None = _INTERACTION[0]
+    return current
 
 
 class _Switch:

@@ -198,6 +198,7 @@ class TensorDictModule(TensorDictModuleBase):
             and len(in_keys) == 1
             and self._kwargs is None
             and self.method is None
+            and not self.method_kwargs
             and (value := tensordict.get(in_keys[0], None)) is not None
         ):
             out = module(value, **kwargs)
@@ -232,8 +233,9 @@ class TensorDictModule(TensorDictModuleBase):
         extra: dict[str, Any] | None = None,
     ) -> Any:
         """Read the in_keys through ``get``, call the module (with the caller's ``extra``
-        keyword arguments), return what it returned."""
-        extra = {**self.method_kwargs, **extra} if self.method_kwargs else (extra or {})
+        keyword arguments, updated with ``method_kwargs`` as upstream does), return what it
+        returned."""
+        extra = {**(extra or {}), **self.method_kwargs} if self.method_kwargs else (extra or {})
         in_keys = self._in_keys
         values = [get(key, None) for key in in_keys]
         missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]

@@ -91,8 +91,8 @@ class TensorDictParams(nn.Module):
         hooks = self.__dict__["_hooks_get"]
         for key, value in self._parameters.items():
             entries[key] = value
-        for key, value in self._buffers.items():
-            entries[key] = value
+        for key, buffer in self._buffers.items():
+            entries[key] = buffer
         for key, sub in self._modules.items():
             if isinstance(sub, TensorDictParams):
                 entries[key] = sub.data
@@ -154,7 +154,10 @@ class TensorDictParams(nn.Module):
 
     def __delitem__(self, key: Any) -> None:
         if isinstance(key, tuple) and len(key) > 1:
-            del self._modules[key[0]][key[1:] if len(key) > 2 else key[1]]  # type: ignore[index]
+            sub = self._modules.get(key[0])
+            if not isinstance(sub, TensorDictParams):
+                raise KeyError(f"TensorDictParams.__delitem__: no sub-TensorDict {key[0]!r}")
+            del sub[key[1:] if len(key) > 2 else key[1]]
             return
         name = key[0] if isinstance(key, tuple) else key
         for store in (self._parameters, self._buffers, self._modules):
@@ -220,7 +223,7 @@ class TensorDictParams(nn.Module):
         """
         return TensorDictParams(self.data, no_convert=True)
 
-    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
         """``TensorDict.apply`` on the leaves (not ``nn.Module.apply``); with
         ``inplace=True`` the leaves are updated and the module returned.
 
@@ -238,10 +241,10 @@ class TensorDictParams(nn.Module):
         return f"batch_size={tuple(self.__dict__['_batch_size'])}"
 
     # Arithmetic and comparison dunders are looked up on the type, not via __getattr__.
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return self.data == _unwrap(other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return self.data != _unwrap(other)
 
     __hash__ = nn.Module.__hash__

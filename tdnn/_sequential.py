@@ -93,9 +93,11 @@ class TensorDictSequential(TensorDictModuleBase):
             written += [k for k in outs if k not in written and k != "_"]
         self._in_keys = read
         selected = self.__dict__.get("_out_keys_apparent")
-        keep = self._select_before_return and selected is not None
         self._out_keys = written
-        self._out_keys_apparent = [k for k in selected if k in written] if keep else written
+        if self._select_before_return and selected is not None:
+            self._out_keys_apparent = [k for k in selected if k in written]
+        else:
+            self._out_keys_apparent = written
 
     def _select(self, selected: list[Any]) -> None:
         self._select_before_return = True
