@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
-from tensordict import NestedKey, TensorDict, is_tensor_collection
+from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
@@ -35,6 +35,16 @@ def tensor_inputs(
                 raise RuntimeError(f"{call}: Duplicated argument {name!r} in args and kwargs")
             env[key] = kwargs.pop(name)
     return env
+
+
+def plain_value(value: Any) -> Any:
+    """A non-tensor entry as the module sees it (its Python value; a list for a stack of
+    them), as upstream does; anything else unchanged."""
+    if isinstance(value, NonTensorData):
+        return value.data
+    if isinstance(value, NonTensorStack):
+        return value.tolist()
+    return value
 
 
 def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any:
@@ -199,7 +209,7 @@ class TensorDictModule(TensorDictModuleBase):
             and self._kwargs is None
             and self.method is None
             and not self.method_kwargs
-            and (value := tensordict.get(in_keys[0], None)) is not None
+            and isinstance(value := tensordict.get(in_keys[0], None), Tensor)
         ):
             out = module(value, **kwargs)
         else:
@@ -237,7 +247,7 @@ class TensorDictModule(TensorDictModuleBase):
         returned."""
         extra = {**(extra or {}), **self.method_kwargs} if self.method_kwargs else (extra or {})
         in_keys = self._in_keys
-        values = [get(key, None) for key in in_keys]
+        values = [plain_value(get(key, None)) for key in in_keys]
         missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]
         if missing and self.strict:
             raise KeyError(self._missing_message(missing, available()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -209,7 +209,7 @@ class TensorDictParams(nn.Module):
             return out
 
         data = self.data
-        copied = TensorDict({k: copy(data.get(k)) for k in data.keys(True, True)}, data.batch_size)
+        copied = data.apply(copy)  # nested batch sizes kept
         return TensorDictParams(copied, no_convert=True)
 
     def copy(self) -> TensorDictParams:
@@ -233,6 +233,24 @@ class TensorDictParams(nn.Module):
         tensor([2.])
         """
         return _Forwarded(self, "apply", self.data.apply)(fn, *others, **kwargs)
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        """``nn.Module.load_state_dict``; a TensorDict's own state dict loads too (its
+        ``__batch_size``/``__device`` entries describe the TensorDict, not a leaf).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.ones(2))
+        >>> _ = p.load_state_dict(TensorDict(a=torch.zeros(2)).state_dict())
+        >>> p["a"]
+        Parameter containing:
+        tensor([0., 0.], requires_grad=True)
+        """
+        leaves = {k: v for k, v in state_dict.items() if not k.rpartition(".")[2].startswith("__")}
+        return super().load_state_dict(leaves, strict=strict, assign=assign)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("TensorDictParams holds parameters; it has no forward")
@@ -305,6 +323,28 @@ class _Forwarded:
         return out
 
 
+def _of_module(td: Any, module: nn.Module | None) -> TensorDictParams:
+    """``from_module(module, as_module=True)``: a TensorDictParams of ``td``, in which a
+    TensorDictParams held by ``module`` is that same module (so it sees what is swapped
+    into it), as upstream returns it."""
+    if isinstance(module, TensorDictParams):
+        return module
+    params = TensorDictParams(td, no_convert=True)
+    if module is not None:
+        _adopt(params, module)
+    return params
+
+
+def _adopt(params: TensorDictParams, module: nn.Module) -> None:
+    for name, child in module._modules.items():
+        sub = params._modules.get(name)
+        if isinstance(child, TensorDictParams):
+            if sub is not None:
+                params._modules[name] = child
+        elif isinstance(sub, TensorDictParams) and child is not None:
+            _adopt(sub, child)
+
+
 def _register() -> None:
     """Make ``TensorDict.from_module(..., as_module=True)`` return a TensorDictParams."""
-    register_params_module(lambda td: TensorDictParams(td, no_convert=True))
+    register_params_module(_of_module)
