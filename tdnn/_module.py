@@ -66,8 +66,8 @@ class TensorDictModule(TensorDictModuleBase):
     An out key ``"_"`` discards that output. The module may return a tensor, a tuple,
     a dict or a TensorDict. Missing input keys are passed as None (``strict=True``
     refuses them up front); if the module then fails, the error names the missing keys.
-    ``inplace=True`` writes into the input, ``False`` into a shallow copy, ``"empty"``
-    into an empty TensorDict of the same batch size.
+    ``inplace=True`` writes into the input, ``False`` into a new TensorDict that holds
+    only the outputs, ``"empty"`` into ``input.empty()`` (same type and batch size).
 
     >>> import torch
     >>> from torch import Tensor, nn
