@@ -47,6 +47,19 @@ def plain_value(value: Any) -> Any:
     return value
 
 
+def deprecated_device(module: nn.Module, call: str) -> torch.device:
+    """Upstream's deprecated ``device`` of a module: its first parameter's (cpu if none)."""
+    warnings.warn(
+        f"{call}.device is deprecated and will be removed in TensorDict 0.17; "
+        "read the device of a parameter instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any:
     """The upstream spelling ``module(td, td_out)``: the one positional argument after the
     TensorDict is ``tensordict_out``; anything else is refused."""
@@ -158,15 +171,7 @@ class TensorDictModule(TensorDictModuleBase):
         ...     TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]).device
         device(type='cpu')
         """
-        warnings.warn(
-            "TensorDictModule.device is deprecated and will be removed in TensorDict 0.17; "
-            "read the device of a parameter instead",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        for p in self.parameters():
-            return p.device
-        return torch.device("cpu")
+        return deprecated_device(self, "TensorDictModule")
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -91,3 +91,21 @@ def test_non_tensor_inputs_reach_the_module_as_values() -> None:
     m = TensorDictModule(lambda xs: xs[0] + xs[1], ["xs"], ["n"])
     td = TensorDict(xs=NonTensorStack(NonTensorData(1), NonTensorData(2)))
     assert m(td)["n"] == 3
+
+
+def test_device_of_a_sequence_is_deprecated_as_upstream() -> None:
+    from tdnn import TensorDictSequential
+
+    seq = TensorDictSequential(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+    with pytest.warns(DeprecationWarning, match=r"TensorDictSequential.device is deprecated"):
+        assert seq.device == torch.device("cpu")
+    empty = TensorDictSequential(TensorDictModule(lambda x: x, ["x"], ["y"]))
+    with pytest.warns(DeprecationWarning, match="removed in TensorDict 0.17"):
+        assert empty.device == torch.device("cpu")  # no parameter: cpu
+
+
+def test_make_tensordict_is_reexported() -> None:
+    import tdnn
+    import tensordict
+
+    assert tdnn.make_tensordict is tensordict.make_tensordict
