@@ -31,6 +31,7 @@ from tensordict._predicates import (
     is_integer,
     is_leaf_nontensor,
 )
+from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
 from tensordict._shape import pad
 from tensordict._stack import cat, stack
@@ -103,6 +104,7 @@ __all__ = [
     "from_tuple",
     "fromkeys",
     "get_defaults_to_none",
+    "get_printoptions",
     "group_by",
     "is_batchedtensor",
     "is_bool",
@@ -125,6 +127,7 @@ __all__ = [
     "set_get_defaults_to_none",
     "set_lazy_legacy",
     "set_list_to_stack",
+    "set_printoptions",
     "stack",
     "tensorclass",
     "unpad_sequence",
