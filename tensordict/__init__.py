@@ -33,6 +33,7 @@ from tensordict._predicates import (
 )
 from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
+from tensordict._repr_parse import parse_tensor_dict_string
 from tensordict._shape import pad
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
@@ -117,6 +118,7 @@ __all__ = [
     "is_tensorclass",
     "lazy_legacy",
     "lazy_stack",
+    "parse_tensor_dict_string",
     "list_to_stack",
     "make_tensordict",
     "maybe_dense_stack",

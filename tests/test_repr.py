@@ -14,6 +14,7 @@ from tensordict import (
     TensorDict,
     get_printoptions,
     lazy_stack,
+    parse_tensor_dict_string,
     set_printoptions,
     tensorclass,
 )
@@ -284,3 +285,66 @@ def test_options_reach_lazy_stacks_and_tensorclasses() -> None:
         )
     with set_printoptions(show_batch_size=False):
         assert repr(TensorDict({"a": torch.zeros(2, 3)}, [2])) == "TensorDict(fields={a: f32[3]})"
+
+
+# ------------------------------------------------------------------ parsing the printed form
+def _same_layout(a: TensorDict, b: TensorDict) -> None:
+    assert a.batch_size == b.batch_size and a.names == b.names
+    keys = sorted(map(str, a.keys(True, True)))
+    assert keys == sorted(map(str, b.keys(True, True)))
+    for key in a.keys(True, True):
+        x, y = a[key], b[key]
+        assert (x.shape, x.dtype, x.device) == (y.shape, y.dtype, y.device)
+        assert not y.any()
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_parse_rebuilds_layout(compact: bool) -> None:
+    td = TensorDict(
+        {
+            "obs": torch.ones(3, 4, 2, dtype=torch.uint8),
+            "next": TensorDict({"r": torch.ones(3, 4, 1), "d": torch.ones(3, 4, 5)}, [3, 4]),
+            "h": torch.ones(3, dtype=torch.bfloat16),
+        },
+        [3],
+        names=["t"] if compact else None,
+    )
+    with set_printoptions(compact=compact):
+        text = repr(td)
+    _same_layout(td, parse_tensor_dict_string(text))
+    meta = TensorDict({"m": torch.ones(2, device="meta")}, [2])
+    assert parse_tensor_dict_string(repr(meta))["m"].device.type == "meta"
+
+
+def test_parse_equal_lazy_stack() -> None:
+    stack = lazy_stack([TensorDict({"a": torch.zeros(2)}, [])] * 3)
+    rebuilt = parse_tensor_dict_string(repr(stack))
+    assert type(rebuilt) is TensorDict and rebuilt["a"].shape == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (repr(TensorDict({"s": "hi"}, [])), r"entry 's' is \"'hi'\", not a tensor"),
+        (
+            repr(
+                lazy_stack(
+                    [TensorDict(a=torch.zeros(2), b=torch.ones(1)), TensorDict(a=torch.ones(2))]
+                )
+            ),
+            "a lazy stack with exclusive fields cannot be rebuilt",
+        ),
+        (
+            repr(
+                lazy_stack([TensorDict({"a": torch.zeros(2)}), TensorDict({"a": torch.zeros(3)})])
+            ),
+            r"entry 'a' has ragged shape \[2, -1\]",
+        ),
+        ("Foo(x=1)", "expected a printed TensorDict"),
+        ("TensorDict(batch_size=[2], fields={a: q9[]})", "entry 'a' has unknown dtype 'q9'"),
+        ("TensorDict(batch_size=[2], fields={a: f32[]})extra", "expected the end of the text"),
+    ],
+)
+def test_parse_errors(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=f"parse_tensor_dict_string: {match}"):
+        parse_tensor_dict_string(text)
