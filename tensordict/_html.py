@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._nontensor import NonTensor
 from tensordict._printoptions import OPTIONS
 from tensordict._repr import (
+    common_keys,
     compact_entry,
     compact_header,
     exclusive_keys,
@@ -41,7 +42,7 @@ def _count(n: int) -> str:
 
 def _label(td: Any) -> str:
     """``TensorDict batch_size=[3] · 2 entries``: what a folded row says."""
-    n = len(td.keys()) + (len(none_fields(td)) if hasattr(type(td), "_fields") else 0)
+    n = len(common_keys(td)) + (len(none_fields(td)) if hasattr(type(td), "_fields") else 0)
     size = ",".join(map(str, td.batch_size))
     return escape(f"{type(td).__name__} batch_size=[{size}] · {_count(n)}")
 
@@ -50,7 +51,7 @@ def _rows(td: Any, budget: list[int], keys: Iterable[str] | None = None) -> str:
     """``<ul>`` of the entries of ``td`` (or of ``keys``), drawing at most ``budget[0]``
     more entries over the whole tree, then ``... and N more``."""
     is_lazy = members(td) is not None
-    names = _ordered(td.keys() if keys is None and is_lazy else keys or td._tensordict)
+    names = _ordered(common_keys(td) if keys is None else keys)
     if keys is None and hasattr(type(td), "_fields"):
         names += none_fields(td)
     items = []
@@ -146,4 +147,7 @@ class HtmlRepr:
         >>> "<details open>" in TensorDict({"x": torch.zeros(3)}, [3])._repr_html_()
         True
         """
-        return collection_html(self)
+        try:
+            return collection_html(self)
+        except Exception:  # a display must not raise: the text form instead
+            return f"<pre>{escape(repr(self))}</pre>"

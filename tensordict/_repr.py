@@ -124,9 +124,17 @@ def sorted_lines(lines: list[tuple[str, str]]) -> list[str]:
     return joined
 
 
+def common_keys(td: Any) -> list[str]:
+    """The top-level keys of a collection (of every member, for a lazy stack)."""
+    ms = members(td)
+    if ms is None:
+        return list(td._tensordict)
+    return list(td.keys()) if ms else []
+
+
 def exclusive_keys(td: Any, ms: list[Any]) -> list[list[str]]:
     """Per member, its top-level keys that some other member lacks."""
-    common = set(td.keys())
+    common = set(common_keys(td))
     return [[k for k in m.keys() if k not in common] for m in ms]  # noqa: SIM118
 
 
@@ -226,7 +234,7 @@ def verbose_repr(td: Any) -> str:
         lines = [(k, _entry(v)) for k, v in td._tensordict.items()]
         parts = [f"fields={_fields_block(lines)}", *_tail(td)]
     else:
-        lines = [(k, _lazy_entry(td, k)) for k in td.keys()]  # noqa: SIM118
+        lines = [(k, _lazy_entry(td, k)) for k in common_keys(td)]
         blocks = []
         for i, own in enumerate(exclusive_keys(td, ms)):
             if own:
@@ -367,7 +375,7 @@ def compact_entries(td: Any, keys: Iterable[str]) -> list[tuple[str, Node]]:
 
 def compact_body(td: Any) -> list[tuple[str, Node]]:
     """The entries of a collection; a tensorclass adds its ``None`` fields last."""
-    entries = compact_entries(td, td.keys() if members(td) is not None else td._tensordict)
+    entries = compact_entries(td, common_keys(td))
     if hasattr(type(td), "_fields"):
         entries += [(name, "None") for name in none_fields(td)]
     return entries
@@ -434,18 +442,28 @@ def compact_repr(td: Any) -> str:
 
 
 # ------------------------------------------------------------------ entry points
+def _never_raise(forms: list[Callable[[Any], str]], obj: Any) -> str:
+    """The first form that does not raise (a repr must not), else ``Name(...)``."""
+    for form in forms:
+        try:
+            return form(obj)
+        except Exception:  # a half-built or broken collection still prints
+            continue
+    return f"{type(obj).__name__}(...)"
+
+
 def td_repr(td: Any) -> str:
     """The text form of a TensorDict or lazy stack, as the print options choose."""
     if OPTIONS["compact"]:
-        return compact_repr(td)
-    return verbose_repr(td)
+        return _never_raise([compact_repr, verbose_repr], td)
+    return _never_raise([verbose_repr], td)
 
 
 def tc_repr(obj: Any) -> str:
     """The text form of a tensorclass instance."""
     if OPTIONS["compact"]:
-        return compact_repr(obj)
-    return verbose_tc_repr(obj)
+        return _never_raise([compact_repr, verbose_tc_repr], obj)
+    return _never_raise([verbose_tc_repr], obj)
 
 
 def _indent(text: str) -> str:

@@ -348,3 +348,22 @@ def test_parse_equal_lazy_stack() -> None:
 def test_parse_errors(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=f"parse_tensor_dict_string: {match}"):
         parse_tensor_dict_string(text)
+
+
+def test_repr_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = LazyStackedTensorDict(stack_dim=0)
+    assert repr(empty) == "LazyStackedTensorDict(batch_size=[0], stack_dim=0, fields={})"
+    assert "members</i> (0)" in empty._repr_html_()
+    import tensordict._html
+    import tensordict._repr
+
+    def broken(td: Any) -> str:
+        raise RuntimeError("boom")
+
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    monkeypatch.setattr(tensordict._repr, "compact_repr", broken)
+    assert repr(td).startswith("TensorDict(\n    fields={\n        a: Tensor(shape=")
+    monkeypatch.setattr(tensordict._repr, "verbose_repr", broken)
+    assert repr(td) == "TensorDict(...)"
+    monkeypatch.setattr(tensordict._html, "collection_html", broken)
+    assert td._repr_html_() == "<pre>TensorDict(...)</pre>"
