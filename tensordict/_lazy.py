@@ -25,6 +25,7 @@ from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
+from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._td import TensorDict
 
@@ -521,13 +522,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
 
     def __repr__(self) -> str:
-        keys = sorted(map(str, self.keys(True, True)))
-        return (
-            f"LazyStackedTensorDict(\n    fields={keys},\n    exclusive_fields="
-            f"{sorted(map(str, self.partial_keys(True)))},\n    batch_size={self._batch_size},\n"
-            f"    device={self._device},\n    is_shared={self.is_shared()},\n"
-            f"    stack_dim={self.stack_dim})"
-        )
+        return td_repr(self)
 
     # --------------------------------------------------------------- index
     def _split_index(self, index: Any) -> tuple[Any, tuple[Any, ...], int] | None:

@@ -301,6 +301,7 @@ def test_pbar_shows_progress(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_pbar_without_tqdm_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tqdm", None)  # `import tqdm` now raises ImportError
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     with pytest.raises(ModuleNotFoundError, match=r"pbar=True needs tqdm.*pip install tqdm"):
         data(4).map(double_x, num_workers=2, pbar=True)
 

@@ -9,7 +9,7 @@ import pickle
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import TensorDict, set_printoptions
 from tests.catalogue import assert_same, assert_shares, leaves
 
 
@@ -124,6 +124,12 @@ def test_repr_matches_seed_format() -> None:
     td["n", "c"] = torch.zeros(10, dtype=torch.long)
     td["s"] = "hi"
     assert repr(td) == (
+        "TensorDict(batch_size=[10], fields={\n    a: f32[2],\n    b: f32[],\n"
+        "    n: {c: i64[]},\n    s: 'hi'})"
+    )
+    with set_printoptions(compact=False):
+        verbose, empty = repr(td), repr(TensorDict())
+    assert verbose == (
         "TensorDict(\n"
         "    fields={\n"
         "        a: Tensor(shape=torch.Size([10, 2]), device=cpu, dtype=torch.float32, is_shared=False),\n"
@@ -139,7 +145,7 @@ def test_repr_matches_seed_format() -> None:
         "    device=None,\n"
         "    is_shared=False)"
     )
-    assert repr(TensorDict()) == (
+    assert empty == (
         "TensorDict(\n    fields={\n    },\n    batch_size=torch.Size([]),\n"
         "    device=None,\n    is_shared=False)"
     )
