@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_STOP, _TENSOR, _TD, _SHARE, _SHARED = 0, 1, 2, 3, 4
+_STOP, _TENSOR, _TD, _SHARE, _SHARED, _CONSOLIDATED = 0, 1, 2, 3, 4, 5
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -48,6 +48,7 @@ def _peer(port: int) -> None:
     _init(1, port)
     td, flat = _payload(), torch.empty(_NUMEL)
     shared = td
+    consolidated = _payload().consolidate()
     cmd = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(cmd, 0)
@@ -63,6 +64,9 @@ def _peer(port: int) -> None:
         elif what == _SHARE:  # both sides get a TensorDict laid out as one buffer
             shared = TensorDict.from_remote_init(0)
             shared.init_remote(0)
+        elif what == _CONSOLIDATED:
+            consolidated.recv(0)
+            consolidated.send(0)
         else:
             shared.recv(0)
             shared.send(0)
@@ -132,12 +136,59 @@ def send_recv_received_vs_tensor() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def consolidate_vs_cat() -> tuple[Fn, Fn]:
+    """``consolidate()`` of 1,000 leaves (gathering them, the views, the lock and all)
+    against one ``torch.cat`` of their flattened views, made beforehand."""
+    td = _payload()
+    flats = [v.reshape(-1) for v in td.values(True, True)]
+
+    def lib() -> None:
+        td.consolidate()
+
+    def base() -> None:
+        torch.cat(flats)
+
+    return lib, base
+
+
+def send_recv_consolidated_vs_tensor() -> tuple[Fn, Fn]:
+    """The round trip between consolidated TensorDicts: one storage each way, received in
+    place, plus the header and the (cached) description."""
+    _connect()
+    td, flat = _payload().consolidate(), torch.rand(_NUMEL)
+    cmd_td, cmd_tensor = torch.tensor([_CONSOLIDATED]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.send(1)
+        td.recv(1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
 CASES = [
+    Case(
+        "consolidate() TensorDict 1,000 leaves 4 MB",
+        "torch.cat of the 1,000 flattened views",
+        1.2,
+        consolidate_vs_cat,
+    ),
     Case(
         "send/recv TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
         "dist.send/recv one 4 MB tensor",
         1.5,
         send_recv_vs_tensor,
+    ),
+    Case(
+        "send/recv consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        1.2,
+        send_recv_consolidated_vs_tensor,
     ),
     Case(
         "send/recv from_remote_init TensorDicts 1,000 leaves 4 MB (gloo, round trip)",

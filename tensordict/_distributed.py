@@ -167,9 +167,10 @@ class DistributedOps(CollectionPrimitives):
     def from_remote_init(cls, src: int, group: Any = None, device: Any = None) -> TensorDict:
         """The TensorDict that rank ``src`` sends with :meth:`init_remote`.
 
-        Its leaves are views of one received buffer per dtype, on ``device`` (the CPU by
-        default). The structure is JSON: nothing is unpickled. The result is a TensorDict,
-        whatever class the sender had. Two processes are needed (see docs/distributed.md):
+        The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
+        one storage, on ``device``, the CPU by default), so that later ``recv`` calls write
+        straight into that storage. The structure is JSON: nothing is unpickled. The result
+        is a TensorDict, whatever class the sender had. Two processes are needed (see docs/distributed.md):
 
         >>> from tensordict import TensorDict
         >>> TensorDict.from_remote_init(src=0)
