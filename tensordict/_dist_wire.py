@@ -507,7 +507,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         if fits and storage is not None:
             buf = storage
         else:
-            device = storage.device if leaves is None else _leaf_device(leaves)
+            device = _leaf_device(leaves) if storage is None else storage.device
             buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
         if nbytes:
             dist.recv(buf, src, group=group, tag=_payload_tag(tags[2], info[2:5], DATA))

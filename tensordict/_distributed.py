@@ -170,7 +170,8 @@ class DistributedOps(CollectionPrimitives):
         The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
         one storage, on ``device``, the CPU by default), so that later ``recv`` calls write
         straight into that storage. The structure is JSON: nothing is unpickled. The result
-        is a TensorDict, whatever class the sender had. Two processes are needed (see docs/distributed.md):
+        is a TensorDict, whatever class the sender had. Two processes are needed (see
+        docs/distributed.md):
 
         >>> from tensordict import TensorDict
         >>> TensorDict.from_remote_init(src=0)
