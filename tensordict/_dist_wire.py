@@ -503,12 +503,12 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         dist.recv(raw, src, group=group, tag=tags[1])
         fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
-        leaves = None if storage is not None else td._tensor_leaves([])
-        if fits and storage is not None:
-            buf = storage
+        leaves: list[Tensor] | None = None
+        if storage is not None:
+            buf = storage if fits else torch.empty(nbytes, dtype=torch.uint8, device=storage.device)
         else:
-            device = _leaf_device(leaves) if storage is None else storage.device
-            buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            leaves = td._tensor_leaves([])
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
         if nbytes:
             dist.recv(buf, src, group=group, tag=_payload_tag(tags[2], info[2:5], DATA))
             pending.next_tag = tags[3]
