@@ -66,7 +66,12 @@ class Plan:
                 run.append(i)
         runs: list[Run] = []
         cursor = 0
-        for (dtype, shape), idx in sorted(groups.items(), key=lambda kv: -kv[0][0].itemsize):
+        first: dict[torch.dtype, int] = {}
+        for dtype, _ in groups:
+            first.setdefault(dtype, len(first))
+        # each dtype in one byte range (for reductions), larger elements first (alignment)
+        order = sorted(groups.items(), key=lambda kv: (-kv[0][0].itemsize, first[kv[0][0]]))
+        for (dtype, shape), idx in order:
             runs.append((dtype, shape, len(idx), cursor, idx))
             cursor += shape.numel() * dtype.itemsize * len(idx)
         return cls(runs, len(leaves), cursor)
@@ -97,6 +102,17 @@ class Plan:
             for i, view in zip(idx, block.unbind(0), strict=True):
                 out[i] = view
         return out
+
+    def dtype_spans(self) -> list[tuple[torch.dtype, int, int]]:
+        """``(dtype, first byte, end byte)`` of each dtype's range of the storage."""
+        spans: list[tuple[torch.dtype, int, int]] = []
+        for dtype, shape, count, start, _ in self.runs:
+            end = start + shape.numel() * dtype.itemsize * count
+            if spans and spans[-1][0] == dtype:
+                spans[-1] = (dtype, spans[-1][1], end)
+            else:
+                spans.append((dtype, start, end))
+        return spans
 
     def to_json(self) -> list[Any]:
         return [[DTYPE_NAMES[d], list(s), c, b, idx] for d, s, c, b, idx in self.runs]

@@ -114,6 +114,8 @@ class Layout:
         self.dims: list[int] = []
         self.codes: list[int] = []
         shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
+        if td._stack_parts() is not None:  # a lazy stack travels as its dense equivalent
+            td = td._as_dense(call)
         self._walk(td, "", call, shaped)
         self.groups: dict[int, list[Tensor]] = {
             code: [t for run in by_shape.values() for t in run] for code, by_shape in shaped.items()
@@ -523,13 +525,13 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
                 "receiver does not know, use init_remote/from_remote_init)"
             )
         if leaves is not None:
-            _copy_into(leaves, plan.views(buf))
+            copy_into(leaves, plan.views(buf))
 
     pending._finish = finish
     return pending
 
 
-def _copy_into(leaves: list[Tensor], views: list[Tensor]) -> None:
+def copy_into(leaves: list[Tensor], views: list[Tensor]) -> None:
     copy_ = foreach("copy_")
     with torch.no_grad():
         if copy_ is not None and leaves and leaves[0].device.type == "cpu":
@@ -596,6 +598,8 @@ def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
 # ---------------------------------------------------------------- structure on the wire
 def structure(td: CollectionPrimitives, call: str) -> bytes:
     """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
+    if td._stack_parts() is not None:
+        td = td._as_dense(call)
     return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
 
 

@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._consolidate import plan_of, wire_description
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
     GATHER,
     HEADER_LEN,
     INIT,
-    REDUCE,
     Layout,
     Pending,
     Tags,
     as_bytes,
     build,
     check_magic,
+    copy_into,
     drain,
     empty_buffers,
     post_recv,
@@ -263,18 +264,46 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        lay = Layout(self, call)
+        plan, storage = plan_of(self)
+        leaves = None
         receives = dst is None or dist.get_rank() == dst
-        bufs = lay.pack(copy=not receives)
-        infos = _exchange_headers(dist, lay.header(REDUCE, bufs), group, call)
-        _same_everywhere(call, lay, infos, _ranks(dist, group))
+        if storage is None:
+            leaves = self._tensor_leaves([])
+            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
+            plan.fill(storage, leaves)
+        elif not receives:  # the other ranks keep their values: reduce a copy
+            storage = storage.clone()
+        _, fps = wire_description(self, plan)
+        header = torch.tensor([*fps, plan.nleaves, plan.nbytes])
+        headers = _gather_small(dist, header, group)
+        ranks = _ranks(dist, group)
+        differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
+        if differ:
+            mine = headers[ranks.index(dist.get_rank())]
+            raise RuntimeError(
+                f"{call}: the ranks hold different structures: rank(s) {differ} differ from rank "
+                f"{ranks[0]} in their keys, shapes or dtypes (this rank, {dist.get_rank()}, has "
+                f"{mine[3]} leaves of {mine[4]} bytes); every rank must hold the same keys in "
+                "the same order, with the same shapes and dtypes"
+            )
         works = []
-        for code in sorted(bufs):
+        for dtype, start, end in plan.dtype_spans():
+            if end == start:
+                continue
+            buf = storage[start:end].view(dtype)
             if dst is None:
-                works.append(dist.all_reduce(bufs[code], op, group=group, async_op=True))
+                works.append(dist.all_reduce(buf, op, group=group, async_op=True))
             else:
-                works.append(dist.reduce(bufs[code], dst, op, group=group, async_op=True))
-        pending = Pending(works, (lambda: lay.unpack(bufs)) if receives else None, bufs)
+                works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
+        finish = None
+        if receives and leaves is not None:
+            views = plan.views(storage)
+            kept = leaves
+
+            def finish() -> None:
+                copy_into(kept, views)
+
+        pending = Pending(works, finish, storage)
         if async_op:
             return [pending]
         pending.wait()
@@ -390,11 +419,13 @@ class DistributedOps(CollectionPrimitives):
         return self  # type: ignore[return-value]
 
 
-def _same_everywhere(call: str, lay: Layout, infos: list[list[int]], ranks: list[int]) -> None:
-    problems = []
-    for rank, info in zip(ranks, infos, strict=True):
-        problem = lay.compare(info, REDUCE)
-        if problem is not None:
-            problems.append(f"rank {rank}: {problem.replace('the sender', f'rank {rank}')}")
-    if problems:
-        raise RuntimeError(f"{call}: the ranks hold different structures; " + "; ".join(problems))
+def _device_of(leaves: list[Tensor]) -> torch.device:
+    return leaves[0].device if leaves else torch.device("cpu")
+
+
+def _gather_small(dist: Any, header: Tensor, group: Any) -> list[list[int]]:
+    """Every rank's small int64 ``header``, in group order."""
+    header = header.to(wire_device(dist, group))
+    out = [torch.empty_like(header) for _ in _ranks(dist, group)]
+    dist.all_gather(out, header, group=group)
+    return [h.tolist() for h in out]
