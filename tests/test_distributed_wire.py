@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 import queue
 import re
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -257,3 +260,28 @@ def test_a_peer_that_dies_mid_transfer_gives_an_error() -> None:
 
 def test_a_group_made_again_after_a_refused_transfer() -> None:
     _check(_launch(_regroup, 2), [0, 1])
+
+
+def test_torchrun_example_trains_four_identical_replicas(tmp_path: pathlib.Path) -> None:
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    script = root / "examples" / "ddp_tensordict.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done = subprocess.run(
+        [*command, "--nproc-per-node", "4", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=LAUNCH_TIMEOUT_S,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = re.findall(r"rank (\d)/4: final loss ([\d.]+), checksum (-?\d+\.\d{10})", done.stdout)
+    assert sorted(int(r) for r, _, _ in lines) == [0, 1, 2, 3], done.stdout
+    assert len({c for _, _, c in lines}) == 1, lines  # the replicas stayed identical
+    assert all(float(loss) < 0.1 for _, loss, _ in lines), lines  # and it trained
