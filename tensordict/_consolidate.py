@@ -222,6 +222,9 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> An
     for key, entry in node["entries"].items():
         if entry == 0:
             leaf = next(leaves)
+            if not from_file:
+                entries[key] = leaf
+                continue
             if leaf.shape[:n] != size:
                 raise ValueError(
                     f"{call}: key {key!r} has shape {tuple(leaf.shape)}, which does not start "
@@ -506,45 +509,56 @@ def plan_of(td: Any) -> tuple[Plan, Tensor | None]:
 
 
 def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
-    """The keys, kinds and shapes of ``td`` as JSON, and three 64-bit fingerprints of it
-    (cached on a consolidated collection's plan)."""
+    """The structure of ``td`` as a receiver checks it (JSON: the tensor leaves' key paths
+    in walk order, the other entries' paths, the plan's dtype and shape runs) and three
+    64-bit fingerprints of it; cached on a consolidated collection's plan."""
     if plan._desc is not None:
         return plan._desc
-    rows: list[Any] = []
-    _rows(td, (), rows)
-    raw = json.dumps(rows, separators=(",", ":")).encode()
+    leaves: list[str] = []
+    others: list[str] = []
+    _paths(td, "", leaves, others)
+    runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
+    raw = json.dumps({"leaves": leaves, "others": others, "runs": runs}).encode()
     digest = hashlib.blake2b(raw, digest_size=24).digest()
     fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
     plan._desc = (raw, fps)  # type: ignore[assignment]
     return plan._desc  # type: ignore[return-value]
 
 
-def _rows(td: Any, prefix: tuple[str, ...], out: list[Any]) -> None:
+def _paths(td: Any, prefix: str, leaves: list[str], others: list[str]) -> None:
     parts = td._stack_parts()
     if parts is not None:
-        out.append([list(prefix), "stack", [parts[0], len(parts[1])]])
+        others.append(f"{prefix}<stack {parts[0]} x {len(parts[1])}>")
         for i, member in enumerate(parts[1]):
-            _rows(member, (*prefix, f"#{i}"), out)
+            _paths(member, f"{prefix}#{i}\x1f", leaves, others)
         return
     for key, value in td._tensordict.items():
-        path = [*prefix, key]
         if isinstance(value, Tensor):
-            out.append([path, DTYPE_NAMES.get(value.dtype, str(value.dtype)), list(value.shape)])
+            leaves.append(prefix + key)
         elif isinstance(value, NonTensor):
-            out.append([path, "non-tensor", list(value.batch_size)])
+            others.append(prefix + key)
         else:
-            out.append([path, "collection", list(value._batch_size)])
-            _rows(value, (*prefix, key), out)
+            _paths(value, f"{prefix}{key}\x1f", leaves, others)
+
+
+def _by_key(raw: bytes) -> tuple[dict[tuple[str, ...], tuple[str, tuple[int, ...]]], list[str]]:
+    desc = json.loads(raw.decode())
+    paths = desc["leaves"]
+    out: dict[tuple[str, ...], tuple[str, tuple[int, ...]]] = {}
+    for name, shape, idx in desc["runs"]:
+        for i in idx:
+            out[tuple(paths[i].split("\x1f"))] = (name, tuple(shape))
+    by_path = {tuple(p.split("\x1f")): out[tuple(p.split("\x1f"))] for p in paths}
+    return by_path, list(desc["others"])
 
 
 def explain_mismatch(theirs: bytes, mine: bytes) -> str:
     """Which keys differ between two wire descriptions, all of them, by name."""
     try:
-        rows = json.loads(theirs.decode())
-        sender = {tuple(r[0]): (r[1], r[2]) for r in rows}
-    except (UnicodeDecodeError, ValueError, TypeError, IndexError):
+        sender, sender_others = _by_key(theirs)
+    except (UnicodeDecodeError, ValueError, TypeError, IndexError, KeyError, AttributeError):
         return "the sender's description is unreadable"
-    here = {tuple(r[0]): (r[1], r[2]) for r in json.loads(mine.decode())}
+    here, here_others = _by_key(mine)
     problems = []
     only_there = [k for k in sender if k not in here]
     only_here = [k for k in here if k not in sender]
@@ -556,9 +570,11 @@ def explain_mismatch(theirs: bytes, mine: bytes) -> str:
         mine_row = here.get(key)
         if mine_row is not None and mine_row != (kind, shape):
             problems.append(
-                f"key {key!r} is {kind} {tuple(shape)} on the sender, "
-                f"{mine_row[0]} {tuple(mine_row[1])} here"
+                f"key {key!r} is {kind} {shape} on the sender, {mine_row[0]} {mine_row[1]} here"
             )
+    if sender_others != here_others:
+        show = [tuple(o.split("\x1f")) for o in sender_others]
+        problems.append(f"the non-tensor entries and stacks differ (the sender's: {show})")
     if not problems:
         problems.append("the keys come in a different order")
     return "; ".join(problems)
