@@ -503,7 +503,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
             )
         nbytes = info[FIXED + _U8]
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
-        dist.recv(raw, src, group=group, tag=tags[1])
+        works = [dist.irecv(raw, src, group=group, tag=tags[1])]
         fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
         leaves: list[Tensor] | None = None
         if storage is not None:
@@ -511,11 +511,14 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         else:
             leaves = td._tensor_leaves([])
             buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
-        if nbytes:
-            dist.recv(buf, src, group=group, tag=_payload_tag(tags[2], info[2:5], DATA))
+        if nbytes:  # the description and the buffer are received together
+            tag = _payload_tag(tags[2], info[2:5], DATA)
+            works.append(dist.irecv(buf, src, group=group, tag=tag))
             pending.next_tag = tags[3]
         else:
             pending.next_tag = tags[2]
+        for w in works:
+            w.wait()
         if not fits:
             theirs = bytes(raw.cpu().numpy())
             raise RuntimeError(
