@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +162,7 @@ def describe(td: Any, call: str, for_file: bool, prefix: tuple[str, ...] = ()) -
     """
     cls = type(td)
     node: dict[str, Any] = {
-        "type": type_name(cls) if for_file else cls,
+        "type": type_name(cls) if for_file or not _importable(cls) else cls,
         "batch_size": list(td._batch_size),
         "device": None if td._device is None else str(td._device),
     }
@@ -183,6 +184,14 @@ def describe(td: Any, call: str, for_file: bool, prefix: tuple[str, ...] = ()) -
             entries[key] = describe(value, call, for_file, (*prefix, key))
     node["entries"] = entries
     return node
+
+
+def _importable(cls: type) -> bool:
+    """Whether pickle can find ``cls`` by its module and qualified name."""
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
 
 
 def _describe_nontensor(value: NonTensor, call: str, for_file: bool, path: tuple[str, ...]) -> Any:
@@ -207,7 +216,9 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> An
     """The collection a description stands for, its tensor leaves taken from ``leaves``."""
     if not isinstance(node, dict):
         raise ValueError(f"{call}: a node of the description is not a mapping")
-    cls = lookup_type(node["type"], call, "the description") if from_file else node["type"]
+    cls = node["type"]
+    if isinstance(cls, str):  # a registered name (files; classes pickle cannot import)
+        cls = lookup_type(cls, call, "the description")
     if not (isinstance(cls, type) and issubclass(cls, CollectionPrimitives)):
         raise ValueError(f"{call}: the description names {cls!r}, not a tensor collection")
     bs = node["batch_size"]
@@ -358,7 +369,9 @@ class ConsolidateOps(CollectionPrimitives):
         non_blocking: bool = False,
         inplace: bool = False,
         return_early: bool = False,
+        use_buffer: bool = False,
         share_memory: bool = False,
+        pin_memory: bool = False,
         metadata: bool = False,
     ) -> Any:
         """A locked copy whose tensor leaves are views into one flat ``uint8`` storage.
@@ -371,6 +384,8 @@ class ConsolidateOps(CollectionPrimitives):
         this collection's place; ``return_early=True`` with ``num_threads > 1`` returns a
         :class:`~tensordict.utils.TensorDictFuture` while the copy runs in a thread.
         ``metadata=True`` keeps the JSON description in ``_consolidated["metadata"]``.
+        ``use_buffer`` is accepted for compatibility (the file is written in place);
+        ``pin_memory=True`` pins the storage when CUDA is available.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -383,6 +398,12 @@ class ConsolidateOps(CollectionPrimitives):
         call = self._call("consolidate")
         if self.is_consolidated():
             return self
+        if return_early and num_threads > 1 and (use_buffer or non_blocking):
+            flag = "use_buffer" if use_buffer else "non_blocking"
+            raise NotImplementedError(
+                f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
+                "must be complete before the result is handed back)"
+            )
         leaves = self._tensor_leaves([])
         plan = Plan.of(leaves)
         dev = _storage_device(self, leaves, device)
@@ -406,7 +427,8 @@ class ConsolidateOps(CollectionPrimitives):
             )
             storage = whole[: plan.nbytes]
         else:
-            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev)
+            pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
+            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
             if share_memory and dev.type == "cpu":
                 storage.share_memory_()  # type: ignore[no-untyped-call]
         views = plan.views(storage)
@@ -419,8 +441,6 @@ class ConsolidateOps(CollectionPrimitives):
             _set_device(out, dev)
         record = Record(storage, plan, meta)
         if return_early and num_threads > 1:
-            if non_blocking:
-                raise ValueError(f"{call}: return_early=True cannot be combined with non_blocking")
             from tensordict._future import TensorDictFuture
 
             pool = concurrent.futures.ThreadPoolExecutor(1)

@@ -164,6 +164,8 @@ def test_inplace_same_object_and_return_early() -> None:
     assert_same(td, expected)
     future = expected.consolidate(num_threads=2, return_early=True)
     assert_same(future.result(), expected)
+    with pytest.raises(NotImplementedError, match="consolidate: return_early=True cannot be"):
+        expected.consolidate(num_threads=2, return_early=True, non_blocking=True)
 
 
 def test_share_memory_and_to_device() -> None:
@@ -186,6 +188,24 @@ def test_already_consolidated_is_returned_and_unlock_drops_it() -> None:
 def test_file_with_a_device_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="consolidate: a consolidated file lives on the CPU"):
         _mixed().consolidate(tmp_path / "x.bin", device="meta")
+
+
+class _Local:
+    @staticmethod
+    def make() -> Any:
+        class Hidden(TensorClass):  # pickle cannot import it by name
+            """A tensorclass defined in a function."""
+
+            v: torch.Tensor
+
+        return Hidden
+
+
+def test_pickle_of_a_class_pickle_cannot_import() -> None:
+    hidden = _Local.make()
+    ctd = TensorDict({"h": hidden(v=torch.arange(2.0), batch_size=[2])}, [2]).consolidate()
+    back = pickle.loads(pickle.dumps(ctd))
+    assert type(back["h"]) is hidden and back["h"].v.tolist() == [0.0, 1.0]
 
 
 def _echo(queue_in: Any, queue_out: Any) -> None:
