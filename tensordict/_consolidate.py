@@ -467,13 +467,7 @@ class ConsolidateOps(CollectionPrimitives):
         >>> td["a"], td["n"]
         (tensor([0, 1, 2]), 'text')
         """
-        call = f"{cls.__name__}.from_consolidated"
-        if isinstance(filename, Tensor):
-            return _from_file_bytes(filename, call)
-        path = os.fspath(filename)
-        size = os.path.getsize(path)
-        data = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
-        return _from_file_bytes(data, call)
+        return _from_file_bytes(_read(filename), f"{cls.__name__}.from_consolidated")
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf (see :meth:`~tensordict.TensorDict.to`); a
@@ -509,6 +503,27 @@ class ConsolidateOps(CollectionPrimitives):
             record._pickled = describe(self, self._call("__reduce__"), False)
         plan = record.plan
         return (_unpickle, (record.storage, plan.runs, plan.nleaves, record._pickled))
+
+
+def from_consolidated(filename: str | os.PathLike[str] | Tensor) -> Any:
+    """The collection stored by ``consolidate(filename)``: see
+    :meth:`TensorDict.from_consolidated <tensordict.TensorDict.from_consolidated>`.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_consolidated
+    >>> path = tempfile.mkdtemp() + "/td.bin"
+    >>> _ = TensorDict({"a": torch.ones(2)}, [2]).consolidate(path)
+    >>> from_consolidated(path)["a"]
+    tensor([1., 1.])
+    """
+    return _from_file_bytes(_read(filename), "from_consolidated")
+
+
+def _read(filename: str | os.PathLike[str] | Tensor) -> Tensor:
+    if isinstance(filename, Tensor):
+        return filename
+    path = os.fspath(filename)
+    return torch.from_file(path, shared=True, size=os.path.getsize(path), dtype=torch.uint8)
 
 
 def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.device:
