@@ -225,3 +225,13 @@ def test_through_a_multiprocessing_queue() -> None:
         proc.join(timeout=30)
         if proc.is_alive():
             proc.kill()
+
+
+def test_a_peer_named_twice_or_not_at_all_is_refused() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    with pytest.raises(ValueError, match="TensorDict.send: pass exactly one of dst"):
+        td.send()
+    with pytest.raises(ValueError, match="TensorDict.recv: pass exactly one of src"):
+        td.recv(0, group_src=0)
+    with pytest.raises(ValueError, match="TensorDict.init_remote: dst is required"):
+        td.init_remote()

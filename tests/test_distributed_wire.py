@@ -89,6 +89,22 @@ def _four(rank: int, world: int) -> None:
                 h.wait()
             _same(target, _content(prev)[name])
 
+    # peers named by their rank in a subgroup: global ranks 1 and 3 are 0 and 1 there
+    pair_group = dist.new_group([1, 3])
+    if rank == 1:
+        _content(1)["nested"].send(group=pair_group, group_dst=1)
+    if rank == 3:
+        got = _content(0)["nested"].apply(torch.zeros_like)
+        got.recv(group=pair_group, group_src=0)
+        _same(got, _content(1)["nested"])
+
+    # init_remote / from_remote_init over a broadcast: every rank takes part
+    if rank == 0:
+        _content(0)["nested"].init_remote(use_broadcast=True)
+    else:
+        made = TensorDict.from_remote_init(0, use_broadcast=True)
+        _same(made, _content(0)["nested"])
+
     # a lazy stack whose members differ from the sender's: the key is named
     if rank == 0:
         TensorDict({"a": torch.zeros(3), "m": {"c": torch.zeros(2)}}).send(1)
