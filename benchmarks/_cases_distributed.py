@@ -1,10 +1,10 @@
-"""Cases for distributed transfers (issue 7): a TensorDict of 1,000 leaves (4 MB) against one
-4 MB tensor, over gloo between this process and a peer process on 127.0.0.1.
+"""Cases for transfers (issues 7 and 17): a TensorDict of 1,000 leaves (4 MB) against one
+4 MB tensor: consolidate, send/recv round trips and all_reduce over gloo with a peer
+process on 127.0.0.1 (started before timing), and a torch.multiprocessing queue.
 
-The harness times both callables in this process, so each call is a round trip: a
-one-element command tells the peer what comes (the same cost on both sides), the
-payload goes to the peer, which receives it and sends it back. The library side
-packs and unpacks on both ends; the baseline sends the tensor as it is.
+The harness times both callables in this process, so each point-to-point call is a
+round trip: a one-element command tells the peer what comes (the same cost on both
+sides), the payload goes to the peer, which receives it and sends it back.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import torch.multiprocessing as mp
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_STOP, _TENSOR, _TD, _SHARE, _SHARED, _CONSOLIDATED, _REDUCE_TD, _REDUCE_FLAT = range(8)
+_STOP, _TENSOR, _TD, _SHARE, _SHARED, _CONSOLIDATED, _REDUCE_TD, _REDUCE_FLAT, _REDUCE_CTD = range(
+    9
+)
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -68,6 +70,8 @@ def _peer(port: int) -> None:
             shared.init_remote(0)
         elif what == _REDUCE_TD:
             reduced.all_reduce()
+        elif what == _REDUCE_CTD:
+            consolidated.all_reduce()
         elif what == _REDUCE_FLAT:
             dist.all_reduce(flat)
         elif what == _CONSOLIDATED:
@@ -195,6 +199,24 @@ def all_reduce_vs_tensor() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def all_reduce_consolidated_vs_tensor() -> tuple[Fn, Fn]:
+    """``all_reduce`` of a consolidated 1,000-leaf TensorDict (its storage reduced in
+    place, one call per dtype) against ``all_reduce`` of one flat tensor."""
+    _connect()
+    td, flat = _payload().consolidate(), torch.rand(_NUMEL)
+    cmd_td, cmd_flat = torch.tensor([_REDUCE_CTD]), torch.tensor([_REDUCE_FLAT])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.all_reduce()
+
+    def base() -> None:
+        dist.send(cmd_flat, 1)
+        dist.all_reduce(flat)
+
+    return lib, base
+
+
 def _echo(inbox: Any, outbox: Any) -> None:
     """The queue peer: take each item and answer with a one-element ack."""
     while True:
@@ -255,6 +277,12 @@ CASES = [
         "dist.all_reduce one 4 MB tensor",
         1.3,
         all_reduce_vs_tensor,
+    ),
+    Case(
+        "all_reduce consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs)",
+        "dist.all_reduce one 4 MB tensor",
+        1.3,
+        all_reduce_consolidated_vs_tensor,
     ),
     Case(
         "consolidated TensorDict 1,000 leaves 4 MB through a torch.multiprocessing queue",
