@@ -3,6 +3,7 @@
 from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._cloudpickle import CloudpickleWrapper
+from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
     from_any,
     from_dict,
@@ -99,6 +100,7 @@ __all__ = [
     "dense_stack_tds",
     "from_any",
     "from_dataclass",
+    "from_consolidated",
     "from_dict",
     "from_namedtuple",
     "from_struct_array",
