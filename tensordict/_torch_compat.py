@@ -41,6 +41,13 @@ def mapping_key(key: str) -> Any:
     return _pytree.MappingKey(key)
 
 
+def sequence_key(index: int) -> Any:
+    """The pytree path entry for a sequence position."""
+    from torch.utils import _pytree
+
+    return _pytree.SequenceKey(index)
+
+
 def disable_subclass_dispatch() -> Any:
     """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
     return torch._C.DisableTorchFunctionSubclass()
