@@ -19,6 +19,7 @@ from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
 from tensordict._torch_compat import (
+    batched_dim,
     is_batched,
     let_vmap_take_one_out_dim,
     mapping_key,
@@ -66,6 +67,10 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     for key, value in extras.items():
         entries[key] = value._with(torch.Size(new_bs), value.device)
     keep_names = names if names is not None and len(names) == len(new_bs) else None
+    if names is not None and len(names) == len(new_bs) + 1:  # inside vmap: drop the mapped
+        dim = next((batched_dim(v) for v in values if isinstance(v, Tensor)), None)
+        if dim is not None and dim < len(names):
+            keep_names = [*names[:dim], *names[dim + 1 :]]
     out: TensorDict = cls._new_unsafe(entries, torch.Size(new_bs), device, keep_names)
     if locked:
         out.lock_()
@@ -173,4 +178,17 @@ def register() -> None:
         _flatten_lazy_with_keys,
         "tensordict.LazyStackedTensorDict",
     )
-    let_vmap_take_one_out_dim(lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)))
+    let_vmap_take_one_out_dim(
+        lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)), _name_out_dim
+    )
+
+
+def _name_out_dim(inside: Any, outside: Any, out_dim: Any) -> Any:
+    """A named TensorDict out of vmap: its names, with None at the dim vmap put back."""
+    names = getattr(inside, "_names", None)
+    if names is None or not isinstance(out_dim, int) or not isinstance(outside, TensorDict):
+        return outside
+    if len(outside._batch_size) == len(names) + 1:
+        dim = out_dim % len(outside._batch_size)
+        outside._names = [*names[:dim], None, *names[dim:]]
+    return outside

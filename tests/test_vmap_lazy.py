@@ -69,3 +69,16 @@ def test_tree_map_over_members_of_different_structure() -> None:
                 [TensorDict({"x": torch.ones(2)}, [2]), TensorDict({"y": torch.ones(2)}, [2])]
             )
         )
+
+
+@pytest.mark.parametrize(("in_dim", "kept"), [(1, "A"), (0, "B")])
+def test_vmap_drops_the_mapped_name_and_puts_none_back(in_dim: int, kept: str) -> None:
+    b = TensorDict({"b": torch.randn(3, 5, 4)}, [3, 5], names=["A", "B"])
+
+    def inside(t: TensorDict) -> TensorDict:
+        assert t.names == [kept]
+        return t.set("c", t["b"] + 1)
+
+    out = torch.vmap(inside, (in_dim,))(b)
+    assert out.names == [None, kept]
+    torch.testing.assert_close(out["c"], b["b"].movedim(in_dim, 0) + 1)
