@@ -13,6 +13,7 @@ from benchmarks import (
     _cases_map,
     _cases_modules,
     _cases_nn,
+    _cases_repr,
     _cases_shapes,
     _cases_tensorclass,
 )
@@ -25,6 +26,7 @@ ALL: list[Case] = [
     *_cases_checkpoint.CASES,
     *_cases_modules.CASES,
     *_cases_nn.CASES,
+    *_cases_repr.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,
 ]

@@ -31,7 +31,9 @@ from tensordict._predicates import (
     is_integer,
     is_leaf_nontensor,
 )
+from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
+from tensordict._repr_parse import parse_tensor_dict_string
 from tensordict._shape import pad
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
@@ -103,6 +105,7 @@ __all__ = [
     "from_tuple",
     "fromkeys",
     "get_defaults_to_none",
+    "get_printoptions",
     "group_by",
     "is_batchedtensor",
     "is_bool",
@@ -121,10 +124,12 @@ __all__ = [
     "merge_tensordicts",
     "pad",
     "pad_sequence",
+    "parse_tensor_dict_string",
     "set_capture_non_tensor_stack",
     "set_get_defaults_to_none",
     "set_lazy_legacy",
     "set_list_to_stack",
+    "set_printoptions",
     "stack",
     "tensorclass",
     "unpad_sequence",

@@ -26,6 +26,7 @@ from tensordict._format import (
 )
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
 
@@ -341,13 +342,15 @@ def load(
     num_threads: int = 0,
     verify: bool = False,
     allow_pickle: bool = False,
+    pbar: bool = False,
 ) -> Any:
-    """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
+    """Load the checkpoint at ``prefix``; everything is validated before anything is mapped;
+    ``pbar`` shows a progress bar advancing per leaf mapped."""
     target = os.path.abspath(os.fspath(prefix))
     for _ in range(_ATTEMPTS):
         before = _identity(target)
         try:
-            td = _load_once(target, call, device, num_threads, verify, allow_pickle)
+            td = _load_once(target, call, device, num_threads, verify, allow_pickle, pbar)
         except (FormatError, RuntimeError, OSError):
             if _identity(target) != before:
                 continue  # the folder was replaced while we read it: read the new one
@@ -373,12 +376,19 @@ def _identity(folder: str) -> tuple[int, int] | None:
 
 
 def _load_once(
-    target: str, call: str, device: Any, num_threads: int, verify: bool, allow_pickle: bool
+    target: str,
+    call: str,
+    device: Any,
+    num_threads: int,
+    verify: bool,
+    allow_pickle: bool,
+    pbar: bool = False,
 ) -> Any:
     loader = _Loader(call, verify, allow_pickle)
     td = loader.collection(target, device)
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
+    bar = progress_bar(call, len(slots), unit="leaf") if pbar else None
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
         store, key, leaf = slot
@@ -386,11 +396,17 @@ def _load_once(
         if device is not None:
             tensor = tensor.to(device)
         store[key] = tensor
+        if bar is not None:
+            bar.update(1)
 
-    if num_threads > 1 and len(slots) > 1:  # (automatic, -1, maps on this thread: mapping is cheap)
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            list(pool.map(open_leaf, slots))
-    else:
-        for slot in slots:
-            open_leaf(slot)
+    try:
+        if num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
+            with ThreadPoolExecutor(max_workers=num_threads) as pool:
+                list(pool.map(open_leaf, slots))
+        else:
+            for slot in slots:
+                open_leaf(slot)
+    finally:
+        if bar is not None:
+            bar.close()
     return td

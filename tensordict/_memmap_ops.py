@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._convert import map_leaves
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._progress import progress_bar
 
 if TYPE_CHECKING:
     from typing import Self
@@ -61,6 +62,7 @@ class MemmapOps(CollectionPrimitives):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool = False,
+        pbar: bool = False,
     ) -> Self:
         """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
         or in anonymous shared memory without one. The save is atomic.
@@ -72,6 +74,8 @@ class MemmapOps(CollectionPrimitives):
         >>> saved = td.memmap(folder)
         >>> saved.is_memmap(), bool((TensorDict.load_memmap(folder) == td).all())
         (True, True)
+
+        ``pbar=True`` shows a progress bar (a widget in notebooks) advancing per leaf.
         """
         return self._memmap(
             self._call("memmap"),
@@ -84,6 +88,7 @@ class MemmapOps(CollectionPrimitives):
             allow_pickle,
             like=False,
             inplace=False,
+            pbar=pbar,
         )
 
     def memmap_(
@@ -96,6 +101,7 @@ class MemmapOps(CollectionPrimitives):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool = False,
+        pbar: bool = False,
     ) -> Self:
         """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones."""
         return self._memmap(
@@ -109,6 +115,7 @@ class MemmapOps(CollectionPrimitives):
             allow_pickle,
             like=False,
             inplace=True,
+            pbar=pbar,
         )
 
     def memmap_like(
@@ -119,6 +126,7 @@ class MemmapOps(CollectionPrimitives):
         num_threads: int = _DEFAULT_THREADS,
         existsok: bool = True,
         durable: bool = False,
+        pbar: bool = False,
     ) -> Self:
         """Allocate memory-mapped leaves of the same shapes and dtypes, without copying
         values (an expanded TensorDict is never materialised in RAM).
@@ -141,6 +149,7 @@ class MemmapOps(CollectionPrimitives):
             False,
             like=True,
             inplace=False,
+            pbar=pbar,
         )
 
     def _memmap(
@@ -155,15 +164,23 @@ class MemmapOps(CollectionPrimitives):
         allow_pickle: bool,
         like: bool,
         inplace: bool,
+        pbar: bool = False,
     ) -> Self:
         if prefix is None:
+            bar = progress_bar(call, len(self._tensor_leaves([])), unit="leaf") if pbar else None
 
             def share(x: Tensor) -> Tensor:
+                if bar is not None:
+                    bar.update(1)
                 if isinstance(x, MemoryMappedTensor) and not like:
                     return x
                 return MemoryMappedTensor.from_tensor(x.detach(), copy_data=not like)
 
-            out = map_leaves(self, share)
+            try:
+                out = map_leaves(self, share)
+            finally:
+                if bar is not None:
+                    bar.close()
             if inplace:
                 _swap_leaves(self, out)
                 return self
@@ -190,6 +207,7 @@ class MemmapOps(CollectionPrimitives):
             checksum=checksum,
             allow_pickle=allow_pickle,
             on_leaves=keep,
+            pbar=pbar,
         )
         out = map_leaves(self, lambda x: mapping[id(x)])
         if inplace:
@@ -215,11 +233,13 @@ class MemmapOps(CollectionPrimitives):
         subpath: str | os.PathLike[str] | None = None,
         verify: bool = False,
         allow_pickle: bool = False,
+        pbar: bool = False,
     ) -> Any:
         """Load a checkpoint (docs/format.md) lazily: leaves map their files.
 
         Everything is validated first; a sub-folder loads on its own (partial loading),
-        named directly or as ``subpath`` under ``prefix``.
+        named directly or as ``subpath`` under ``prefix``. ``pbar=True`` shows a progress
+        bar advancing per leaf.
         """
         from tensordict._load import load
 
@@ -233,6 +253,7 @@ class MemmapOps(CollectionPrimitives):
             num_threads=num_threads,
             verify=verify,
             allow_pickle=allow_pickle,
+            pbar=pbar,
         )
 
     def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
