@@ -3,7 +3,9 @@
 Unflattening recomputes the batch size: under ``vmap`` the leaves lose the mapped dim,
 and outputs gain dims, so the batch size grows or shrinks by the same number of dims
 as the leaves did. A lazy stack opens as its dense form and closes as a lazy stack
-again (along its stack dim, or the last batch dim where vmap took that dim away).
+again (along its stack dim, or the last batch dim where vmap took that dim away); one
+whose members differ in structure opens into its members instead, which ``tree_map``
+handles and ``vmap`` refuses.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
 from tensordict._torch_compat import (
+    batched_dim,
+    is_batched,
     let_vmap_take_one_out_dim,
     mapping_key,
     register_pytree_node,
+    sequence_key,
 )
 
 
@@ -62,29 +67,70 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     for key, value in extras.items():
         entries[key] = value._with(torch.Size(new_bs), value.device)
     keep_names = names if names is not None and len(names) == len(new_bs) else None
+    if names is not None and len(names) == len(new_bs) + 1:  # inside vmap: drop the mapped
+        dim = next((batched_dim(v) for v in values if isinstance(v, Tensor)), None)
+        if dim is not None and dim < len(names):
+            keep_names = [*names[:dim], *names[dim + 1 :]]
     out: TensorDict = cls._new_unsafe(entries, torch.Size(new_bs), device, keep_names)
     if locked:
         out.lock_()
     return out
 
 
-def _dense(td: LazyStackedTensorDict) -> TensorDict:
-    dense = td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict")
+_CALL = "pytree (vmap, torch.func) of a LazyStackedTensorDict"
+
+
+def _dense(td: LazyStackedTensorDict) -> TensorDict | None:
+    """The dense form of ``td``, or None when its members differ in structure."""
+    if not td.tensordicts or not _tensors_only(td.tensordicts):
+        return None  # (pytree also rebuilds nodes with other leaves, e.g. vmap's in_dims)
+    try:
+        dense = td._as_dense(_CALL)
+    except RuntimeError:
+        return None
     if td.is_locked:
         dense.lock_()
     return dense
 
 
 def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
-    """A lazy stack opens as its dense form (vmap must see the stack dim in the leaves);
-    members of different structures cannot, and say so."""
-    children, context = _flatten(_dense(td))
+    """A lazy stack opens as its dense form (vmap must see the stack dim in the leaves),
+    or into its members when they differ in structure."""
+    dense = _dense(td)
+    if dense is None:
+        return list(td.tensordicts), (None, td.stack_dim)
+    children, context = _flatten(dense)
     return children, (context, td.stack_dim)
 
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
-    children, context = _flatten_with_keys(_dense(td))
+    dense = _dense(td)
+    if dense is None:
+        members = [(sequence_key(i), m) for i, m in enumerate(td.tensordicts)]
+        return members, (None, td.stack_dim)
+    children, context = _flatten_with_keys(dense)
     return children, (context, td.stack_dim)
+
+
+def _any_batched(values: Any) -> bool:
+    for value in values:
+        if isinstance(value, TensorDict):
+            if _any_batched(value._tensordict.values()):
+                return True
+        elif isinstance(value, LazyStackedTensorDict):
+            if _any_batched(value.tensordicts):
+                return True
+        elif isinstance(value, Tensor) and is_batched(value):
+            return True
+    return False
+
+
+def _restack(members: list[Any], stack_dim: int) -> Any:
+    stack = LazyStackedTensorDict(*members, stack_dim=stack_dim)
+    if _any_batched(members):  # inside vmap: say which keys or shapes differ
+        stack._as_dense(_CALL)
+        raise RuntimeError(f"{_CALL}: vmap needs members of one structure")
+    return stack
 
 
 def _tensors_only(values: Any) -> bool:
@@ -105,6 +151,8 @@ def _tensors_only(values: Any) -> bool:
 def _unflatten_lazy(values: Any, context: Any) -> Any:
     dense_context, stack_dim = context
     values = list(values)
+    if dense_context is None:  # opened into its members
+        return _restack(values, stack_dim)
     dense = _unflatten(values, dense_context)
     ndim = len(dense.batch_size)
     if ndim == 0 or not _tensors_only(values):
@@ -130,4 +178,17 @@ def register() -> None:
         _flatten_lazy_with_keys,
         "tensordict.LazyStackedTensorDict",
     )
-    let_vmap_take_one_out_dim(lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)))
+    let_vmap_take_one_out_dim(
+        lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)), _name_out_dim
+    )
+
+
+def _name_out_dim(inside: Any, outside: Any, out_dim: Any) -> Any:
+    """A named TensorDict out of vmap: its names, with None at the dim vmap put back."""
+    names = getattr(inside, "_names", None)
+    if names is None or not isinstance(out_dim, int) or not isinstance(outside, TensorDict):
+        return outside
+    if len(outside._batch_size) == len(names) + 1:
+        dim = out_dim % len(outside._batch_size)
+        outside._names = [*names[:dim], None, *names[dim:]]
+    return outside

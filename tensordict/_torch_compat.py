@@ -41,6 +41,13 @@ def mapping_key(key: str) -> Any:
     return _pytree.MappingKey(key)
 
 
+def sequence_key(index: int) -> Any:
+    """The pytree path entry for a sequence position."""
+    from torch.utils import _pytree
+
+    return _pytree.SequenceKey(index)
+
+
 def disable_subclass_dispatch() -> Any:
     """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
     return torch._C.DisableTorchFunctionSubclass()
@@ -62,10 +69,15 @@ def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
     return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
 
 
-def let_vmap_take_one_out_dim(is_collection: Callable[[Any], bool]) -> None:
+def let_vmap_take_one_out_dim(
+    is_collection: Callable[[Any], bool],
+    finish: Callable[[Any, Any, Any], Any] | None = None,
+) -> None:
     """Let ``vmap(f, ..., out_dims=(d,))`` return one TensorDict, as it already lets
     ``f`` return one tensor: torch special-cases a tensor output only, and a TensorDict
-    opens into a pytree that ``(d,)`` does not match (idempotent)."""
+    opens into a pytree that ``(d,)`` does not match. ``finish(inside, outside, out_dims)``
+    then sees each collection output before and after the mapped dim is put back (to
+    carry what the leaves cannot, such as dim names). Idempotent."""
     from torch._functorch import vmap as _vmap
 
     original = _vmap._unwrap_batched
@@ -79,9 +91,21 @@ def let_vmap_take_one_out_dim(is_collection: Callable[[Any], bool]) -> None:
         batch_size: int,
         func: Callable[..., Any],
     ) -> tuple[Any, ...]:
-        if isinstance(out_dims, tuple) and len(out_dims) == 1 and is_collection(batched_outputs):
+        if not is_collection(batched_outputs):
+            return original(batched_outputs, out_dims, vmap_level, batch_size, func)
+        if isinstance(out_dims, tuple) and len(out_dims) == 1:
             out_dims = out_dims[0]
-        return original(batched_outputs, out_dims, vmap_level, batch_size, func)
+        out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
+        return out if finish is None else finish(batched_outputs, out, out_dims)
 
     unwrap_batched._tensordict_one_out_dim = True  # type: ignore[attr-defined]
     _vmap._unwrap_batched = unwrap_batched
+
+
+def batched_dim(tensor: torch.Tensor) -> int | None:
+    """The dim ``vmap`` maps over in the tensor a batched ``tensor`` wraps (None if it is
+    not batched)."""
+    if not is_batched(tensor):
+        return None
+    dim = torch._C._functorch.maybe_get_bdim(tensor)
+    return None if dim is None or dim < 0 else int(dim)

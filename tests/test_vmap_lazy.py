@@ -51,3 +51,34 @@ def test_vmap_out_dims_one_tuple_on_a_tensordict_matches_an_int() -> None:
     torch.testing.assert_close(by_tuple["a"], (td["a"] * 2).T)
     with pytest.raises(ValueError, match="out_dims is not compatible"):
         torch.vmap(lambda t: (t, t), 0, (0,))(td)  # a tuple output still needs its own dims
+
+
+def test_tree_map_over_members_of_different_structure() -> None:
+    first = TensorDict({"a": torch.zeros(3), "b": torch.zeros(4), "n": {"d": 1.0}}, [])
+    second = TensorDict({"b": torch.ones(5), "n": {"d": 2.0}}, [])
+    stack = LazyStackedTensorDict.lazy_stack([first, second])
+    out = _pytree.tree_map(lambda t: t + 1, stack)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == (2,)
+    for member, source in zip(out.tensordicts, stack.tensordicts, strict=True):
+        assert set(member.keys(True, True)) == set(source.keys(True, True))
+        for key in source.keys(True, True):
+            torch.testing.assert_close(member.get(key), source.get(key) + 1)
+    with pytest.raises(RuntimeError, match="differ in structure"):
+        torch.vmap(lambda t: t, 0)(
+            LazyStackedTensorDict.lazy_stack(
+                [TensorDict({"x": torch.ones(2)}, [2]), TensorDict({"y": torch.ones(2)}, [2])]
+            )
+        )
+
+
+@pytest.mark.parametrize(("in_dim", "kept"), [(1, "A"), (0, "B")])
+def test_vmap_drops_the_mapped_name_and_puts_none_back(in_dim: int, kept: str) -> None:
+    b = TensorDict({"b": torch.randn(3, 5, 4)}, [3, 5], names=["A", "B"])
+
+    def inside(t: TensorDict) -> TensorDict:
+        assert t.names == [kept]
+        return t.set("c", t["b"] + 1)
+
+    out = torch.vmap(inside, (in_dim,))(b)
+    assert out.names == [None, kept]
+    torch.testing.assert_close(out["c"], b["b"].movedim(in_dim, 0) + 1)
