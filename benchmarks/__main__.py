@@ -12,6 +12,7 @@ from benchmarks import (
     _cases_distributed,
     _cases_map,
     _cases_modules,
+    _cases_overhead,
     _cases_shapes,
     _cases_tensorclass,
 )
@@ -21,6 +22,7 @@ ALL: list[Case] = [
     *_cases_container.CASES,
     *_cases_shapes.CASES,
     *_cases_tensorclass.CASES,
+    *_cases_overhead.CASES,
     *_cases_checkpoint.CASES,
     *_cases_modules.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
+
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_values
 
 _NO_DEFAULT: Any = object()
 _NUMBER_TYPES = (bool, int, float, complex)
@@ -505,6 +508,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         return value.shape  # type: ignore[no-any-return]
 
     def __contains__(self, key: object) -> bool:
+        if type(key) is str:
+            return key in self._tensordict
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing
@@ -650,14 +655,18 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def values(
         self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
-    ) -> ValuesView:
-        """The values, in the order of :meth:`keys`."""
+    ) -> ValuesView | dict_values[str, Any]:
+        """The values, in the order of :meth:`keys` (the storage's own view when flat)."""
+        if not include_nested and not leaves_only:
+            return self._tensordict.values()
         return ValuesView(self, include_nested, leaves_only, is_leaf)
 
     def items(
         self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
-    ) -> ItemsView:
-        """``(key, value)`` pairs, in the order of :meth:`keys`."""
+    ) -> ItemsView | dict_items[str, Any]:
+        """``(key, value)`` pairs in the order of :meth:`keys` (the storage's own view if flat)."""
+        if not include_nested and not leaves_only:
+            return self._tensordict.items()
         return ItemsView(self, include_nested, leaves_only, is_leaf)
 
     # ----------------------------------------------------------------- locking
