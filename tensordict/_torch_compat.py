@@ -41,6 +41,10 @@ def mapping_key(key: str) -> Any:
     return _pytree.MappingKey(key)
 
 
+# The ``__torch_function__`` of a tensor subclass whose ops dispatch as on a plain tensor.
+disabled_torch_function: Any = torch._C._disabled_torch_function_impl
+
+
 def disable_subclass_dispatch() -> Any:
     """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
     return torch._C.DisableTorchFunctionSubclass()
