@@ -26,12 +26,16 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
+from tensordict._torch_compat import foreach
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
 _NO_DEFAULT: Any = object()
+_COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
+    lambda dst, src: [d.copy_(s) for d, s in zip(dst, src, strict=True)]
+)
 _NUMBER_TYPES = (bool, int, float, complex)
 
 
@@ -633,11 +637,62 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         return self
 
     def update_(self, other: Mapping[Any, Any] | TensorDict) -> TensorDict:
-        """Copy every entry of ``other`` into the existing entries, in place."""
+        """Copy every entry of ``other`` into the existing entries, in place.
+
+        Tensor entries are checked first (key, shape, dtype) and then copied by one
+        multi-tensor ``copy_``; other entries are written as ``set_`` writes them.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+        >>> _ = td.update_({"a": torch.ones(2), "n": {"b": torch.full((2,), 2.0)}})
+        >>> td["a"].tolist(), td["n", "b"].tolist()
+        ([1.0, 1.0], [2.0, 2.0])
+        """
+        call = self._call("update_")
+        dst: list[Tensor] = []
+        src: list[Tensor] = []
+        rest: list[tuple[TensorDict, Any, Any]] = []
+        self._gather_copies(other, dst, src, rest, call)
+        if dst:
+            _COPY(dst, src)
+        for node, key, value in rest:
+            if type(key) is str:
+                node._set_inplace(key, value, call)
+            else:
+                node.set_(key, value)
+        return self
+
+    def _gather_copies(
+        self,
+        other: Mapping[Any, Any] | TensorDict,
+        dst: list[Tensor],
+        src: list[Tensor],
+        rest: list[tuple[TensorDict, Any, Any]],
+        call: str,
+    ) -> None:
+        """Sort the writes of ``update_``: matching tensor pairs into ``dst``/``src`` (checked
+        here), everything else into ``rest``."""
+        store = self._tensordict
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
-            self.set_(key, value)
-        return self
+            current = store.get(key) if type(key) is str else None
+            if isinstance(current, Tensor):
+                if (
+                    isinstance(value, Tensor)
+                    and value.shape == current.shape
+                    and value.dtype == current.dtype
+                ):
+                    dst.append(current)
+                    src.append(value)
+                else:  # raises the error of set_ (or converts a non-tensor value)
+                    self._set_inplace(key, value, call)
+            elif _is_td(current) and _is_mapping(value):
+                current._gather_copies(value, dst, src, rest, call)
+            elif current is None and type(key) is str:
+                raise missing_key_error(call, key, store)
+            else:
+                rest.append((self, key, value))
 
     # -------------------------------------------------------------- containers
     def keys(
