@@ -39,6 +39,17 @@ _COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
 _NUMBER_TYPES = (bool, int, float, complex)
 
 
+# torch.Size([n]) for the n seen so far (a Size is immutable; a few hundred at most).
+_SIZES: dict[int, torch.Size] = {}
+
+
+def _one_dim_size(n: int) -> torch.Size:
+    size = torch.Size([n])
+    if len(_SIZES) < 512:
+        _SIZES[n] = size
+    return size
+
+
 def is_tensor_collection(obj: object) -> bool:
     """Whether ``obj`` (an instance or a class) is a tensor collection such as a TensorDict.
 
@@ -87,7 +98,14 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         lock: bool = False,
         **kwargs: Any,
     ) -> None:
-        if type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
+        if (  # the common [N] and torch.Size: checked here, no call
+            type(batch_size) is list
+            and len(batch_size) == 1
+            and type(batch_size[0]) is int
+            and batch_size[0] >= 0
+        ):
+            bs = _SIZES.get(batch_size[0]) or _one_dim_size(batch_size[0])
+        elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
         else:
             bs = as_batch_size(batch_size, "TensorDict")
@@ -97,8 +115,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         self._names = None
         self._is_locked = False
         self._tensordict = {}
-        if source is not None:
-            if type(source) is not dict and not _is_mapping(source):
+        if type(source) is dict:  # the common case: no type check, one call less
+            self._fill_pairs(source.items())
+        elif source is not None:
+            if not _is_mapping(source):
                 raise TypeError(
                     f"TensorDict: source must be a mapping (dict or TensorDict), got "
                     f"{type(source).__name__}"
