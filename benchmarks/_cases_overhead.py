@@ -202,6 +202,8 @@ CASES = [
         lambda: mm_td_index(torch.tensor([0, 3, 5, 7])),
     ),
     Case("td.update_(other), 50 leaves [32,8]", "per-key copy_", 1.0, update_inplace),
-    Case("torch.stack of 50 tensorclass (2 fields)", "per-field torch.stack", 1.3, tc_stack),
-    Case("torch.cat of 10 tensorclass (2 fields)", "per-field torch.cat", 1.3, tc_cat),
+    # no target: torch's own parsing of a list of 50 TensorDicts before __torch_function__
+    # (about 8 us, measured with a handler that returns at once) rivals the two stacks
+    Case("torch.stack of 50 tensorclass (2 fields)", "per-field torch.stack", None, tc_stack),
+    Case("torch.cat of 10 tensorclass (2 fields)", "per-field torch.cat", None, tc_cat),
 ]
