@@ -125,6 +125,13 @@ class MappedViews(Tensor):
             return _mapped(out, type(self))
         return out  # advanced indexing copied
 
+    def __format__(self, format_spec: str) -> str:
+        # a one-element view is formatted as its value, as a plain tensor is (the repr of
+        # a tensor formats its elements, which are views and so mapped)
+        if self.dim() == 0:
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
+
 
 def _install() -> None:
     makers: list[tuple[tuple[str, ...], Callable[[str], Any]]] = [

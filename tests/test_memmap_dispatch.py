@@ -126,3 +126,11 @@ def test_indexing_a_memmapped_tensordict_keeps_mapped_leaves(tmp_path: Path) -> 
     picked = mapped[torch.tensor([0, 2])]
     assert type(picked["a"]) is torch.Tensor
     torch.testing.assert_close(picked["n", "b"], td["n", "b"][torch.tensor([0, 2])])
+
+
+def test_repr_and_format_of_mapped_views(tmp_path: Path) -> None:
+    mm, plain = _mm(tmp_path)
+    row = mm[0, 1]
+    assert repr(row) == repr(plain[0, 1]).replace("tensor", "MemoryMappedTensor")
+    assert repr(mm[0, 1, 2]) == "MemoryMappedTensor(6.)"
+    assert f"{mm[0, 1, 2]:.1f}" == "6.0" and str(mm[:1, :1, :2]).startswith("MemoryMappedTensor(")
