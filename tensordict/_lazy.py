@@ -144,11 +144,15 @@ class LazyStackedTensorDict(TensorDictBase):
         self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
     ) -> list[str | tuple[str, ...]]:
         """The keys present in every member, in the first member's order."""
-        per_member = [set(m.keys(include_nested, leaves_only, is_leaf)) for m in self.tensordicts]
-        common = set.intersection(*per_member)
-        return [
-            k for k in self.tensordicts[0].keys(include_nested, leaves_only, is_leaf) if k in common
-        ]
+        if not self.tensordicts:
+            return []
+        first, *others = self.tensordicts
+        keys = [*first.keys(include_nested, leaves_only, is_leaf)]
+        for other in others:  # one walk per member; filter only where members differ
+            theirs = set(other.keys(include_nested, leaves_only, is_leaf))
+            if len(theirs) != len(keys) or not theirs.issuperset(keys):
+                keys = [k for k in keys if k in theirs]
+        return keys
 
     def partial_keys(self, include_nested: bool = False) -> list[str | tuple[str, ...]]:
         """Keys present in some members but not all."""

@@ -20,6 +20,7 @@ from tensordict._memmap_backing import (
     register,
     rename_files,
 )
+from tensordict._memmap_views import MappedViews
 from tensordict._torch_compat import disable_subclass_dispatch
 
 __all__ = [
@@ -58,7 +59,8 @@ def _shape_arg(call: str, size: tuple[Any, ...], shape: Any = None) -> torch.Siz
 
 def _index(tensor: MemoryMappedTensor, index: Any) -> MemoryMappedTensor:
     """``tensor[index]``: a view, so still memory-mapped (a copying index gives a Tensor)."""
-    return tensor[index]  # type: ignore[return-value]
+    view: MemoryMappedTensor = tensor[index]
+    return view
 
 
 def _cpu(call: str, device: Any) -> None:
@@ -86,13 +88,14 @@ def _map_file(
     return flat.view(shape)
 
 
-class MemoryMappedTensor(Tensor):
+class MemoryMappedTensor(MappedViews):
     """A tensor whose data lives in a file, so it can be larger than RAM, shared between
     processes, and sent by reference (pickling sends the file name and the view, not
     the data). Without a file, the data lives in anonymous shared memory.
 
-    Results of operations that read the data are ordinary tensors; views (indexing,
-    slicing, reshaping) of a memory-mapped tensor stay memory-mapped.
+    Operations run as on a plain tensor (no Python in between) and give ordinary
+    tensors; views made by indexing and by Tensor methods (slicing, ``reshape``,
+    ``unbind``, ...) stay memory-mapped, while ``torch.*`` functions give plain views.
 
     >>> import tempfile, os, pickle, torch
     >>> from tensordict import MemoryMappedTensor
@@ -593,15 +596,6 @@ class MemoryMappedTensor(Tensor):
             out = memo[id(self)] = self.as_subclass(Tensor).clone()
         return out
 
-    # --------------------------------------------------------------- dispatch
-    @classmethod
-    def __torch_function__(
-        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-    ) -> Any:
-        with disable_subclass_dispatch():
-            out = func(*args, **(kwargs or {}))
-        return _rewrap(out, args)
-
     def __reduce_ex__(self, protocol: Any) -> Any:
         filename = self.filename
         if filename is None:  # anonymous: the tensor's own reduction (shared memory by fd)
@@ -617,25 +611,6 @@ class MemoryMappedTensor(Tensor):
                 self.storage_offset(),
             ),
         )
-
-
-def _rewrap(out: Any, args: tuple[Any, ...]) -> Any:
-    """Keep views of a memory-mapped tensor memory-mapped; everything else is a Tensor."""
-    if isinstance(out, (tuple, list)):
-        return type(out)(_rewrap(o, args) for o in out)
-    if not isinstance(out, Tensor) or (
-        type(out) is not Tensor and not isinstance(out, MemoryMappedTensor)
-    ):
-        return out
-    source = next((a for a in args if isinstance(a, MemoryMappedTensor)), None)
-    plain = out.as_subclass(Tensor) if isinstance(out, MemoryMappedTensor) else out
-    if (
-        source is not None
-        and plain.numel()
-        and (plain.untyped_storage().data_ptr() == source.untyped_storage().data_ptr())
-    ):
-        return plain.as_subclass(MemoryMappedTensor)
-    return plain
 
 
 def _from_plain(tensor: Tensor) -> MemoryMappedTensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from torch import Tensor
+from torch import Size, Tensor
 
 from tensordict._batch import starts_with
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
@@ -211,6 +211,30 @@ def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> T
     return out
 
 
+def _unflatten_node(
+    root: dict[str, Any], td: TensorDict, prefix: str, key: str, separator: str, call: str
+) -> tuple[dict[str, Any], Size]:
+    """The entries (and batch size) of the nested level ``prefix``, made where missing."""
+    node, owner_bs = root, td._batch_size
+    for part in prefix.split(separator):
+        if not part:
+            raise ValueError(
+                f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
+            )
+        try:
+            owner = node[part]
+            node = owner._tensordict
+            owner_bs = owner._batch_size
+        except KeyError:
+            child = node[part] = td._new_unsafe({}, owner_bs, td._device, td._names)
+            node = child._tensordict
+        except AttributeError:  # a tensor or non-tensor leaf holds that name
+            raise ValueError(
+                f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
+            ) from None
+    return node, owner_bs
+
+
 def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
     bs, device, names = td._batch_size, td._device, td._names
     new = td._new_unsafe
@@ -223,26 +247,18 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
             dotted.append((key, value))
         else:
             root[key] = value
+    nodes: dict[str, tuple[dict[str, Any], Size]] = {}  # by prefix: keys share them
     for key, value in dotted:
-        parts = key.split(separator)
-        if "" in parts:
+        prefix, _, last = key.rpartition(separator)
+        try:
+            node, owner_bs = nodes[prefix]
+        except KeyError:
+            node, owner_bs = nodes[prefix] = _unflatten_node(root, td, prefix, key, separator, call)
+        if not last:
             raise ValueError(
                 f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
             )
-        node, owner_bs = root, bs
-        for part in parts[:-1]:
-            try:
-                owner = node[part]
-                node = owner._tensordict
-                owner_bs = owner._batch_size
-            except KeyError:
-                child = node[part] = new({}, owner_bs, device, names)
-                node = child._tensordict
-            except AttributeError:  # a tensor or non-tensor leaf holds that name
-                raise ValueError(
-                    f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
-                ) from None
-        if parts[-1] in node:
+        if last in node:
             raise ValueError(f"{call}: key {key!r} collides with an existing entry")
         if owner_bs is not bs:  # merged into a nested level with a longer batch size
             if isinstance(value, NonTensor):
@@ -250,9 +266,9 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
             elif not starts_with(value.shape, owner_bs):
                 raise ValueError(
                     f"{call}: shape {tuple(value.shape)} of key {key!r} does not start with "
-                    f"batch_size {tuple(owner_bs)} of {separator.join(parts[:-1])!r}"
+                    f"batch_size {tuple(owner_bs)} of {prefix!r}"
                 )
-        node[parts[-1]] = value
+        node[last] = value
     out = new(root, bs, device, names)
     if inplace:
         _replace_entries(td, out, call)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import torch
@@ -26,10 +26,28 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
+from tensordict._torch_compat import foreach
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_values
+
 _NO_DEFAULT: Any = object()
+_COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
+    lambda dst, src: [d.copy_(s) for d, s in zip(dst, src, strict=True)]
+)
 _NUMBER_TYPES = (bool, int, float, complex)
+
+
+# torch.Size([n]) for the n seen so far (a Size is immutable; a few hundred at most).
+_SIZES: dict[int, torch.Size] = {}
+
+
+def _one_dim_size(n: int) -> torch.Size:
+    size = torch.Size([n])
+    if len(_SIZES) < 512:
+        _SIZES[n] = size
+    return size
 
 
 def is_tensor_collection(obj: object) -> bool:
@@ -80,7 +98,14 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         lock: bool = False,
         **kwargs: Any,
     ) -> None:
-        if type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
+        if (  # the common [N] and torch.Size: checked here, no call
+            type(batch_size) is list
+            and len(batch_size) == 1
+            and type(batch_size[0]) is int
+            and batch_size[0] >= 0
+        ):
+            bs = _SIZES.get(batch_size[0]) or _one_dim_size(batch_size[0])
+        elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
         else:
             bs = as_batch_size(batch_size, "TensorDict")
@@ -90,8 +115,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         self._names = None
         self._is_locked = False
         self._tensordict = {}
-        if source is not None:
-            if type(source) is not dict and not _is_mapping(source):
+        if type(source) is dict:  # the common case: no type check, one call less
+            self._fill_pairs(source.items())
+        elif source is not None:
+            if not _is_mapping(source):
                 raise TypeError(
                     f"TensorDict: source must be a mapping (dict or TensorDict), got "
                     f"{type(source).__name__}"
@@ -505,6 +532,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         return value.shape  # type: ignore[no-any-return]
 
     def __contains__(self, key: object) -> bool:
+        if type(key) is str:
+            return key in self._tensordict
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing
@@ -628,11 +657,62 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         return self
 
     def update_(self, other: Mapping[Any, Any] | TensorDict) -> TensorDict:
-        """Copy every entry of ``other`` into the existing entries, in place."""
+        """Copy every entry of ``other`` into the existing entries, in place.
+
+        Tensor entries are checked first (key, shape, dtype) and then copied by one
+        multi-tensor ``copy_``; other entries are written as ``set_`` writes them.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+        >>> _ = td.update_({"a": torch.ones(2), "n": {"b": torch.full((2,), 2.0)}})
+        >>> td["a"].tolist(), td["n", "b"].tolist()
+        ([1.0, 1.0], [2.0, 2.0])
+        """
+        call = self._call("update_")
+        dst: list[Tensor] = []
+        src: list[Tensor] = []
+        rest: list[tuple[TensorDict, Any, Any]] = []
+        self._gather_copies(other, dst, src, rest, call)
+        if dst:
+            _COPY(dst, src)
+        for node, key, value in rest:
+            if type(key) is str:
+                node._set_inplace(key, value, call)
+            else:
+                node.set_(key, value)
+        return self
+
+    def _gather_copies(
+        self,
+        other: Mapping[Any, Any] | TensorDict,
+        dst: list[Tensor],
+        src: list[Tensor],
+        rest: list[tuple[TensorDict, Any, Any]],
+        call: str,
+    ) -> None:
+        """Sort the writes of ``update_``: matching tensor pairs into ``dst``/``src`` (checked
+        here), everything else into ``rest``."""
+        store = self._tensordict
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
-            self.set_(key, value)
-        return self
+            current = store.get(key) if type(key) is str else None
+            if isinstance(current, Tensor):
+                if (
+                    isinstance(value, Tensor)
+                    and value.shape == current.shape
+                    and value.dtype == current.dtype
+                ):
+                    dst.append(current)
+                    src.append(value)
+                else:  # raises the error of set_ (or converts a non-tensor value)
+                    self._set_inplace(key, value, call)
+            elif _is_td(current) and _is_mapping(value):
+                current._gather_copies(value, dst, src, rest, call)
+            elif current is None and type(key) is str:
+                raise missing_key_error(call, key, store)
+            else:
+                rest.append((self, key, value))
 
     # -------------------------------------------------------------- containers
     def keys(
@@ -650,14 +730,18 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def values(
         self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
-    ) -> ValuesView:
-        """The values, in the order of :meth:`keys`."""
+    ) -> ValuesView | dict_values[str, Any]:
+        """The values, in the order of :meth:`keys` (the storage's own view when flat)."""
+        if not include_nested and not leaves_only:
+            return self._tensordict.values()
         return ValuesView(self, include_nested, leaves_only, is_leaf)
 
     def items(
         self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
-    ) -> ItemsView:
-        """``(key, value)`` pairs, in the order of :meth:`keys`."""
+    ) -> ItemsView | dict_items[str, Any]:
+        """``(key, value)`` pairs in the order of :meth:`keys` (the storage's own view if flat)."""
+        if not include_nested and not leaves_only:
+            return self._tensordict.items()
         return ItemsView(self, include_nested, leaves_only, is_leaf)
 
     # ----------------------------------------------------------------- locking

@@ -48,6 +48,10 @@ def sequence_key(index: int) -> Any:
     return _pytree.SequenceKey(index)
 
 
+# The ``__torch_function__`` of a tensor subclass whose ops dispatch as on a plain tensor.
+disabled_torch_function: Any = torch._C._disabled_torch_function_impl
+
+
 def disable_subclass_dispatch() -> Any:
     """A context in which tensor-subclass ``__torch_function__`` overrides are skipped."""
     return torch._C.DisableTorchFunctionSubclass()

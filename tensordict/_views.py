@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from tensordict._keys import join_path, key_path
+from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
 
 if TYPE_CHECKING:
@@ -15,31 +15,85 @@ if TYPE_CHECKING:
 
 IsLeaf = Callable[[type], bool]
 
+_KEYS, _VALUES, _ITEMS = 0, 1, 2
+
+# Whether a stored type is a leaf of the storage (a tensor or a non-tensor entry) rather
+# than a nested TensorDict: learned once per type, so the walk costs one dict lookup.
+_STORED_LEAF: dict[type, bool] = {Tensor: True}
+
 
 def default_is_leaf(cls: type) -> bool:
     """Tensors and non-tensor entries are leaves; nested collections are not."""
     return issubclass(cls, (Tensor, NonTensor))
 
 
+def _learn(cls: type) -> bool:
+    leaf = _STORED_LEAF[cls] = issubclass(cls, (Tensor, NonTensor))
+    return leaf
+
+
 def walk(
-    td: TensorDict,
+    store: dict[str, Any],
+    mode: int,
     include_nested: bool,
     leaves_only: bool,
-    is_leaf: IsLeaf,
-    prefix: tuple[str, ...] = (),
-) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Yield ``(path, value)`` for the entries selected by the three options."""
-    for key, value in td._tensordict.items():
-        path = (*prefix, key)
-        leaf = is_leaf(type(value))
-        if leaf or not leaves_only:
-            yield path, value
-        if include_nested and not isinstance(value, (Tensor, NonTensor)):
-            yield from walk(value, include_nested, leaves_only, is_leaf, path)
+    is_leaf: IsLeaf | None,
+) -> Iterator[Any]:
+    """Yield the keys (``mode`` 0), values (1) or items (2) of ``store`` selected by the options.
+
+    Depth first, a node before its entries, in one generator frame: the nested levels
+    are an explicit stack, so no item is re-yielded through one frame per level.
+    """
+    known = _STORED_LEAF
+    stack: list[tuple[tuple[str, ...], Iterator[tuple[str, Any]]]] = []
+    prefix: tuple[str, ...] = ()
+    entries = iter(store.items())
+    while True:
+        for key, value in entries:
+            cls = value.__class__
+            try:
+                leaf = known[cls]
+            except KeyError:
+                leaf = _learn(cls)
+            if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
+                if mode == _VALUES:
+                    yield value
+                else:
+                    name = (*prefix, key) if prefix else key
+                    yield name if mode == _KEYS else (name, value)
+            if include_nested and not leaf:
+                stack.append((prefix, entries))
+                prefix = (*prefix, key)
+                entries = iter(value._tensordict.items())
+                break
+        else:
+            if not stack:
+                return
+            prefix, entries = stack.pop()
+
+
+def _count(
+    store: dict[str, Any], include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
+) -> int:
+    """How many entries ``walk`` yields, without building their keys."""
+    known = _STORED_LEAF
+    n = 0
+    for value in store.values():
+        cls = value.__class__
+        try:
+            leaf = known[cls]
+        except KeyError:
+            leaf = _learn(cls)
+        if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
+            n += 1
+        if include_nested and not leaf:
+            n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+    return n
 
 
 class _View:
     __slots__ = ("_include_nested", "_is_leaf", "_leaves_only", "_td")
+    _mode = _KEYS
 
     def __init__(
         self, td: TensorDict, include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
@@ -47,20 +101,23 @@ class _View:
         self._td = td
         self._include_nested = include_nested
         self._leaves_only = leaves_only
-        self._is_leaf = default_is_leaf if is_leaf is None else is_leaf
+        self._is_leaf = is_leaf
 
-    def _walk(self) -> Iterator[tuple[tuple[str, ...], Any]]:
+    def __iter__(self) -> Iterator[Any]:
+        store = self._td._tensordict
         if not self._include_nested and not self._leaves_only:
-            return (((key,), value) for key, value in self._td._tensordict.items())
-        return walk(self._td, self._include_nested, self._leaves_only, self._is_leaf)
+            if self._mode == _KEYS:
+                return iter(store)
+            return iter(store.values() if self._mode == _VALUES else store.items())
+        return walk(store, self._mode, self._include_nested, self._leaves_only, self._is_leaf)
 
     def __len__(self) -> int:
         if not self._include_nested and not self._leaves_only:
             return len(self._td._tensordict)
-        return sum(1 for _ in self._walk())
+        return _count(self._td._tensordict, self._include_nested, self._leaves_only, self._is_leaf)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({list(self)!r})"  # type: ignore[call-overload]
+        return f"{type(self).__name__}({list(self)!r})"
 
 
 class KeysView(_View):
@@ -71,7 +128,9 @@ class KeysView(_View):
     def __iter__(self) -> Iterator[str | tuple[str, ...]]:
         if not self._include_nested and not self._leaves_only:
             return iter(self._td._tensordict)
-        return (join_path(path) for path, _ in self._walk())
+        return walk(
+            self._td._tensordict, _KEYS, self._include_nested, self._leaves_only, self._is_leaf
+        )
 
     def __contains__(self, key: object) -> bool:
         if type(key) is str:
@@ -88,22 +147,20 @@ class KeysView(_View):
         value = self._td._get_path_or_none(path)
         if value is None:
             return False
-        return not self._leaves_only or self._is_leaf(type(value))
+        if not self._leaves_only:
+            return True
+        return (default_is_leaf if self._is_leaf is None else self._is_leaf)(type(value))
 
 
 class ValuesView(_View):
     """The values of a TensorDict (tensors, nested TensorDicts, NonTensorData)."""
 
     __slots__ = ()
-
-    def __iter__(self) -> Iterator[Any]:
-        return (value for _, value in self._walk())
+    _mode = _VALUES
 
 
 class ItemsView(_View):
     """``(key, value)`` pairs of a TensorDict."""
 
     __slots__ = ()
-
-    def __iter__(self) -> Iterator[tuple[str | tuple[str, ...], Any]]:
-        return ((join_path(path), value) for path, value in self._walk())
+    _mode = _ITEMS

@@ -1,0 +1,67 @@
+"""update_: the multi-tensor copy checks every pair first and writes what set_ writes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+
+
+def _td() -> TensorDict:
+    td = TensorDict(
+        {"a": torch.zeros(3, 2), "b": torch.zeros(3, dtype=torch.long), "n": {"c": torch.zeros(3)}},
+        [3],
+    )
+    td["text"] = "old"
+    return td
+
+
+def test_update_inplace_matches_per_key_set_() -> None:
+    new = {
+        "a": torch.randn(3, 2),
+        "b": torch.arange(3),
+        "n": {"c": torch.randn(3)},
+        "text": "new",
+    }
+    td, expected = _td(), _td()
+    before = {k: td.get(k) for k in ("a", "b")}
+    td.update_(new)
+    for key, value in new.items():
+        if isinstance(value, dict):
+            expected.set_(("n", "c"), value["c"])
+        else:
+            expected.set_(key, value)
+    for key in ("a", "b", ("n", "c")):
+        torch.testing.assert_close(td[key], expected[key])
+    assert td["text"] == "new"
+    assert td.get("a") is before["a"] and td.get("b") is before["b"]  # written in place
+
+
+def test_update_inplace_from_a_tensordict_tuple_keys_and_numbers() -> None:
+    td = _td()
+    td.update_(TensorDict({"n": {"c": torch.ones(3)}}, [3]))
+    td.update_({("n", "c"): torch.full((3,), 2.0), "a": [[5.0, 5.0]] * 3})
+    torch.testing.assert_close(td["n", "c"], torch.full((3,), 2.0))
+    torch.testing.assert_close(td["a"], torch.full((3, 2), 5.0))
+    locked = _td().lock_()
+    locked.update_({"a": torch.ones(3, 2)})
+    torch.testing.assert_close(locked["a"], torch.ones(3, 2))
+
+
+@pytest.mark.parametrize(
+    ("new", "error", "match"),
+    [
+        ({"a": torch.ones(3, 2), "zz": torch.ones(3)}, KeyError, r"update_.*'zz'"),
+        ({"a": torch.ones(3, 2), "b": torch.ones(4)}, ValueError, r"update_.*shape \(4,\).*'b'"),
+        ({"a": torch.ones(3, 2), "b": torch.ones(3)}, TypeError, r"update_.*dtype.*'b'"),
+        ({"a": torch.ones(3, 2), "n": {"zz": torch.ones(3)}}, KeyError, r"update_.*'zz'"),
+    ],
+)
+def test_a_bad_tensor_entry_is_reported_before_any_copy(
+    new: dict[str, object], error: type[Exception], match: str
+) -> None:
+    td = _td()
+    with pytest.raises(error, match=match):
+        td.update_(new)
+    torch.testing.assert_close(td["a"], torch.zeros(3, 2))  # nothing was copied
