@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._context import ContextOps
 from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
+from tensordict._entry_ops import EntryOps
 from tensordict._html import HtmlRepr
 from tensordict._keys import NestedKey, key_path
 from tensordict._map import MapOps
+from tensordict._math_ops import MathOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
 from tensordict._pointwise import PointwiseOps
@@ -21,6 +24,7 @@ from tensordict._reduce import ReduceOps
 from tensordict._shape import ShapeOps
 from tensordict._state import StateOps
 from tensordict._structure import StructureOps
+from tensordict._tensor_like import TensorLikeOps
 from tensordict._torch_fn import TorchFunctionOps
 
 if TYPE_CHECKING:
@@ -53,6 +57,10 @@ class TensorDictBase(
     DistributedOps,
     HtmlRepr,
     MapOps,
+    ContextOps,
+    EntryOps,
+    MathOps,
+    TensorLikeOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
+from tensordict._context import record
 from tensordict._format import register_type
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
@@ -497,14 +498,14 @@ class LazyStackedTensorDict(TensorDictBase):
         for m in self.tensordicts:
             m.lock_()
         self._is_locked = True
-        return self
+        return record(self, "lock_", (), None)
 
     def unlock_(self) -> LazyStackedTensorDict:
         """Unlock every member."""
         for m in self.tensordicts:
             m.unlock_()
         self._is_locked = False
-        return self
+        return record(self, "unlock_", (), None)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
@@ -625,8 +626,10 @@ class LazyStackedTensorDict(TensorDictBase):
         """Insert a batch dim of size one."""
         d = _norm(self._call("unsqueeze"), dim, len(self._batch_size) + 1)
         if d <= self.stack_dim:
-            return self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
-        return self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
+            out = self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
+        else:
+            out = self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
+        return record(out, "unsqueeze", (d,), self)
 
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
@@ -636,15 +639,16 @@ class LazyStackedTensorDict(TensorDictBase):
             out: Any = self
             for d in sorted({i for i in asked if self._batch_size[i] == 1}, reverse=True):
                 out = out.squeeze(d)
-            return out
+            return record(out, "squeeze", (), self) if out is not self else out
         d = _norm(self._call("squeeze"), dim, len(self._batch_size))
         if self._batch_size[d] != 1:
             return self
         if d == self.stack_dim:
-            return self.tensordicts[0]
+            return record(self.tensordicts[0], "squeeze", (), self)
         md = d if d < self.stack_dim else d - 1
         new_stack = self.stack_dim - (1 if d < self.stack_dim else 0)
-        return self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
+        out = self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
+        return record(out, "squeeze", (), self)
 
     def permute(self, *dims: Any) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
@@ -656,7 +660,8 @@ class LazyStackedTensorDict(TensorDictBase):
         new_stack = norm.index(self.stack_dim)
         rest = [d for d in norm if d != self.stack_dim]
         member_order = [d if d < self.stack_dim else d - 1 for d in rest]
-        return self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
+        out = self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
+        return record(out, "permute", (tuple(norm),), self)
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dims."""
@@ -665,7 +670,7 @@ class LazyStackedTensorDict(TensorDictBase):
         a = _norm(self._call("transpose"), dim0, n)
         b = _norm(self._call("transpose"), dim1, n)
         order[a], order[b] = order[b], order[a]
-        return self.permute(*order)
+        return record(self.permute(*order), "transpose", (a, b), self)
 
     def flip(self, *dims: Any) -> Any:
         """Reverse batch dims (the stack dim reverses the members)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._context import record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
 
@@ -115,7 +116,7 @@ class ShapeOps(CollectionPrimitives):
 
     def view(self, *shape: Any) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
-        return self._reshape("view", shape)
+        return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
         call = f"{type(self).__name__}.{method}"
@@ -157,7 +158,8 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
-        return self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
+        out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
+        return record(out, "flatten", (s, e), self)
 
     def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
         """Split batch dim ``dim`` into ``unflattened_size``."""
@@ -172,7 +174,8 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [*self._names[:d], *([None] * len(sizes)), *self._names[d + 1 :]]
-        return self._remap(self._call("unflatten"), lambda x: x.unflatten(d, sizes), new_bs, names)
+        out = self._remap(self._call("unflatten"), lambda x: x.unflatten(d, sizes), new_bs, names)
+        return record(out, "unflatten", (d, sizes), self)
 
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Self:
         """Drop batch dims of size one (all of them, or those of ``dim`` that have size one)."""
@@ -190,7 +193,8 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [nm for i, nm in enumerate(self._names) if i not in dims]
-        return self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
+        out = self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
+        return record(out, "squeeze", (), self)
 
     def unsqueeze(self, dim: int) -> Self:
         """Insert a batch dim of size one at ``dim``.
@@ -204,7 +208,8 @@ class ShapeOps(CollectionPrimitives):
         d = _norm(self._call("unsqueeze"), dim, len(bs) + 1)
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
-        return self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
+        out = self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
+        return record(out, "unsqueeze", (d,), self)
 
     def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
@@ -221,7 +226,8 @@ class ShapeOps(CollectionPrimitives):
         swapped = [i for i, d in enumerate(norm) if i != d]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
-            return self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
+            out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
+            return record(out, "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -230,7 +236,8 @@ class ShapeOps(CollectionPrimitives):
                 order = orders[x.ndim] = (*norm, *range(n, x.ndim))
             return x.permute(*order)
 
-        return self._remap(self._call("permute"), fn, new_bs, names)
+        out = self._remap(self._call("permute"), fn, new_bs, names)
+        return record(out, "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
@@ -239,7 +246,7 @@ class ShapeOps(CollectionPrimitives):
         b = _norm(self._call("transpose"), dim1, n)
         order = list(range(n))
         order[a], order[b] = order[b], order[a]
-        return self.permute(*order)
+        return record(self.permute(*order), "transpose", (a, b), self)
 
     def expand(self, *shape: Any) -> Self:
         """Broadcast the batch to ``shape`` (new leading dims allowed); a view, no copy.

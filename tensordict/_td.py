@@ -19,6 +19,7 @@ from tensordict._batch import (
     leaf_shape_error,
     starts_with,
 )
+from tensordict._context import record
 from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
@@ -667,7 +668,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 value.lock_()
-        return self
+        return record(self, "lock_", (), None)
 
     def unlock_(self) -> TensorDict:
         """Allow keys to change again (here and in nested TensorDicts)."""
@@ -675,7 +676,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 value.unlock_()
-        return self
+        return record(self, "unlock_", (), None)
 
     def _apply_impl(
         self,

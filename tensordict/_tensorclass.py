@@ -274,22 +274,6 @@ class TensorClass(TensorDict):
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
         return out
 
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
-        """A plain TensorDict holding the same entries (nested tensorclasses included).
-
-        >>> import torch
-        >>> from tensordict import TensorClass
-        >>> class P(TensorClass):
-        ...     x: torch.Tensor
-        >>> type(P(torch.zeros(2), batch_size=[2]).to_tensordict()).__name__
-        'TensorDict'
-        """
-        entries = {
-            k: v.to_tensordict() if isinstance(v, TensorClass) else v
-            for k, v in self._tensordict.items()
-        }
-        return TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
-
     @classmethod
     def from_tensordict(
         cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None

@@ -195,7 +195,6 @@ ALLOWED: dict[str, str] = {
     "tensordicts": "the stack's members",
     "fields": "a tensorclass's dataclass fields (dataclasses.fields); collections have keys",
     "from_tensordict": "wraps a TensorDict's entries in a tensorclass: a tensorclass constructor",
-    "to_tensordict": "tensorclass-only until the compatibility issue (13) adds it to the base",
 }
 
 

@@ -1,0 +1,94 @@
+"""Collections as context managers: ``with td.unlock_():`` and ``with td.permute(1, 0) as t:``.
+
+``lock_``/``unlock_`` and the batch-shape views record on their result what produced it
+(:func:`record`); entering the result remembers that record, and leaving undoes it: the
+lock state is restored, and a view writes its entries (new ones included) back to the
+collection it came from, through the inverse shape operation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tensordict._primitives import CollectionPrimitives
+
+if TYPE_CHECKING:
+    from typing import Self
+
+#: (operation, normalised arguments, source collection or None)
+LastOp = tuple[str, tuple[Any, ...], Any]
+
+
+def record(out: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
+    """Note on ``out`` that it is ``source.<op>(*args)``; returns ``out``."""
+    out._last_op = (op, args, source)
+    return out
+
+
+def _squeezed_dims(before: tuple[int, ...], after: tuple[int, ...]) -> list[int]:
+    """The dims of ``before`` (all of size one) that a squeeze dropped to give ``after``."""
+    dropped, j = [], 0
+    for i, size in enumerate(before):
+        if j < len(after) and after[j] == size:
+            j += 1
+        else:
+            dropped.append(i)
+    return dropped
+
+
+def _undo(view: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
+    """``view`` brought back to the batch shape of ``source`` by the inverse of ``op``."""
+    if op in ("view", "reshape"):
+        return view.view(source.batch_size)
+    if op == "unsqueeze":
+        return view.squeeze(args[0])
+    if op == "squeeze":
+        out = view
+        for d in _squeezed_dims(tuple(source.batch_size), tuple(view.batch_size)):
+            out = out.unsqueeze(d)
+        return out
+    if op == "permute":
+        order = args[0]
+        inverse = [order.index(i) for i in range(len(order))]
+        return view.permute(*inverse)
+    if op == "transpose":
+        return view.transpose(*args)
+    if op == "flatten":
+        start, end = args
+        if not source.batch_size:
+            return view.squeeze(0)
+        return view.unflatten(start, tuple(source.batch_size[start : end + 1]))
+    if op == "unflatten":
+        dim, sizes = args
+        return view.flatten(dim, dim + len(sizes) - 1)
+    raise NotImplementedError(f"{type(view).__name__}.__exit__: cannot undo {op!r}")
+
+
+class ContextOps(CollectionPrimitives):
+    """``__enter__``/``__exit__``: undo the recorded lock change or write a view back."""
+
+    __slots__ = ("_last_op", "_op_stack")
+
+    def __enter__(self) -> Self:
+        stack: list[LastOp | None] | None = getattr(self, "_op_stack", None)
+        if stack is None:
+            stack = self._op_stack = []
+        stack.append(getattr(self, "_last_op", None))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        last = self._op_stack.pop()
+        if exc_type is not None or last is None:
+            return False
+        op, args, source = last
+        if op == "lock_":
+            self.unlock_()
+        elif op == "unlock_":
+            self.lock_()
+        else:
+            back = _undo(self, op, args, source)
+            if source.is_locked:
+                source.update_(back)
+            else:
+                source.update(back)
+        return False
