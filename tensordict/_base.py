@@ -22,6 +22,7 @@ from tensordict._pointwise import PointwiseOps
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import ReduceOps
 from tensordict._shape import ShapeOps
+from tensordict._shape_more import MoreShapeOps
 from tensordict._state import StateOps
 from tensordict._structure import StructureOps
 from tensordict._tensor_like import TensorLikeOps
@@ -61,6 +62,7 @@ class TensorDictBase(
     EntryOps,
     MathOps,
     TensorLikeOps,
+    MoreShapeOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.

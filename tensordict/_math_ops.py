@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 _ALL: Any = object()
 
 
+def _dense(self: Any, call: str) -> Any:
+    """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
+    return self if self._stack_parts() is None else self._as_dense(call)
+
+
 def _leaves_of(call: str, self: Any, other: Any) -> list[Any]:
     """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself."""
     if _is_collection(other):
@@ -258,7 +263,8 @@ class MathOps(CollectionPrimitives):
         >>> TensorDict(a=torch.full((2, 2), 2.0), batch_size=[2]).norm()["a"]
         tensor(4.)
         """
-        return self.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])
+        src = _dense(self, self._call("norm"))
+        return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])
 
     def logsumexp(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
         """``log(sum(exp(x)))`` of each leaf over batch ``dim`` (all batch dims when None).
@@ -276,7 +282,8 @@ class MathOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
-        return self.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)
+        src = _dense(self, self._call("logsumexp"))
+        return src.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)
 
     def nanmean(
         self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, reduce: bool = False
@@ -318,7 +325,7 @@ class MathOps(CollectionPrimitives):
             joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
             return torch.quantile(joined, q, interpolation=interpolation)
         if dim is None:
-            return self.apply(
+            return _dense(self, self._call("quantile")).apply(
                 lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation),
                 batch_size=[],
             )
@@ -329,7 +336,7 @@ class MathOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i != d]
         )
-        return self.apply(
+        return _dense(self, self._call("quantile")).apply(
             lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation),
             batch_size=new_bs,
         )
@@ -356,10 +363,11 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i != d]
         )
         fn = getattr(torch, op)
-        values = self.apply(lambda x: fn(x, d, keepdim).values, batch_size=new_bs)
+        src = _dense(self, call)
+        values = src.apply(lambda x: fn(x, d, keepdim).values, batch_size=new_bs)
         if not return_indices:
             return values
-        indices = self.apply(lambda x: fn(x, d, keepdim).indices, batch_size=new_bs)
+        indices = src.apply(lambda x: fn(x, d, keepdim).indices, batch_size=new_bs)
         return getattr(torch.return_types, op)((values, indices))
 
     def min(
@@ -397,10 +405,11 @@ class MathOps(CollectionPrimitives):
         fn = getattr(torch, op)
         if reduce:
             raise ValueError(f"{self._call(op)}: reduce=True is not supported")
-        values = self.apply(lambda x: fn(x, d).values)
+        src = _dense(self, self._call(op))
+        values = src.apply(lambda x: fn(x, d).values)
         if not return_indices:
             return values
-        indices = self.apply(lambda x: fn(x, d).indices)
+        indices = src.apply(lambda x: fn(x, d).indices)
         return getattr(torch.return_types, op)((values, indices))
 
     def cummin(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:

@@ -27,6 +27,11 @@ def _size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(size)
 
 
+def _dense(self: Any, call: str) -> Any:
+    """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
+    return self if self._stack_parts() is None else self._as_dense(call)
+
+
 def _public(value: Any) -> Any:
     if isinstance(value, NonTensorData):
         return value.data
@@ -167,9 +172,10 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=t).data_ptr()["a"].item() == t.data_ptr()
         True
         """
+        src = _dense(self, self._call("data_ptr"))
         if storage:
-            return self.apply(lambda x: torch.tensor(x.untyped_storage().data_ptr()), batch_size=[])
-        return self.apply(lambda x: torch.tensor(x.data_ptr()), batch_size=[])
+            return src.apply(lambda x: torch.tensor(x.untyped_storage().data_ptr()), batch_size=[])
+        return src.apply(lambda x: torch.tensor(x.data_ptr()), batch_size=[])
 
     def record_stream(self, stream: Any) -> Self:
         """``record_stream`` on every leaf (CUDA tensors only).
@@ -348,9 +354,10 @@ class TensorLikeOps(CollectionPrimitives):
             return getattr(x, name)((*shape, *x.shape[n:]), *fill, **kw)  # type: ignore[no-any-return]
 
         device = kw.get("device", _NO_DEVICE)
+        src = _dense(self, self._call(name))
         if device is _NO_DEVICE:
-            return self.apply(fn, batch_size=shape)
-        return self.apply(fn, batch_size=shape, device=device)
+            return src.apply(fn, batch_size=shape)  # type: ignore[no-any-return]
+        return src.apply(fn, batch_size=shape, device=device)  # type: ignore[no-any-return]
 
     def new_zeros(
         self,
@@ -426,13 +433,14 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([1., 2.])
         """
         kw = _kw(dtype, device, requires_grad)
+        src = _dense(self, self._call("new_tensor"))
         if isinstance(data, CollectionPrimitives):
-            others = self._other_leaves(self._call("new_tensor"), data)
-            leaves = self._tensor_leaves([])
+            others = src._other_leaves(self._call("new_tensor"), data)
+            leaves = src._tensor_leaves([])
             it = iter([_copy_like(x, y, kw) for x, y in zip(leaves, others, strict=True)])
-            return self.apply(lambda _: next(it), batch_size=data.batch_size)
+            return src.apply(lambda _: next(it), batch_size=data.batch_size)  # type: ignore[no-any-return]
         data = torch.as_tensor(data)
-        return self.apply(lambda x: _copy_like(x, data, kw), batch_size=data.shape)
+        return src.apply(lambda x: _copy_like(x, data, kw), batch_size=data.shape)  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------- conversion
     def as_tensor(self) -> Self:

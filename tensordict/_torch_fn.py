@@ -9,6 +9,7 @@ import torch
 
 from tensordict._shape import where
 from tensordict._stack import cat, stack
+from tensordict._torch_fn_more import MORE
 
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
@@ -51,6 +52,7 @@ HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.masked_select: lambda input, mask: input.masked_select(mask),
     torch.masked_fill: lambda input, mask, value: input.masked_fill(mask, value),
 }
+HANDLED.update(MORE)
 
 
 class TorchFunctionOps:
