@@ -186,7 +186,10 @@ class TensorDictBase(
             if default is not _NO_DEFAULT:
                 return default
             reason = str(err.args[0]).split(": ", 1)[-1] if err.args else ""
-            raise KeyError(f"{call}: {reason}") from None
+            raise KeyError(
+                f"{call}: You are trying to pop key {key!r} which is not in dict "
+                f"without providing default value: {reason}"
+            ) from None
         self.del_(path)
         return value
 
@@ -223,7 +226,8 @@ class TensorDictBase(
 
     def __bool__(self) -> bool:
         raise RuntimeError(
-            f"{type(self).__name__}: the truth value of a TensorDict is ambiguous; "
+            f"{type(self).__name__}: Converting a tensordict to boolean value is not "
+            "permitted: the truth value of a TensorDict is ambiguous; "
             "use td.is_empty(), (td == x).all() or .any()"
         )
 

@@ -390,7 +390,9 @@ class EntryOps(CollectionPrimitives):
             self.set_at_(path, value, idx)
         return self
 
-    def copy_at_(self, tensordict: Any, idx: Any, non_blocking: bool = False) -> Self:
+    def copy_at_(
+        self, tensordict: Any, idx: Any, non_blocking: bool = False, *, fast: bool | None = True
+    ) -> Self:
         """Copy every entry of ``tensordict`` into this one at batch index ``idx``.
 
         >>> import torch
@@ -424,6 +426,26 @@ class EntryOps(CollectionPrimitives):
 
 
 _NO_DEFAULT_SENTINEL: Any = object()
+
+
+def update_source(
+    other: Any, clone: bool, keys_to_update: Sequence[NestedKey] | None, call: str
+) -> dict[Any, Any]:
+    """The leaves of ``other`` an ``update(..., clone=, keys_to_update=)`` writes: a flat
+    dict keyed by paths, restricted to ``keys_to_update`` (and what is under them)."""
+    if isinstance(other, CollectionPrimitives):
+        items = [(key_path(k, call), v) for k, v in other.items(True, leaves_only=True)]
+    else:
+        items = _flat_items(other)
+    wanted = None if keys_to_update is None else [key_path(k, call) for k in keys_to_update]
+    out: dict[Any, Any] = {}
+    for path, value in items:
+        if wanted is not None and not any(path[: len(w)] == w for w in wanted):
+            continue
+        if clone and isinstance(value, Tensor):
+            value = value.clone()
+        out[path] = value
+    return out
 
 
 def _flat_items(mapping: Mapping[Any, Any], prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:

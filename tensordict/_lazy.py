@@ -20,6 +20,7 @@ from torch import Tensor
 
 from tensordict._base import TensorDictBase
 from tensordict._context import record
+from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
@@ -214,7 +215,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 return _nested(values)
             if any(v.shape != first.shape for v in values):
                 raise RuntimeError(
-                    f"{call}: key {join_path(path)!r} has shapes "
+                    f"{call}: Failed to stack tensors within a tensordict: key "
+                    f"{join_path(path)!r} has shapes "
                     f"{[tuple(v.shape) for v in values]} across members; pass as_list=True, "
                     "as_padded_tensor=True or as_nested_tensor=True"
                 )
@@ -247,7 +249,9 @@ class LazyStackedTensorDict(TensorDictBase):
         return torch.Size([*merged[:d], len(shapes), *merged[d:]])
 
     # ------------------------------------------------------------------ set
-    def set(self, key: NestedKey, value: Any, inplace: bool = False) -> LazyStackedTensorDict:
+    def set(
+        self, key: NestedKey, value: Any, inplace: bool = False, *, non_blocking: bool = False
+    ) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
@@ -278,16 +282,36 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     def update(
-        self, other: Mapping[Any, Any] | Any, inplace: bool = False
+        self,
+        other: Mapping[Any, Any] | Any,
+        inplace: bool = False,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+        is_leaf: Any = None,
+        update_batch_size: bool = False,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if clone or keys_to_update is not None:
+            other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
         for key, value in items:
             self.set(key, value, inplace=inplace)
         return self
 
-    def update_(self, other: Any) -> LazyStackedTensorDict:
+    def update_(
+        self,
+        other: Any,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+    ) -> LazyStackedTensorDict:
         """Copy every entry of ``other`` into the existing entries."""
+        if keys_to_update is not None or isinstance(other, Mapping):
+            other = update_source(other, False, keys_to_update, self._call("update_"))
+            other = TensorDict.from_dict(other, batch_size=self._batch_size)
         for key, value in other.items(True, True):
             self.set_(key, value)
         return self

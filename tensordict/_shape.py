@@ -103,7 +103,7 @@ class ShapeOps(CollectionPrimitives):
         return None if self._names is None else list(self._names)
 
     # ------------------------------------------------------------- reshaping
-    def reshape(self, *shape: Any) -> Self:
+    def reshape(self, *shape: Any, size: Any = None) -> Self:
         """Reshape the batch dims (``-1`` infers one size); trailing dims are kept.
 
         >>> import torch
@@ -112,10 +112,13 @@ class ShapeOps(CollectionPrimitives):
         >>> td.reshape(-1)["a"].shape
         torch.Size([12, 5])
         """
-        return self._reshape("reshape", shape)
+        return self._reshape("reshape", shape if size is None else (size,))
 
-    def view(self, *shape: Any) -> Self:
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
+        given = size if size is not None else batch_size
+        if given is not None:
+            shape = (given,)
         return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
@@ -363,7 +366,7 @@ class ShapeOps(CollectionPrimitives):
             self._call("roll"), lambda x: x.roll(shifts, norm), bs, self._names_kept()
         )
 
-    def gather(self, dim: int, index: Tensor) -> Self:
+    def gather(self, dim: int, index: Tensor, out: Any = None) -> Self:
         """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``)."""
         n = len(self._batch_size)
         d = _norm(self._call("gather"), dim, n)
@@ -380,7 +383,10 @@ class ShapeOps(CollectionPrimitives):
             idx = _trail(index, x.ndim, n).expand(*index.shape, *x.shape[n:])
             return x.gather(d, idx)
 
-        return self._remap(self._call("gather"), fn, new_bs, self._names_kept())
+        result = self._remap(self._call("gather"), fn, new_bs, self._names_kept())
+        if out is None:
+            return result
+        return out.update_(result)  # type: ignore[no-any-return]
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Self:
         """Fill the batch elements where ``mask`` is true with ``value``."""

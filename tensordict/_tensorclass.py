@@ -268,7 +268,9 @@ class TensorClass(TensorDict):
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
-            inferred = TensorDict.from_dict(plain, batch_dims=batch_dims).batch_size
+            inferred = TensorDict.from_dict(
+                plain, batch_dims=batch_dims, auto_batch_size=True
+            ).batch_size
             TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
         if names is not None:
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]

@@ -47,7 +47,7 @@ HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flip: lambda input, dims: input.flip(dims),
     torch.roll: lambda input, shifts, dims=None: input.roll(shifts, dims),
     torch.narrow: lambda input, dim, start, length: input.narrow(dim, start, length),
-    torch.gather: lambda input, dim, index: input.gather(dim, index),
+    torch.gather: lambda input, dim, index, out=None: input.gather(dim, index, out=out),
     torch.reshape: lambda input, shape: input.reshape(shape),
     torch.masked_select: lambda input, mask: input.masked_select(mask),
     torch.masked_fill: lambda input, mask, value: input.masked_fill(mask, value),
