@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._construct_ops import ConstructOps
 from tensordict._context import ContextOps
 from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
@@ -63,6 +64,7 @@ class TensorDictBase(
     MathOps,
     TensorLikeOps,
     MoreShapeOps,
+    ConstructOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.

@@ -8,7 +8,7 @@ collection it came from, through the inverse shape operation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tensordict._primitives import CollectionPrimitives
 
@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
 #: (operation, normalised arguments, source collection or None)
 LastOp = tuple[str, tuple[Any, ...], Any]
+T = TypeVar("T")
 
 
-def record(out: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
+def record(out: T, op: str, args: tuple[Any, ...], source: Any) -> T:
     """Note on ``out`` that it is ``source.<op>(*args)``; returns ``out``."""
-    out._last_op = (op, args, source)
+    out._last_op = (op, args, source)  # type: ignore[attr-defined]
     return out
 
 
@@ -68,15 +69,18 @@ class ContextOps(CollectionPrimitives):
     """``__enter__``/``__exit__``: undo the recorded lock change or write a view back."""
 
     __slots__ = ("_last_op", "_op_stack")
+    _last_op: LastOp | None
+    _op_stack: list[LastOp | None]
 
     def __enter__(self) -> Self:
         stack: list[LastOp | None] | None = getattr(self, "_op_stack", None)
         if stack is None:
-            stack = self._op_stack = []
+            stack = []
+            self._op_stack = stack
         stack.append(getattr(self, "_last_op", None))
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         last = self._op_stack.pop()
         if exc_type is not None or last is None:
             return False

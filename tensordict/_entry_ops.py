@@ -192,7 +192,7 @@ class EntryOps(CollectionPrimitives):
                     self.del_(key)
                 else:
                     self.pop(key, None)
-            rest = self  # type: ignore[assignment]
+            rest = self
         if not reproduce_struct:
             rest.filter_empty_()
         outs.append(rest)
@@ -336,6 +336,8 @@ class EntryOps(CollectionPrimitives):
         """
         target = self.get(key)
         target[index] = value
+        if self._stack_parts() is not None:  # a stack's get is a copy: write it back
+            self.set_(key, target)
         return self
 
     def get_at(self, key: NestedKey, index: Any, default: Any = _NO_DEFAULT) -> Any:

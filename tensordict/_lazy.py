@@ -353,6 +353,9 @@ class LazyStackedTensorDict(TensorDictBase):
     def _as_dense(self, call: str) -> TensorDict:
         if not self.tensordicts:
             raise RuntimeError(f"{call}: the stack has no members")
+        if any(m._stack_parts() is not None for m in self.tensordicts):  # stacks of stacks
+            members = [m._as_dense(call) for m in self.tensordicts]
+            return self._restack(members)._as_dense(call)  # type: ignore[no-any-return]
         if not same_structure(self.tensordicts):
             shapes = {
                 str(k): sorted({tuple(m.get(k).shape) for m in self.tensordicts}, key=str)

@@ -252,8 +252,9 @@ class MathOps(CollectionPrimitives):
         tensor([0.5000, 0.5000, 0.5000])
         """
         (d,) = _batch_dims(self._call("softmax"), dim, len(self._batch_size))
-        out = [torch.softmax(x, d, dtype=dtype) for x in self._tensor_leaves([])]
-        return self._rebuild(iter(out))
+        src = _dense(self, self._call("softmax"))
+        out = [torch.softmax(x, d, dtype=dtype) for x in src._tensor_leaves([])]
+        return src._rebuild(iter(out))  # type: ignore[no-any-return]
 
     def norm(self, *, dtype: torch.dtype | None = None) -> Self:
         """The 2-norm of each leaf (over all its elements): a TensorDict of scalars.
@@ -264,7 +265,7 @@ class MathOps(CollectionPrimitives):
         tensor(4.)
         """
         src = _dense(self, self._call("norm"))
-        return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])
+        return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])  # type: ignore[no-any-return]
 
     def logsumexp(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
         """``log(sum(exp(x)))`` of each leaf over batch ``dim`` (all batch dims when None).
@@ -283,7 +284,7 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i not in dims]
         )
         src = _dense(self, self._call("logsumexp"))
-        return src.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)
+        return src.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)  # type: ignore[no-any-return]
 
     def nanmean(
         self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, reduce: bool = False
@@ -325,7 +326,7 @@ class MathOps(CollectionPrimitives):
             joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
             return torch.quantile(joined, q, interpolation=interpolation)
         if dim is None:
-            return _dense(self, self._call("quantile")).apply(
+            return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
                 lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation),
                 batch_size=[],
             )
@@ -336,7 +337,7 @@ class MathOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i != d]
         )
-        return _dense(self, self._call("quantile")).apply(
+        return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
             lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation),
             batch_size=new_bs,
         )

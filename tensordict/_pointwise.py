@@ -538,7 +538,7 @@ class PointwiseOps(CollectionPrimitives):
             leaves = self._tensor_leaves([])
             value = key
         else:
-            target = self.get(key)  # type: ignore[attr-defined]
+            target = self.get(key)
             leaves = target._tensor_leaves([]) if _is_collection(target) else [target]
         for leaf in leaves:
             leaf.fill_(value)

@@ -41,7 +41,7 @@ class MoreShapeOps(CollectionPrimitives):
         n = len(self._batch_size)
         # a zero-memory dummy whose dim i has size i + 1: its moved shape spells the order
         dummy = torch.zeros(()).expand(*range(1, n + 1))
-        order = [s - 1 for s in dummy.movedim(source, destination).shape]
+        order = [s - 1 for s in dummy.movedim(source, destination).shape]  # type: ignore[arg-type]
         return self.permute(*order)
 
     moveaxis = movedim
@@ -209,7 +209,7 @@ class MoreShapeOps(CollectionPrimitives):
     def _join_entries(
         self, fn: Any, keys: tuple[NestedKey, ...], out_key: NestedKey, dim: int, keep: bool
     ) -> Self:
-        values = [self.get(k) for k in keys]  # type: ignore[attr-defined]
+        values = [self.get(k) for k in keys]
         self.set(out_key, fn(values, dim))
         if not keep:
             for k in keys:

@@ -498,7 +498,7 @@ class TensorLikeOps(CollectionPrimitives):
                 out[key] = value.numpy()
         return out
 
-    def to_namedtuple(self, dest_cls: type | None = None) -> Any:
+    def to_namedtuple(self, dest_cls: builtins.type | None = None) -> Any:
         """A namedtuple of the entries (nested collections as nested namedtuples).
 
         >>> import torch
@@ -507,7 +507,7 @@ class TensorLikeOps(CollectionPrimitives):
         GenericDict(a=tensor([0.]), b=GenericDict(c='x'))
         """
         keys = list(self.keys())
-        cls = dest_cls if dest_cls is not None else collections.namedtuple("GenericDict", keys)  # type: ignore[misc]
+        cls = dest_cls if dest_cls is not None else collections.namedtuple("GenericDict", keys)
         values = []
         for key in keys:
             value = self.get(key)

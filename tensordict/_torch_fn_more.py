@@ -20,7 +20,9 @@ def _loss(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
             raise ValueError(
                 f"{name}: reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}"
             )
-        batch_size = None if reduction == "none" else []
+        batch_size: list[int] | None = None if reduction == "none" else []
+        if batch_size is not None and input._stack_parts() is not None:
+            input = input._as_dense(name)  # a stack maps member by member: reduce densely
         return input.apply(
             lambda x, y: fn(x, y, *args, reduction=reduction, **kwargs),
             target,

@@ -186,7 +186,6 @@ def test_a_subclass_missing_a_primitive_fails_when_defined() -> None:
 
 # Names one surface has and the others may lack, each with its reason.
 ALLOWED: dict[str, str] = {
-    "from_dict": "builds a dense TensorDict from one mapping; a stack is built from members",
     "append": "stack membership: only a stack has members to add",
     "extend": "stack membership",
     "insert": "stack membership",
