@@ -117,8 +117,13 @@ class TensorDictBase(
         inplace: bool = False,
         filter_empty: bool = True,
         call_on_nested: bool = False,
+        default: Any = _NO_DEFAULT,
+        out: Any = None,
     ) -> Self:
         """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
+
+        ``default`` stands in for the leaves ``others`` lack; ``out`` receives the result
+        in place (and is returned).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -126,9 +131,23 @@ class TensorDictBase(
         >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
         ['a']
         """
-        return self._apply_impl(
-            fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
-        )
+        if default is not _NO_DEFAULT and others:
+            result = self.named_apply(
+                lambda key, x: fn(x, *[o.get(key, default) for o in others]),
+                nested_keys=True,
+                batch_size=batch_size,
+                device=device,
+                names=names,
+                inplace=inplace,
+                filter_empty=filter_empty,
+            )
+        else:
+            result = self._apply_impl(
+                fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
+            )
+        if out is not None:
+            return out.update_(result)  # type: ignore[no-any-return]
+        return result
 
     def named_apply(
         self,
@@ -288,4 +307,6 @@ class TensorDictBase(
         """
         from tensordict._lazy import LazyStackedTensorDict
 
-        return LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        out = kwargs.pop("out", None)
+        stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        return stacked if out is None else out.update_(stacked)

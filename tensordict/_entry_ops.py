@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -397,13 +398,32 @@ class EntryOps(CollectionPrimitives):
     ) -> Self:
         """Copy every entry of ``tensordict`` into this one at batch index ``idx``.
 
+        ``fast=True`` (the default) copies tensors only and refuses non-tensor entries;
+        ``fast=False`` copies those too (``fast=None`` is its deprecated spelling).
+
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict(a=torch.zeros(2, 2), batch_size=[2])
         >>> td.copy_at_(TensorDict(a=torch.ones(2)), 0)["a"][0]
         tensor([1., 1.])
         """
-        return self.update_at_(tensordict, idx)
+        call = self._call("copy_at_")
+        non_tensor = [k for k, v in _leaf_items(tensordict) if isinstance(v, NonTensor)]
+        if non_tensor and fast:
+            raise RuntimeError(
+                f"{call}: fast=True copies tensors only, and keys {non_tensor} hold non-tensor "
+                "data; pass fast=False to copy them too"
+            )
+        if fast is None:
+            warnings.warn(
+                f"{call}: fast=None is deprecated; pass fast=False to copy non-tensor data",
+                FutureWarning,
+                stacklevel=2,
+            )
+        self.update_at_(tensordict, idx)
+        if non_tensor:
+            self._set_at_index(idx, tensordict.select(*non_tensor))
+        return self
 
     def copy(self) -> Self:
         """A shallow copy: new structure, shared leaves (``clone(recurse=False)``).
@@ -448,6 +468,12 @@ def update_source(
             value = value.clone()
         out[path] = value
     return out
+
+
+def _leaf_items(source: Any) -> list[tuple[Any, Any]]:
+    if isinstance(source, CollectionPrimitives):
+        return list(source.items(True, leaves_only=True))
+    return _flat_items(source)
 
 
 def _flat_items(mapping: Mapping[Any, Any], prefix: tuple[str, ...] = ()) -> list[tuple[Any, Any]]:

@@ -227,6 +227,19 @@ class LazyStackedTensorDict(TensorDictBase):
             return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         return self._restack(values)
 
+    def get_nestedtensor(
+        self, key: NestedKey, default: Any = _NO_DEFAULT, *, layout: Any = None
+    ) -> Any:
+        """The entry at ``key`` as a nested tensor (members' shapes may differ).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.zeros(3))])
+        >>> s.get_nestedtensor("a").is_nested
+        True
+        """
+        return self.get(key, default, as_nested_tensor=True)
+
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str) or (isinstance(key, tuple) and key and isinstance(key[0], str)):
             value = self.get(key)

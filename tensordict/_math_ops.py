@@ -309,7 +309,7 @@ class MathOps(CollectionPrimitives):
     def quantile(
         self,
         q: float | Tensor,
-        dim: int | None = None,
+        dim: int | str | None = None,
         keepdim: bool = False,
         *,
         interpolation: str = "linear",
@@ -322,6 +322,18 @@ class MathOps(CollectionPrimitives):
         >>> TensorDict(a=torch.arange(5.0)).quantile(0.5)["a"]
         tensor(2.)
         """
+        bs = self._batch_size
+        if dim == "feature":
+            src = _dense(self, self._call("quantile"))
+            if reduce:
+                joined = torch.cat([x.reshape(*bs, -1) for x in src._tensor_leaves([])], -1)
+                return torch.quantile(joined, q, -1, keepdim, interpolation=interpolation)
+            return src.apply(  # type: ignore[no-any-return]
+                lambda x: torch.quantile(
+                    x.reshape(*bs, -1), q, -1, keepdim, interpolation=interpolation
+                ),
+                batch_size=bs,
+            )
         if reduce:
             joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
             return torch.quantile(joined, q, interpolation=interpolation)
@@ -330,8 +342,9 @@ class MathOps(CollectionPrimitives):
                 lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation),
                 batch_size=[],
             )
+        if isinstance(dim, str):
+            raise ValueError(f"{self._call('quantile')}: dim must be an int, 'feature' or None")
         (d,) = _batch_dims(self._call("quantile"), dim, len(self._batch_size))
-        bs = self._batch_size
         new_bs = (
             [1 if i == d else s for i, s in enumerate(bs)]
             if keepdim

@@ -479,8 +479,11 @@ class ShapeOps(CollectionPrimitives):
         return self
 
 
-def where(condition: Tensor, input: Any, other: Any) -> Any:
-    """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``."""
+def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
+    """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``
+    (written into ``out`` in place when given)."""
+    if out is not None:
+        return out.update_(where(condition, input, other))
     if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
     n = len(input._batch_size)

@@ -192,6 +192,7 @@ ALLOWED: dict[str, str] = {
     "partial_keys": "keys present in some members only: only a stack has members",
     "stack_dim": "the stack's own dim",
     "tensordicts": "the stack's members",
+    "get_nestedtensor": "a stack's ragged entry as a nested tensor: only a stack has members",
     "fields": "a tensorclass's dataclass fields (dataclasses.fields); collections have keys",
     "from_tensordict": "wraps a TensorDict's entries in a tensorclass: a tensorclass constructor",
 }

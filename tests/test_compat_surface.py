@@ -130,6 +130,8 @@ def test_reduction_errors() -> None:
         td.min(dim=[0, 1])
     with pytest.raises(ValueError, match=r"TensorDict\.cummax: reduce=True is not supported"):
         td.cummax(0, reduce=True)
+    with pytest.raises(ValueError, match=r"TensorDict\.quantile: dim must be an int, 'feature'"):
+        td.quantile(0.5, dim="batch")
 
 
 # ---------------------------------------------------------------- shape extras
@@ -447,3 +449,44 @@ def test_from_dict_and_class_constructors() -> None:
 
     assert TensorDict.from_dataclass(D(torch.zeros(2)))["x"].shape == (2,)
     assert lazy_stack([TensorDict()]).from_any({"a": 1})["a"] == 1
+
+
+# ------------------------------------------------- keywords upstream accepts
+def test_copy_at_fast_refuses_non_tensor_data() -> None:
+    td = TensorDict({"val": NonTensorData(0, batch_size=[6]), "x": torch.zeros(6)}, [6])
+    new = TensorDict({"val": NonTensorData(1, batch_size=[3]), "x": torch.ones(3)}, [3])
+    with pytest.raises(RuntimeError, match=r"copy_at_: fast=True copies tensors only.*'val'"):
+        td.copy_at_(new, slice(1, None, 2))
+    assert td.get("val").tolist() == [0] * 6
+    with pytest.warns(FutureWarning, match=r"fast=None is deprecated"):
+        td.copy_at_(new, slice(1, None, 2), fast=None)
+    assert td.get("val").tolist() == [0, 1] * 3 and td["x"].tolist() == [0.0, 1.0] * 3
+
+
+def test_apply_default_and_out_and_stack_out() -> None:
+    a, b = torch.randn(3), torch.randn(3)
+    td = TensorDict(a=a, b=b, batch_size=[3])
+    other = TensorDict(a=torch.ones(3), batch_size=[3])
+    res = td.apply(lambda x, y: x if y is None else x + y, other, default=None)
+    torch.testing.assert_close(res["a"], a + 1)
+    torch.testing.assert_close(res["b"], b)
+    out = td.clone().zero_()
+    assert td.apply(torch.neg, out=out) is out
+    torch.testing.assert_close(out["a"], -a)
+    target = TensorDict(a=torch.zeros(2, 3), b=torch.zeros(2, 3), batch_size=[2, 3])
+    assert TensorDict.lazy_stack([td, td], 0, out=target) is target
+    torch.testing.assert_close(target["b"], torch.stack([b, b]))
+    where_out = td.clone()
+    mask = torch.tensor([True, False, True])
+    assert torch.where(mask, td, td.apply(torch.zeros_like), out=where_out) is where_out
+    torch.testing.assert_close(where_out["a"], torch.where(mask, a, 0.0))
+
+
+def test_feature_quantile_and_nested_tensor_get() -> None:
+    x = torch.randn(3, 4, 5)
+    td = TensorDict(a=x, batch_size=[3, 4])
+    torch.testing.assert_close(td.quantile(0.5, dim="feature")["a"], x.quantile(0.5, -1))
+    torch.testing.assert_close(td.quantile(0.5, dim="feature", reduce=True), x.quantile(0.5, -1))
+    s = lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(3))])
+    nested = s.get_nestedtensor("a")
+    assert nested.is_nested and [t.shape[0] for t in nested.unbind()] == [2, 3]
