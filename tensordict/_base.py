@@ -14,7 +14,7 @@ from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
 from tensordict._entry_ops import EntryOps
 from tensordict._html import HtmlRepr
-from tensordict._keys import NestedKey, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, key_path
 from tensordict._map import MapOps
 from tensordict._math_ops import MathOps
 from tensordict._memmap_ops import MemmapOps
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from tensordict._td import TensorDict
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 #: The abstract methods a concrete collection must implement (see ``_primitives.py``).
 PRIMITIVES: tuple[str, ...] = tuple(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tensordict._keys import NestedKey
@@ -156,6 +156,89 @@ class ConstructOps(CollectionPrimitives):
         )
 
     @classmethod
+    def from_list(
+        cls,
+        input: Sequence[Any],
+        *,
+        auto_batch_size: bool | None = None,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Any = None,
+        lazy: bool | None = None,
+    ) -> Any:
+        """A stack of the elements of ``input`` (dicts, collections or nested lists of
+        them) along new leading dims: dense when they share a structure, lazy when
+        ``lazy=True`` (or when they differ).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict.from_list([{"a": torch.zeros(2)}, {"a": torch.ones(2)}]).batch_size
+        torch.Size([2])
+        """
+        from tensordict._construct import from_dict
+        from tensordict._lazy import lazy_stack
+        from tensordict._stack import stack
+
+        def build(item: Any) -> Any:
+            if isinstance(item, (list, tuple)):
+                members = [build(x) for x in item]
+                return lazy_stack(members) if lazy else stack(members)
+            if isinstance(item, Mapping):
+                return from_dict(item, device=device)
+            return item
+
+        out = build(list(input))
+        if batch_size is not None:
+            out.batch_size = batch_size
+        elif auto_batch_size or batch_dims is not None:
+            out.auto_batch_size_(batch_dims)
+        if names is not None:
+            out.names = names
+        return out
+
+    @classmethod
+    def from_pytree(
+        cls,
+        pytree: Any,
+        *,
+        batch_size: Any = None,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+    ) -> Any:
+        """A TensorDict from nested dicts, lists, tuples and namedtuples; each level
+        records its container type under ``"_pytree_type"`` so :meth:`to_pytree` can
+        rebuild it (sequences are keyed ``"0"``, ``"1"``, ...).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> tree = {"a": [torch.zeros(2), (torch.ones(2),)]}
+        >>> td = TensorDict.from_pytree(tree)
+        >>> back = td.to_pytree()
+        >>> type(back["a"]).__name__, type(back["a"][1]).__name__
+        ('list', 'tuple')
+        """
+        from tensordict._td import TensorDict
+
+        td = TensorDict(_pytree_entries(pytree))
+        if batch_size is not None:
+            td.batch_size = batch_size
+        elif auto_batch_size or batch_dims is not None:
+            td.auto_batch_size_(batch_dims)
+        return td
+
+    def to_pytree(self) -> Any:
+        """The pytree :meth:`from_pytree` read (the collection itself when it was not
+        built by :meth:`from_pytree`).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict.from_pytree((torch.zeros(1), torch.ones(1))).to_pytree()
+        (tensor([0.]), tensor([1.]))
+        """
+        return to_pytree(self)
+
+    @classmethod
     def fromkeys(cls, keys: Iterable[NestedKey], value: Any = 0) -> Any:
         """A TensorDict with ``value`` at every key of ``keys``.
 
@@ -201,3 +284,44 @@ class ConstructOps(CollectionPrimitives):
             device=device,
             batch_size=batch_size,
         )
+
+
+_PYTREE_TYPE = "_pytree_type"
+
+
+def _pytree_entries(tree: Any) -> dict[str, Any]:
+    """The entries of one pytree level, with its container type recorded."""
+    from tensordict._nontensor import NonTensorData
+
+    if isinstance(tree, Mapping):
+        items = {str(k): v for k, v in tree.items()}
+    elif isinstance(tree, (list, tuple)):
+        fields = getattr(tree, "_fields", None)
+        names = list(fields) if fields is not None else [str(i) for i in range(len(tree))]
+        items = dict(zip(names, tree, strict=True))
+    else:
+        raise TypeError(f"from_pytree: cannot convert a {type(tree).__name__}")
+    out: dict[str, Any] = {
+        k: _pytree_entries(v) if isinstance(v, (Mapping, list, tuple)) else v
+        for k, v in items.items()
+    }
+    out[_PYTREE_TYPE] = NonTensorData(type(tree))
+    return out
+
+
+def to_pytree(td: Any) -> Any:
+    """The pytree :func:`_pytree_entries` recorded, rebuilt from a TensorDict level."""
+    kind = td.get(_PYTREE_TYPE, None)
+    if kind is None:
+        return td
+    kind = kind.data
+    values = {
+        k: to_pytree(v) if hasattr(v, "keys") and not isinstance(v, Mapping) else v
+        for k, v in ((k, td[k]) for k in td.keys() if k != _PYTREE_TYPE)  # noqa: SIM118
+    }
+    if issubclass(kind, Mapping):
+        return kind(values) if kind is not dict else values
+    if hasattr(kind, "_fields"):
+        return kind(**values)
+    ordered = [values[str(i)] for i in range(len(values))]
+    return kind(ordered)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from tensordict._td import TensorDict
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 
 def _plain(value: Any) -> Any:
@@ -39,6 +39,7 @@ class EntryOps(CollectionPrimitives):
     __slots__ = ()
 
     if TYPE_CHECKING:
+        _last_op: Any
 
         def clone(self, recurse: bool = True) -> Self: ...
         def empty(self, recurse: bool = False) -> Self: ...
@@ -153,6 +154,56 @@ class EntryOps(CollectionPrimitives):
         'Tensor'
         """
         return type(self.get(key))
+
+    def is_non_tensor(self, key: NestedKey) -> bool:
+        """Whether the entry stored at ``key`` is non-tensor data.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.zeros(()), b="text")
+        >>> td.is_non_tensor("a"), td.is_non_tensor("b")
+        (False, True)
+        """
+        return isinstance(self.get(key), NonTensor)
+
+    def clear_refs_for_compile_(self) -> Self:
+        """Forget what produced this collection (the record a ``with`` block undoes).
+
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict().lock_().clear_refs_for_compile_()
+        >>> with td:
+        ...     pass
+        >>> td.is_locked
+        True
+        """
+        self._last_op = None
+        return self
+
+    def from_dict_instance(
+        self,
+        input_dict: Mapping[Any, Any],
+        *others: Any,
+        auto_batch_size: bool | None = None,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Any = None,
+    ) -> Any:
+        """:meth:`from_dict` called from an instance (the class's own constructor).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict().from_dict_instance({"a": torch.zeros(2)}, auto_batch_size=True).batch_size
+        torch.Size([2])
+        """
+        return type(self).from_dict(  # type: ignore[attr-defined]
+            input_dict,
+            batch_size=batch_size,
+            device=device,
+            batch_dims=batch_dims,
+            names=names,
+            auto_batch_size=auto_batch_size,
+        )
 
     # --------------------------------------------------------- key structure
     def split_keys(

@@ -23,13 +23,13 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise
-from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._td import TensorDict
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 
 def _norm(call: str, dim: int, ndim: int) -> int:

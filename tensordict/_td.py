@@ -23,14 +23,14 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import IndexOps
-from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, missing_key_error
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 _NUMBER_TYPES = (bool, int, float, complex)
 
 

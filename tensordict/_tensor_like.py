@@ -516,6 +516,109 @@ class TensorLikeOps(CollectionPrimitives):
             values.append(_public(value))
         return cls(*values)
 
+    def _ordered_leaves(self, sorted: Any) -> list[Tensor]:
+        if not sorted:
+            return [v for v in self.values(True, leaves_only=True) if isinstance(v, Tensor)]
+        keys = (
+            builtins.sorted(self.keys(True, leaves_only=True), key=str)
+            if sorted is True
+            else sorted
+        )
+        return [self.get(k) for k in keys]
+
+    def cat_from_tensordict(
+        self, dim: builtins.int = 0, *, sorted: Any = None, out: Tensor | None = None
+    ) -> Tensor:
+        """All tensor leaves concatenated along ``dim`` into one tensor (in key order, or
+        sorted by key with ``sorted=True``, or in the order of a list of keys).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2), b=torch.ones(2)).cat_from_tensordict()
+        tensor([0., 0., 1., 1.])
+        """
+        leaves = self._ordered_leaves(sorted)
+        return torch.cat(leaves, dim) if out is None else torch.cat(leaves, dim, out=out)
+
+    def stack_from_tensordict(
+        self, dim: builtins.int = 0, *, sorted: Any = None, out: Tensor | None = None
+    ) -> Tensor:
+        """All tensor leaves stacked along a new ``dim`` into one tensor (see
+        :meth:`cat_from_tensordict` for the order).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2), b=torch.ones(2)).stack_from_tensordict(1).shape
+        torch.Size([2, 2])
+        """
+        leaves = self._ordered_leaves(sorted)
+        return torch.stack(leaves, dim) if out is None else torch.stack(leaves, dim, out=out)
+
+    def to_struct_array(self) -> Any:
+        """A numpy structured array of the batch shape, one field per entry (nested
+        collections as nested structured fields).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(2), b=torch.zeros(2, 3), batch_size=[2])
+        >>> arr = td.to_struct_array()
+        >>> arr["a"].tolist(), arr["b"].shape
+        ([0, 1], (2, 3))
+        """
+        import numpy as np
+
+        bs = tuple(self._batch_size)
+        values = {k: v for k, v in self.items() if not isinstance(v, NonTensor)}
+        arrays = {
+            k: v.to_struct_array() if isinstance(v, TensorLikeOps) else v.detach().cpu().numpy()
+            for k, v in values.items()
+        }
+        dtype = [(k, a.dtype, a.shape[len(bs) :]) for k, a in arrays.items()]
+        out = np.empty(bs, dtype=dtype)
+        for k, a in arrays.items():
+            out[k] = a
+        return out
+
+    def pad(self, pad_size: Sequence[builtins.int], value: builtins.float = 0.0) -> Any:
+        """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
+        the first batch dim on (see :func:`tensordict.pad`).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
+        tensor([0., 1., 1.])
+        """
+        from tensordict._shape import pad
+
+        return pad(self, pad_size, value)
+
+    def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
+        """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
+        with ``padding``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.ones(1)), TensorDict(a=torch.ones(2))])
+        >>> s.to_padded_tensor()["a"]
+        tensor([[1., 0.],
+                [1., 1.]])
+        """
+        from tensordict._td import TensorDict
+
+        call = self._call("to_padded_tensor")
+        if mask_key is not None:
+            raise ValueError(f"{call}: mask_key is not supported; build the mask from the lengths")
+        if self._stack_parts() is None:
+            return self.apply(
+                lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+            )
+        entries = {
+            key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
+            for key in self.keys(True, leaves_only=True)
+            if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
+        }
+        return TensorDict(entries, batch_size=self._batch_size, device=self._device)
+
     # --------------------------------------------------------- batch size
     def auto_batch_size_(
         self, batch_dims: builtins.int | None = None, keep_compliant_size: builtins.bool = False

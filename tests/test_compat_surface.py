@@ -490,3 +490,57 @@ def test_feature_quantile_and_nested_tensor_get() -> None:
     s = lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(3))])
     nested = s.get_nestedtensor("a")
     assert nested.is_nested and [t.shape[0] for t in nested.unbind()] == [2, 3]
+
+
+# ------------------------------------------------------ conversions, round trips
+def test_struct_array_pytree_and_list_round_trips() -> None:
+    a, b = torch.arange(3), torch.randn(3, 2)
+    td = TensorDict(a=a, b=b, n={"c": a * 2}, batch_size=[3])
+    back = TensorDict.from_struct_array(td.to_struct_array(), auto_batch_size=True)
+    for key, leaf in _leaves(td):
+        torch.testing.assert_close(back.get(key), leaf)
+    P = collections.namedtuple("P", ["x", "y"])
+    tree = {"k": [a, (b, P(a, b))], "v": b}
+    rebuilt = TensorDict.from_pytree(tree).to_pytree()
+    assert type(rebuilt["k"]) is list and type(rebuilt["k"][1]) is tuple
+    assert type(rebuilt["k"][1][1]) is P and rebuilt["k"][1][1].y is b
+    assert rebuilt["v"] is b and td.to_pytree() is td
+    stacked = TensorDict.from_list([{"a": a}, {"a": a + 1}])
+    torch.testing.assert_close(stacked["a"], torch.stack([a, a + 1]))
+    lazy = TensorDict.from_list([{"a": a}, {"a": b}], lazy=True)
+    assert isinstance(lazy, LazyStackedTensorDict)
+    assert TensorDict.from_list([[{"a": a}] * 2] * 3, auto_batch_size=True).batch_size == (3, 2, 3)
+
+
+def test_whole_collection_tensors_and_padding() -> None:
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    td = TensorDict(b=b, a=a, batch_size=[2])
+    torch.testing.assert_close(td.cat_from_tensordict(1), torch.cat([b, a], 1))
+    torch.testing.assert_close(td.cat_from_tensordict(sorted=True), torch.cat([a, b]))
+    torch.testing.assert_close(td.stack_from_tensordict(sorted=["a", "b"]), torch.stack([a, b]))
+    torch.testing.assert_close(td.pad([1, 2])["a"], F.pad(a, [0, 0, 1, 2]))
+    s = lazy_stack([TensorDict(x=torch.ones(1)), TensorDict(x=torch.ones(3))])
+    torch.testing.assert_close(
+        s.to_padded_tensor(-1.0)["x"], torch.tensor([[1.0, -1, -1], [1, 1, 1]])
+    )
+    with pytest.raises(ValueError, match=r"to_padded_tensor: mask_key is not supported"):
+        s.to_padded_tensor(mask_key="m")
+    assert td.is_non_tensor("a") is False and TensorDict(s="x").is_non_tensor("s")
+    assert td.from_dict_instance({"q": a}, auto_batch_size=True).batch_size == (2, 3)
+
+
+def test_base_face_and_no_default() -> None:
+    from tensordict import base
+
+    assert base.from_dict is tensordict_from_dict()
+    with pytest.raises(KeyError):
+        TensorDict().get("missing", base.NO_DEFAULT)
+    with pytest.raises(KeyError):
+        lazy_stack([TensorDict()]).get("missing", base.NO_DEFAULT)
+    assert TensorDict().get("missing", None) is None
+
+
+def tensordict_from_dict() -> Any:
+    import tensordict
+
+    return tensordict.from_dict
