@@ -27,6 +27,7 @@ from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._stack import _stack_nontensor, same_structure, stack
+from tensordict._switches import set_get_defaults_to_none
 from tensordict._td import TensorDict
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
@@ -198,6 +199,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if missing:
             if default is not _NO_DEFAULT:
                 return default
+            if set_get_defaults_to_none._state:  # switched on explicitly: None
+                return None
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
@@ -238,6 +241,12 @@ class LazyStackedTensorDict(TensorDictBase):
         >>> s.get_nestedtensor("a").is_nested
         True
         """
+        if self.stack_dim != 0:
+            raise RuntimeError(
+                f"{self._call('get_nestedtensor')}: LazyStackedTensorDict.get_nestedtensor can "
+                f"only be called when the stack_dim is 0; this stack has stack_dim "
+                f"{self.stack_dim}"
+            )
         return self.get(key, default, as_nested_tensor=True)
 
     def __getitem__(self, key: Any) -> Any:
@@ -377,7 +386,8 @@ class LazyStackedTensorDict(TensorDictBase):
             }
             ragged = {k: v for k, v in shapes.items() if len(v) > 1}
             raise RuntimeError(
-                f"{call}: this needs one dense TensorDict, but the members of the "
+                f"{call}: Failed to stack tensors within a tensordict: this needs one dense "
+                "TensorDict, but the members of the "
                 f"{type(self).__name__} differ in structure: keys in some members only "
                 f"{sorted(map(str, self.partial_keys(True)))}, leaf shapes that differ {ragged}"
             )

@@ -28,6 +28,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
+from tensordict._switches import set_get_defaults_to_none
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
@@ -472,10 +473,14 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 return self._tensordict[key]
             except KeyError:
                 if default is _NO_DEFAULT:
+                    if set_get_defaults_to_none._state:  # switched on explicitly: None
+                        return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
         path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
+            if set_get_defaults_to_none._state:
+                return self._get_path_or_none(path)
             return self._get_path(path, self._call("get"))
         value = self._get_path_or_none(path)
         return default if value is None else value

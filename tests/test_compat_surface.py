@@ -544,3 +544,25 @@ def tensordict_from_dict() -> Any:
     import tensordict
 
     return tensordict.from_dict
+
+
+def test_get_defaults_to_none_switch_and_stack_errors() -> None:
+    import tensordict
+
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    stack = lazy_stack([td, td.clone()])
+    with tensordict.set_get_defaults_to_none(True):
+        assert td.get("x") is None and td.get(("n", "x")) is None and stack.get("x") is None
+    with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' not found"):
+        td.get("x")  # our default: a missing key raises, as td[key] does
+    members = [
+        TensorDict(a=torch.zeros(2, 1), batch_size=[2]),
+        TensorDict(a=torch.zeros(2, 3), batch_size=[2]),
+    ]
+    ragged = lazy_stack(members, 1)
+    with pytest.raises(RuntimeError, match=r"get_nestedtensor can only be called when the stack"):
+        ragged.get_nestedtensor("a")
+    with pytest.raises(RuntimeError, match=r"Failed to stack tensors within a tensordict"):
+        ragged.contiguous()
+    with pytest.raises(RuntimeError, match=r"Failed to stack tensors within a tensordict"):
+        ragged.get("a")
