@@ -22,7 +22,7 @@ from tensordict._base import TensorDictBase
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
-from tensordict._index import _normalise
+from tensordict._index import _normalise, check_broadcast
 from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
@@ -650,10 +650,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if covers:
             parts = value.unbind(kept)
         elif isinstance(value, (TensorDict, LazyStackedTensorDict)):
-            raise ValueError(
-                f"{type(self).__name__}[]=: value batch size {tuple(value.batch_size)} does not "
-                f"match the indexed batch size {tuple(sub_bs)}"
-            )
+            check_broadcast(f"{type(self).__name__}[]=", value.batch_size, sub_bs)
+            parts = value.expand(sub_bs).unbind(kept)
         else:
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):

@@ -566,3 +566,13 @@ def test_get_defaults_to_none_switch_and_stack_errors() -> None:
         ragged.contiguous()
     with pytest.raises(RuntimeError, match=r"Failed to stack tensors within a tensordict"):
         ragged.get("a")
+
+
+@pytest.mark.parametrize("kind", ["dense", "lazy_dim0", "tensorclass"])
+def test_setitem_batch_mismatch_is_refused(kind: str) -> None:
+    coll = KINDS[kind](_td(BS))
+    too_big = _td(BS).to_tensordict()
+    with pytest.raises(RuntimeError, match=r"\[\]=: Cannot broadcast the tensordict of batch size"):
+        coll[:2] = too_big
+    with pytest.raises(ValueError, match=r"batch dimension mismatch"):
+        coll[:2] = too_big
