@@ -81,7 +81,7 @@ class BatchBroadcastError(RuntimeError, ValueError):
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
     try:
-        ok = torch.broadcast_shapes(value_bs, sub_bs) == sub_bs
+        ok = torch.broadcast_shapes(value_bs, sub_bs) == sub_bs  # type: ignore[no-untyped-call]
     except RuntimeError:
         ok = False
     if not ok:
