@@ -427,6 +427,7 @@ class EntryOps(CollectionPrimitives):
         """
         call = self._call("update_at_")
         wanted = None if keys_to_update is None else {key_path(k, call) for k in keys_to_update}
+        non_tensor: list[tuple[str, ...]] = []
         for key, value in (
             input_dict_or_td.items(True, leaves_only=True)
             if isinstance(input_dict_or_td, CollectionPrimitives)
@@ -438,10 +439,13 @@ class EntryOps(CollectionPrimitives):
             if self._get_path_or_none(path) is None:
                 raise KeyError(f"{call}: key {join_path(path)!r} not found")
             if isinstance(value, NonTensor):
+                non_tensor.append(path)
                 continue
             if clone and isinstance(value, Tensor):
                 value = value.clone()
             self.set_at_(path, value, idx)
+        if non_tensor and isinstance(input_dict_or_td, CollectionPrimitives):
+            self._set_at_index(idx, input_dict_or_td.select(*non_tensor))  # type: ignore[attr-defined]
         return self
 
     def copy_at_(
@@ -471,10 +475,7 @@ class EntryOps(CollectionPrimitives):
                 FutureWarning,
                 stacklevel=2,
             )
-        self.update_at_(tensordict, idx)
-        if non_tensor:
-            self._set_at_index(idx, tensordict.select(*non_tensor))
-        return self
+        return self.update_at_(tensordict, idx)
 
     def copy(self) -> Self:
         """A shallow copy: new structure, shared leaves (``clone(recurse=False)``).

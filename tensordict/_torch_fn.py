@@ -14,6 +14,9 @@ from tensordict._torch_fn_more import MORE
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def like(td: Any, *args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device")
+        if device is not None:  # the result lives on that device, as its leaves do
+            return td.apply(lambda x: fn(x, *args, **kwargs), device=torch.device(device))
         return td.apply(lambda x: fn(x, *args, **kwargs))
 
     return like

@@ -576,3 +576,20 @@ def test_setitem_batch_mismatch_is_refused(kind: str) -> None:
         coll[:2] = too_big
     with pytest.raises(ValueError, match=r"batch dimension mismatch"):
         coll[:2] = too_big
+
+
+def test_update_at_non_tensor_shape_errors_and_like_devices() -> None:
+    td = TensorDict({"val": NonTensorData(0, batch_size=[6])}, [6])
+    td.update_at_(TensorDict({"val": NonTensorData(1, batch_size=[3])}, [3]), slice(1, None, 2))
+    assert td.get("val").tolist() == [0, 1] * 3
+    with pytest.raises(RuntimeError, match=r"TensorDict\.set: shape \(2,\) of key 'a' does not"):
+        TensorDict(batch_size=[3]).set("a", torch.zeros(2))
+    with pytest.raises(ValueError, match=r"does not start with batch_size \(3,\)"):
+        TensorDict(batch_size=[3]).set("a", torch.zeros(2))
+    src = TensorDict(a=torch.randn(3, 4), batch_size=[3])
+    for fn in (torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like):
+        assert fn(src, device="cpu").device == torch.device("cpu")
+        assert fn(src).device is None
+    assert (
+        torch.zeros_like(src, dtype=torch.int64)["a"] == torch.zeros(3, 4, dtype=torch.int64)
+    ).all()
