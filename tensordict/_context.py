@@ -65,6 +65,33 @@ def _undo(view: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
     raise NotImplementedError(f"{type(view).__name__}.__exit__: cannot undo {op!r}")
 
 
+def adopt(td: Any, out: Any, call: str) -> Any:
+    """``td`` made, in place, what ``out`` is (entries, batch size, names): the
+    ``inplace=True`` of shape operations. Nested collections keep their identity."""
+    if td._stack_parts() is not None:
+        raise NotImplementedError(
+            f"{call}: inplace=True is not supported on a {type(td).__name__}; "
+            "call it without inplace and use the result"
+        )
+    _adopt_dense(td, out)
+    return td
+
+
+def _adopt_dense(td: Any, out: Any) -> None:
+    store = td._tensordict
+    entries = {}
+    for key, value in out._tensordict.items():
+        current = store.get(key)
+        if hasattr(value, "_tensordict") and hasattr(current, "_tensordict"):
+            _adopt_dense(current, value)
+            value = current
+        entries[key] = value
+    store.clear()
+    store.update(entries)
+    td._batch_size = out._batch_size
+    td._names = out._names
+
+
 class ContextOps(CollectionPrimitives):
     """``__enter__``/``__exit__``: undo the recorded lock change or write a view back."""
 

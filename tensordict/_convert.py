@@ -147,9 +147,13 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self) -> Self:
-        """Every leaf made contiguous (leaves already contiguous are kept as they are)."""
-        return map_leaves(self, Tensor.contiguous)
+    def contiguous(self, inplace: builtins.bool = False) -> Self:
+        """Every leaf made contiguous (leaves already contiguous are kept as they are);
+        ``inplace=True`` makes this collection the result."""
+        from tensordict._context import adopt
+
+        out = map_leaves(self, Tensor.contiguous)
+        return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
         """Whether every tensor leaf is contiguous."""

@@ -449,8 +449,13 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> tuple[Any, ...]:
         return self._as_dense(call)._remap_many(call, fn, new_bss, names)
 
-    def contiguous(self) -> TensorDict:  # type: ignore[override]
+    def contiguous(self, inplace: bool = False) -> TensorDict:  # type: ignore[override]
         """A dense TensorDict of the same content (see :meth:`densify`)."""
+        if inplace:
+            raise NotImplementedError(
+                f"{self._call('contiguous')}: inplace=True is not supported on a "
+                "LazyStackedTensorDict; use the dense result of contiguous()"
+            )
         return self._as_dense(self._call("contiguous"))
 
     def _apply_impl(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._context import record
+from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
 
@@ -103,7 +103,7 @@ class ShapeOps(CollectionPrimitives):
         return None if self._names is None else list(self._names)
 
     # ------------------------------------------------------------- reshaping
-    def reshape(self, *shape: Any, size: Any = None) -> Self:
+    def reshape(self, *shape: Any, size: Any = None, inplace: bool = False) -> Self:
         """Reshape the batch dims (``-1`` infers one size); trailing dims are kept.
 
         >>> import torch
@@ -112,7 +112,8 @@ class ShapeOps(CollectionPrimitives):
         >>> td.reshape(-1)["a"].shape
         torch.Size([12, 5])
         """
-        return self._reshape("reshape", shape if size is None else (size,))
+        out = self._reshape("reshape", shape if size is None else (size,))
+        return adopt(self, out, self._call("reshape")) if inplace else out
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
@@ -145,8 +146,16 @@ class ShapeOps(CollectionPrimitives):
 
         return self._remap(self._call(method), fn, new_bs, None)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
-        """Merge batch dims ``start_dim..end_dim`` into one."""
+    def flatten(self, start_dim: int = 0, end_dim: int = -1, inplace: bool = False) -> Self:
+        """Merge batch dims ``start_dim..end_dim`` into one.
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._flatten(start_dim, end_dim)
+        return adopt(self, out, self._call("flatten")) if inplace else out
+
+    def _flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
+        """The engine of :meth:`flatten`."""
         n = len(self._batch_size)
         if n == 0:
             return self.unsqueeze(0)
@@ -164,8 +173,16 @@ class ShapeOps(CollectionPrimitives):
         out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
         return record(out, "flatten", (s, e), self)
 
-    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
-        """Split batch dim ``dim`` into ``unflattened_size``."""
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], inplace: bool = False) -> Self:
+        """Split batch dim ``dim`` into ``unflattened_size``.
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._unflatten(dim, unflattened_size)
+        return adopt(self, out, self._call("unflatten")) if inplace else out
+
+    def _unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
+        """The engine of :meth:`unflatten`."""
         n = len(self._batch_size)
         d = _norm(self._call("unflatten"), dim, n)
         sizes = tuple(unflattened_size)
@@ -279,8 +296,16 @@ class ShapeOps(CollectionPrimitives):
         """Alias of :meth:`expand` with one shape argument."""
         return self.expand(tuple(shape))
 
-    def repeat(self, *repeats: Any) -> Self:
-        """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims)."""
+    def repeat(self, *repeats: Any, inplace: bool = False) -> Self:
+        """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims).
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._repeat(*repeats)
+        return adopt(self, out, self._call("repeat")) if inplace else out
+
+    def _repeat(self, *repeats: Any) -> Self:
+        """The engine of :meth:`repeat`."""
         reps = _dims_arg(self._call("repeat"), repeats)
         bs = self._batch_size
         n = len(bs)
@@ -352,8 +377,21 @@ class ShapeOps(CollectionPrimitives):
             self._call("flip"), lambda x: x.flip(norm), self._batch_size, self._names_kept()
         )
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
-        """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None)."""
+    def roll(
+        self,
+        shifts: int | Sequence[int],
+        dims: int | Sequence[int] | None = None,
+        inplace: bool = False,
+    ) -> Self:
+        """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None).
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._roll(shifts, dims)
+        return adopt(self, out, self._call("roll")) if inplace else out
+
+    def _roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
+        """The engine of :meth:`roll`."""
         bs = self._batch_size
         if dims is None:
             if isinstance(shifts, Sequence):
@@ -366,8 +404,16 @@ class ShapeOps(CollectionPrimitives):
             self._call("roll"), lambda x: x.roll(shifts, norm), bs, self._names_kept()
         )
 
-    def gather(self, dim: int, index: Tensor, out: Any = None) -> Self:
-        """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``)."""
+    def gather(self, dim: int, index: Tensor, out: Any = None, inplace: bool = False) -> Self:
+        """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``);
+        the result is written into ``out``, or into this collection with ``inplace``."""
+        if inplace and out is not None:
+            raise ValueError(f"{self._call('gather')}: out and inplace are mutually exclusive")
+        result = self._gather(dim, index, out)
+        return adopt(self, result, self._call("gather")) if inplace else result
+
+    def _gather(self, dim: int, index: Tensor, out: Any = None) -> Self:
+        """The engine of :meth:`gather`."""
         n = len(self._batch_size)
         d = _norm(self._call("gather"), dim, n)
         if index.ndim != n:

@@ -104,7 +104,12 @@ class MoreShapeOps(CollectionPrimitives):
         return self.repeat(*reps)
 
     def repeat_interleave(
-        self, repeats: int | Tensor, dim: int | None = None, *, output_size: int | None = None
+        self,
+        repeats: int | Tensor,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
     ) -> Self:
         """Repeat each element along batch ``dim`` (the flattened batch when None).
 
@@ -114,6 +119,10 @@ class MoreShapeOps(CollectionPrimitives):
         tensor([0, 0, 1, 1])
         """
         call = self._call("repeat_interleave")
+        if inplace:
+            from tensordict._context import adopt
+
+            return adopt(self, self.repeat_interleave(repeats, dim, output_size=output_size), call)  # type: ignore[no-any-return]
         if dim is None:
             return self.reshape(-1).repeat_interleave(repeats, 0, output_size=output_size)
         d = _norm(call, dim, len(self._batch_size))

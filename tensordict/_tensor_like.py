@@ -579,7 +579,13 @@ class TensorLikeOps(CollectionPrimitives):
             out[k] = a
         return out
 
-    def pad(self, pad_size: Sequence[builtins.int], value: builtins.float = 0.0) -> Any:
+    def pad(
+        self,
+        pad_size: Sequence[builtins.int],
+        value: builtins.float = 0.0,
+        *,
+        inplace: builtins.bool = False,
+    ) -> Any:
         """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
         the first batch dim on (see :func:`tensordict.pad`).
 
@@ -588,9 +594,11 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
         tensor([0., 1., 1.])
         """
+        from tensordict._context import adopt
         from tensordict._shape import pad
 
-        return pad(self, pad_size, value)
+        out = pad(self, pad_size, value)
+        return adopt(self, out, self._call("pad")) if inplace else out
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded

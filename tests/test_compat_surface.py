@@ -593,3 +593,37 @@ def test_update_at_non_tensor_shape_errors_and_like_devices() -> None:
     assert (
         torch.zeros_like(src, dtype=torch.int64)["a"] == torch.zeros(3, 4, dtype=torch.int64)
     ).all()
+
+
+INPLACE: list[tuple[str, Callable[..., Any]]] = [
+    ("reshape", lambda t, **k: t.reshape(-1, **k)),
+    ("flatten", lambda t, **k: t.flatten(0, 1, **k)),
+    ("unflatten", lambda t, **k: t.unflatten(0, (2, 2), **k)),
+    ("repeat", lambda t, **k: t.repeat(2, 1, **k)),
+    ("roll", lambda t, **k: t.roll(1, 0, **k)),
+    ("gather", lambda t, **k: t.gather(1, torch.tensor([[0, 2]] * 4), **k)),
+    ("repeat_interleave", lambda t, **k: t.repeat_interleave(2, 1, **k)),
+    ("pad", lambda t, **k: t.pad([1, 0], **k)),
+    ("contiguous", lambda t, **k: t.contiguous(**k)),
+]
+
+
+@pytest.mark.parametrize(("name", "op"), INPLACE, ids=[i[0] for i in INPLACE])
+def test_inplace_shape_ops_become_the_result(name: str, op: Callable[..., Any]) -> None:
+    expected = op(_td(BS))
+    td = _td(BS)
+    nested = td["nested"]
+    assert op(td, inplace=True) is td
+    assert td["nested"] is nested  # nested levels keep their identity
+    assert td.batch_size == expected.batch_size
+    for key, leaf in _leaves(expected):
+        torch.testing.assert_close(td.get(key), leaf)
+    stack = lazy_stack(list(_td(BS).unbind(0)))
+    with pytest.raises(NotImplementedError, match=rf"{name}: inplace=True is not supported"):
+        op(stack, inplace=True)
+
+
+def test_gather_out_and_inplace_are_exclusive() -> None:
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(ValueError, match=r"gather: out and inplace are mutually exclusive"):
+        td.gather(0, torch.zeros(3, 4, dtype=torch.long), out=td.clone(), inplace=True)
