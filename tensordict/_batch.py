@@ -55,16 +55,11 @@ def as_device(device: DeviceLike) -> torch.device | None:
     return torch.device(device)
 
 
-class LeafShapeError(ValueError, RuntimeError):
-    """A leaf whose shape does not start with the batch size: a ValueError, and the
-    RuntimeError upstream raises."""
-
-
 def leaf_shape_error(
     call: str, key: object, shape: torch.Size, batch_size: torch.Size
 ) -> ValueError:
     """The error for a leaf whose shape does not start with the batch size."""
-    return LeafShapeError(
+    return ValueError(
         f"{call}: shape {tuple(shape)} of key {key!r} does not start with "
         f"batch_size {tuple(batch_size)}"
     )
