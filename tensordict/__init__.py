@@ -11,6 +11,7 @@ from tensordict._construct import (
     from_tuple,
     fromkeys,
 )
+from tensordict._construct_ops import from_pytree
 from tensordict._functional import (
     dense_stack_tds,
     make_tensordict,
@@ -99,6 +100,7 @@ __all__ = [
     "from_dataclass",
     "from_dict",
     "from_namedtuple",
+    "from_pytree",
     "from_struct_array",
     "from_tuple",
     "fromkeys",

@@ -289,6 +289,26 @@ class ConstructOps(CollectionPrimitives):
 _PYTREE_TYPE = "_pytree_type"
 
 
+def from_pytree(
+    pytree: Any,
+    *,
+    batch_size: Any = None,
+    auto_batch_size: bool = False,
+    batch_dims: int | None = None,
+) -> Any:
+    """A TensorDict from nested dicts, lists, tuples and namedtuples (see
+    :meth:`TensorDict.from_pytree <tensordict.TensorDictBase.from_pytree>`).
+
+    >>> import torch
+    >>> from tensordict import from_pytree
+    >>> from_pytree([torch.zeros(3), torch.ones(3)], auto_batch_size=True).batch_size
+    torch.Size([3])
+    """
+    return ConstructOps.from_pytree(
+        pytree, batch_size=batch_size, auto_batch_size=auto_batch_size, batch_dims=batch_dims
+    )
+
+
 def _pytree_entries(tree: Any) -> dict[str, Any]:
     """The entries of one pytree level, with its container type recorded."""
     from tensordict._nontensor import NonTensorData

@@ -48,6 +48,8 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     """Split ``to``'s arguments into (device or None, dtype or None)."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
+    if "other" in kwargs:  # upstream's keyword for to(tensor) / to(collection)
+        args = (*args, kwargs.pop("other"))
     if kwargs:
         raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
     for arg in args:

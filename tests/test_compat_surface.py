@@ -505,6 +505,10 @@ def test_struct_array_pytree_and_list_round_trips() -> None:
     assert type(rebuilt["k"]) is list and type(rebuilt["k"][1]) is tuple
     assert type(rebuilt["k"][1][1]) is P and rebuilt["k"][1][1].y is b
     assert rebuilt["v"] is b and td.to_pytree() is td
+    import tensordict
+
+    as_fn = tensordict.from_pytree((a, b), auto_batch_size=True)
+    assert as_fn.batch_size == (3,) and as_fn.to_pytree()[1] is b
     stacked = TensorDict.from_list([{"a": a}, {"a": a + 1}])
     torch.testing.assert_close(stacked["a"], torch.stack([a, a + 1]))
     lazy = TensorDict.from_list([{"a": a}, {"a": b}], lazy=True)
@@ -625,3 +629,13 @@ def test_gather_out_and_inplace_are_exclusive() -> None:
     td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4])
     with pytest.raises(ValueError, match=r"gather: out and inplace are mutually exclusive"):
         td.gather(0, torch.zeros(3, 4, dtype=torch.long), out=td.clone(), inplace=True)
+
+
+def test_to_other_keyword() -> None:
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    out = td.to(other=torch.zeros(1, dtype=torch.float64))
+    assert out["a"].dtype == torch.float64 and out.device == torch.device("cpu")
+    with pytest.raises(
+        TypeError, match=r"TensorDict\.to: unexpected keyword arguments \['bogus'\]"
+    ):
+        td.to(bogus=1)
