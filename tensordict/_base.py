@@ -202,7 +202,11 @@ class TensorDictBase(
         call = self._call("pop")
         path = key_path(key, call)
         try:
-            value = self.get(path)
+            value = self._get_path_or_none(path)
+            if value is None:  # missing: the KeyError names what the level holds
+                value = self.get(path)
+                if value is None:  # get answers None when set_get_defaults_to_none is on
+                    raise KeyError(f"{call}: key {path!r} not found")
         except KeyError as err:
             if default is not _NO_DEFAULT:
                 return default

@@ -199,7 +199,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if missing:
             if default is not _NO_DEFAULT:
                 return default
-            if set_get_defaults_to_none._state:  # switched on explicitly: None
+            if set_get_defaults_to_none._state:  # switched on: None
                 return None
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "

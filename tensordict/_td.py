@@ -473,7 +473,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 return self._tensordict[key]
             except KeyError:
                 if default is _NO_DEFAULT:
-                    if set_get_defaults_to_none._state:  # switched on explicitly: None
+                    if set_get_defaults_to_none._state:  # switched on: None
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default

@@ -555,8 +555,12 @@ def test_get_defaults_to_none_switch_and_stack_errors() -> None:
 
     td = TensorDict(a=torch.zeros(2), batch_size=[2])
     stack = lazy_stack([td, td.clone()])
+    assert tensordict.get_defaults_to_none() is False  # ours; upstream's default is True
     with tensordict.set_get_defaults_to_none(True):
         assert td.get("x") is None and td.get(("n", "x")) is None and stack.get("x") is None
+        assert td.pop("x", 5) == 5
+        with pytest.raises(KeyError, match=r"TensorDict\.pop: You are trying to pop key 'x'"):
+            td.pop("x")
     with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' not found"):
         td.get("x")  # our default: a missing key raises, as td[key] does
     members = [
