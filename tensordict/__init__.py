@@ -12,6 +12,7 @@ from tensordict._construct import (
     from_tuple,
     fromkeys,
 )
+from tensordict._construct_ops import from_pytree
 from tensordict._functional import (
     dense_stack_tds,
     make_tensordict,
@@ -103,6 +104,7 @@ __all__ = [
     "from_consolidated",
     "from_dict",
     "from_namedtuple",
+    "from_pytree",
     "from_struct_array",
     "from_tuple",
     "fromkeys",

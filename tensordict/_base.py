@@ -9,19 +9,25 @@ import torch
 from torch import Tensor
 
 from tensordict._consolidate import ConsolidateOps
+from tensordict._construct_ops import ConstructOps
+from tensordict._context import ContextOps
 from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
+from tensordict._entry_ops import EntryOps
 from tensordict._html import HtmlRepr
-from tensordict._keys import NestedKey, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, key_path
 from tensordict._map import MapOps
+from tensordict._math_ops import MathOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
 from tensordict._pointwise import PointwiseOps
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import ReduceOps
 from tensordict._shape import ShapeOps
+from tensordict._shape_more import MoreShapeOps
 from tensordict._state import StateOps
 from tensordict._structure import StructureOps
+from tensordict._tensor_like import TensorLikeOps
 from tensordict._torch_fn import TorchFunctionOps
 
 if TYPE_CHECKING:
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
 
     from tensordict._td import TensorDict
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 #: The abstract methods a concrete collection must implement (see ``_primitives.py``).
 PRIMITIVES: tuple[str, ...] = tuple(
@@ -55,6 +61,12 @@ class TensorDictBase(
     DistributedOps,
     HtmlRepr,
     MapOps,
+    ContextOps,
+    EntryOps,
+    MathOps,
+    TensorLikeOps,
+    MoreShapeOps,
+    ConstructOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.
@@ -107,8 +119,13 @@ class TensorDictBase(
         inplace: bool = False,
         filter_empty: bool = True,
         call_on_nested: bool = False,
+        default: Any = _NO_DEFAULT,
+        out: Any = None,
     ) -> Self:
         """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
+
+        ``default`` stands in for the leaves ``others`` lack; ``out`` receives the result
+        in place (and is returned).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -116,9 +133,23 @@ class TensorDictBase(
         >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
         ['a']
         """
-        return self._apply_impl(
-            fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
-        )
+        if default is not _NO_DEFAULT and others:
+            result = self.named_apply(
+                lambda key, x: fn(x, *[o.get(key, default) for o in others]),
+                nested_keys=True,
+                batch_size=batch_size,
+                device=device,
+                names=names,
+                inplace=inplace,
+                filter_empty=filter_empty,
+            )
+        else:
+            result = self._apply_impl(
+                fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
+            )
+        if out is not None:
+            return out.update_(result)  # type: ignore[no-any-return]
+        return result
 
     def named_apply(
         self,
@@ -173,12 +204,19 @@ class TensorDictBase(
         call = self._call("pop")
         path = key_path(key, call)
         try:
-            value = self.get(path)
+            value = self._get_path_or_none(path)
+            if value is None:  # missing: the KeyError names what the level holds
+                value = self.get(path)
+                if value is None:  # get answers None when set_get_defaults_to_none is on
+                    raise KeyError(f"{call}: key {path!r} not found")
         except KeyError as err:
             if default is not _NO_DEFAULT:
                 return default
             reason = str(err.args[0]).split(": ", 1)[-1] if err.args else ""
-            raise KeyError(f"{call}: {reason}") from None
+            raise KeyError(
+                f"{call}: You are trying to pop key {key!r} which is not in dict "
+                f"without providing default value: {reason}"
+            ) from None
         self.del_(path)
         return value
 
@@ -215,7 +253,8 @@ class TensorDictBase(
 
     def __bool__(self) -> bool:
         raise RuntimeError(
-            f"{type(self).__name__}: the truth value of a TensorDict is ambiguous; "
+            f"{type(self).__name__}: Converting a tensordict to boolean value is not "
+            "permitted: the truth value of a TensorDict is ambiguous; "
             "use td.is_empty(), (td == x).all() or .any()"
         )
 
@@ -274,4 +313,6 @@ class TensorDictBase(
         """
         from tensordict._lazy import LazyStackedTensorDict
 
-        return LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        out = kwargs.pop("out", None)
+        stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        return stacked if out is None else out.update_(stacked)

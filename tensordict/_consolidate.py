@@ -346,7 +346,7 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
 class ConsolidateOps(CollectionPrimitives):
     """``consolidate``, ``is_consolidated`` and ``from_consolidated``."""
 
-    __slots__ = ("_consolidated",)
+    __slots__ = ()  # its attributes are slots of CollectionPrimitives
 
     def is_consolidated(self) -> bool:
         """Whether every tensor leaf is a view into one storage made by :meth:`consolidate`

@@ -71,7 +71,9 @@ def _build(
     if auto_batch_size and batch_size is not None:
         raise TypeError(f"{call}: pass batch_size or auto_batch_size=True, not both")
     if auto_batch_size:
-        return TensorDict.from_dict(dict(tree), device=device, batch_dims=batch_dims)
+        return TensorDict.from_dict(
+            dict(tree), device=device, batch_dims=batch_dims, auto_batch_size=True
+        )
     return TensorDict(
         dict(tree), batch_size=[] if batch_size is None else batch_size, device=device
     )
@@ -108,7 +110,9 @@ def from_dict(
     if auto_batch_size is None:
         auto_batch_size = batch_dims is not None
     if auto_batch_size and batch_size is None:
-        return TensorDict.from_dict(d, device=device, batch_dims=batch_dims, names=names)
+        return TensorDict.from_dict(
+            d, device=device, batch_dims=batch_dims, names=names, auto_batch_size=True
+        )
     return TensorDict.from_dict(
         d, batch_size=[] if batch_size is None else batch_size, device=device, names=names
     )

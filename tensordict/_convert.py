@@ -48,6 +48,8 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     """Split ``to``'s arguments into (device or None, dtype or None)."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
+    if "other" in kwargs:  # upstream's keyword for to(tensor) / to(collection)
+        args = (*args, kwargs.pop("other"))
     if kwargs:
         raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
     for arg in args:
@@ -147,9 +149,13 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self) -> Self:
-        """Every leaf made contiguous (leaves already contiguous are kept as they are)."""
-        return map_leaves(self, Tensor.contiguous)
+    def contiguous(self, inplace: builtins.bool = False) -> Self:
+        """Every leaf made contiguous (leaves already contiguous are kept as they are);
+        ``inplace=True`` makes this collection the result."""
+        from tensordict._context import adopt
+
+        out = map_leaves(self, Tensor.contiguous)
+        return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
         """Whether every tensor leaf is contiguous."""

@@ -243,4 +243,6 @@ def make_tensordict(
     data.update(kwargs)
     if batch_size is None and not auto_batch_size:
         batch_size = []
-    return TensorDict.from_dict(data, batch_size=batch_size, device=device)
+    return TensorDict.from_dict(
+        data, batch_size=batch_size, device=device, auto_batch_size=auto_batch_size
+    )

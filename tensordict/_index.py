@@ -73,6 +73,24 @@ def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
     return out if len(out) == new_ndim else None
 
 
+class BatchBroadcastError(RuntimeError, ValueError):
+    """A collection written at an index whose batch size does not broadcast to it
+    (a RuntimeError as upstream raises, and a ValueError as a bad value is)."""
+
+
+def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
+    """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
+    try:
+        ok = torch.broadcast_shapes(value_bs, sub_bs) == sub_bs  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise BatchBroadcastError(
+            f"{call}: Cannot broadcast the tensordict of batch size {tuple(value_bs)} to the "
+            f"indexed batch size {tuple(sub_bs)} (batch dimension mismatch)"
+        )
+
+
 def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) -> torch.Size:
     """The batch size after indexing, as torch computes it for a tensor of shape ``bs``."""
     try:
@@ -181,6 +199,8 @@ class IndexOps(DenseStorage):
         ndim = len(self._batch_size)
         if isinstance(value, CollectionPrimitives):
             value = dense = value._as_dense(self._call("__setitem__"))
+            if not prefix:
+                check_broadcast(f"{type(self).__name__}[]=", dense._batch_size, sub_bs)
         if isinstance(value, (Mapping, CollectionPrimitives)):
             items = (
                 dense._tensordict.items()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 NestedKey: TypeAlias = str | tuple["NestedKey", ...]
 """A key of a TensorDict: a non-empty string, or a (nested) tuple of them."""
+
+NO_DEFAULT: Any = object()
+"""The "no default given" marker of ``get(key, default)``: a missing key raises KeyError."""
 
 _KEY_RULE = "a TensorDict key is a non-empty string or a (nested) tuple of non-empty strings"
 

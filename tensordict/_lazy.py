@@ -20,16 +20,19 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
+from tensordict._context import record
+from tensordict._entry_ops import update_source
 from tensordict._format import register_type
-from tensordict._index import _normalise
-from tensordict._keys import NestedKey, join_path, key_path
+from tensordict._index import _normalise, check_broadcast
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
+from tensordict._switches import set_get_defaults_to_none
 from tensordict._td import TensorDict
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 
 def _norm(call: str, dim: int, ndim: int) -> int:
@@ -202,6 +205,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if missing:
             if default is not _NO_DEFAULT:
                 return default
+            if set_get_defaults_to_none._state:  # switched on: None
+                return None
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
@@ -219,7 +224,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 return _nested(values)
             if any(v.shape != first.shape for v in values):
                 raise RuntimeError(
-                    f"{call}: key {join_path(path)!r} has shapes "
+                    f"{call}: Failed to stack tensors within a tensordict: key "
+                    f"{join_path(path)!r} has shapes "
                     f"{[tuple(v.shape) for v in values]} across members; pass as_list=True, "
                     "as_padded_tensor=True or as_nested_tensor=True"
                 )
@@ -229,6 +235,25 @@ class LazyStackedTensorDict(TensorDictBase):
             d = self.stack_dim
             return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         return self._restack(values)
+
+    def get_nestedtensor(
+        self, key: NestedKey, default: Any = _NO_DEFAULT, *, layout: Any = None
+    ) -> Any:
+        """The entry at ``key`` as a nested tensor (members' shapes may differ).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.zeros(3))])
+        >>> s.get_nestedtensor("a").is_nested
+        True
+        """
+        if self.stack_dim != 0:
+            raise RuntimeError(
+                f"{self._call('get_nestedtensor')}: LazyStackedTensorDict.get_nestedtensor can "
+                f"only be called when the stack_dim is 0; this stack has stack_dim "
+                f"{self.stack_dim}"
+            )
+        return self.get(key, default, as_nested_tensor=True)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str) or (isinstance(key, tuple) and key and isinstance(key[0], str)):
@@ -252,7 +277,9 @@ class LazyStackedTensorDict(TensorDictBase):
         return torch.Size([*merged[:d], len(shapes), *merged[d:]])
 
     # ------------------------------------------------------------------ set
-    def set(self, key: NestedKey, value: Any, inplace: bool = False) -> LazyStackedTensorDict:
+    def set(
+        self, key: NestedKey, value: Any, inplace: bool = False, *, non_blocking: bool = False
+    ) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
         if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
@@ -285,16 +312,36 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     def update(
-        self, other: Mapping[Any, Any] | Any, inplace: bool = False
+        self,
+        other: Mapping[Any, Any] | Any,
+        inplace: bool = False,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+        is_leaf: Any = None,
+        update_batch_size: bool = False,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if clone or keys_to_update is not None:
+            other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
         for key, value in items:
             self.set(key, value, inplace=inplace)
         return self
 
-    def update_(self, other: Any) -> LazyStackedTensorDict:
+    def update_(
+        self,
+        other: Any,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+    ) -> LazyStackedTensorDict:
         """Copy every entry of ``other`` into the existing entries."""
+        if keys_to_update is not None or isinstance(other, Mapping):
+            other = update_source(other, False, keys_to_update, self._call("update_"))
+            other = TensorDict.from_dict(other, batch_size=self._batch_size)
         for key, value in other.items(True, True):
             self.set_(key, value)
         return self
@@ -336,6 +383,9 @@ class LazyStackedTensorDict(TensorDictBase):
     def _as_dense(self, call: str) -> TensorDict:
         if not self.tensordicts:
             raise RuntimeError(f"{call}: the stack has no members")
+        if any(m._stack_parts() is not None for m in self.tensordicts):  # stacks of stacks
+            members = [m._as_dense(call) for m in self.tensordicts]
+            return self._restack(members)._as_dense(call)  # type: ignore[no-any-return]
         if not same_structure(self.tensordicts):
             shapes = {
                 str(k): sorted({tuple(m.get(k).shape) for m in self.tensordicts}, key=str)
@@ -344,7 +394,8 @@ class LazyStackedTensorDict(TensorDictBase):
             }
             ragged = {k: v for k, v in shapes.items() if len(v) > 1}
             raise RuntimeError(
-                f"{call}: this needs one dense TensorDict, but the members of the "
+                f"{call}: Failed to stack tensors within a tensordict: this needs one dense "
+                "TensorDict, but the members of the "
                 f"{type(self).__name__} differ in structure: keys in some members only "
                 f"{sorted(map(str, self.partial_keys(True)))}, leaf shapes that differ {ragged}"
             )
@@ -406,8 +457,13 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> tuple[Any, ...]:
         return self._as_dense(call)._remap_many(call, fn, new_bss, names)
 
-    def contiguous(self) -> TensorDict:  # type: ignore[override]
+    def contiguous(self, inplace: bool = False) -> TensorDict:  # type: ignore[override]
         """A dense TensorDict of the same content (see :meth:`densify`)."""
+        if inplace:
+            raise NotImplementedError(
+                f"{self._call('contiguous')}: inplace=True is not supported on a "
+                "LazyStackedTensorDict; use the dense result of contiguous()"
+            )
         return self._as_dense(self._call("contiguous"))
 
     def _apply_impl(
@@ -513,14 +569,14 @@ class LazyStackedTensorDict(TensorDictBase):
         for m in self.tensordicts:
             m.lock_()
         self._is_locked = True
-        return self
+        return record(self, "lock_", (), None)
 
     def unlock_(self) -> LazyStackedTensorDict:
         """Unlock every member."""
         for m in self.tensordicts:
             m.unlock_()
         self._is_locked = False
-        return self
+        return record(self, "unlock_", (), None)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
@@ -614,10 +670,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if covers:
             parts = value.unbind(kept)
         elif isinstance(value, (TensorDict, LazyStackedTensorDict)):
-            raise ValueError(
-                f"{type(self).__name__}[]=: value batch size {tuple(value.batch_size)} does not "
-                f"match the indexed batch size {tuple(sub_bs)}"
-            )
+            check_broadcast(f"{type(self).__name__}[]=", value.batch_size, sub_bs)
+            parts = value.expand(sub_bs).unbind(kept)
         else:
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):
@@ -640,8 +694,10 @@ class LazyStackedTensorDict(TensorDictBase):
         """Insert a batch dim of size one."""
         d = _norm(self._call("unsqueeze"), dim, len(self._batch_size) + 1)
         if d <= self.stack_dim:
-            return self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
-        return self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
+            out = self._restack([m.unsqueeze(d) for m in self.tensordicts], self.stack_dim + 1)
+        else:
+            out = self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
+        return record(out, "unsqueeze", (d,), self)
 
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
@@ -651,15 +707,16 @@ class LazyStackedTensorDict(TensorDictBase):
             out: Any = self
             for d in sorted({i for i in asked if self._batch_size[i] == 1}, reverse=True):
                 out = out.squeeze(d)
-            return out
+            return record(out, "squeeze", (), self) if out is not self else out
         d = _norm(self._call("squeeze"), dim, len(self._batch_size))
         if self._batch_size[d] != 1:
             return self
         if d == self.stack_dim:
-            return self.tensordicts[0]
+            return record(self.tensordicts[0], "squeeze", (), self)
         md = d if d < self.stack_dim else d - 1
         new_stack = self.stack_dim - (1 if d < self.stack_dim else 0)
-        return self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
+        out = self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
+        return record(out, "squeeze", (), self)
 
     def permute(self, *dims: Any) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
@@ -671,7 +728,8 @@ class LazyStackedTensorDict(TensorDictBase):
         new_stack = norm.index(self.stack_dim)
         rest = [d for d in norm if d != self.stack_dim]
         member_order = [d if d < self.stack_dim else d - 1 for d in rest]
-        return self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
+        out = self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
+        return record(out, "permute", (tuple(norm),), self)
 
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dims."""
@@ -680,7 +738,7 @@ class LazyStackedTensorDict(TensorDictBase):
         a = _norm(self._call("transpose"), dim0, n)
         b = _norm(self._call("transpose"), dim1, n)
         order[a], order[b] = order[b], order[a]
-        return self.permute(*order)
+        return record(self.permute(*order), "transpose", (a, b), self)
 
     def flip(self, *dims: Any) -> Any:
         """Reverse batch dims (the stack dim reverses the members)."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 Operand = Any  # a TensorDict, a tensor or a Python number
+_ALL_LEAVES: Any = object()
 
 
 def _is_collection(obj: object) -> bool:
@@ -56,6 +57,13 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
     else:
         for x in leaves:
             getattr(x, f"{name}_")(*args, **kwargs)
+
+
+def _from_mapping(like: Any, other: dict[Any, Any]) -> Any:
+    """A dict compared with a collection, as a TensorDict of its batch size."""
+    from tensordict._td import TensorDict
+
+    return TensorDict(other, batch_size=like.batch_size)
 
 
 class PointwiseOps(CollectionPrimitives):
@@ -192,11 +200,15 @@ class PointwiseOps(CollectionPrimitives):
         return self._binary("bitwise_xor", other)
 
     def __eq__(self, other: object) -> Self:  # type: ignore[override]
+        if isinstance(other, dict):
+            other = _from_mapping(self, other)
         if not isinstance(other, (Tensor, numbers.Number)) and not _is_collection(other):
             return NotImplemented
         return self._binary("eq", other)
 
     def __ne__(self, other: object) -> Self:  # type: ignore[override]
+        if isinstance(other, dict):
+            other = _from_mapping(self, other)
         if not isinstance(other, (Tensor, numbers.Number)) and not _is_collection(other):
             return NotImplemented
         return self._binary("ne", other)
@@ -510,8 +522,24 @@ class PointwiseOps(CollectionPrimitives):
         _run_("zero", self._tensor_leaves([]))
         return self
 
-    def fill_(self, value: float | bool) -> Self:
-        """Fill every tensor leaf with ``value``, in place."""
-        for leaf in self._tensor_leaves([]):
+    def fill_(self, key: Any, value: Any = _ALL_LEAVES) -> Self:
+        """Fill the entry at ``key`` with ``value``, in place, as upstream's
+        ``fill_(key, value)``; ``fill_(value)`` fills every tensor leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.zeros(2), b=torch.zeros(2))
+        >>> td.fill_("a", 1.0)["a"]
+        tensor([1., 1.])
+        >>> td.fill_(2.0)["b"]
+        tensor([2., 2.])
+        """
+        if value is _ALL_LEAVES:
+            leaves = self._tensor_leaves([])
+            value = key
+        else:
+            target = self.get(key)
+            leaves = target._tensor_leaves([]) if _is_collection(target) else [target]
+        for leaf in leaves:
             leaf.fill_(value)
         return self

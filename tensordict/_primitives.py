@@ -30,7 +30,17 @@ class CollectionPrimitives:
     names and lock flag. Storage is the concrete class's own business.
     """
 
-    __slots__ = ("_batch_size", "_device", "_is_locked", "_names")
+    # the last three belong to mixins (consolidation record, context-manager stack) but
+    # live here: only one base of a class may lay out slots
+    __slots__ = (
+        "_batch_size",
+        "_consolidated",
+        "_device",
+        "_is_locked",
+        "_last_op",
+        "_names",
+        "_op_stack",
+    )
 
     _batch_size: torch.Size
     _device: torch.device | None

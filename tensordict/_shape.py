@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
 
@@ -102,7 +103,7 @@ class ShapeOps(CollectionPrimitives):
         return None if self._names is None else list(self._names)
 
     # ------------------------------------------------------------- reshaping
-    def reshape(self, *shape: Any) -> Self:
+    def reshape(self, *shape: Any, size: Any = None, inplace: bool = False) -> Self:
         """Reshape the batch dims (``-1`` infers one size); trailing dims are kept.
 
         >>> import torch
@@ -111,11 +112,15 @@ class ShapeOps(CollectionPrimitives):
         >>> td.reshape(-1)["a"].shape
         torch.Size([12, 5])
         """
-        return self._reshape("reshape", shape)
+        out = self._reshape("reshape", shape if size is None else (size,))
+        return adopt(self, out, self._call("reshape")) if inplace else out
 
-    def view(self, *shape: Any) -> Self:
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
-        return self._reshape("view", shape)
+        given = size if size is not None else batch_size
+        if given is not None:
+            shape = (given,)
+        return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
         call = f"{type(self).__name__}.{method}"
@@ -141,8 +146,16 @@ class ShapeOps(CollectionPrimitives):
 
         return self._remap(self._call(method), fn, new_bs, None)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
-        """Merge batch dims ``start_dim..end_dim`` into one."""
+    def flatten(self, start_dim: int = 0, end_dim: int = -1, inplace: bool = False) -> Self:
+        """Merge batch dims ``start_dim..end_dim`` into one.
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._flatten(start_dim, end_dim)
+        return adopt(self, out, self._call("flatten")) if inplace else out
+
+    def _flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
+        """The engine of :meth:`flatten`."""
         n = len(self._batch_size)
         if n == 0:
             return self.unsqueeze(0)
@@ -157,10 +170,19 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
-        return self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
+        out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
+        return record(out, "flatten", (s, e), self)
 
-    def unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
-        """Split batch dim ``dim`` into ``unflattened_size``."""
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], inplace: bool = False) -> Self:
+        """Split batch dim ``dim`` into ``unflattened_size``.
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._unflatten(dim, unflattened_size)
+        return adopt(self, out, self._call("unflatten")) if inplace else out
+
+    def _unflatten(self, dim: int, unflattened_size: Sequence[int]) -> Self:
+        """The engine of :meth:`unflatten`."""
         n = len(self._batch_size)
         d = _norm(self._call("unflatten"), dim, n)
         sizes = tuple(unflattened_size)
@@ -172,7 +194,8 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [*self._names[:d], *([None] * len(sizes)), *self._names[d + 1 :]]
-        return self._remap(self._call("unflatten"), lambda x: x.unflatten(d, sizes), new_bs, names)
+        out = self._remap(self._call("unflatten"), lambda x: x.unflatten(d, sizes), new_bs, names)
+        return record(out, "unflatten", (d, sizes), self)
 
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Self:
         """Drop batch dims of size one (all of them, or those of ``dim`` that have size one)."""
@@ -190,7 +213,8 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [nm for i, nm in enumerate(self._names) if i not in dims]
-        return self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
+        out = self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
+        return record(out, "squeeze", (), self)
 
     def unsqueeze(self, dim: int) -> Self:
         """Insert a batch dim of size one at ``dim``.
@@ -204,7 +228,8 @@ class ShapeOps(CollectionPrimitives):
         d = _norm(self._call("unsqueeze"), dim, len(bs) + 1)
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
-        return self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
+        out = self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
+        return record(out, "unsqueeze", (d,), self)
 
     def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
@@ -221,7 +246,8 @@ class ShapeOps(CollectionPrimitives):
         swapped = [i for i, d in enumerate(norm) if i != d]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
-            return self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
+            out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
+            return record(out, "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -230,7 +256,8 @@ class ShapeOps(CollectionPrimitives):
                 order = orders[x.ndim] = (*norm, *range(n, x.ndim))
             return x.permute(*order)
 
-        return self._remap(self._call("permute"), fn, new_bs, names)
+        out = self._remap(self._call("permute"), fn, new_bs, names)
+        return record(out, "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
@@ -239,7 +266,7 @@ class ShapeOps(CollectionPrimitives):
         b = _norm(self._call("transpose"), dim1, n)
         order = list(range(n))
         order[a], order[b] = order[b], order[a]
-        return self.permute(*order)
+        return record(self.permute(*order), "transpose", (a, b), self)
 
     def expand(self, *shape: Any) -> Self:
         """Broadcast the batch to ``shape`` (new leading dims allowed); a view, no copy.
@@ -269,8 +296,16 @@ class ShapeOps(CollectionPrimitives):
         """Alias of :meth:`expand` with one shape argument."""
         return self.expand(tuple(shape))
 
-    def repeat(self, *repeats: Any) -> Self:
-        """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims)."""
+    def repeat(self, *repeats: Any, inplace: bool = False) -> Self:
+        """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims).
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._repeat(*repeats)
+        return adopt(self, out, self._call("repeat")) if inplace else out
+
+    def _repeat(self, *repeats: Any) -> Self:
+        """The engine of :meth:`repeat`."""
         reps = _dims_arg(self._call("repeat"), repeats)
         bs = self._batch_size
         n = len(bs)
@@ -342,8 +377,21 @@ class ShapeOps(CollectionPrimitives):
             self._call("flip"), lambda x: x.flip(norm), self._batch_size, self._names_kept()
         )
 
-    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
-        """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None)."""
+    def roll(
+        self,
+        shifts: int | Sequence[int],
+        dims: int | Sequence[int] | None = None,
+        inplace: bool = False,
+    ) -> Self:
+        """Roll elements along batch ``dims`` (over the flattened batch when ``dims`` is None).
+
+        ``inplace=True`` makes this collection the result.
+        """
+        out = self._roll(shifts, dims)
+        return adopt(self, out, self._call("roll")) if inplace else out
+
+    def _roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
+        """The engine of :meth:`roll`."""
         bs = self._batch_size
         if dims is None:
             if isinstance(shifts, Sequence):
@@ -356,8 +404,16 @@ class ShapeOps(CollectionPrimitives):
             self._call("roll"), lambda x: x.roll(shifts, norm), bs, self._names_kept()
         )
 
-    def gather(self, dim: int, index: Tensor) -> Self:
-        """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``)."""
+    def gather(self, dim: int, index: Tensor, out: Any = None, inplace: bool = False) -> Self:
+        """Gather along batch dim ``dim`` with a batch-shaped ``index`` (as ``torch.gather``);
+        the result is written into ``out``, or into this collection with ``inplace``."""
+        if inplace and out is not None:
+            raise ValueError(f"{self._call('gather')}: out and inplace are mutually exclusive")
+        result = self._gather(dim, index, out)
+        return adopt(self, result, self._call("gather")) if inplace else result
+
+    def _gather(self, dim: int, index: Tensor, out: Any = None) -> Self:
+        """The engine of :meth:`gather`."""
         n = len(self._batch_size)
         d = _norm(self._call("gather"), dim, n)
         if index.ndim != n:
@@ -373,7 +429,10 @@ class ShapeOps(CollectionPrimitives):
             idx = _trail(index, x.ndim, n).expand(*index.shape, *x.shape[n:])
             return x.gather(d, idx)
 
-        return self._remap(self._call("gather"), fn, new_bs, self._names_kept())
+        result = self._remap(self._call("gather"), fn, new_bs, self._names_kept())
+        if out is None:
+            return result
+        return out.update_(result)  # type: ignore[no-any-return]
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Self:
         """Fill the batch elements where ``mask`` is true with ``value``."""
@@ -466,8 +525,11 @@ class ShapeOps(CollectionPrimitives):
         return self
 
 
-def where(condition: Tensor, input: Any, other: Any) -> Any:
-    """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``."""
+def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
+    """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``
+    (written into ``out`` in place when given)."""
+    if out is not None:
+        return out.update_(where(condition, input, other))
     if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
     n = len(input._batch_size)

@@ -192,7 +192,7 @@ def _rename_key(
             "lies inside the other"
         )
     if safe and td._get_path_or_none(new) is not None:
-        raise KeyError(f"{call}: key {join_path(new)!r} already exists and safe=True")
+        raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
     if td._is_locked:
         raise RuntimeError(f"{call}: cannot rename keys: the {type(td).__name__} is locked")
     td._set_path(new, value, call)

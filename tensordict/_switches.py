@@ -167,8 +167,9 @@ class set_get_defaults_to_none(_Switch):
     """Whether ``td.get(key)`` without a default answers None for a missing key.
 
     As upstream, calling it sets the flag at once (``set_get_defaults_to_none(False)``; None
-    means False); used in a ``with`` statement, the old value comes back on exit. On
-    (upstream's default), ``get`` returns None; off, it raises ``KeyError``.
+    means False); used in a ``with`` statement, the old value comes back on exit. On,
+    ``get`` returns None; off (our default: upstream's is on), it raises ``KeyError``,
+    as ``td[key]`` does.
 
     >>> from tensordict import get_defaults_to_none, set_get_defaults_to_none
     >>> before = get_defaults_to_none()
@@ -180,7 +181,7 @@ class set_get_defaults_to_none(_Switch):
     """
 
     _state = _from_env("TD_GET_DEFAULTS_TO_NONE")
-    _default = True
+    _default = False  # upstream: True; a silent None hides a misspelt key (docs/api.md)
 
     def __init__(self, set_to_none: bool | None = True) -> None:
         super().__init__(bool(set_to_none))
@@ -192,7 +193,7 @@ class set_get_defaults_to_none(_Switch):
 
 
 def get_defaults_to_none(set_to_none: bool = True) -> bool:
-    """The ``set_get_defaults_to_none`` flag (True unless set).
+    """The ``set_get_defaults_to_none`` flag (False unless set).
 
     >>> from tensordict import get_defaults_to_none
     >>> isinstance(get_defaults_to_none(), bool)

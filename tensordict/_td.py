@@ -19,20 +19,23 @@ from tensordict._batch import (
     leaf_shape_error,
     starts_with,
 )
+from tensordict._context import record
+from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import IndexOps
-from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, missing_key_error
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
+from tensordict._switches import set_get_defaults_to_none
 from tensordict._torch_compat import foreach
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
 
-_NO_DEFAULT: Any = object()
+_NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 _COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
     lambda dst, src: [d.copy_(s) for d, s in zip(dst, src, strict=True)]
 )
@@ -226,14 +229,19 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         device: DeviceLike = None,
         batch_dims: int | None = None,
         names: Sequence[str | None] | None = None,
+        *,
+        auto_batch_size: bool | None = None,
     ) -> TensorDict:
-        """Build from a (nested) dict; without ``batch_size``, infer the common leading shape.
-
-        ``batch_dims`` caps the number of inferred dimensions.
+        """Build from a (nested) dict, as upstream: ``batch_size`` when given; else, with
+        ``auto_batch_size=True`` or ``batch_dims``, the common leading shape (at most
+        ``batch_dims`` dims, nested levels getting their own); else an empty batch size.
 
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> td = TensorDict.from_dict({"a": torch.zeros(3, 4), "b": {"c": torch.zeros(3, 4, 5)}})
+        >>> d = {"a": torch.zeros(3, 4), "b": {"c": torch.zeros(3, 4, 5)}}
+        >>> TensorDict.from_dict(d).batch_size
+        torch.Size([])
+        >>> td = TensorDict.from_dict(d, auto_batch_size=True)
         >>> td.batch_size, td["b"].batch_size
         (torch.Size([3, 4]), torch.Size([3, 4, 5]))
         >>> TensorDict.from_dict({"a": torch.zeros(3, 4)}, batch_dims=1).batch_size
@@ -243,14 +251,20 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             raise ValueError("TensorDict.from_dict: pass batch_size or batch_dims, not both")
         if batch_size is not None:
             return cls(d, batch_size=batch_size, device=device, names=names)
+        if auto_batch_size is None:
+            auto_batch_size = batch_dims is not None
         tree: dict[str, Any] = {}
         _merge_tree(tree, (), d)
         converted = {
-            key: cls.from_dict(value, device=device, batch_dims=batch_dims)
+            key: cls.from_dict(
+                value, device=device, batch_dims=batch_dims, auto_batch_size=auto_batch_size
+            )
             if type(value) is dict
             else value
             for key, value in tree.items()
         }
+        if not auto_batch_size:
+            return cls(converted, batch_size=[], device=device, names=names)
         shapes = [s for s in (_entry_shape(v) for v in _flat_values(converted)) if s is not None]
         common = _common_prefix(shapes)
         if batch_dims is not None:
@@ -486,10 +500,14 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 return self._tensordict[key]
             except KeyError:
                 if default is _NO_DEFAULT:
+                    if set_get_defaults_to_none._state:  # switched on: None
+                        return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
         path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
+            if set_get_defaults_to_none._state:
+                return self._get_path_or_none(path)
             return self._get_path(path, self._call("get"))
         value = self._get_path_or_none(path)
         return default if value is None else value
@@ -537,7 +555,9 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing
-    def set(self, key: NestedKey, value: Any, inplace: bool = False) -> TensorDict:
+    def set(
+        self, key: NestedKey, value: Any, inplace: bool = False, *, non_blocking: bool = False
+    ) -> TensorDict:
         """Write ``value`` at ``key``, creating nested levels; ``inplace`` copies into the leaf.
 
         >>> import torch
@@ -633,7 +653,17 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         del node._tensordict[path[-1]]
         return self
 
-    def update(self, other: Mapping[Any, Any] | TensorDict, inplace: bool = False) -> TensorDict:
+    def update(
+        self,
+        other: Mapping[Any, Any] | TensorDict,
+        inplace: bool = False,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+        is_leaf: Any = None,
+        update_batch_size: bool = False,
+    ) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
 
         >>> import torch
@@ -642,6 +672,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
+        if clone or keys_to_update is not None:
+            other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))
@@ -656,7 +688,14 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 self._set_path(path, value, self._call("update"))
         return self
 
-    def update_(self, other: Mapping[Any, Any] | TensorDict) -> TensorDict:
+    def update_(
+        self,
+        other: Mapping[Any, Any] | TensorDict,
+        *,
+        clone: bool = False,
+        keys_to_update: Sequence[NestedKey] | None = None,
+        non_blocking: bool = False,
+    ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
         Tensor entries are checked first (key, shape, dtype) and then copied by one
@@ -670,6 +709,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         ([1.0, 1.0], [2.0, 2.0])
         """
         call = self._call("update_")
+        if keys_to_update is not None:
+            other = update_source(other, False, keys_to_update, call)
         dst: list[Tensor] = []
         src: list[Tensor] = []
         rest: list[tuple[TensorDict, Any, Any]] = []
@@ -751,7 +792,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 value.lock_()
-        return self
+        return record(self, "lock_", (), None)
 
     def unlock_(self) -> TensorDict:
         """Allow keys to change again (here and in nested TensorDicts)."""
@@ -759,7 +800,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 value.unlock_()
-        return self
+        return record(self, "unlock_", (), None)
 
     def _apply_impl(
         self,

@@ -269,27 +269,13 @@ class TensorClass(TensorDict):
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
-            inferred = TensorDict.from_dict(plain, batch_dims=batch_dims).batch_size
+            inferred = TensorDict.from_dict(
+                plain, batch_dims=batch_dims, auto_batch_size=True
+            ).batch_size
             TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
         if names is not None:
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
         return out
-
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
-        """A plain TensorDict holding the same entries (nested tensorclasses included).
-
-        >>> import torch
-        >>> from tensordict import TensorClass
-        >>> class P(TensorClass):
-        ...     x: torch.Tensor
-        >>> type(P(torch.zeros(2), batch_size=[2]).to_tensordict()).__name__
-        'TensorDict'
-        """
-        entries = {
-            k: v.to_tensordict() if isinstance(v, TensorClass) else v
-            for k, v in self._tensordict.items()
-        }
-        return TensorDict._new_unsafe(entries, self._batch_size, self._device, self._names)
 
     @classmethod
     def from_tensordict(

@@ -9,10 +9,14 @@ import torch
 
 from tensordict._shape import where
 from tensordict._stack import cat, stack
+from tensordict._torch_fn_more import MORE
 
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     def like(td: Any, *args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device")
+        if device is not None:  # the result lives on that device, as its leaves do
+            return td.apply(lambda x: fn(x, *args, **kwargs), device=torch.device(device))
         return td.apply(lambda x: fn(x, *args, **kwargs))
 
     return like
@@ -46,11 +50,12 @@ HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.flip: lambda input, dims: input.flip(dims),
     torch.roll: lambda input, shifts, dims=None: input.roll(shifts, dims),
     torch.narrow: lambda input, dim, start, length: input.narrow(dim, start, length),
-    torch.gather: lambda input, dim, index: input.gather(dim, index),
+    torch.gather: lambda input, dim, index, out=None: input.gather(dim, index, out=out),
     torch.reshape: lambda input, shape: input.reshape(shape),
     torch.masked_select: lambda input, mask: input.masked_select(mask),
     torch.masked_fill: lambda input, mask, value: input.masked_fill(mask, value),
 }
+HANDLED.update(MORE)
 
 
 class TorchFunctionOps:

@@ -239,16 +239,15 @@ def test_a_subclass_missing_a_primitive_fails_when_defined() -> None:
 
 # Names one surface has and the others may lack, each with its reason.
 ALLOWED: dict[str, str] = {
-    "from_dict": "builds a dense TensorDict from one mapping; a stack is built from members",
     "append": "stack membership: only a stack has members to add",
     "extend": "stack membership",
     "insert": "stack membership",
     "partial_keys": "keys present in some members only: only a stack has members",
     "stack_dim": "the stack's own dim",
     "tensordicts": "the stack's members",
+    "get_nestedtensor": "a stack's ragged entry as a nested tensor: only a stack has members",
     "fields": "a tensorclass's dataclass fields (dataclasses.fields); collections have keys",
     "from_tensordict": "wraps a TensorDict's entries in a tensorclass: a tensorclass constructor",
-    "to_tensordict": "tensorclass-only until the compatibility issue (13) adds it to the base",
 }
 
 

@@ -147,7 +147,8 @@ def test_non_tensor_data() -> None:
 
 def test_from_dict_infers_batch() -> None:
     d = {"a": torch.zeros(3, 4, 5), "b": {"c": torch.zeros(3, 4)}}
-    td = TensorDict.from_dict(d)
+    assert TensorDict.from_dict(d).batch_size == torch.Size([])  # upstream: no inference
+    td = TensorDict.from_dict(d, auto_batch_size=True)
     assert td.batch_size == torch.Size([3, 4])
     assert td["b"].batch_size == torch.Size([3, 4])
     assert TensorDict.from_dict(d, batch_dims=1).batch_size == torch.Size([3])

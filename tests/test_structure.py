@@ -30,7 +30,7 @@ def test_rename_key() -> None:
     td = TensorDict({"a": torch.zeros(1), "b": torch.ones(1), "s": "x"}, [1])
     td.rename_key_("a", ("n", "a"))
     assert list(td.keys(True)) == ["b", "s", "n", ("n", "a")]
-    with pytest.raises(KeyError, match="already exists and safe=True"):
+    with pytest.raises(KeyError, match=r"already present in TensorDict \(safe=True\)"):
         td.rename_key_("b", ("n", "a"), safe=True)
     with pytest.raises(KeyError, match="TensorDict.rename_key_: key 'zz' not found"):
         td.rename_key_("zz", "y")

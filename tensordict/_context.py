@@ -1,0 +1,125 @@
+"""Collections as context managers: ``with td.unlock_():`` and ``with td.permute(1, 0) as t:``.
+
+``lock_``/``unlock_`` and the batch-shape views record on their result what produced it
+(:func:`record`); entering the result remembers that record, and leaving undoes it: the
+lock state is restored, and a view writes its entries (new ones included) back to the
+collection it came from, through the inverse shape operation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from tensordict._primitives import CollectionPrimitives
+
+if TYPE_CHECKING:
+    from typing import Self
+
+#: (operation, normalised arguments, source collection or None)
+LastOp = tuple[str, tuple[Any, ...], Any]
+T = TypeVar("T")
+
+
+def record(out: T, op: str, args: tuple[Any, ...], source: Any) -> T:
+    """Note on ``out`` that it is ``source.<op>(*args)``; returns ``out``."""
+    out._last_op = (op, args, source)  # type: ignore[attr-defined]
+    return out
+
+
+def _squeezed_dims(before: tuple[int, ...], after: tuple[int, ...]) -> list[int]:
+    """The dims of ``before`` (all of size one) that a squeeze dropped to give ``after``."""
+    dropped, j = [], 0
+    for i, size in enumerate(before):
+        if j < len(after) and after[j] == size:
+            j += 1
+        else:
+            dropped.append(i)
+    return dropped
+
+
+def _undo(view: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
+    """``view`` brought back to the batch shape of ``source`` by the inverse of ``op``."""
+    if op in ("view", "reshape"):
+        return view.view(source.batch_size)
+    if op == "unsqueeze":
+        return view.squeeze(args[0])
+    if op == "squeeze":
+        out = view
+        for d in _squeezed_dims(tuple(source.batch_size), tuple(view.batch_size)):
+            out = out.unsqueeze(d)
+        return out
+    if op == "permute":
+        order = args[0]
+        inverse = [order.index(i) for i in range(len(order))]
+        return view.permute(*inverse)
+    if op == "transpose":
+        return view.transpose(*args)
+    if op == "flatten":
+        start, end = args
+        if not source.batch_size:
+            return view.squeeze(0)
+        return view.unflatten(start, tuple(source.batch_size[start : end + 1]))
+    if op == "unflatten":
+        dim, sizes = args
+        return view.flatten(dim, dim + len(sizes) - 1)
+    raise NotImplementedError(f"{type(view).__name__}.__exit__: cannot undo {op!r}")
+
+
+def adopt(td: Any, out: Any, call: str) -> Any:
+    """``td`` made, in place, what ``out`` is (entries, batch size, names): the
+    ``inplace=True`` of shape operations. Nested collections keep their identity."""
+    if td._stack_parts() is not None:
+        raise NotImplementedError(
+            f"{call}: inplace=True is not supported on a {type(td).__name__}; "
+            "call it without inplace and use the result"
+        )
+    _adopt_dense(td, out)
+    return td
+
+
+def _adopt_dense(td: Any, out: Any) -> None:
+    store = td._tensordict
+    entries = {}
+    for key, value in out._tensordict.items():
+        current = store.get(key)
+        if hasattr(value, "_tensordict") and hasattr(current, "_tensordict"):
+            _adopt_dense(current, value)
+            value = current
+        entries[key] = value
+    store.clear()
+    store.update(entries)
+    td._batch_size = out._batch_size
+    td._names = out._names
+
+
+class ContextOps(CollectionPrimitives):
+    """``__enter__``/``__exit__``: undo the recorded lock change or write a view back."""
+
+    __slots__ = ()  # its attributes are slots of CollectionPrimitives
+    _last_op: LastOp | None
+    _op_stack: list[LastOp | None]
+
+    def __enter__(self) -> Self:
+        stack: list[LastOp | None] | None = getattr(self, "_op_stack", None)
+        if stack is None:
+            stack = []
+            self._op_stack = stack
+        stack.append(getattr(self, "_last_op", None))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+        last = self._op_stack.pop()
+        if exc_type is not None or last is None:
+            return False
+        op, args, source = last
+        if op == "lock_":
+            self.unlock_()
+        elif op == "unlock_":
+            self.lock_()
+        else:
+            back = _undo(self, op, args, source)
+            if source.is_locked:
+                source.update_(back)
+            else:
+                source.update(back)
+        return False

@@ -1,0 +1,441 @@
+"""The rest of upstream's element-wise maths and reductions: trig, erf, lerp, min/max, ..."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._pointwise import Operand, _is_collection
+from tensordict._primitives import CollectionPrimitives
+from tensordict._reduce import _batch_dims
+
+if TYPE_CHECKING:
+    from typing import Self
+
+_ALL: Any = object()
+
+
+def _dense(self: Any, call: str) -> Any:
+    """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
+    return self if self._stack_parts() is None else self._as_dense(call)
+
+
+def _leaves_of(call: str, self: Any, other: Any) -> list[Any]:
+    """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself."""
+    if _is_collection(other):
+        return list(self._other_leaves(call, other))
+    return [other] * len(self._tensor_leaves([]))
+
+
+class MathOps(CollectionPrimitives):
+    """Element-wise functions and reductions, one tensor op per leaf."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # from PointwiseOps and ReduceOps, beside this mixin on the base
+
+        def _unary(self, name: str, *args: Any) -> Self: ...
+        def _unary_(self, name: str, *args: Any) -> Self: ...
+        def _binary(self, name: str, other: Operand, **kwargs: Any) -> Self: ...
+        def _reduction(
+            self, op: str, dim: Any, keepdim: bool, reduce: bool, **kw: Any
+        ) -> Self | Tensor: ...
+        def mul(self, other: Operand) -> Self: ...
+        def add(self, other: Operand, *, alpha: float | None = None) -> Self: ...
+        def neg(self) -> Self: ...
+
+    # ---------------------------------------------------------------- unary
+    def acos(self) -> Self:
+        """``acos`` of every leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(1)).acos()["a"]
+        tensor([0.])
+        """
+        return self._unary("acos")
+
+    def acos_(self) -> Self:
+        """In-place :meth:`acos`."""
+        return self._unary_("acos")
+
+    def asin(self) -> Self:
+        """``asin`` of every leaf."""
+        return self._unary("asin")
+
+    def asin_(self) -> Self:
+        """In-place :meth:`asin`."""
+        return self._unary_("asin")
+
+    def atan(self) -> Self:
+        """``atan`` of every leaf."""
+        return self._unary("atan")
+
+    def atan_(self) -> Self:
+        """In-place :meth:`atan`."""
+        return self._unary_("atan")
+
+    def cosh(self) -> Self:
+        """``cosh`` of every leaf."""
+        return self._unary("cosh")
+
+    def cosh_(self) -> Self:
+        """In-place :meth:`cosh`."""
+        return self._unary_("cosh")
+
+    def sinh(self) -> Self:
+        """``sinh`` of every leaf."""
+        return self._unary("sinh")
+
+    def sinh_(self) -> Self:
+        """In-place :meth:`sinh`."""
+        return self._unary_("sinh")
+
+    def tan(self) -> Self:
+        """``tan`` of every leaf."""
+        return self._unary("tan")
+
+    def tan_(self) -> Self:
+        """In-place :meth:`tan`."""
+        return self._unary_("tan")
+
+    def erf(self) -> Self:
+        """The error function of every leaf."""
+        return self._unary("erf")
+
+    def erf_(self) -> Self:
+        """In-place :meth:`erf`."""
+        return self._unary_("erf")
+
+    def erfc(self) -> Self:
+        """The complementary error function of every leaf."""
+        return self._unary("erfc")
+
+    def erfc_(self) -> Self:
+        """In-place :meth:`erfc`."""
+        return self._unary_("erfc")
+
+    def lgamma(self) -> Self:
+        """``log(|gamma(x)|)`` of every leaf."""
+        return self._unary("lgamma")
+
+    def lgamma_(self) -> Self:
+        """In-place :meth:`lgamma`."""
+        return self._unary_("lgamma")
+
+    def isfinite(self) -> Self:
+        """Boolean leaves: whether each element is finite.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.tensor([1.0, float("inf")])).isfinite()["a"]
+        tensor([ True, False])
+        """
+        return self._unary("isfinite")
+
+    def isnan(self) -> Self:
+        """Boolean leaves: whether each element is NaN."""
+        return self._unary("isnan")
+
+    def isneginf(self) -> Self:
+        """Boolean leaves: whether each element is minus infinity."""
+        return self._unary("isneginf")
+
+    def isposinf(self) -> Self:
+        """Boolean leaves: whether each element is plus infinity."""
+        return self._unary("isposinf")
+
+    def isreal(self) -> Self:
+        """Boolean leaves: whether each element is real (imaginary part zero)."""
+        return self._unary("isreal")
+
+    # --------------------------------------------------------------- binary
+    def mod(self, other: Operand) -> Self:
+        """The element-wise remainder (Python's ``%``) of each leaf by ``other``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.tensor([5, -5])).mod(3)["a"]
+        tensor([2, 1])
+        """
+        return self._binary("remainder", other)
+
+    def rsub(self, other: Operand, *, alpha: float | None = None) -> Self:
+        """``other - alpha * self``, leaf by leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(2)).rsub(5, alpha=2)["a"]
+        tensor([3., 3.])
+        """
+        out = self if alpha is None else self.mul(alpha)
+        return out.neg().add(other)
+
+    def logical_and(self, other: Operand) -> Self:
+        """The element-wise logical AND with ``other``."""
+        return self._binary("logical_and", other)
+
+    def bitwise_and(self, other: Operand) -> Self:
+        """The element-wise bitwise AND with ``other``."""
+        return self._binary("bitwise_and", other)
+
+    def lerp(self, end: Operand, weight: Operand) -> Self:
+        """``self + weight * (end - self)``, leaf by leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2)).lerp(TensorDict(a=torch.ones(2)), 0.25)["a"]
+        tensor([0.2500, 0.2500])
+        """
+        call = self._call("lerp")
+        ends, weights = _leaves_of(call, self, end), _leaves_of(call, self, weight)
+        leaves = self._tensor_leaves([])
+        out = [torch.lerp(x, e, w) for x, e, w in zip(leaves, ends, weights, strict=True)]
+        return self._rebuild(iter(out), check=call)
+
+    def lerp_(self, end: Operand, weight: Operand) -> Self:
+        """In-place :meth:`lerp`."""
+        call = self._call("lerp_")
+        ends, weights = _leaves_of(call, self, end), _leaves_of(call, self, weight)
+        for x, e, w in zip(self._tensor_leaves([]), ends, weights, strict=True):
+            x.lerp_(e, w)
+        return self
+
+    def addcdiv(self, other1: Operand, other2: Operand, value: float = 1) -> Self:
+        """``self + value * other1 / other2``, leaf by leaf.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(2)).addcdiv(torch.ones(2), 2 * torch.ones(2), value=2)["a"]
+        tensor([2., 2.])
+        """
+        call = self._call("addcdiv")
+        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
+        leaves = self._tensor_leaves([])
+        out = [torch.addcdiv(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
+        return self._rebuild(iter(out), check=call)
+
+    def addcdiv_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
+        """In-place :meth:`addcdiv`."""
+        call = self._call("addcdiv_")
+        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
+        for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
+            x.addcdiv_(y, z, value=value)
+        return self
+
+    def addcmul(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
+        """``self + value * other1 * other2``, leaf by leaf."""
+        call = self._call("addcmul")
+        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
+        leaves = self._tensor_leaves([])
+        out = [torch.addcmul(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
+        return self._rebuild(iter(out), check=call)
+
+    def addcmul_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
+        """In-place :meth:`addcmul`."""
+        call = self._call("addcmul_")
+        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
+        for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
+            x.addcmul_(y, z, value=value)
+        return self
+
+    # ------------------------------------------------ per-leaf over a batch dim
+    def softmax(self, dim: int, dtype: torch.dtype | None = None) -> Self:
+        """Softmax of every leaf along batch dim ``dim``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), batch_size=[2]).softmax(0)["a"][0]
+        tensor([0.5000, 0.5000, 0.5000])
+        """
+        (d,) = _batch_dims(self._call("softmax"), dim, len(self._batch_size))
+        src = _dense(self, self._call("softmax"))
+        out = [torch.softmax(x, d, dtype=dtype) for x in src._tensor_leaves([])]
+        return src._rebuild(iter(out))  # type: ignore[no-any-return]
+
+    def norm(self, *, dtype: torch.dtype | None = None) -> Self:
+        """The 2-norm of each leaf (over all its elements): a TensorDict of scalars.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.full((2, 2), 2.0), batch_size=[2]).norm()["a"]
+        tensor(4.)
+        """
+        src = _dense(self, self._call("norm"))
+        return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])  # type: ignore[no-any-return]
+
+    def logsumexp(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
+        """``log(sum(exp(x)))`` of each leaf over batch ``dim`` (all batch dims when None).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), batch_size=[2]).logsumexp()["a"].shape
+        torch.Size([3])
+        """
+        n = len(self._batch_size)
+        dims = tuple(range(n)) if dim is None else _batch_dims(self._call("logsumexp"), dim, n)
+        bs = self._batch_size
+        new_bs = (
+            [1 if i in dims else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i not in dims]
+        )
+        src = _dense(self, self._call("logsumexp"))
+        return src.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)  # type: ignore[no-any-return]
+
+    def nanmean(
+        self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, reduce: bool = False
+    ) -> Self | Tensor:
+        """The mean of each leaf ignoring NaNs (see :meth:`mean`)."""
+        kw = {} if dtype is None else {"dtype": dtype}
+        return self._reduction("nanmean", dim, keepdim, reduce, **kw)
+
+    def nansum(
+        self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, reduce: bool = False
+    ) -> Self | Tensor:
+        """The sum of each leaf treating NaNs as zero (see :meth:`sum`).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.tensor([1.0, float("nan")])).nansum()["a"]
+        tensor(1.)
+        """
+        kw = {} if dtype is None else {"dtype": dtype}
+        return self._reduction("nansum", dim, keepdim, reduce, **kw)
+
+    def quantile(
+        self,
+        q: float | Tensor,
+        dim: int | str | None = None,
+        keepdim: bool = False,
+        *,
+        interpolation: str = "linear",
+        reduce: bool = False,
+    ) -> Self | Tensor:
+        """The ``q``-quantile of each leaf over batch ``dim`` (everything when None).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.arange(5.0)).quantile(0.5)["a"]
+        tensor(2.)
+        """
+        bs = self._batch_size
+        if dim == "feature":
+            src = _dense(self, self._call("quantile"))
+            if reduce:
+                joined = torch.cat([x.reshape(*bs, -1) for x in src._tensor_leaves([])], -1)
+                return torch.quantile(joined, q, -1, keepdim, interpolation=interpolation)
+            return src.apply(  # type: ignore[no-any-return]
+                lambda x: torch.quantile(
+                    x.reshape(*bs, -1), q, -1, keepdim, interpolation=interpolation
+                ),
+                batch_size=bs,
+            )
+        if reduce:
+            joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
+            return torch.quantile(joined, q, interpolation=interpolation)
+        if dim is None:
+            return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
+                lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation),
+                batch_size=[],
+            )
+        if isinstance(dim, str):
+            raise ValueError(f"{self._call('quantile')}: dim must be an int, 'feature' or None")
+        (d,) = _batch_dims(self._call("quantile"), dim, len(self._batch_size))
+        new_bs = (
+            [1 if i == d else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i != d]
+        )
+        return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
+            lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation),
+            batch_size=new_bs,
+        )
+
+    # ----------------------------------------------------- values and indices
+    def _extreme(
+        self, op: str, dim: Any, keepdim: bool, reduce: bool | None, return_indices: bool
+    ) -> Any:
+        if dim is _ALL or dim is None:
+            return self._reduction("a" + op, None, keepdim, bool(reduce))
+        if reduce:
+            return self._reduction("a" + op, dim, keepdim, True)
+        call = self._call(op)
+        n = len(self._batch_size)
+        if not isinstance(dim, int):
+            if dim == "feature":
+                return self._reduction("a" + op, dim, keepdim, False)
+            raise TypeError(f"{call}: dim must be an int or 'feature', got {dim!r}")
+        (d,) = _batch_dims(call, dim, n)
+        bs = self._batch_size
+        new_bs = (
+            [1 if i == d else s for i, s in enumerate(bs)]
+            if keepdim
+            else [s for i, s in enumerate(bs) if i != d]
+        )
+        fn = getattr(torch, op)
+        src = _dense(self, call)
+        values = src.apply(lambda x: fn(x, d, keepdim).values, batch_size=new_bs)
+        if not return_indices:
+            return values
+        indices = src.apply(lambda x: fn(x, d, keepdim).indices, batch_size=new_bs)
+        return getattr(torch.return_types, op)((values, indices))
+
+    def min(
+        self,
+        dim: Any = _ALL,
+        keepdim: bool = False,
+        *,
+        reduce: bool | None = None,
+        return_indices: bool = True,
+    ) -> Any:
+        """The minimum of each leaf: over everything, or along batch ``dim`` as
+        ``torch.min`` does, giving ``(values, indices)`` TensorDicts.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.tensor([[3.0, 1.0], [0.0, 4.0]]), batch_size=[2, 2])
+        >>> td.min()["a"], td.min(dim=1).indices["a"]
+        (tensor(0.), tensor([1, 0]))
+        """
+        return self._extreme("min", dim, keepdim, reduce, return_indices)
+
+    def max(
+        self,
+        dim: Any = _ALL,
+        keepdim: bool = False,
+        *,
+        reduce: bool | None = None,
+        return_indices: bool = True,
+    ) -> Any:
+        """The maximum of each leaf (see :meth:`min`)."""
+        return self._extreme("max", dim, keepdim, reduce, return_indices)
+
+    def _cumulative(self, op: str, dim: int, reduce: bool | None, return_indices: bool) -> Any:
+        (d,) = _batch_dims(self._call(op), dim, len(self._batch_size))
+        fn = getattr(torch, op)
+        if reduce:
+            raise ValueError(f"{self._call(op)}: reduce=True is not supported")
+        src = _dense(self, self._call(op))
+        values = src.apply(lambda x: fn(x, d).values)
+        if not return_indices:
+            return values
+        indices = src.apply(lambda x: fn(x, d).indices)
+        return getattr(torch.return_types, op)((values, indices))
+
+    def cummin(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+        """The running minimum of each leaf along batch ``dim``: ``(values, indices)``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.tensor([2.0, 1.0, 3.0]), batch_size=[3]).cummin(0).values["a"]
+        tensor([2., 1., 1.])
+        """
+        return self._cumulative("cummin", dim, reduce, return_indices)
+
+    def cummax(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:
+        """The running maximum of each leaf along batch ``dim`` (see :meth:`cummin`)."""
+        return self._cumulative("cummax", dim, reduce, return_indices)

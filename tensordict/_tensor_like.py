@@ -1,0 +1,693 @@
+"""What a collection answers as a tensor would: data, grad, dtype, size, new_*, casts, lists."""
+
+from __future__ import annotations
+
+import builtins
+import collections
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._primitives import CollectionPrimitives
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from tensordict._lazy import LazyStackedTensorDict
+
+_NO_DEVICE: Any = object()
+
+
+def _size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
+    if len(size) == 1 and not isinstance(size[0], int):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def _dense(self: Any, call: str) -> Any:
+    """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
+    return self if self._stack_parts() is None else self._as_dense(call)
+
+
+def _public(value: Any) -> Any:
+    if isinstance(value, NonTensorData):
+        return value.data
+    if isinstance(value, NonTensorStack):
+        return value.tolist()
+    return value
+
+
+class TensorLikeOps(CollectionPrimitives):
+    """Tensor attributes and constructors, leaf by leaf."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        def to(self, *args: Any, **kwargs: Any) -> Self: ...
+        def to_dict(self) -> dict[str, Any]: ...
+        def _index(self, index: Any) -> Any: ...
+
+    # ---------------------------------------------------------- autograd
+    @property
+    def data(self) -> Self:
+        """The same collection over ``x.data`` of every leaf (detached, shared storage).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(2, requires_grad=True)).data["a"].requires_grad
+        False
+        """
+        return self.apply(lambda x: x.data)
+
+    @property
+    def grad(self) -> Self:
+        """The ``.grad`` of every leaf (leaves without one are left out).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.ones(2, requires_grad=True))
+        >>> td["a"].sum().backward()
+        >>> td.grad["a"]
+        tensor([1., 1.])
+        """
+        return self.apply(lambda x: x.grad)
+
+    @grad.setter
+    def grad(self, grad: Any) -> None:
+        for x, g in zip(self._tensor_leaves([]), self._other_leaves("grad", grad), strict=True):
+            if x.grad is None:
+                x.grad = g
+            else:
+                x.grad.copy_(g)
+
+    def zero_grad(self, set_to_none: builtins.bool = True) -> Self:
+        """Reset the gradient of every leaf (to None, or to zeros).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.ones(2, requires_grad=True))
+        >>> td["a"].sum().backward()
+        >>> td.zero_grad()["a"].grad is None
+        True
+        """
+        for x in self._tensor_leaves([]):
+            if x.grad is None:
+                continue
+            if set_to_none:
+                x.grad = None
+            else:
+                x.grad.zero_()
+        return self
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: builtins.bool | None = None,
+        create_graph: builtins.bool = False,
+        inputs: Any = None,
+    ) -> None:
+        """Back-propagate from every differentiable leaf at once (``gradient``: a collection
+        of the same keys; without it every differentiable leaf must hold one element).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> TensorDict(a=(x * 3).sum(), b=(x * 2).sum()).backward()
+        >>> x.grad
+        tensor([5., 5.])
+        """
+        leaves = self._tensor_leaves([])
+        pick = [i for i, x in enumerate(leaves) if x.requires_grad]
+        grads = None
+        if gradient is not None:
+            others = self._other_leaves(self._call("backward"), gradient)
+            grads = [others[i] for i in pick]
+        if isinstance(inputs, CollectionPrimitives):
+            inputs = inputs._tensor_leaves([])
+        torch.autograd.backward(
+            [leaves[i] for i in pick],
+            grad_tensors=grads,
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            inputs=inputs,
+        )
+
+    # ------------------------------------------------------------ counting
+    def param_count(self, *, count_duplicates: builtins.bool = True) -> builtins.int:
+        """The number of elements over all tensor leaves.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), b=torch.zeros(4)).param_count()
+        10
+        """
+        return sum(x.numel() for x in self._leaves_once(count_duplicates))
+
+    def bytes(self, *, count_duplicates: builtins.bool = True) -> builtins.int:
+        """The number of bytes over all tensor leaves.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2, 3), b=torch.zeros(4, dtype=torch.int8)).bytes()
+        28
+        """
+        return sum(x.numel() * x.element_size() for x in self._leaves_once(count_duplicates))
+
+    def _leaves_once(self, count_duplicates: builtins.bool) -> list[Tensor]:
+        leaves = self._tensor_leaves([])
+        if count_duplicates:
+            return leaves
+        return list({id(x): x for x in leaves}.values())
+
+    def data_ptr(self, *, storage: builtins.bool = False) -> Any:
+        """A TensorDict of the ``data_ptr()`` of every leaf (of its storage if ``storage``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = torch.zeros(3)
+        >>> TensorDict(a=t).data_ptr()["a"].item() == t.data_ptr()
+        True
+        """
+        src = _dense(self, self._call("data_ptr"))
+        if storage:
+            return src.apply(lambda x: torch.tensor(x.untyped_storage().data_ptr()), batch_size=[])
+        return src.apply(lambda x: torch.tensor(x.data_ptr()), batch_size=[])
+
+    def record_stream(self, stream: Any) -> Self:
+        """``record_stream`` on every leaf (CUDA tensors only).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict().record_stream(None).is_empty()
+        True
+        """
+        for x in self._tensor_leaves([]):
+            x.record_stream(stream)
+        return self
+
+    # ------------------------------------------------------------- shape
+    def size(self, dim: builtins.int | None = None) -> Any:
+        """The batch size, or its ``dim``-th entry.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(batch_size=[3, 4]).size(), TensorDict(batch_size=[3, 4]).size(-1)
+        (torch.Size([3, 4]), 4)
+        """
+        if dim is None:
+            return self._batch_size
+        return self._batch_size[dim]
+
+    def ndimension(self) -> builtins.int:
+        """The number of batch dimensions.
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict(batch_size=[3, 4]).ndimension()
+        2
+        """
+        return len(self._batch_size)
+
+    # -------------------------------------------------------------- dtype
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype shared by every tensor leaf, or None when they differ (or there is none).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> mixed = TensorDict(a=torch.zeros(1), b=torch.ones(1, dtype=torch.int64))
+        >>> TensorDict(a=torch.zeros(1)).dtype, mixed.dtype
+        (torch.float32, None)
+        """
+        dtypes = {x.dtype for x in self._tensor_leaves([])}
+        return dtypes.pop() if len(dtypes) == 1 else None
+
+    def is_floating_point(self) -> builtins.bool:
+        """Whether every tensor leaf is floating point.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(1)).is_floating_point()
+        True
+        """
+        return all(x.is_floating_point() for x in self._tensor_leaves([]))
+
+    @property
+    def is_cpu(self) -> builtins.bool:
+        """Whether the device is the CPU (every leaf on the CPU when no device is set)."""
+        if self._device is not None:
+            return self._device.type == "cpu"
+        return all(x.is_cpu for x in self._tensor_leaves([]))
+
+    @property
+    def is_cuda(self) -> builtins.bool:
+        """Whether the device is a CUDA device."""
+        return self._device is not None and self._device.type == "cuda"
+
+    @property
+    def is_meta(self) -> builtins.bool:
+        """Whether the leaves live on the meta device."""
+        if self._device is not None:
+            return self._device.type == "meta"
+        leaves = self._tensor_leaves([])
+        return builtins.bool(leaves) and all(x.is_meta for x in leaves)
+
+    def type(self, dst_type: Any) -> Self:
+        """Every leaf cast to ``dst_type`` (a dtype or a type name such as ``'torch.IntTensor'``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(1)).type(torch.int32)["a"].dtype
+        torch.int32
+        """
+        if isinstance(dst_type, torch.dtype):
+            return self.to(dst_type)
+        return self.apply(lambda x: x.type(dst_type))
+
+    def float16(self) -> Self:
+        """Every leaf cast to ``torch.float16``."""
+        return self.to(torch.float16)
+
+    def float32(self) -> Self:
+        """Every leaf cast to ``torch.float32``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(1, dtype=torch.int64)).float32()["a"].dtype
+        torch.float32
+        """
+        return self.to(torch.float32)
+
+    def float64(self) -> Self:
+        """Every leaf cast to ``torch.float64``."""
+        return self.to(torch.float64)
+
+    def int8(self) -> Self:
+        """Every leaf cast to ``torch.int8``."""
+        return self.to(torch.int8)
+
+    def int16(self) -> Self:
+        """Every leaf cast to ``torch.int16``."""
+        return self.to(torch.int16)
+
+    def int32(self) -> Self:
+        """Every leaf cast to ``torch.int32``."""
+        return self.to(torch.int32)
+
+    def int64(self) -> Self:
+        """Every leaf cast to ``torch.int64``."""
+        return self.to(torch.int64)
+
+    def uint8(self) -> Self:
+        """Every leaf cast to ``torch.uint8``."""
+        return self.to(torch.uint8)
+
+    def uint16(self) -> Self:
+        """Every leaf cast to ``torch.uint16``."""
+        return self.to(torch.uint16)
+
+    def uint32(self) -> Self:
+        """Every leaf cast to ``torch.uint32``."""
+        return self.to(torch.uint32)
+
+    def uint64(self) -> Self:
+        """Every leaf cast to ``torch.uint64``."""
+        return self.to(torch.uint64)
+
+    def complex32(self) -> Self:
+        """Every leaf cast to ``torch.complex32``."""
+        return self.to(torch.complex32)
+
+    def complex64(self) -> Self:
+        """Every leaf cast to ``torch.complex64``."""
+        return self.to(torch.complex64)
+
+    def complex128(self) -> Self:
+        """Every leaf cast to ``torch.complex128``."""
+        return self.to(torch.complex128)
+
+    def qint8(self) -> Self:
+        """Every leaf cast to ``torch.qint8`` (as torch allows such a cast)."""
+        return self.to(torch.qint8)
+
+    def qint32(self) -> Self:
+        """Every leaf cast to ``torch.qint32`` (as torch allows such a cast)."""
+        return self.to(torch.qint32)
+
+    def quint8(self) -> Self:
+        """Every leaf cast to ``torch.quint8`` (as torch allows such a cast)."""
+        return self.to(torch.quint8)
+
+    def quint4x2(self) -> Self:
+        """Every leaf cast to ``torch.quint4x2`` (as torch allows such a cast)."""
+        return self.to(torch.quint4x2)
+
+    # --------------------------------------------------------- constructors
+    def _new(self, name: str, size: tuple[Any, ...], fill: tuple[Any, ...], kw: Any) -> Self:
+        shape = _size_arg(size)
+        n = len(self._batch_size)
+
+        def fn(x: Tensor) -> Tensor:
+            return getattr(x, name)((*shape, *x.shape[n:]), *fill, **kw)  # type: ignore[no-any-return]
+
+        device = kw.get("device", _NO_DEVICE)
+        src = _dense(self, self._call(name))
+        if device is _NO_DEVICE:
+            return src.apply(fn, batch_size=shape)  # type: ignore[no-any-return]
+        return src.apply(fn, batch_size=shape, device=device)  # type: ignore[no-any-return]
+
+    def new_zeros(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = _NO_DEVICE,
+        requires_grad: builtins.bool = False,
+    ) -> Self:
+        """A collection of batch size ``size`` whose leaves are zeros (each leaf keeps its
+        feature shape and, unless ``dtype`` is given, its dtype).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
+        torch.Size([5, 2])
+        """
+        return self._new("new_zeros", size, (), _kw(dtype, device, requires_grad))
+
+    def new_ones(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = _NO_DEVICE,
+        requires_grad: builtins.bool = False,
+    ) -> Self:
+        """Like :meth:`new_zeros`, filled with ones."""
+        return self._new("new_ones", size, (), _kw(dtype, device, requires_grad))
+
+    def new_empty(
+        self,
+        *size: Any,
+        dtype: torch.dtype | None = None,
+        device: Any = _NO_DEVICE,
+        requires_grad: builtins.bool = False,
+    ) -> Self:
+        """Like :meth:`new_zeros`, uninitialised."""
+        return self._new("new_empty", size, (), _kw(dtype, device, requires_grad))
+
+    def new_full(
+        self,
+        size: Sequence[builtins.int],
+        fill_value: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        device: Any = _NO_DEVICE,
+        requires_grad: builtins.bool = False,
+    ) -> Self:
+        """Like :meth:`new_zeros`, filled with ``fill_value``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(3), batch_size=[3]).new_full([2], 7)["a"]
+        tensor([7., 7.])
+        """
+        return self._new(
+            "new_full", (tuple(size),), (fill_value,), _kw(dtype, device, requires_grad)
+        )
+
+    def new_tensor(
+        self,
+        data: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        device: Any = _NO_DEVICE,
+        requires_grad: builtins.bool = False,
+    ) -> Self:
+        """A collection of the same keys whose leaves are ``data`` (a tensor, or a
+        collection paired leaf by leaf), with each leaf's dtype unless ``dtype`` is given.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(1)).new_tensor(torch.tensor([1, 2]))["a"]
+        tensor([1., 2.])
+        """
+        kw = _kw(dtype, device, requires_grad)
+        src = _dense(self, self._call("new_tensor"))
+        if isinstance(data, CollectionPrimitives):
+            others = src._other_leaves(self._call("new_tensor"), data)
+            leaves = src._tensor_leaves([])
+            it = iter([_copy_like(x, y, kw) for x, y in zip(leaves, others, strict=True)])
+            return src.apply(lambda _: next(it), batch_size=data.batch_size)  # type: ignore[no-any-return]
+        data = torch.as_tensor(data)
+        return src.apply(lambda x: _copy_like(x, data, kw), batch_size=data.shape)  # type: ignore[no-any-return]
+
+    # ---------------------------------------------------------- conversion
+    def as_tensor(self) -> Self:
+        """Every leaf as a plain tensor (``as_tensor()`` of leaves that have one).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> type(TensorDict(a=torch.zeros(1)).as_tensor()["a"]).__name__
+        'Tensor'
+        """
+        return self.apply(lambda x: x.as_tensor() if hasattr(x, "as_tensor") else x)
+
+    def to_lazystack(self, dim: builtins.int = 0) -> LazyStackedTensorDict:
+        """A lazy stack of the slices along batch ``dim``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> s = TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3]).to_lazystack(1)
+        >>> type(s).__name__, s.stack_dim, s.batch_size
+        ('LazyStackedTensorDict', 1, torch.Size([2, 3]))
+        """
+        from tensordict._lazy import LazyStackedTensorDict
+
+        d = dim % len(self._batch_size) if self._batch_size else dim
+        return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
+
+    def tolist(self) -> Any:
+        """A nested list shaped like the batch, of plain dicts (the dict itself without
+        batch dims).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.arange(2), batch_size=[2]).tolist()
+        [{'a': tensor(0)}, {'a': tensor(1)}]
+        """
+        if not self._batch_size:
+            return self.to_dict()
+        return [self._index(i).tolist() for i in range(self._batch_size[0])]
+
+    def numpy(self) -> dict[str, Any]:
+        """A nested dict of numpy arrays (non-tensor data as it is).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2), b={"c": "x"}).numpy()
+        {'a': array([0., 0.], dtype=float32), 'b': {'c': 'x'}}
+        """
+        out: dict[str, Any] = {}
+        for key, value in self.items():
+            if isinstance(value, Tensor):
+                out[key] = value.detach().cpu().numpy()
+            elif isinstance(value, NonTensor):
+                out[key] = _public(value)
+            else:
+                out[key] = value.numpy()
+        return out
+
+    def to_namedtuple(self, dest_cls: builtins.type | None = None) -> Any:
+        """A namedtuple of the entries (nested collections as nested namedtuples).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(1), b={"c": "x"}).to_namedtuple()
+        GenericDict(a=tensor([0.]), b=GenericDict(c='x'))
+        """
+        keys = list(self.keys())
+        cls = dest_cls if dest_cls is not None else collections.namedtuple("GenericDict", keys)
+        values = []
+        for key in keys:
+            value = self.get(key)
+            if isinstance(value, CollectionPrimitives):
+                value = value.to_namedtuple()  # type: ignore[attr-defined]
+            values.append(_public(value))
+        return cls(*values)
+
+    def _ordered_leaves(self, sorted: Any) -> list[Tensor]:
+        if not sorted:
+            return [v for v in self.values(True, leaves_only=True) if isinstance(v, Tensor)]
+        keys = (
+            builtins.sorted(self.keys(True, leaves_only=True), key=str)
+            if sorted is True
+            else sorted
+        )
+        return [self.get(k) for k in keys]
+
+    def cat_from_tensordict(
+        self, dim: builtins.int = 0, *, sorted: Any = None, out: Tensor | None = None
+    ) -> Tensor:
+        """All tensor leaves concatenated along ``dim`` into one tensor (in key order, or
+        sorted by key with ``sorted=True``, or in the order of a list of keys).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2), b=torch.ones(2)).cat_from_tensordict()
+        tensor([0., 0., 1., 1.])
+        """
+        leaves = self._ordered_leaves(sorted)
+        return torch.cat(leaves, dim) if out is None else torch.cat(leaves, dim, out=out)
+
+    def stack_from_tensordict(
+        self, dim: builtins.int = 0, *, sorted: Any = None, out: Tensor | None = None
+    ) -> Tensor:
+        """All tensor leaves stacked along a new ``dim`` into one tensor (see
+        :meth:`cat_from_tensordict` for the order).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(2), b=torch.ones(2)).stack_from_tensordict(1).shape
+        torch.Size([2, 2])
+        """
+        leaves = self._ordered_leaves(sorted)
+        return torch.stack(leaves, dim) if out is None else torch.stack(leaves, dim, out=out)
+
+    def to_struct_array(self) -> Any:
+        """A numpy structured array of the batch shape, one field per entry (nested
+        collections as nested structured fields).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(2), b=torch.zeros(2, 3), batch_size=[2])
+        >>> arr = td.to_struct_array()
+        >>> arr["a"].tolist(), arr["b"].shape
+        ([0, 1], (2, 3))
+        """
+        import numpy as np
+
+        bs = tuple(self._batch_size)
+        values = {k: v for k, v in self.items() if not isinstance(v, NonTensor)}
+        arrays = {
+            k: v.to_struct_array() if isinstance(v, TensorLikeOps) else v.detach().cpu().numpy()
+            for k, v in values.items()
+        }
+        dtype = [(k, a.dtype, a.shape[len(bs) :]) for k, a in arrays.items()]
+        out = np.empty(bs, dtype=dtype)
+        for k, a in arrays.items():
+            out[k] = a
+        return out
+
+    def pad(
+        self,
+        pad_size: Sequence[builtins.int],
+        value: builtins.float = 0.0,
+        *,
+        inplace: builtins.bool = False,
+    ) -> Any:
+        """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
+        the first batch dim on (see :func:`tensordict.pad`).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
+        tensor([0., 1., 1.])
+        """
+        from tensordict._context import adopt
+        from tensordict._shape import pad
+
+        out = pad(self, pad_size, value)
+        return adopt(self, out, self._call("pad")) if inplace else out
+
+    def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
+        """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
+        with ``padding``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.ones(1)), TensorDict(a=torch.ones(2))])
+        >>> s.to_padded_tensor()["a"]
+        tensor([[1., 0.],
+                [1., 1.]])
+        """
+        from tensordict._td import TensorDict
+
+        call = self._call("to_padded_tensor")
+        if mask_key is not None:
+            raise ValueError(f"{call}: mask_key is not supported; build the mask from the lengths")
+        if self._stack_parts() is None:
+            return self.apply(
+                lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+            )
+        entries = {
+            key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
+            for key in self.keys(True, leaves_only=True)
+            if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
+        }
+        return TensorDict(entries, batch_size=self._batch_size, device=self._device)
+
+    # --------------------------------------------------------- batch size
+    def auto_batch_size_(
+        self, batch_dims: builtins.int | None = None, keep_compliant_size: builtins.bool = False
+    ) -> Self:
+        """Set the batch size, in place, to the longest leading shape every leaf shares
+        (at most ``batch_dims`` dims).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(3, 4), b=torch.zeros(3, 5)).auto_batch_size_().batch_size
+        torch.Size([3])
+        """
+        nested = [v for v in self.values() if isinstance(v, CollectionPrimitives)]
+        for v in nested:
+            v.auto_batch_size_(batch_dims)  # type: ignore[attr-defined]
+        shapes = [
+            tuple(v.shape) for v in self.values() if isinstance(v, (Tensor, CollectionPrimitives))
+        ]
+        common: list[builtins.int] = []
+        if shapes:
+            for sizes in zip(*shapes, strict=False):
+                if len(set(sizes)) != 1:
+                    break
+                common.append(sizes[0])
+            common = common[: min(len(s) for s in shapes)]
+        if batch_dims is not None:
+            common = common[:batch_dims]
+        self.batch_size = torch.Size(common)  # type: ignore[misc]
+        return self
+
+    def auto_device_(self) -> Self:
+        """Set the device, in place, to the one every leaf lives on (None if they differ).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict(a=torch.zeros(1)).auto_device_().device
+        device(type='cpu')
+        """
+        devices = {x.device for x in self._tensor_leaves([])}
+        self._device = devices.pop() if len(devices) == 1 else None
+        return self
+
+    def pin_memory_(self) -> Self:
+        """Pin every leaf's memory, in place (needs an accelerator build of torch)."""
+        for x in self._tensor_leaves([]):
+            x.data = x.pin_memory()
+        return self
+
+
+def _copy_like(like: Tensor, data: Tensor, kw: dict[str, Any]) -> Tensor:
+    """``like.new_tensor(data, **kw)`` without torch's copy-construct warning."""
+    out = data.detach().to(
+        dtype=kw.get("dtype", like.dtype), device=kw.get("device", like.device), copy=True
+    )
+    return out.requires_grad_(kw["requires_grad"])
+
+
+def _kw(dtype: Any, device: Any, requires_grad: builtins.bool) -> dict[str, Any]:
+    kw: dict[str, Any] = {"requires_grad": requires_grad}
+    if dtype is not None:
+        kw["dtype"] = dtype
+    if device is not _NO_DEVICE:
+        kw["device"] = device
+    return kw
