@@ -46,22 +46,33 @@ _TOP: dict[str, Any] = {
 
 
 class _Loader:
-    def __init__(self, call: str, verify: bool, allow_pickle: bool) -> None:
+    def __init__(self, call: str, verify: bool, allow_pickle: bool | None) -> None:
         self.call = call
         self.verify = verify
         self.allow_pickle = allow_pickle
         self.seen: set[tuple[int, int]] = set()  # the meta.json files read so far
         self.depth = 0
+        self.version = VERSION  # of the metadata file being read
 
-    def meta(self, folder: str) -> dict[str, Any]:
+    def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
+        """``folder``'s metadata: ``inline`` (version 2: given by the parent's file, which
+        describes its whole subtree) or else its meta.json, read once; checked either way."""
         path = folder + os.sep + META
-        raw = self._read_meta(folder, path)
-        try:
-            meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-        except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError is a ValueError)
-            raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
-        except RecursionError:
-            raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
+        if inline is not None:
+            meta = inline
+            try:
+                info = os.stat(folder)
+            except OSError:
+                raise FormatError(f"{self.call}: folder {folder!r} is missing") from None
+            self._visit((info.st_dev, info.st_ino), folder)
+        else:
+            raw = self._read_meta(folder, path)
+            try:
+                meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+            except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError: a ValueError)
+                raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
+            except RecursionError:
+                raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         for member, kind in _TOP.items():
@@ -107,13 +118,7 @@ class _Loader:
                 if left_by_interrupted_save(folder):
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
-            identity = (info.st_dev, info.st_ino)
-            if identity in self.seen:
-                raise FormatError(
-                    f"{self.call}: {folder!r} is the same folder as one already loaded "
-                    "(two entries or links lead to it); a checkpoint is a tree"
-                )
-            self.seen.add(identity)
+            self._visit((info.st_dev, info.st_ino), folder)
             with os.fdopen(fd, "rb") as handle:
                 fd = -1  # (closed by the handle)
                 return handle.read()
@@ -121,24 +126,41 @@ class _Loader:
             if fd >= 0:
                 os.close(fd)
 
+    def _visit(self, identity: tuple[int, int], folder: str) -> None:
+        """Refuse a folder (identified by its meta.json, or itself for inline metadata)
+        reached twice: a checkpoint is a tree."""
+        if identity in self.seen:
+            raise FormatError(
+                f"{self.call}: {folder!r} is the same folder as one already loaded "
+                "(two entries or links lead to it); a checkpoint is a tree"
+            )
+        self.seen.add(identity)
+
     def lookup(self, name: str, path: str) -> Any:
         """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
         return lookup_type(name, self.call, path)
 
-    def collection(self, folder: str, device: Any) -> Any:
+    def collection(self, folder: str, device: Any, inline: Any = None) -> Any:
         if self.depth >= MAX_DEPTH:
             raise FormatError(
                 f"{self.call}: {folder!r} is nested more than {MAX_DEPTH} levels deep"
             )
         self.depth += 1
         try:
-            return self._collection(folder, device)
+            return self._collection(folder, device, inline)
         finally:
             self.depth -= 1
 
-    def _collection(self, folder: str, device: Any) -> Any:
-        meta = self.meta(folder)
+    def _collection(self, folder: str, device: Any, inline: Any) -> Any:
+        meta = self.meta(folder, inline)
         path = os.path.join(folder, META)
+        version = meta["version"]
+        if inline is not None and version != self.version:
+            raise FormatError(
+                f"{self.call}: {path!r} (inline) has version {version}, inside a file of "
+                f"version {self.version}"
+            )
+        self.version = version
         cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"])
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
@@ -163,9 +185,20 @@ class _Loader:
                     f"{self.call}: {path!r} has an invalid stack_dim {stack_dim!r} for "
                     f"batch_size {list(bs)}"
                 )
+            count = bs[stack_dim]
+            inlines: list[Any] = [None] * count
+            if version >= 2:
+                inlines = meta.get("members")  # type: ignore[assignment]
+                if not isinstance(inlines, list) or len(inlines) != count:
+                    raise FormatError(
+                        f"{self.call}: {path!r} must list {count} member metadata objects "
+                        "under 'members' (version 2)"
+                    )
             members = [
-                self.collection(checked_path(folder, str(i), self.call, str(i), "member"), device)
-                for i in range(bs[stack_dim])
+                self.collection(
+                    checked_path(folder, str(i), self.call, str(i), "member"), device, inlines[i]
+                )
+                for i in range(count)
             ]
             for i, member in enumerate(members):
                 if list(member.batch_size) != list(bs[:stack_dim]) + list(bs[stack_dim + 1 :]):
@@ -251,7 +284,15 @@ class _Loader:
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
             sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
-            nested = self.collection(sub, device)
+            inline = record.get("meta")
+            if self.version >= 2 and not isinstance(inline, dict):
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
+                    "'meta' (version 2)"
+                )
+            version = self.version
+            nested = self.collection(sub, device, inline if version >= 2 else None)
+            self.version = version
             if list(nested.batch_size[: len(bs)]) != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has batch_size "
@@ -340,7 +381,7 @@ def load(
     device: Any = None,
     num_threads: int = 0,
     verify: bool = False,
-    allow_pickle: bool = False,
+    allow_pickle: bool | None = None,
 ) -> Any:
     """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
     target = os.path.abspath(os.fspath(prefix))
@@ -373,7 +414,12 @@ def _identity(folder: str) -> tuple[int, int] | None:
 
 
 def _load_once(
-    target: str, call: str, device: Any, num_threads: int, verify: bool, allow_pickle: bool
+    target: str,
+    call: str,
+    device: Any,
+    num_threads: int,
+    verify: bool,
+    allow_pickle: bool | None,
 ) -> Any:
     loader = _Loader(call, verify, allow_pickle)
     td = loader.collection(target, device)

@@ -60,7 +60,7 @@ class MemmapOps(CollectionPrimitives):
         existsok: bool = True,
         durable: bool = False,
         checksum: bool = False,
-        allow_pickle: bool = False,
+        allow_pickle: bool | None = None,
     ) -> Self:
         """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
         or in anonymous shared memory without one. The save is atomic.
@@ -95,7 +95,7 @@ class MemmapOps(CollectionPrimitives):
         existsok: bool = True,
         durable: bool = False,
         checksum: bool = False,
-        allow_pickle: bool = False,
+        allow_pickle: bool | None = None,
     ) -> Self:
         """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones."""
         return self._memmap(
@@ -152,7 +152,7 @@ class MemmapOps(CollectionPrimitives):
         existsok: bool,
         durable: bool,
         checksum: bool,
-        allow_pickle: bool,
+        allow_pickle: bool | None,
         like: bool,
         inplace: bool,
     ) -> Self:
@@ -214,7 +214,7 @@ class MemmapOps(CollectionPrimitives):
         num_threads: int = _DEFAULT_THREADS,
         subpath: str | os.PathLike[str] | None = None,
         verify: bool = False,
-        allow_pickle: bool = False,
+        allow_pickle: bool | None = None,
     ) -> Any:
         """Load a checkpoint (docs/format.md) lazily: leaves map their files.
 
