@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -103,14 +104,17 @@ class _Loader:
         """The bytes of ``folder``'s meta.json: a regular file, read once per load (a
         folder reached twice, through links or entries naming one sub-folder, is refused:
         it would make a small folder load as an exponentially large tree)."""
+        flags = os.O_RDONLY | os.O_NONBLOCK  # non-blocking: a FIFO swapped in cannot block us
         try:
-            link = stat.S_ISLNK(os.lstat(path).st_mode)
-            if link:
-                check_link(folder, path, self.call, META, "metadata file")
-            flags = os.O_RDONLY | os.O_NONBLOCK | (0 if link else os.O_NOFOLLOW)
-            fd = os.open(path, flags)  # non-blocking: a FIFO swapped in cannot block us
-        except OSError:
+            fd = os.open(path, flags | os.O_NOFOLLOW)
+        except OSError:  # (a link among others: ELOOP)
             fd = -1
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    check_link(folder, path, self.call, META, "metadata file")
+                    fd = os.open(path, flags)
+            except OSError:
+                pass
         try:
             info = os.fstat(fd) if fd >= 0 else None
             if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO, a folder)
@@ -119,9 +123,10 @@ class _Loader:
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
             self._visit((info.st_dev, info.st_ino), folder)
-            with os.fdopen(fd, "rb") as handle:
-                fd = -1  # (closed by the handle)
-                return handle.read()
+            chunks = []
+            while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+                chunks.append(chunk)
+            return b"".join(chunks)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -166,9 +171,7 @@ class _Loader:
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
         dev = device if device is not None else (None if meta["device"] is None else "cpu")
-        from tensordict._lazy import LazyStackedTensorDict  # the one kind stored as members
-
-        lazy = issubclass(cls, LazyStackedTensorDict)
+        lazy = issubclass(cls, _lazy_type())
         if lazy != ("stack_dim" in meta):
             raise FormatError(
                 f"{self.call}: {path!r} has type {meta['type']!r} "
@@ -237,9 +240,11 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
                 )
             shape: Any = record.get("shape")
-            _check_shape(self.call, path, f"shape of key {key!r}", shape)
+            _check_shape(self.call, path, "shape of key", shape, key)
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
-            span = math.prod(max(s, 1) for s in shape) * dtype.itemsize  # the strides' reach
+            span = nbytes  # the strides' reach, zero dims counted as one
+            if 0 in shape:
+                span = math.prod(max(s, 1) for s in shape) * dtype.itemsize
             if max(nbytes, span) > MAX_BYTES:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
@@ -285,7 +290,7 @@ class _Loader:
         if kind == "collection":
             sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
             inline = record.get("meta")
-            if self.version >= 2 and not isinstance(inline, dict):
+            if self.version >= 2 and type(inline) is not dict:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
                     "'meta' (version 2)"
@@ -332,6 +337,14 @@ class _Loader:
         raise FormatError(f"{self.call}: {path!r} key {key!r} has unknown kind {kind!r}")
 
 
+@functools.cache
+def _lazy_type() -> type:
+    """LazyStackedTensorDict: the one kind stored as members (imported late: a cycle)."""
+    from tensordict._lazy import LazyStackedTensorDict
+
+    return LazyStackedTensorDict
+
+
 class _Leaf:
     """A validated leaf file, mapped once every file has been checked."""
 
@@ -343,11 +356,12 @@ class _Leaf:
         self.shape = shape
 
 
-def _check_shape(call: str, path: str, what: str, shape: Any) -> None:
+def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = None) -> None:
     if type(shape) is not list or not all(
         type(s) is int and 0 <= s < MAX_BYTES  # (type(True) is bool, not int)
         for s in shape
     ):
+        what = what if key is None else f"{what} {key!r}"
         raise FormatError(
             f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"
         )
