@@ -1,5 +1,11 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._archive import (
+    is_memmap_archive,
+    pack_memmap,
+    refresh_archive_checksums,
+    unpack_memmap,
+)
 from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._cloudpickle import CloudpickleWrapper
@@ -87,6 +93,10 @@ __all__ = [
     "TensorDict",
     "TensorDictBase",
     "TensorDictFuture",
+    "is_memmap_archive",
+    "pack_memmap",
+    "refresh_archive_checksums",
+    "unpack_memmap",
     "UnbatchedTensor",
     "assert_allclose_td",
     "assert_close",

@@ -51,7 +51,7 @@ class _Loader:
         self.call = call
         self.verify = verify
         self.allow_pickle = allow_pickle
-        self.seen: set[tuple[int, int]] = set()  # the meta.json files read so far
+        self.seen: set[Any] = set()  # the meta.json files read so far
         self.depth = 0
         self.version = VERSION  # of the metadata file being read
 
@@ -61,11 +61,7 @@ class _Loader:
         path = folder + os.sep + META
         if inline is not None:
             meta = inline
-            try:
-                info = os.stat(folder)
-            except OSError:
-                raise FormatError(f"{self.call}: folder {folder!r} is missing") from None
-            self._visit((info.st_dev, info.st_ino), folder)
+            self._visit(self._folder_identity(folder), folder)
         else:
             raw = self._read_meta(folder, path)
             try:
@@ -131,7 +127,48 @@ class _Loader:
             if fd >= 0:
                 os.close(fd)
 
-    def _visit(self, identity: tuple[int, int], folder: str) -> None:
+    # ---- where the files live: a folder here; an archive overrides these (_archive.py)
+    def _folder_identity(self, folder: str) -> Any:
+        """What tells ``folder`` apart from every other (its device and inode)."""
+        try:
+            info = os.stat(folder)
+        except OSError:
+            raise FormatError(f"{self.call}: folder {folder!r} is missing") from None
+        return (info.st_dev, info.st_ino)
+
+    def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
+        """The checked path of the entry ``name`` in ``folder`` (not leaving it)."""
+        return checked_path(folder, name, self.call, key, what)
+
+    def _leaf_size(self, folder: str, leaf_path: str, key: str) -> int:
+        """The size of a leaf file, after checking it is a regular file in ``folder``."""
+        try:
+            info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
+            if stat.S_ISLNK(info.st_mode):
+                check_link(folder, leaf_path, self.call, key, "file")
+                info = os.stat(leaf_path)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):
+            raise FormatError(
+                f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing or not a "
+                "regular file"
+            )
+        return info.st_size
+
+    def _sha256(self, leaf_path: str) -> str:
+        from tensordict._save import file_sha256
+
+        return file_sha256(leaf_path)
+
+    def _unpickle(self, file: str) -> Any:
+        return torch.load(file, weights_only=False)
+
+    def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
+        """The tensor of a validated leaf, mapping its file."""
+        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+
+    def _visit(self, identity: Any, folder: str) -> None:
         """Refuse a folder (identified by its meta.json, or itself for inline metadata)
         reached twice: a checkpoint is a tree."""
         if identity in self.seen:
@@ -199,7 +236,7 @@ class _Loader:
                     )
             members = [
                 self.collection(
-                    checked_path(folder, str(i), self.call, str(i), "member"), device, inlines[i]
+                    self._sub_folder(folder, str(i), str(i), "member"), device, inlines[i]
                 )
                 for i in range(count)
             ]
@@ -251,19 +288,7 @@ class _Loader:
                     f"{MAX_BYTES} bytes"
                 )
             leaf_path = checked_name(folder, record.get("file"), self.call, key, "file")
-            try:
-                info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
-                if stat.S_ISLNK(info.st_mode):
-                    check_link(folder, leaf_path, self.call, key, "file")
-                    info = os.stat(leaf_path)
-            except OSError:
-                info = None
-            if info is None or not stat.S_ISREG(info.st_mode):
-                raise FormatError(
-                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing or not a "
-                    "regular file"
-                )
-            actual = info.st_size
+            actual = self._leaf_size(folder, leaf_path, key)
             if actual != nbytes:
                 raise FormatError(
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
@@ -279,16 +304,13 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
                     f"{record['sha256']!r}"
                 )
-            if self.verify and "sha256" in record:
-                from tensordict._save import file_sha256
-
-                if file_sha256(leaf_path) != record["sha256"]:
-                    raise FormatError(
-                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
-                    )
+            if self.verify and "sha256" in record and self._sha256(leaf_path) != record["sha256"]:
+                raise FormatError(
+                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                )
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
-            sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
+            sub = self._sub_folder(folder, record.get("dir"), key, "folder")
             inline = record.get("meta")
             if self.version >= 2 and type(inline) is not dict:
                 raise FormatError(
@@ -327,13 +349,13 @@ class _Loader:
                 )
             return stack
         if kind == "pickle":
-            file = checked_path(folder, record.get("file"), self.call, key, "file")
+            file = self._sub_folder(folder, record.get("file"), key, "file")
             if not self.allow_pickle:
                 raise FormatError(
                     f"{self.call}: key {key!r} in {path!r} is pickled data; pass "
                     "allow_pickle=True to unpickle it (only for files you trust)"
                 )
-            return torch.load(file, weights_only=False)
+            return self._unpickle(file)
         raise FormatError(f"{self.call}: {path!r} key {key!r} has unknown kind {kind!r}")
 
 
@@ -396,13 +418,17 @@ def load(
     num_threads: int = 0,
     verify: bool = False,
     allow_pickle: bool | None = None,
+    mode: str = "r",
+    non_blocking: bool = False,
 ) -> Any:
     """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
     target = os.path.abspath(os.fspath(prefix))
     for _ in range(_ATTEMPTS):
         before = _identity(target)
         try:
-            td = _load_once(target, call, device, num_threads, verify, allow_pickle)
+            td = _load_once(
+                target, call, device, num_threads, verify, allow_pickle, mode, non_blocking
+            )
         except (FormatError, RuntimeError, OSError):
             if _identity(target) != before:
                 continue  # the folder was replaced while we read it: read the new one
@@ -427,6 +453,14 @@ def _identity(folder: str) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+def _loader(target: str, call: str, verify: bool, allow_pickle: bool | None, mode: str) -> _Loader:
+    """The loader for ``target``: a folder, or a place inside an archive file."""
+    from tensordict._archive import archive_loader
+
+    archived = archive_loader(target, call, verify, allow_pickle, mode)
+    return archived if archived is not None else _Loader(call, verify, allow_pickle)
+
+
 def _load_once(
     target: str,
     call: str,
@@ -434,17 +468,19 @@ def _load_once(
     num_threads: int,
     verify: bool,
     allow_pickle: bool | None,
+    mode: str,
+    non_blocking: bool,
 ) -> Any:
-    loader = _Loader(call, verify, allow_pickle)
+    loader = _loader(target, call, verify, allow_pickle, mode)
     td = loader.collection(target, device)
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
         store, key, leaf = slot
-        tensor: Any = MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+        tensor: Any = loader.map_leaf(leaf)
         if device is not None:
-            tensor = tensor.to(device)
+            tensor = tensor.to(device, non_blocking=non_blocking)
         store[key] = tensor
 
     if num_threads > 1 and len(slots) > 1:  # (automatic, -1, maps on this thread: mapping is cheap)
