@@ -164,6 +164,9 @@ class _Loader:
     def _unpickle(self, file: str) -> Any:
         return torch.load(file, weights_only=False)
 
+    def validated(self) -> None:
+        """Called once everything is validated, before anything is mapped."""
+
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
         return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
@@ -473,6 +476,7 @@ def _load_once(
 ) -> Any:
     loader = _loader(target, call, verify, allow_pickle, mode)
     td = loader.collection(target, device)
+    loader.validated()
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
 

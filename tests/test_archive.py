@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -140,8 +141,14 @@ def test_hostile_member_names_are_refused(tmp_path: Path, rename: str, pattern: 
     members = _members(tmp_path)
     members[rename] = b"x"
     _zip(tmp_path / "bad.tdz", members)
-    with pytest.raises(FormatError, match=pattern):
-        TensorDict.load_memmap(tmp_path / "bad.tdz")
+    # a load ignores members it does not use (as a folder's other files), never reading them
+    assert torch.equal(TensorDict.load_memmap(tmp_path / "bad.tdz")["a"], torch.arange(4.0))
+    meta = json.loads(members.pop("meta.json"))
+    meta["entries"]["a"]["file"] = rename
+    members["meta.json"] = json.dumps(meta).encode()
+    _zip(tmp_path / "used.tdz", members)
+    with pytest.raises(FormatError, match="file name .* of key 'a' in .* is not valid"):
+        TensorDict.load_memmap(tmp_path / "used.tdz")
     with pytest.raises(FormatError, match=pattern):
         unpack_memmap(tmp_path / "bad.tdz", tmp_path / "out")
     assert not (tmp_path / "out").exists()
