@@ -288,7 +288,8 @@ class MemmapOps(CollectionPrimitives):
             write_archive(folder, target, durable)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        out = type(self).load_memmap(target, allow_pickle=True)
+        # memmap_like leaves are there to be filled: they write through to the archive
+        out = type(self).load_memmap(target, allow_pickle=True, mode="r+" if like else "r")
         if inplace:
             _swap_leaves(self, out)
             return self

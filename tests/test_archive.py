@@ -109,6 +109,12 @@ def test_modes_copy_on_write_and_write_through(tmp_path: Path) -> None:
         TensorDict.load_memmap(path, mode="w")
 
 
+def test_memmap_like_archive_leaves_write_through(tmp_path: Path) -> None:
+    data = TensorDict({"x": torch.zeros(3)}, []).expand(4).memmap_like(tmp_path / "d.tdz")
+    data["x"].fill_(2.0)
+    assert torch.equal(TensorDict.load_memmap(tmp_path / "d.tdz")["x"], torch.full((4, 3), 2.0))
+
+
 def test_is_memmap_archive_never_raises(tmp_path: Path) -> None:
     (tmp_path / "junk").write_bytes(b"PK\x05\x06" + b"\0" * 10)
     assert not is_memmap_archive(tmp_path / "junk")
