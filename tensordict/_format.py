@@ -61,6 +61,21 @@ _SAFE = re.compile(r"[A-Za-z0-9_\-.()\[\]+]+")
 _MAX_NAME = 120
 
 
+def is_plain_name(key: str) -> bool:
+    """Whether ``key`` is its own file name (section 3: written as it is, not escaped)."""
+    return (
+        _SAFE.fullmatch(key) is not None
+        and not key.startswith(".")
+        and not key.endswith(".json")
+        and len(key.encode()) <= _MAX_NAME
+    )
+
+
+class PickleRefusedError(FormatError, RuntimeError):
+    """A checkpoint entry is pickled data and the caller did not pass ``allow_pickle=True``
+    (a ``FormatError``, and a ``RuntimeError`` as upstream tensordict raises)."""
+
+
 def encode_name(key: str, suffix: str, taken: set[str]) -> str:
     """A file or folder name for ``key`` inside its folder (section 3 of the spec)."""
     if _SAFE.fullmatch(key) and not key.startswith(".") and not key.endswith(".json"):

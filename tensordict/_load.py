@@ -19,6 +19,7 @@ from tensordict._format import (
     META,
     VERSION,
     FormatError,
+    PickleRefusedError,
     check_link,
     checked_name,
     checked_path,
@@ -354,7 +355,7 @@ class _Loader:
         if kind == "pickle":
             file = self._sub_folder(folder, record.get("file"), key, "file")
             if not self.allow_pickle:
-                raise FormatError(
+                raise PickleRefusedError(
                     f"{self.call}: key {key!r} in {path!r} is pickled data; pass "
                     "allow_pickle=True to unpickle it (only for files you trust)"
                 )

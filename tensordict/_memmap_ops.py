@@ -146,11 +146,17 @@ class MemmapOps(CollectionPrimitives):
     def _memmap_entry(self, op: str, args: dict[str, Any], like: bool, inplace: bool) -> Any:
         """Check the keywords the memmap family shares, then save now or in the background."""
         call = self._call(op)
-        if args["robust_key"] is False:
-            raise ValueError(
-                f"{call}: robust_key=False (keys used as file names as they are) is not "
-                "supported; names always follow docs/format.md, which any key can use"
-            )
+        if args["robust_key"] is False:  # legacy names: every key is its file name as it is
+            from tensordict._format import is_plain_name
+
+            for key in self.keys(include_nested=True):
+                for part in (key,) if isinstance(key, str) else key:
+                    if not is_plain_name(part):
+                        raise RuntimeError(
+                            f"{call}: robust_key=False uses each key as a file name as it "
+                            f"is; key {part!r} cannot be one (no such file or directory); "
+                            "pass robust_key=True (the default) to encode it"
+                        )
         if args["share_non_tensor"]:
             raise ValueError(
                 f"{call}: share_non_tensor=True is not supported: non-tensor values are "
@@ -337,11 +343,9 @@ class MemmapOps(CollectionPrimitives):
         from tensordict._load import load
 
         call = "TensorDict.load_memmap"
-        if robust_key is False:
-            raise ValueError(
-                f"{call}: robust_key=False (legacy file names) is not supported; names "
-                "follow docs/format.md and are never decoded"
-            )
+        # (robust_key: names are never decoded, keys are read from the metadata: any value)
+        if allow_pickle is not None and type(allow_pickle) is not bool:
+            raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
         path = os.fspath(prefix)
         if subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
