@@ -154,8 +154,8 @@ class MemmapOps(CollectionPrimitives):
                     if not is_plain_name(part):
                         raise RuntimeError(
                             f"{call}: robust_key=False uses each key as a file name as it "
-                            f"is; key {part!r} cannot be one (no such file or directory); "
-                            "pass robust_key=True (the default) to encode it"
+                            f"is: No such file or directory can be named {part!r}; pass "
+                            "robust_key=True (the default) to encode it"
                         )
         if args["share_non_tensor"]:
             raise ValueError(
