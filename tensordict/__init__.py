@@ -8,6 +8,7 @@ from tensordict._archive import (
 )
 from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
+from tensordict._checkpoint_functions import load, load_memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._construct import (
     from_any,
@@ -94,6 +95,9 @@ __all__ = [
     "TensorDictBase",
     "TensorDictFuture",
     "is_memmap_archive",
+    "load",
+    "load_memmap",
+    "save",
     "pack_memmap",
     "refresh_archive_checksums",
     "unpack_memmap",
