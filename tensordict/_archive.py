@@ -67,6 +67,12 @@ def write_archive(folder: str, target: str, durable: bool = False) -> None:
                 raw.flush()
                 os.fsync(raw.fileno())
         os.replace(staging, target)
+        if durable:  # (the rename itself)
+            fd = os.open(os.path.dirname(target) or ".", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     except BaseException:
         if os.path.exists(staging):
             os.unlink(staging)

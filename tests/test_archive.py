@@ -227,7 +227,7 @@ def test_return_early_returns_a_future_of_the_saved_tensordict(tmp_path: Path) -
     inplace = TensorDict({"a": torch.ones(3)}, [3])
     assert inplace.memmap_(tmp_path / "in", return_early=True).result() is inplace
     assert inplace.is_memmap()
-    archive = td.memmap(tmp_path / "x.tdz", return_early=True).result()
+    archive = td.memmap(tmp_path / "x.tdz", return_early=True, durable=True).result()
     _check(archive)
 
 
