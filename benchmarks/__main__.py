@@ -13,6 +13,8 @@ from benchmarks import (
     _cases_distributed,
     _cases_map,
     _cases_modules,
+    _cases_nn,
+    _cases_repr,
     _cases_shapes,
     _cases_tensorclass,
 )
@@ -25,6 +27,8 @@ ALL: list[Case] = [
     *_cases_checkpoint.CASES,
     *_cases_checkpoint_v2.CASES,
     *_cases_modules.CASES,
+    *_cases_nn.CASES,
+    *_cases_repr.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,
 ]

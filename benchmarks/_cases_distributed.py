@@ -1,10 +1,10 @@
-"""Cases for distributed transfers (issue 7): a TensorDict of 1,000 leaves (4 MB) against one
-4 MB tensor, over gloo between this process and a peer process on 127.0.0.1.
+"""Cases for transfers (issues 7 and 17): a TensorDict of 1,000 leaves (4 MB) against one
+4 MB tensor: consolidate, send/recv round trips and all_reduce over gloo with a peer
+process on 127.0.0.1 (started before timing), and a torch.multiprocessing queue.
 
-The harness times both callables in this process, so each call is a round trip: a
-one-element command tells the peer what comes (the same cost on both sides), the
-payload goes to the peer, which receives it and sends it back. The library side
-packs and unpacks on both ends; the baseline sends the tensor as it is.
+The harness times both callables in this process, so each point-to-point call is a
+round trip: a one-element command tells the peer what comes (the same cost on both
+sides), the payload goes to the peer, which receives it and sends it back.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import socket
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -20,7 +21,9 @@ import torch.multiprocessing as mp
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_STOP, _TENSOR, _TD, _SHARE, _SHARED = 0, 1, 2, 3, 4
+_STOP, _TENSOR, _TD, _SHARE, _SHARED, _CONSOLIDATED, _REDUCE_TD, _REDUCE_FLAT, _REDUCE_CTD = range(
+    9
+)
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -48,6 +51,8 @@ def _peer(port: int) -> None:
     _init(1, port)
     td, flat = _payload(), torch.empty(_NUMEL)
     shared = td
+    consolidated = _payload().consolidate()
+    reduced = _payload()
     cmd = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(cmd, 0)
@@ -63,6 +68,15 @@ def _peer(port: int) -> None:
         elif what == _SHARE:  # both sides get a TensorDict laid out as one buffer
             shared = TensorDict.from_remote_init(0)
             shared.init_remote(0)
+        elif what == _REDUCE_TD:
+            reduced.all_reduce()
+        elif what == _REDUCE_CTD:
+            consolidated.all_reduce()
+        elif what == _REDUCE_FLAT:
+            dist.all_reduce(flat)
+        elif what == _CONSOLIDATED:
+            consolidated.recv(0)
+            consolidated.send(0)
         else:
             shared.recv(0)
             shared.send(0)
@@ -132,12 +146,149 @@ def send_recv_received_vs_tensor() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def consolidate_vs_cat() -> tuple[Fn, Fn]:
+    """``consolidate()`` of 1,000 leaves (gathering them, the views, the lock and all)
+    against one ``torch.cat`` of their flattened views, made beforehand."""
+    td = _payload()
+    flats = [v.reshape(-1) for v in td.values(True, True)]
+
+    def lib() -> None:
+        td.consolidate()
+
+    def base() -> None:
+        torch.cat(flats)
+
+    return lib, base
+
+
+def send_recv_consolidated_vs_tensor() -> tuple[Fn, Fn]:
+    """The round trip between consolidated TensorDicts: one storage each way, received in
+    place, plus the header and the (cached) description."""
+    _connect()
+    td, flat = _payload().consolidate(), torch.rand(_NUMEL)
+    cmd_td, cmd_tensor = torch.tensor([_CONSOLIDATED]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.send(1)
+        td.recv(1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+def all_reduce_vs_tensor() -> tuple[Fn, Fn]:
+    """``all_reduce`` of a 1,000-leaf TensorDict (packed into one buffer per dtype and
+    unpacked, on both processes) against ``all_reduce`` of one flat tensor."""
+    _connect()
+    td, flat = _payload(), torch.rand(_NUMEL)
+    cmd_td, cmd_flat = torch.tensor([_REDUCE_TD]), torch.tensor([_REDUCE_FLAT])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.all_reduce()
+
+    def base() -> None:
+        dist.send(cmd_flat, 1)
+        dist.all_reduce(flat)
+
+    return lib, base
+
+
+def all_reduce_consolidated_vs_tensor() -> tuple[Fn, Fn]:
+    """``all_reduce`` of a consolidated 1,000-leaf TensorDict (its storage reduced in
+    place, one call per dtype) against ``all_reduce`` of one flat tensor."""
+    _connect()
+    td, flat = _payload().consolidate(), torch.rand(_NUMEL)
+    cmd_td, cmd_flat = torch.tensor([_REDUCE_CTD]), torch.tensor([_REDUCE_FLAT])
+
+    def lib() -> None:
+        dist.send(cmd_td, 1)
+        td.all_reduce()
+
+    def base() -> None:
+        dist.send(cmd_flat, 1)
+        dist.all_reduce(flat)
+
+    return lib, base
+
+
+def _echo(inbox: Any, outbox: Any) -> None:
+    """The queue peer: take each item and answer with a one-element ack."""
+    while True:
+        item = inbox.get()
+        if item is None:
+            break
+        outbox.put(1)
+
+
+def queue_vs_tensor() -> tuple[Fn, Fn]:
+    """A consolidated TensorDict (shared memory) through a ``torch.multiprocessing`` queue
+    to a peer, which answers, against one tensor of the same bytes the same way."""
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    peer = ctx.Process(target=_echo, args=(inbox, outbox), daemon=True)
+    peer.start()
+
+    def stop() -> None:
+        inbox.put(None)
+        peer.join(timeout=30)
+
+    atexit.register(stop)
+    td = _payload().consolidate(share_memory=True)
+    flat = torch.rand(_NUMEL).share_memory_()  # type: ignore[no-untyped-call]
+
+    def lib() -> None:
+        inbox.put(td)
+        outbox.get()
+
+    def base() -> None:
+        inbox.put(flat)
+        outbox.get()
+
+    return lib, base
+
+
 CASES = [
+    Case(
+        "consolidate() TensorDict 1,000 leaves 4 MB",
+        "torch.cat of the 1,000 flattened views",
+        1.2,
+        consolidate_vs_cat,
+    ),
     Case(
         "send/recv TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
         "dist.send/recv one 4 MB tensor",
         1.5,
         send_recv_vs_tensor,
+    ),
+    Case(
+        "send/recv consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        1.2,
+        send_recv_consolidated_vs_tensor,
+    ),
+    Case(
+        "all_reduce TensorDict 1,000 leaves 4 MB (gloo, 2 procs)",
+        "dist.all_reduce one 4 MB tensor",
+        1.3,
+        all_reduce_vs_tensor,
+    ),
+    Case(
+        "all_reduce consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs)",
+        "dist.all_reduce one 4 MB tensor",
+        1.3,
+        all_reduce_consolidated_vs_tensor,
+    ),
+    Case(
+        "consolidated TensorDict 1,000 leaves 4 MB through a torch.multiprocessing queue",
+        "one 4 MB shared tensor through the queue",
+        1.5,
+        queue_vs_tensor,
     ),
     Case(
         "send/recv from_remote_init TensorDicts 1,000 leaves 4 MB (gloo, round trip)",

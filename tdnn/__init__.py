@@ -30,6 +30,7 @@ from tdnn._wrappers import (
     TensorClassModuleWrapper,
     TensorDictModuleWrapper,
 )
+from tensordict import make_tensordict
 
 _register()
 
@@ -59,6 +60,7 @@ __all__ = [
     "dispatch",
     "interaction_type",
     "inv_softplus",
+    "make_tensordict",
     "mappings",
     "rand_one_hot",
     "set_composite_lp_aggregate",

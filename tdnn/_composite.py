@@ -13,11 +13,17 @@ from tensordict import NestedKey, TensorDict, unravel_key
 _NO_SHAPE = torch.Size()
 
 
+def _suffixed(key: NestedKey, suffix: str) -> NestedKey:
+    """``key`` with ``suffix`` appended to its last name: ``("a", "x")`` -> ``("a", "x_sfx")``."""
+    flat = unravel_key(key)
+    if isinstance(flat, str):
+        return flat + suffix
+    return (*flat[:-1], flat[-1] + suffix)
+
+
 def log_prob_key_of(key: NestedKey) -> NestedKey:
     """``"x"`` -> ``"x_log_prob"``; ``("a", "x")`` -> ``("a", "x_log_prob")``."""
-    if isinstance(key, str):
-        return key + "_log_prob"
-    return (*key[:-1], key[-1] + "_log_prob")
+    return _suffixed(key, "_log_prob")
 
 
 class CompositeDistribution:
@@ -137,15 +143,12 @@ class CompositeDistribution:
     ) -> Any:
         values = {k: fn(k, d) for k, d in self.dists.items()}
         if composite_lp_aggregate():
-            total = 0
+            total: Any = 0
             for v in values.values():
                 extra = v.ndim - len(self.batch_shape)
                 total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
             return total
-        named = {
-            (k + suffix if isinstance(k, str) else (*k[:-1], k[-1] + suffix)): v
-            for k, v in values.items()
-        }
+        named = {_suffixed(k, suffix): v for k, v in values.items()}
         return TensorDict(named, self.batch_shape)
 
     def log_prob(self, sample: Any) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -13,6 +13,10 @@ from torch import nn
 from tdnn._mappings import mappings
 
 _NO_SHAPE = torch.Size()
+
+# torch leaves these unannotated; their types, stated once for the type checker.
+_broadcast: Callable[..., tuple[torch.Tensor, ...]] = torch.broadcast_tensors
+_interval: Callable[[torch.Tensor, torch.Tensor], D.constraints.Constraint] = D.constraints.interval
 
 
 class NormalParamExtractor(nn.Module):
@@ -182,7 +186,8 @@ class OneHotCategorical(D.OneHotCategorical):
         return self.mode
 
     def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
-        sample = self.sample(torch.Size(sample_shape))
+        draw: Callable[[torch.Size], torch.Tensor] = self.sample
+        sample = draw(torch.Size(sample_shape))
         probs = self.probs.expand_as(sample)
         return sample + probs - probs.detach()
 
@@ -228,7 +233,7 @@ class TruncatedNormal(D.Distribution):
         tanh_loc: bool = False,
         validate_args: bool | None = None,
     ) -> None:
-        loc, scale = torch.broadcast_tensors(torch.as_tensor(loc), torch.as_tensor(scale))
+        loc, scale = _broadcast(torch.as_tensor(loc), torch.as_tensor(scale))
         if tanh_loc:
             loc = loc.tanh()
         self.loc, self.scale = loc, scale
@@ -241,8 +246,8 @@ class TruncatedNormal(D.Distribution):
         super().__init__(loc.shape, validate_args=validate_args)
 
     @property
-    def support(self) -> Any:  # type: ignore[override]
-        return D.constraints.interval(self.low, self.high)
+    def support(self) -> Any:
+        return _interval(self.low, self.high)
 
     def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))

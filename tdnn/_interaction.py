@@ -66,7 +66,8 @@ def interaction_type() -> InteractionType | None:
     ...     interaction_type()
     <InteractionType.MEAN: 'mean'>
     """
-    return _INTERACTION[0]
+    current: InteractionType | None = _INTERACTION[0]
+    return current
 
 
 class _Switch:
@@ -156,31 +157,41 @@ class set_composite_lp_aggregate(_Switch):
 
 
 def pick(dist: Any, kind: InteractionType, n_empirical: int = 1000) -> Any:
-    """The value of ``dist`` for interaction type ``kind``."""
+    """The value of ``dist`` for interaction type ``kind``. ``DETERMINISTIC`` is the
+    distribution's ``deterministic_sample``, else its mean where its support is real and
+    its mode otherwise (as upstream, without its warning). ``MEDIAN`` is ``icdf(0.5)`` where
+    the distribution has no ``median``; a ``MEAN``/``MEDIAN`` torch cannot give is
+    estimated from ``n_empirical`` samples. No choice depends on the
+    values, so the choice traces (``torch.export``, ``torch.compile``)."""
     if kind is InteractionType.RANDOM:
         return dist.rsample() if dist.has_rsample else dist.sample()
     if kind is InteractionType.DETERMINISTIC:
         value = getattr(dist, "deterministic_sample", None)
         if value is not None:
             return value
-        for attr in ("mean", "mode"):
-            try:
-                value = getattr(dist, attr)
-            except NotImplementedError:
-                continue
-            if value is not None and not (
-                isinstance(value, torch.Tensor) and bool(torch.isnan(value).any())
-            ):
-                return value
-        return _empirical(dist, n_empirical).mean(0)
+        kind = InteractionType.MEAN if _real_support(dist) else InteractionType.MODE
     try:
         return getattr(dist, kind.value)
-    except NotImplementedError:
+    except (AttributeError, NotImplementedError):  # torch distributions have no median
         if kind is InteractionType.MEDIAN:
-            return _empirical(dist, n_empirical).median(0).values
-        if kind is InteractionType.MEAN:
+            try:
+                return dist.icdf(torch.full(dist.batch_shape + dist.event_shape, 0.5))
+            except NotImplementedError:
+                return _empirical(dist, n_empirical).median(0).values
+        if kind in (InteractionType.MEAN, InteractionType.MODE):
             return _empirical(dist, n_empirical).mean(0)
         raise
+
+
+_REAL = type(torch.distributions.constraints.real)
+
+
+def _real_support(dist: Any) -> bool:
+    try:
+        support = dist.support
+    except NotImplementedError:  # custom distributions may not say
+        return True
+    return isinstance(getattr(support, "base_constraint", support), _REAL)
 
 
 def _empirical(dist: Any, n: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
-from tensordict import NestedKey, TensorDict, is_tensor_collection
+from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
@@ -37,6 +37,29 @@ def tensor_inputs(
     return env
 
 
+def plain_value(value: Any) -> Any:
+    """A non-tensor entry as the module sees it (its Python value; a list for a stack of
+    them), as upstream does; anything else unchanged."""
+    if isinstance(value, NonTensorData):
+        return value.data
+    if isinstance(value, NonTensorStack):
+        return value.tolist()
+    return value
+
+
+def deprecated_device(module: nn.Module, call: str) -> torch.device:
+    """Upstream's deprecated ``device`` of a module: its first parameter's (cpu if none)."""
+    warnings.warn(
+        f"{call}.device is deprecated and will be removed in TensorDict 0.17; "
+        "read the device of a parameter instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any:
     """The upstream spelling ``module(td, td_out)``: the one positional argument after the
     TensorDict is ``tensordict_out``; anything else is refused."""
@@ -56,8 +79,8 @@ class TensorDictModule(TensorDictModuleBase):
     An out key ``"_"`` discards that output. The module may return a tensor, a tuple,
     a dict or a TensorDict. Missing input keys are passed as None (``strict=True``
     refuses them up front); if the module then fails, the error names the missing keys.
-    ``inplace=True`` writes into the input, ``False`` into a shallow copy, ``"empty"``
-    into an empty TensorDict of the same batch size.
+    ``inplace=True`` writes into the input, ``False`` into a new TensorDict that holds
+    only the outputs, ``"empty"`` into ``input.empty()`` (same type and batch size).
 
     >>> import torch
     >>> from torch import Tensor, nn
@@ -148,15 +171,7 @@ class TensorDictModule(TensorDictModuleBase):
         ...     TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]).device
         device(type='cpu')
         """
-        warnings.warn(
-            "TensorDictModule.device is deprecated and will be removed in TensorDict 0.17; "
-            "read the device of a parameter instead",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        for p in self.parameters():
-            return p.device
-        return torch.device("cpu")
+        return deprecated_device(self, "TensorDictModule")
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -198,7 +213,8 @@ class TensorDictModule(TensorDictModuleBase):
             and len(in_keys) == 1
             and self._kwargs is None
             and self.method is None
-            and (value := tensordict.get(in_keys[0], None)) is not None
+            and not self.method_kwargs
+            and isinstance(value := tensordict.get(in_keys[0], None), Tensor)
         ):
             out = module(value, **kwargs)
         else:
@@ -232,10 +248,11 @@ class TensorDictModule(TensorDictModuleBase):
         extra: dict[str, Any] | None = None,
     ) -> Any:
         """Read the in_keys through ``get``, call the module (with the caller's ``extra``
-        keyword arguments), return what it returned."""
-        extra = {**self.method_kwargs, **extra} if self.method_kwargs else (extra or {})
+        keyword arguments, updated with ``method_kwargs`` as upstream does), return what it
+        returned."""
+        extra = {**(extra or {}), **self.method_kwargs} if self.method_kwargs else (extra or {})
         in_keys = self._in_keys
-        values = [get(key, None) for key in in_keys]
+        values = [plain_value(get(key, None)) for key in in_keys]
         missing = [k for k, v in zip(in_keys, values, strict=True) if v is None]
         if missing and self.strict:
             raise KeyError(self._missing_message(missing, available()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -91,8 +91,8 @@ class TensorDictParams(nn.Module):
         hooks = self.__dict__["_hooks_get"]
         for key, value in self._parameters.items():
             entries[key] = value
-        for key, value in self._buffers.items():
-            entries[key] = value
+        for key, buffer in self._buffers.items():
+            entries[key] = buffer
         for key, sub in self._modules.items():
             if isinstance(sub, TensorDictParams):
                 entries[key] = sub.data
@@ -154,7 +154,10 @@ class TensorDictParams(nn.Module):
 
     def __delitem__(self, key: Any) -> None:
         if isinstance(key, tuple) and len(key) > 1:
-            del self._modules[key[0]][key[1:] if len(key) > 2 else key[1]]  # type: ignore[index]
+            sub = self._modules.get(key[0])
+            if not isinstance(sub, TensorDictParams):
+                raise KeyError(f"TensorDictParams.__delitem__: no sub-TensorDict {key[0]!r}")
+            del sub[key[1:] if len(key) > 2 else key[1]]
             return
         name = key[0] if isinstance(key, tuple) else key
         for store in (self._parameters, self._buffers, self._modules):
@@ -206,7 +209,7 @@ class TensorDictParams(nn.Module):
             return out
 
         data = self.data
-        copied = TensorDict({k: copy(data.get(k)) for k in data.keys(True, True)}, data.batch_size)
+        copied = data.apply(copy)  # nested batch sizes kept
         return TensorDictParams(copied, no_convert=True)
 
     def copy(self) -> TensorDictParams:
@@ -220,7 +223,7 @@ class TensorDictParams(nn.Module):
         """
         return TensorDictParams(self.data, no_convert=True)
 
-    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
         """``TensorDict.apply`` on the leaves (not ``nn.Module.apply``); with
         ``inplace=True`` the leaves are updated and the module returned.
 
@@ -231,6 +234,24 @@ class TensorDictParams(nn.Module):
         """
         return _Forwarded(self, "apply", self.data.apply)(fn, *others, **kwargs)
 
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        """``nn.Module.load_state_dict``; a TensorDict's own state dict loads too (its
+        ``__batch_size``/``__device`` entries describe the TensorDict, not a leaf).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.ones(2))
+        >>> _ = p.load_state_dict(TensorDict(a=torch.zeros(2)).state_dict())
+        >>> p["a"]
+        Parameter containing:
+        tensor([0., 0.], requires_grad=True)
+        """
+        leaves = {k: v for k, v in state_dict.items() if not k.rpartition(".")[2].startswith("__")}
+        return super().load_state_dict(leaves, strict=strict, assign=assign)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("TensorDictParams holds parameters; it has no forward")
 
@@ -238,10 +259,10 @@ class TensorDictParams(nn.Module):
         return f"batch_size={tuple(self.__dict__['_batch_size'])}"
 
     # Arithmetic and comparison dunders are looked up on the type, not via __getattr__.
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return self.data == _unwrap(other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return self.data != _unwrap(other)
 
     __hash__ = nn.Module.__hash__
@@ -302,6 +323,28 @@ class _Forwarded:
         return out
 
 
+def _of_module(td: Any, module: nn.Module | None) -> TensorDictParams:
+    """``from_module(module, as_module=True)``: a TensorDictParams of ``td``, in which a
+    TensorDictParams held by ``module`` is that same module (so it sees what is swapped
+    into it), as upstream returns it."""
+    if isinstance(module, TensorDictParams):
+        return module
+    params = TensorDictParams(td, no_convert=True)
+    if module is not None:
+        _adopt(params, module)
+    return params
+
+
+def _adopt(params: TensorDictParams, module: nn.Module) -> None:
+    for name, child in module._modules.items():
+        sub = params._modules.get(name)
+        if isinstance(child, TensorDictParams):
+            if sub is not None:
+                params._modules[name] = child
+        elif isinstance(sub, TensorDictParams) and child is not None:
+            _adopt(sub, child)
+
+
 def _register() -> None:
     """Make ``TensorDict.from_module(..., as_module=True)`` return a TensorDictParams."""
-    register_params_module(lambda td: TensorDictParams(td, no_convert=True))
+    register_params_module(_of_module)

@@ -291,11 +291,6 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         return self._det_part
 
     @property
-    def is_functional(self) -> bool:
-        """False (parameters live in the modules)."""
-        return False
-
-    @property
     def num_samples(self) -> Any:
         """The ``num_samples`` of the last probabilistic module."""
         prob = self._prob_modules()

@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tdnn._module import SKIP_EXISTING, TensorDictModule, positional_out, tensor_inputs
+from tdnn._module import (
+    SKIP_EXISTING,
+    TensorDictModule,
+    deprecated_device,
+    positional_out,
+    tensor_inputs,
+)
 from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
 
 
@@ -80,6 +87,21 @@ class TensorDictSequential(TensorDictModuleBase):
                 )
             self.select_out_keys(*selected_out_keys)
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the first parameter (cpu if none). Deprecated upstream.
+
+        >>> import warnings
+        >>> from torch import nn
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> seq = TensorDictSequential(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     seq.device
+        device(type='cpu')
+        """
+        return deprecated_device(self, type(self).__name__)
+
     def _members(self) -> list[Any]:
         members: Any = self._modules["module"]
         return list(members._modules.values())
@@ -93,9 +115,11 @@ class TensorDictSequential(TensorDictModuleBase):
             written += [k for k in outs if k not in written and k != "_"]
         self._in_keys = read
         selected = self.__dict__.get("_out_keys_apparent")
-        keep = self._select_before_return and selected is not None
         self._out_keys = written
-        self._out_keys_apparent = [k for k in selected if k in written] if keep else written
+        if self._select_before_return and selected is not None:
+            self._out_keys_apparent = [k for k in selected if k in written]
+        else:
+            self._out_keys_apparent = written
 
     def _select(self, selected: list[Any]) -> None:
         self._select_before_return = True

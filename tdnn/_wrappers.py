@@ -34,15 +34,23 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
             for hook in td_module._forward_hooks.values():
                 self.register_forward_hook(hook)
 
-    @property  # type: ignore[override]
+    @property
     def in_keys(self) -> list[Any]:
-        """The wrapped module's in_keys."""
+        """The wrapped module's in_keys (setting them sets the wrapped module's)."""
         return list(self.td_module.in_keys)
 
-    @property  # type: ignore[override]
+    @in_keys.setter
+    def in_keys(self, value: Any) -> None:
+        self.td_module.in_keys = value
+
+    @property
     def out_keys(self) -> list[Any]:
-        """The wrapped module's out_keys."""
+        """The wrapped module's out_keys (setting them sets the wrapped module's)."""
         return list(self.td_module.out_keys)
+
+    @out_keys.setter
+    def out_keys(self, value: Any) -> None:
+        self.td_module.out_keys = value
 
     @property
     def out_keys_source(self) -> list[Any]:

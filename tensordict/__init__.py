@@ -10,6 +10,7 @@ from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._checkpoint_functions import load, load_memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
+from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
     from_any,
     from_dict,
@@ -38,7 +39,9 @@ from tensordict._predicates import (
     is_integer,
     is_leaf_nontensor,
 )
+from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
+from tensordict._repr_parse import parse_tensor_dict_string
 from tensordict._shape import pad
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
@@ -111,12 +114,14 @@ __all__ = [
     "dense_stack_tds",
     "from_any",
     "from_dataclass",
+    "from_consolidated",
     "from_dict",
     "from_namedtuple",
     "from_struct_array",
     "from_tuple",
     "fromkeys",
     "get_defaults_to_none",
+    "get_printoptions",
     "group_by",
     "is_batchedtensor",
     "is_bool",
@@ -135,10 +140,12 @@ __all__ = [
     "merge_tensordicts",
     "pad",
     "pad_sequence",
+    "parse_tensor_dict_string",
     "set_capture_non_tensor_stack",
     "set_get_defaults_to_none",
     "set_lazy_legacy",
     "set_list_to_stack",
+    "set_printoptions",
     "stack",
     "tensorclass",
     "unpad_sequence",

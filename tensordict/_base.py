@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._consolidate import ConsolidateOps
 from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
 from tensordict._html import HtmlRepr
@@ -41,6 +42,7 @@ PRIMITIVES: tuple[str, ...] = tuple(
 
 
 class TensorDictBase(
+    ConsolidateOps,
     StructureOps,
     PointwiseOps,
     ReduceOps,

@@ -1,19 +1,23 @@
-"""The wire protocol of TensorDict transfers: leaves packed per dtype after a checked header.
+"""The wire protocol of TensorDict transfers: a checked header, then as few buffers as can be.
 
 Every transfer starts with a fixed-size int64 *header*: a magic number, the kind of
-message, 64-bit fingerprints of the keys, the shapes and the dtypes, the number of
-entries, the length of an optional structure description and the element count of
-each dtype's buffer. Then come the structure (JSON, for the calls that send one) and
-one contiguous buffer per dtype (every leaf of that dtype flattened, in storage order),
-never one message per leaf.
+message, three 64-bit fingerprints of the structure, the number of entries, the length
+of the description that follows and the element count of each dtype's buffer.
 
-A receive never risks a buffer larger than it posted (gloo aborts the process then):
-either it posts the buffer receives after reading the header, or (point to point over
-gloo) it posts them at once under tags derived from its own structure, which a sender
-of another structure does not use. On a mismatch the receiver still receives what the
-header announces (the sender completes and the next transfer is aligned) and raises,
-naming what differs; its early receives stay posted and are taken over by the next
-receive of that structure.
+``send``/``isend`` then send the *wire description* (JSON: every key with its kind and
+shape, cached on a consolidated TensorDict) and ONE byte buffer: the consolidated
+storage (see ``_consolidate.py``), or the leaves consolidated on the fly. A receiver
+whose fingerprints match receives straight into its own storage when it is consolidated,
+else into one buffer copied into its leaves. The calls that send a structure
+(``init_remote``, ``scatter``) send JSON and one buffer per dtype instead.
+
+A receive never risks a buffer smaller than the message (gloo aborts the process then):
+each buffer receive is posted after the header announcing its size was read. Nothing is
+left posted between calls, so no state outlives a call or a process group. On a
+mismatch the receiver still receives what the header announces (the sender completes
+and the next transfer is aligned) and raises, naming the keys that differ. A peer that
+dies or stalls makes the waiting side raise after the process group's timeout (gloo
+enforces it on every send and receive).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._consolidate import explain_mismatch, plan_of, wire_description
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import flatten_dense, foreach
@@ -109,6 +114,8 @@ class Layout:
         self.dims: list[int] = []
         self.codes: list[int] = []
         shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
+        if td._stack_parts() is not None:  # a lazy stack travels as its dense equivalent
+            td = td._as_dense(call)
         self._walk(td, "", call, shaped)
         self.groups: dict[int, list[Tensor]] = {
             code: [t for run in by_shape.values() for t in run] for code, by_shape in shaped.items()
@@ -306,38 +313,15 @@ def _payload_tag(tag: int, fingerprints: Sequence[int], kind: int) -> int:
     return (tag * 40503 + mix) & _TAG_MASK
 
 
-# Receives posted for a structure that did not come: they stay posted (gloo cannot cancel
-# them) and are taken over by the next receive of the same source, tag and size.
-_PARKED: dict[tuple[int, int, int], tuple[Any, Tensor, Any]] = {}
-
-
 def _post_buffer_recv(
     dist: Any, numel: int, code: int, device: torch.device, src: int, group: Any, tag: int
 ) -> tuple[Any, Tensor]:
-    gref = dist.group.WORLD if group is None else group
-    key = (id(gref), src, tag)
+    """Post the receive of a buffer the header announced (so never smaller than the message)."""
     dtype = DTYPES[code]
     if dtype is None:
         raise RuntimeError(f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks")
-    parked = _PARKED.pop(key, None)
-    if parked is not None:
-        work, buf, _ = parked
-        if buf.numel() == numel and buf.dtype == dtype and buf.device == device:
-            return work, buf
-        _PARKED[key] = parked
-        raise RuntimeError(
-            f"a receive from rank {src} with tag {tag} is still posted for a buffer of "
-            f"{buf.numel()} {buf.dtype} (an earlier mismatch); pass another init_tag"
-        )
     buf = torch.empty(numel, dtype=dtype, device=device)
     return dist.irecv(as_bytes(buf), src, group=group, tag=tag), buf
-
-
-def _park(group: Any, src: int, posted: dict[int, tuple[int, Any, Tensor]]) -> None:
-    dist = _dist()
-    gref = dist.group.WORLD if group is None else group
-    for tag, work, buf in posted.values():
-        _PARKED[(id(gref), src, tag)] = (work, buf, gref)
 
 
 def as_bytes(buf: Tensor) -> Tensor:
@@ -402,6 +386,9 @@ class Pending:
 
 
 # ---------------------------------------------------------------- point to point
+_U8 = _CODES[torch.uint8]
+
+
 def post_send(
     td: CollectionPrimitives,
     dst: int,
@@ -411,7 +398,11 @@ def post_send(
     kind: int = DATA,
     structure: bytes | None = None,
 ) -> Pending:
-    """Start sending ``td``: the header goes first, and the leaves are packed while it travels."""
+    """Start sending ``td``: a ``send`` is the header, the wire description and one buffer
+    (the consolidated storage, or the leaves consolidated on the fly); ``init_remote``
+    (``structure`` given) is the header, the structure and one buffer per dtype."""
+    if kind == DATA:
+        return _post_send_one(td, dst, group, tags, call)
     dist = require_init(call)
     lay = Layout(td, call)
     numels = lay.numels()
@@ -436,52 +427,121 @@ def post_send(
     return Pending(works, keep=messages, next_tag=tags[pos])
 
 
-def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: str) -> Pending:
-    """Post the header receive; ``wait()`` checks it, receives the buffers and unpacks them.
+def _check_dtypes(td: CollectionPrimitives, call: str) -> None:
+    bad = [
+        (k, v.dtype)
+        for k, v in td.items(True, True)
+        if isinstance(v, Tensor) and v.dtype not in _CODES
+    ]
+    if bad:
+        key, dtype = bad[0]
+        raise TypeError(
+            f"{call}: key {key!r} has dtype {dtype}, which cannot be sent; cast it to one "
+            f"of {', '.join(_DTYPE_NAMES)}"
+        )
 
-    The receiver's own structure is read while the header travels. With gloo the buffer
-    receives are posted at once too, under tags that name this structure (see
-    ``_payload_tag``), so the data flows without waiting for the header to be checked.
+
+def _one_header(kind: int, fps: Sequence[int], entries: int, desc: int, nbytes: int) -> Tensor:
+    numels = [0] * len(DTYPES)
+    numels[_U8] = nbytes
+    return torch.tensor([_MAGIC, kind, *fps, entries, desc, *numels])
+
+
+def _post_send_one(
+    td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
+) -> Pending:
+    dist = require_init(call)
+    plan, storage = plan_of(td)
+    if storage is None:
+        leaves = td._tensor_leaves([])
+        if any(leaf.dtype not in _CODES for leaf in leaves):
+            _check_dtypes(td, call)
+        storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
+        plan.fill(storage, leaves)
+    desc, fps = wire_description(td, plan)
+    wire = wire_device(dist, group)
+    header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
+    raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
+    works = [
+        dist.isend(header, dst, group=group, tag=tags[0]),
+        dist.isend(raw, dst, group=group, tag=tags[1]),
+    ]
+    pos = 2
+    if plan.nbytes:
+        tag = _payload_tag(tags[2], fps, DATA)
+        works.append(dist.isend(storage, dst, group=group, tag=tag))
+        pos = 3
+    return Pending(works, keep=(header, raw, storage), next_tag=tags[pos])
+
+
+def _leaf_device(leaves: Sequence[Tensor]) -> torch.device:
+    return leaves[0].device if leaves else torch.device("cpu")
+
+
+def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: str) -> Pending:
+    """Post the header receive; ``wait()`` checks it, receives the description and the one
+    buffer, and writes it into the leaves (straight into the storage of a consolidated
+    TensorDict). A structure that does not fit is received all the same (the sender
+    completes, the next transfer is aligned), then refused naming the keys that differ.
     """
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    lay = Layout(td, call)
-    mine = lay.fingerprints()
-    device = lay.device()
-    posted: dict[int, tuple[int, Any, Tensor]] = {}
-    if dist.get_backend(group) == "gloo":
-        numels = lay.numels()
-        pos = 1
-        for code in sorted(lay.groups):
-            if numels[code]:
-                tag = _payload_tag(tags[pos], mine, DATA)
-                posted[code] = (
-                    tag,
-                    *_post_buffer_recv(dist, numels[code], code, device, src, group, tag),
-                )
-                pos += 1
+    plan, storage = plan_of(td)
+    mine_desc, mine = wire_description(td, plan)
     pending = Pending([work])
 
     def finish() -> None:
         info = header.tolist()
         check_magic(call, info, src)
-        problem = lay.compare(info, DATA, mine)
-        if problem is None and posted:
-            for _, w, _ in posted.values():
-                w.wait()
-            lay.unpack({code: buf for code, (_, _, buf) in posted.items()})
-            pending.next_tag = tags[1 + len(posted)]
-            return
-        _park(group, src, posted)
-        bufs, _, end = _recv_buffers(dist, info, src, group, tags, device)
-        pending.next_tag = tags[end]
-        if problem is not None:
-            raise RuntimeError(f"{call}: the tensordict from rank {src} does not fit: {problem}")
-        lay.unpack(bufs)
+        if info[1] != DATA:
+            _, _, end = _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
+            pending.next_tag = tags[end]
+            raise RuntimeError(
+                f"{call}: the tensordict from rank {src} does not fit: the sender called "
+                f"{_KIND_NAMES.get(info[1], '?')}, which does not pair with send/isend"
+            )
+        nbytes = info[FIXED + _U8]
+        raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
+        works = [dist.irecv(raw, src, group=group, tag=tags[1])]
+        fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
+        leaves: list[Tensor] | None = None
+        if storage is not None:
+            buf = storage if fits else torch.empty(nbytes, dtype=torch.uint8, device=storage.device)
+        else:
+            leaves = td._tensor_leaves([])
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
+        if nbytes:  # the description and the buffer are received together
+            tag = _payload_tag(tags[2], info[2:5], DATA)
+            works.append(dist.irecv(buf, src, group=group, tag=tag))
+            pending.next_tag = tags[3]
+        else:
+            pending.next_tag = tags[2]
+        for w in works:
+            w.wait()
+        if not fits:
+            theirs = bytes(raw.cpu().numpy())
+            raise RuntimeError(
+                f"{call}: the tensordict from rank {src} does not fit: "
+                f"{explain_mismatch(theirs, mine_desc)} (every process must hold the same keys "
+                "in the same order, with the same shapes and dtypes; to send a structure the "
+                "receiver does not know, use init_remote/from_remote_init)"
+            )
+        if leaves is not None:
+            copy_into(leaves, plan.views(buf))
 
     pending._finish = finish
     return pending
+
+
+def copy_into(leaves: list[Tensor], views: list[Tensor]) -> None:
+    copy_ = foreach("copy_")
+    with torch.no_grad():
+        if copy_ is not None and leaves and leaves[0].device.type == "cpu":
+            copy_(leaves, views)
+        else:
+            for leaf, view in zip(leaves, views, strict=True):
+                leaf.copy_(view)
 
 
 def _recv_buffers(
@@ -534,12 +594,15 @@ def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
             f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
             "structure; pair from_remote_init with init_remote"
         )
-    return build(call, raw, bufs, dev)
+    # consolidated (one local copy, once): later transfers go straight into its storage
+    return build(call, raw, bufs, dev).consolidate(inplace=True)  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- structure on the wire
 def structure(td: CollectionPrimitives, call: str) -> bytes:
     """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
+    if td._stack_parts() is not None:
+        td = td._as_dense(call)
     return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
 
 

@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._consolidate import plan_of, wire_description
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
     GATHER,
     HEADER_LEN,
     INIT,
-    REDUCE,
     Layout,
     Pending,
     Tags,
     as_bytes,
     build,
     check_magic,
+    copy_into,
     drain,
     empty_buffers,
     post_recv,
@@ -74,17 +75,22 @@ class DistributedOps(CollectionPrimitives):
     # ------------------------------------------------------------ point to point
     def send(
         self,
-        dst: int,
+        dst: int | None = None,
         *,
         group: Any = None,
+        group_dst: int | None = None,
         init_tag: int = 0,
         pseudo_rand: bool = False,
+        consolidated: bool = False,
     ) -> None:
         """Send the leaves to rank ``dst``, whose ``recv`` fills a TensorDict of the same structure.
 
-        One header message, then one message per dtype. ``init_tag`` numbers the messages
-        (``init_tag``, ``init_tag + 1``, ...) and ``pseudo_rand=True`` draws the tags from a
-        generator seeded by ``init_tag``; the receiver passes the same values.
+        A header, a description of the structure and ONE buffer: the storage of a
+        consolidated TensorDict as it is, else the leaves consolidated on the fly (so
+        ``consolidated=`` is accepted for compatibility and changes nothing).
+        ``group_dst`` names the peer by its rank in ``group`` instead. ``init_tag`` numbers
+        the messages (``init_tag``, ``init_tag + 1``, ...) and ``pseudo_rand=True`` draws
+        the tags from a generator seeded by ``init_tag``; the receiver passes the same values.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -93,13 +99,16 @@ class DistributedOps(CollectionPrimitives):
         Traceback (most recent call last):
         RuntimeError: TensorDict.send: torch.distributed is not initialised; ...
         """
-        post_send(self, dst, group, Tags(init_tag, pseudo_rand), self._call("send")).wait()
+        call = self._call("send")
+        peer = _peer_rank(call, dst, group_dst, group, "dst")
+        post_send(self, peer, group, Tags(init_tag, pseudo_rand), call).wait()
 
     def isend(
         self,
-        dst: int,
+        dst: int | None = None,
         *,
         group: Any = None,
+        group_dst: int | None = None,
         init_tag: int = 0,
         pseudo_rand: bool = False,
         return_early: bool = False,
@@ -109,7 +118,9 @@ class DistributedOps(CollectionPrimitives):
         Returns the next free tag once sent, or with ``return_early=True`` a list with one
         handle to ``wait()`` on before the leaves are changed.
         """
-        pending = post_send(self, dst, group, Tags(init_tag, pseudo_rand), self._call("isend"))
+        call = self._call("isend")
+        peer = _peer_rank(call, dst, group_dst, group, "dst")
+        pending = post_send(self, peer, group, Tags(init_tag, pseudo_rand), call)
         if return_early:
             return [pending]
         pending.wait()
@@ -117,65 +128,95 @@ class DistributedOps(CollectionPrimitives):
 
     def recv(
         self,
-        src: int,
+        src: int | None = None,
         *,
         group: Any = None,
+        group_src: int | None = None,
         init_tag: int = 0,
         pseudo_rand: bool = False,
+        consolidated: bool = False,
     ) -> int:
-        """Receive what rank ``src`` sends into the leaves of this TensorDict, in place.
+        """Receive what rank ``src`` sends into the leaves of this TensorDict, in place
+        (straight into its storage when it is consolidated).
 
         The keys (in order), shapes and dtypes must be the sender's: otherwise a
-        ``RuntimeError`` says what differs, after the sender's messages are consumed.
-        Returns the next free tag.
+        ``RuntimeError`` names every key that differs, after the sender's messages are
+        consumed. Returns the next free tag.
         """
-        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), self._call("recv"))
+        call = self._call("recv")
+        peer = _peer_rank(call, src, group_src, group, "src")
+        pending = post_recv(self, peer, group, Tags(init_tag, pseudo_rand), call)
         pending.wait()
         return pending.next_tag
 
     def irecv(
         self,
-        src: int,
+        src: int | None = None,
         *,
         group: Any = None,
+        group_src: int | None = None,
         return_premature: bool = False,
         init_tag: int = 0,
         pseudo_rand: bool = False,
     ) -> int | list[Pending]:
         """As :meth:`recv`; with ``return_premature=True``, returns a list with one handle.
 
-        The handle's ``wait()`` receives the buffers and writes them into the leaves, so read
+        The handle's ``wait()`` receives the buffer and writes it into the leaves, so read
         the TensorDict only after it returns.
         """
-        pending = post_recv(self, src, group, Tags(init_tag, pseudo_rand), self._call("irecv"))
+        call = self._call("irecv")
+        peer = _peer_rank(call, src, group_src, group, "src")
+        pending = post_recv(self, peer, group, Tags(init_tag, pseudo_rand), call)
         if return_premature:
             return [pending]
         pending.wait()
         return pending.next_tag
 
-    def init_remote(self, dst: int, group: Any = None, device: Any = None) -> None:
+    def init_remote(
+        self,
+        dst: int | None = None,
+        group: Any = None,
+        device: Any = None,
+        use_broadcast: bool = False,
+    ) -> None:
         """Send the structure (as JSON) and the leaves to ``dst``, which calls
         :meth:`from_remote_init` and needs to know nothing in advance.
 
-        ``device`` is accepted for compatibility: leaves are sent from where they live.
+        With ``use_broadcast=True`` every rank of the group takes part (as
+        :meth:`broadcast` from this rank) and calls ``from_remote_init(...,
+        use_broadcast=True)``. ``device`` is accepted for compatibility: leaves are sent
+        from where they live.
         """
         call = self._call("init_remote")
+        if use_broadcast:
+            self.broadcast(require_init(call).get_rank(), group=group)
+            return
+        if dst is None:
+            raise ValueError(f"{call}: dst is required unless use_broadcast=True")
         spec = structure(self, call)
         post_send(self, dst, group, Tags(), call, INIT, spec).wait()
 
     @classmethod
-    def from_remote_init(cls, src: int, group: Any = None, device: Any = None) -> TensorDict:
+    def from_remote_init(
+        cls, src: int, group: Any = None, device: Any = None, use_broadcast: bool = False
+    ) -> TensorDict:
         """The TensorDict that rank ``src`` sends with :meth:`init_remote`.
 
-        Its leaves are views of one received buffer per dtype, on ``device`` (the CPU by
-        default). The structure is JSON: nothing is unpickled. The result is a TensorDict,
-        whatever class the sender had. Two processes are needed (see docs/distributed.md):
+        The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
+        one storage, on ``device``, the CPU by default), so that later ``recv`` calls write
+        straight into that storage. The structure is JSON: nothing is unpickled. The result
+        is a TensorDict, whatever class the sender had. Two processes are needed (see
+        docs/distributed.md):
 
         >>> from tensordict import TensorDict
         >>> TensorDict.from_remote_init(src=0)
         Traceback (most recent call last):
         RuntimeError: TensorDict.from_remote_init: torch.distributed is not initialised; ...
         """
+        if use_broadcast:
+            from tensordict._td import TensorDict
+
+            return TensorDict().broadcast(src, group=group, device=device)
         return recv_new(src, group, device, "TensorDict.from_remote_init")
 
     # ------------------------------------------------------------ collectives
@@ -261,18 +302,46 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        lay = Layout(self, call)
+        plan, storage = plan_of(self)
+        leaves = None
         receives = dst is None or dist.get_rank() == dst
-        bufs = lay.pack(copy=not receives)
-        infos = _exchange_headers(dist, lay.header(REDUCE, bufs), group, call)
-        _same_everywhere(call, lay, infos, _ranks(dist, group))
+        if storage is None:
+            leaves = self._tensor_leaves([])
+            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
+            plan.fill(storage, leaves)
+        elif not receives:  # the other ranks keep their values: reduce a copy
+            storage = storage.clone()
+        _, fps = wire_description(self, plan)
+        header = torch.tensor([*fps, plan.nleaves, plan.nbytes])
+        headers = _gather_small(dist, header, group)
+        ranks = _ranks(dist, group)
+        differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
+        if differ:
+            mine = headers[ranks.index(dist.get_rank())]
+            raise RuntimeError(
+                f"{call}: the ranks hold different structures: rank(s) {differ} differ from rank "
+                f"{ranks[0]} in their keys, shapes or dtypes (this rank, {dist.get_rank()}, has "
+                f"{mine[3]} leaves of {mine[4]} bytes); every rank must hold the same keys in "
+                "the same order, with the same shapes and dtypes"
+            )
         works = []
-        for code in sorted(bufs):
+        for dtype, start, end in plan.dtype_spans():
+            if end == start:
+                continue
+            buf = storage[start:end].view(dtype)
             if dst is None:
-                works.append(dist.all_reduce(bufs[code], op, group=group, async_op=True))
+                works.append(dist.all_reduce(buf, op, group=group, async_op=True))
             else:
-                works.append(dist.reduce(bufs[code], dst, op, group=group, async_op=True))
-        pending = Pending(works, (lambda: lay.unpack(bufs)) if receives else None, bufs)
+                works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
+        finish = None
+        if receives and leaves is not None:
+            views = plan.views(storage)
+            kept = leaves
+
+            def finish() -> None:
+                copy_into(kept, views)
+
+        pending = Pending(works, finish, storage)
         if async_op:
             return [pending]
         pending.wait()
@@ -388,11 +457,26 @@ class DistributedOps(CollectionPrimitives):
         return self  # type: ignore[return-value]
 
 
-def _same_everywhere(call: str, lay: Layout, infos: list[list[int]], ranks: list[int]) -> None:
-    problems = []
-    for rank, info in zip(ranks, infos, strict=True):
-        problem = lay.compare(info, REDUCE)
-        if problem is not None:
-            problems.append(f"rank {rank}: {problem.replace('the sender', f'rank {rank}')}")
-    if problems:
-        raise RuntimeError(f"{call}: the ranks hold different structures; " + "; ".join(problems))
+def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, what: str) -> int:
+    """The global rank of the peer, given as ``dst``/``src`` or by its rank in ``group``."""
+    if (rank is None) == (group_rank is None):
+        raise ValueError(
+            f"{call}: pass exactly one of {what} (a global rank) and group_{what} (a rank in "
+            f"group), got {what}={rank!r}, group_{what}={group_rank!r}"
+        )
+    if rank is not None:
+        return rank
+    dist = require_init(call)
+    return int(dist.get_global_rank(dist.group.WORLD if group is None else group, group_rank))
+
+
+def _device_of(leaves: list[Tensor]) -> torch.device:
+    return leaves[0].device if leaves else torch.device("cpu")
+
+
+def _gather_small(dist: Any, header: Tensor, group: Any) -> list[list[int]]:
+    """Every rank's small int64 ``header``, in group order."""
+    header = header.to(wire_device(dist, group))
+    out = [torch.empty_like(header) for _ in _ranks(dist, group)]
+    dist.all_gather(out, header, group=group)
+    return [h.tolist() for h in out]

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -24,6 +25,7 @@ from tensordict._index import _normalise
 from tensordict._keys import NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
+from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._td import TensorDict
 
@@ -249,6 +251,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def set(self, key: NestedKey, value: Any, inplace: bool = False) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
+            value = torch.as_tensor(value)  # split along the stack like a tensor
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
                 raise ValueError(
@@ -442,9 +446,17 @@ class LazyStackedTensorDict(TensorDictBase):
         ]
         return self if inplace else self._restack(out)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> Any:
-        """Copy a (dense) state dict into the members' existing entries."""
-        dense = TensorDict().load_state_dict(state_dict)
+    def load_state_dict(
+        self,
+        state_dict: Mapping[str, Any],
+        strict: bool = True,
+        assign: bool = False,
+        from_flatten: bool | None = None,
+    ) -> Any:
+        """Copy a (dense) state dict into the members' existing entries; with ``assign``
+        the state's tensors replace the members' entries instead (nothing is written into
+        the old tensors)."""
+        dense = TensorDict().load_state_dict(state_dict, from_flatten=from_flatten)
         if strict:
             ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
             if ours != theirs or self.partial_keys(True):
@@ -454,7 +466,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     f"{sorted(map(str, theirs - ours))}, keys in some members only "
                     f"{sorted(map(str, self.partial_keys(True)))}"
                 )
-        return self.update_(dense)
+        return self.update(dense) if assign else self.update_(dense)
 
     def _per_leaf(self, op: str, call: str, dim: Any, keepdim: bool, **kw: Any) -> Any:
         """Reductions: member by member unless the stack dim itself is reduced."""
@@ -510,13 +522,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
 
     def __repr__(self) -> str:
-        keys = sorted(map(str, self.keys(True, True)))
-        return (
-            f"LazyStackedTensorDict(\n    fields={keys},\n    exclusive_fields="
-            f"{sorted(map(str, self.partial_keys(True)))},\n    batch_size={self._batch_size},\n"
-            f"    device={self._device},\n    is_shared={self.is_shared()},\n"
-            f"    stack_dim={self.stack_dim})"
-        )
+        return td_repr(self)
 
     # --------------------------------------------------------------- index
     def _split_index(self, index: Any) -> tuple[Any, tuple[Any, ...], int] | None:
@@ -531,6 +537,11 @@ class LazyStackedTensorDict(TensorDictBase):
             return None
         d = self.stack_dim
         pre, at, post = idx[:d], idx[d], idx[d + 1 :]
+        if not isinstance(at, (int, np.integer, slice, range, list, Tensor, np.ndarray)):
+            raise TypeError(
+                f"{type(self).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
+                "use an int, a slice, a range, a list or a tensor"
+            )
         for item in (*pre, *post):
             if not isinstance(item, (int, slice)):
                 return None

@@ -28,6 +28,7 @@ from tensordict._format import (
 )
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
 
@@ -424,14 +425,16 @@ def load(
     allow_pickle: bool | None = None,
     mode: str = "r",
     non_blocking: bool = False,
+    pbar: bool = False,
 ) -> Any:
-    """Load the checkpoint at ``prefix``; everything is validated before anything is mapped."""
+    """Load the checkpoint at ``prefix``; everything is validated before anything is mapped;
+    ``pbar`` shows a progress bar advancing per leaf mapped."""
     target = os.path.abspath(os.fspath(prefix))
     for _ in range(_ATTEMPTS):
         before = _identity(target)
         try:
             td = _load_once(
-                target, call, device, num_threads, verify, allow_pickle, mode, non_blocking
+                target, call, device, num_threads, verify, allow_pickle, mode, non_blocking, pbar
             )
         except (FormatError, RuntimeError, OSError):
             if _identity(target) != before:
@@ -474,12 +477,14 @@ def _load_once(
     allow_pickle: bool | None,
     mode: str,
     non_blocking: bool,
+    pbar: bool = False,
 ) -> Any:
     loader = _loader(target, call, verify, allow_pickle, mode)
     td = loader.collection(target, device)
     loader.validated()
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
+    bar = progress_bar(call, len(slots), unit="leaf") if pbar else None
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
         store, key, leaf = slot
@@ -487,11 +492,17 @@ def _load_once(
         if device is not None:
             tensor = tensor.to(device, non_blocking=non_blocking)
         store[key] = tensor
+        if bar is not None:
+            bar.update(1)
 
-    if num_threads > 1 and len(slots) > 1:  # (automatic, -1, maps on this thread: mapping is cheap)
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            list(pool.map(open_leaf, slots))
-    else:
-        for slot in slots:
-            open_leaf(slot)
+    try:
+        if num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
+            with ThreadPoolExecutor(max_workers=num_threads) as pool:
+                list(pool.map(open_leaf, slots))
+        else:
+            for slot in slots:
+                open_leaf(slot)
+    finally:
+        if bar is not None:
+            bar.close()
     return td

@@ -46,6 +46,7 @@ from tensordict._map_worker import (
 )
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._progress import progress_bar
 
 _FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 _POLL_S = 0.05  # how often a wait for results checks that the workers are alive
@@ -189,22 +190,11 @@ class _Plan:
         return list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
 
 
-def _progress(call: str, total: int) -> Any:
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        raise ModuleNotFoundError(
-            f"{call}: pbar=True needs tqdm, which is not installed; `pip install tqdm` or "
-            "pass pbar=False"
-        ) from None
-    return tqdm(total=total, desc=call)
-
-
 def receipts(
     plan: _Plan, out_shared: bool, pbar: bool, scratch: str, gather: bool
 ) -> Generator[Done, None, None]:
     """Run every chunk; yield the receipts in chunk order. Owned pools end with the call."""
-    bar = _progress(plan.call, plan.total) if pbar else None
+    bar = progress_bar(plan.call, plan.total, unit="item") if pbar else None
     job = Job(
         CloudpickleWrapper(plan.fn),
         plan.td,

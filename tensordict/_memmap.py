@@ -593,6 +593,21 @@ class MemoryMappedTensor(Tensor):
             )
         return self
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A deep copy is a regular tensor in memory: copying never creates or shares a file.
+
+        >>> import copy, torch
+        >>> from tensordict import MemoryMappedTensor
+        >>> m = MemoryMappedTensor.from_tensor(torch.arange(3.0))
+        >>> c = copy.deepcopy(m)
+        >>> type(c).__name__, c.tolist()
+        ('Tensor', [0.0, 1.0, 2.0])
+        """
+        out = memo.get(id(self))
+        if out is None:
+            out = memo[id(self)] = self.as_subclass(Tensor).clone()
+        return out
+
     # --------------------------------------------------------------- dispatch
     @classmethod
     def __torch_function__(

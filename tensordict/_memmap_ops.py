@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._convert import map_leaves
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._progress import progress_bar
 
 if TYPE_CHECKING:
     from typing import Self
@@ -66,6 +67,7 @@ class MemmapOps(CollectionPrimitives):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool | None = None,
+        pbar: bool = False,
     ) -> Self:
         """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
         or in anonymous shared memory without one. The save is atomic.
@@ -82,6 +84,8 @@ class MemmapOps(CollectionPrimitives):
         >>> saved = td.memmap(folder)
         >>> saved.is_memmap(), bool((TensorDict.load_memmap(folder) == td).all())
         (True, True)
+
+        ``pbar=True`` shows a progress bar (a widget in notebooks) advancing per leaf.
         """
         return self._memmap_entry(  # type: ignore[no-any-return]
             "memmap", locals(), like=False, inplace=False
@@ -102,6 +106,7 @@ class MemmapOps(CollectionPrimitives):
         durable: bool = False,
         checksum: bool = False,
         allow_pickle: bool | None = None,
+        pbar: bool = False,
     ) -> Self:
         """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones.
 
@@ -128,6 +133,7 @@ class MemmapOps(CollectionPrimitives):
         robust_key: bool | None = True,
         archive: bool | None = None,
         durable: bool = False,
+        pbar: bool = False,
     ) -> Self:
         """Allocate memory-mapped leaves of the same shapes and dtypes, without copying
         values (an expanded TensorDict is never materialised in RAM).
@@ -188,6 +194,7 @@ class MemmapOps(CollectionPrimitives):
                 like=like,
                 inplace=inplace,
                 archive=bool(archive),
+                pbar=args.get("pbar", False),
             )
 
         if not args["return_early"]:
@@ -209,15 +216,23 @@ class MemmapOps(CollectionPrimitives):
         like: bool,
         inplace: bool,
         archive: bool = False,
+        pbar: bool = False,
     ) -> Self:
         if prefix is None:
+            bar = progress_bar(call, len(self._tensor_leaves([])), unit="leaf") if pbar else None
 
             def share(x: Tensor) -> Tensor:
+                if bar is not None:
+                    bar.update(1)
                 if isinstance(x, MemoryMappedTensor) and not like:
                     return x
                 return MemoryMappedTensor.from_tensor(x.detach(), copy_data=not like)
 
-            out = map_leaves(self, share)
+            try:
+                out = map_leaves(self, share)
+            finally:
+                if bar is not None:
+                    bar.close()
             if inplace:
                 _swap_leaves(self, out)
                 return self
@@ -248,6 +263,7 @@ class MemmapOps(CollectionPrimitives):
             checksum=checksum,
             allow_pickle=allow_pickle,
             on_leaves=keep,
+            pbar=pbar,
         )
         out = map_leaves(self, lambda x: mapping[id(x)])
         if inplace:
@@ -323,6 +339,7 @@ class MemmapOps(CollectionPrimitives):
         num_threads: int = _DEFAULT_THREADS,
         allow_pickle: bool | None = None,
         verify: bool = False,
+        pbar: bool = False,
     ) -> Any:
         """Load a checkpoint (docs/format.md) lazily: leaves map their files.
 
@@ -332,6 +349,7 @@ class MemmapOps(CollectionPrimitives):
         map the one file, copy-on-write with ``mode="r"`` (the default) or writing
         through to it with ``mode="r+"``. Files this process may not write are mapped
         copy-on-write. With ``out``, the values are copied into ``out``, which is returned.
+        ``pbar=True`` shows a progress bar advancing per leaf.
 
         >>> import tempfile, torch
         >>> from tensordict import TensorDict
@@ -359,6 +377,7 @@ class MemmapOps(CollectionPrimitives):
             allow_pickle=allow_pickle,
             mode=mode,
             non_blocking=non_blocking,
+            pbar=pbar,
         )
         if out is None:
             return loaded

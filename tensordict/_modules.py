@@ -129,12 +129,13 @@ def _stack_modules(
 
 # The module layer registers its TensorDictParams here when it is imported (the core
 # never imports it): see tensordict.utils.register_params_module.
-_PARAMS_MODULE: list[Callable[[Any], Any]] = []
+_PARAMS_MODULE: list[Callable[[Any, Any], Any]] = []
 
 
-def register_params_module(factory: Callable[[Any], Any]) -> None:
-    """Set the callable that ``from_module(..., as_module=True)`` (and ``from_modules``)
-    wrap their TensorDict with; ``import tensordict.nn`` registers ``TensorDictParams``.
+def register_params_module(factory: Callable[[Any, Any], Any]) -> None:
+    """Set the callable ``factory(td, module)`` that ``from_module(..., as_module=True)``
+    (and ``from_modules``, with ``module=None``) wrap their TensorDict with;
+    ``import tensordict.nn`` registers ``TensorDictParams``.
 
     >>> import tensordict.nn
     >>> from torch import nn
@@ -145,8 +146,8 @@ def register_params_module(factory: Callable[[Any], Any]) -> None:
     _PARAMS_MODULE[:] = [factory]
 
 
-def _wrap(call: str, td: Any, as_module: bool) -> Any:
-    """``td`` itself, or as a ``TensorDictParams`` module when ``as_module``."""
+def _wrap(call: str, td: Any, as_module: bool, module: nn.Module | None = None) -> Any:
+    """``td`` itself, or as a ``TensorDictParams`` module (of ``module``) when ``as_module``."""
     if not as_module:
         return td
     if not _PARAMS_MODULE:
@@ -154,7 +155,7 @@ def _wrap(call: str, td: Any, as_module: bool) -> Any:
             f"{call}(as_module=True) returns a tensordict.nn.TensorDictParams, and the module "
             "layer is not loaded: run `import tensordict.nn` first"
         )
-    return _PARAMS_MODULE[0](td)
+    return _PARAMS_MODULE[0](td, module)
 
 
 # One undo step: (the store written, the store the original came from, name, original).
@@ -165,10 +166,15 @@ class _Swap:
     """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
 
     def __init__(
-        self, restore: _Restore, swapped: Any, unflag: list[tuple[set[str], str]] | None = None
+        self,
+        restore: _Restore,
+        swapped: Any,
+        unflag: list[tuple[set[str], str]] | None = None,
+        copy_back: list[tuple[Tensor, Tensor]] | None = None,
     ) -> None:
         self._restore = restore
         self._unflag = unflag or []
+        self._copy_back = copy_back or []  # inplace=True: (module tensor, its saved value)
         self.swapped = swapped
 
     def __enter__(self) -> Any:
@@ -184,8 +190,12 @@ class _Swap:
             origin[name] = value
         for flags, name in self._unflag:
             flags.discard(name)
+        with torch.no_grad():
+            for tensor, saved in self._copy_back:
+                tensor.copy_(saved)
         self._restore = []
         self._unflag = []
+        self._copy_back = []
 
 
 def _placed(
@@ -295,6 +305,10 @@ def _copy_checked(call: str, plan: _Plan, non_blocking: bool = False) -> None:
             current.copy_(value, non_blocking=non_blocking)
 
 
+def _map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
+    return {k: _map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
+
+
 def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
     entries = {k: _as_tree(cls, v) if isinstance(v, dict) else v for k, v in nested.items()}
     return cls._new_unsafe(entries, torch.Size([]), None, None)
@@ -331,7 +345,7 @@ class ModuleOps(CollectionPrimitives):
         True
         """
         tree = _module_tree(module, cls, use_state_dict, lock, filter_empty)
-        return _wrap("TensorDict.from_module", tree, as_module)
+        return _wrap("TensorDict.from_module", tree, as_module, module)
 
     @classmethod
     def from_modules(
@@ -420,8 +434,21 @@ class ModuleOps(CollectionPrimitives):
                 f"{type(module).__name__} (pass strict=False to swap what matches)"
             )
         if inplace:
+            saved: dict[int, Tensor] = {}
+            if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
+                for _, _, _, current, _, _ in plan:
+                    if id(current) not in saved:
+                        saved[id(current)] = current.detach().clone()
             _copy_checked(call, plan, non_blocking)
-            return _Swap([], None)
+            if not return_swap:
+                return None
+            from tensordict._td import TensorDict  # the concrete class sits above this mixin
+
+            copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
+            swapped = _as_tree(TensorDict, _map_tree(originals, lambda t: saved[id(t)]))
+            if swap_dest is not None:
+                swapped = swap_dest.update(swapped)
+            return _Swap([], swapped, None, copy_back)
         restore: _Restore = []
         unflag: list[tuple[set[str], str]] = []
         try:

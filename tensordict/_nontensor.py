@@ -384,10 +384,9 @@ class NonTensorData(NonTensorDataBase):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(data={self.data}, batch_size={self.batch_size}, "
-            f"device={self.device})"
-        )
+        from tensordict._repr import nontensor_repr
+
+        return nontensor_repr(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.data, tuple(self.batch_size), self.device))
@@ -575,9 +574,9 @@ class NonTensorStack(NonTensor):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"NonTensorStack({self.tolist()!r}, batch_size={self.batch_size}, device={self.device})"
-        )
+        from tensordict._repr import nontensor_repr
+
+        return nontensor_repr(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_stack, (self.values, self.positions, self.device))

@@ -2,7 +2,8 @@
 
 Unflattening recomputes the batch size: under ``vmap`` the leaves lose the mapped dim,
 and outputs gain dims, so the batch size grows or shrinks by the same number of dims
-as the leaves did.
+as the leaves did. A lazy stack opens as its dense form and closes as a lazy stack
+again (along its stack dim, or the last batch dim where vmap took that dim away).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from torch import Tensor
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
-from tensordict._torch_compat import mapping_key, register_pytree_node
+from tensordict._torch_compat import (
+    let_vmap_take_one_out_dim,
+    mapping_key,
+    register_pytree_node,
+)
 
 
 def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
@@ -63,14 +68,54 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
     return out
 
 
+def _dense(td: LazyStackedTensorDict) -> TensorDict:
+    dense = td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict")
+    if td.is_locked:
+        dense.lock_()
+    return dense
+
+
 def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
     """A lazy stack opens as its dense form (vmap must see the stack dim in the leaves);
     members of different structures cannot, and say so."""
-    return _flatten(td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
+    children, context = _flatten(_dense(td))
+    return children, (context, td.stack_dim)
 
 
 def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, Any]], Any]:
-    return _flatten_with_keys(td._as_dense("pytree (vmap, torch.func) of a LazyStackedTensorDict"))
+    children, context = _flatten_with_keys(_dense(td))
+    return children, (context, td.stack_dim)
+
+
+def _tensors_only(values: Any) -> bool:
+    """Whether every leaf under ``values`` is a tensor (pytree also rebuilds nodes with
+    other leaves, such as vmap's ``in_dims``)."""
+    for value in values:
+        if isinstance(value, TensorDict):
+            if not _tensors_only(value._tensordict.values()):
+                return False
+        elif isinstance(value, LazyStackedTensorDict):
+            if not _tensors_only(value.tensordicts):
+                return False
+        elif not isinstance(value, (Tensor, NonTensor)):
+            return False
+    return True
+
+
+def _unflatten_lazy(values: Any, context: Any) -> Any:
+    dense_context, stack_dim = context
+    values = list(values)
+    dense = _unflatten(values, dense_context)
+    ndim = len(dense.batch_size)
+    if ndim == 0 or not _tensors_only(values):
+        return dense  # no dim to stack along, or pytree rebuilt it with other leaves
+    dim = min(stack_dim, ndim - 1)
+    if dense.batch_size[dim] == 0:
+        return dense
+    out = LazyStackedTensorDict(*dense.unbind(dim), stack_dim=dim)
+    if dense.is_locked:
+        out.lock_()
+    return out
 
 
 def register() -> None:
@@ -81,7 +126,8 @@ def register() -> None:
     register_pytree_node(
         LazyStackedTensorDict,
         _flatten_lazy,
-        _unflatten,
+        _unflatten_lazy,
         _flatten_lazy_with_keys,
         "tensordict.LazyStackedTensorDict",
     )
+    let_vmap_take_one_out_dim(lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)))

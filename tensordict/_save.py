@@ -23,6 +23,7 @@ from tensordict._format import (
 )
 from tensordict._memmap import MemoryMappedTensor, rename_files
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._progress import progress_bar
 
 Job = tuple[Tensor, str, dict[str, Any]]
 _AUTO_THREADS_BYTES = 16 << 20
@@ -139,10 +140,17 @@ class _Writer:
         torch.save(value, os.path.join(folder, name))
         return {"kind": "pickle", "file": name}
 
-    def run(self, num_threads: int) -> list[MemoryMappedTensor]:
-        """Write every leaf file (on ``num_threads`` threads); worker errors are raised."""
+    def run(self, num_threads: int, bar: Any = None) -> list[MemoryMappedTensor]:
+        """Write every leaf file (on ``num_threads`` threads); worker errors are raised.
+        ``bar``, a progress bar, advances by one per file written."""
 
         def write(job: Job) -> MemoryMappedTensor:
+            out = write_one(job)
+            if bar is not None:
+                bar.update(1)
+            return out
+
+        def write_one(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
             tensor = tensor.detach()
             if self.like or tensor.device.type != "cpu" or tensor.numel() == 0:
@@ -199,8 +207,10 @@ def save(
     checksum: bool = False,
     allow_pickle: bool | None = None,
     on_leaves: Callable[[list[tuple[Tensor, MemoryMappedTensor]]], None] | None = None,
+    pbar: bool = False,
 ) -> None:
-    """Write ``td`` as a checkpoint at ``prefix`` and commit it atomically (spec section 7)."""
+    """Write ``td`` as a checkpoint at ``prefix`` and commit it atomically (spec section 7);
+    ``pbar`` shows a progress bar advancing per leaf file."""
     target = os.path.abspath(os.fspath(prefix))
     _check_replaceable(target, call)
     parent = os.path.dirname(target)
@@ -210,7 +220,12 @@ def save(
     writer = _Writer(call, like, allow_pickle, checksum)
     try:
         writer.folder(td, staging, ())
-        leaves = writer.run(num_threads)
+        bar = progress_bar(call, len(writer.jobs), unit="leaf") if pbar else None
+        try:
+            leaves = writer.run(num_threads, bar)
+        finally:
+            if bar is not None:
+                bar.close()
         writer.write_metas()
         if durable:
             _fsync_tree(staging)

@@ -23,8 +23,9 @@ from torch import Tensor
 
 from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
-from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._repr import tc_repr
 from tensordict._td import TensorDict
 from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
 
@@ -355,7 +356,7 @@ class TensorClass(TensorDict):
         super().__setitem__(index, value)
 
     def __repr__(self) -> str:
-        return _tc_repr(self)
+        return tc_repr(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         _, args = super().__reduce__()
@@ -500,24 +501,6 @@ def _rebuild(cls: Any, args: tuple[Any, ...]) -> Any:
     if td._is_locked:
         out.lock_()
     return out
-
-
-def _tc_repr(obj: Any) -> str:
-    from tensordict._repr import _entry, _indent
-
-    lines = []
-    for name in sorted(obj._tensordict):
-        value = obj._tensordict[name]
-        text = repr(value.data) if type(value) is NonTensorData else _entry(value)
-        lines.append(f"{name}={text}")
-    shadowed = type(obj)._shadowed  # fields named batch_size/device print as fields
-    lines.append(
-        f"shape={obj._batch_size}" if "batch_size" in shadowed else f"batch_size={obj._batch_size}"
-    )
-    if "device" not in shadowed:
-        lines.append(f"device={obj._device}")
-    lines.append(f"is_shared={obj.is_shared()}")
-    return f"{type(obj).__name__}(\n" + _indent(",\n".join(lines)) + ")"
 
 
 @typing.overload

@@ -60,3 +60,28 @@ def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a functorch (vmap/grad) wrapper, whose ``requires_grad`` does
     not report the autograd state of the tensor it wraps."""
     return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
+
+
+def let_vmap_take_one_out_dim(is_collection: Callable[[Any], bool]) -> None:
+    """Let ``vmap(f, ..., out_dims=(d,))`` return one TensorDict, as it already lets
+    ``f`` return one tensor: torch special-cases a tensor output only, and a TensorDict
+    opens into a pytree that ``(d,)`` does not match (idempotent)."""
+    from torch._functorch import vmap as _vmap
+
+    original = _vmap._unwrap_batched
+    if getattr(original, "_tensordict_one_out_dim", False):
+        return
+
+    def unwrap_batched(
+        batched_outputs: Any,
+        out_dims: int | tuple[int, ...] | None,
+        vmap_level: int,
+        batch_size: int,
+        func: Callable[..., Any],
+    ) -> tuple[Any, ...]:
+        if isinstance(out_dims, tuple) and len(out_dims) == 1 and is_collection(batched_outputs):
+            out_dims = out_dims[0]
+        return original(batched_outputs, out_dims, vmap_level, batch_size, func)
+
+    unwrap_batched._tensordict_one_out_dim = True  # type: ignore[attr-defined]
+    _vmap._unwrap_batched = unwrap_batched

@@ -18,6 +18,8 @@ from tensordict._predicates import (
     is_leaf_nontensor,
     is_non_tensor,
 )
+from tensordict._printoptions import get_printoptions, set_printoptions
+from tensordict._repr_parse import parse_tensor_dict_string
 from tensordict._switches import (
     capture_non_tensor_stack,
     get_defaults_to_none,
@@ -55,6 +57,7 @@ __all__ = [
     "expand_as_right",
     "expand_right",
     "get_defaults_to_none",
+    "get_printoptions",
     "infer_size_impl",
     "is_batchedtensor",
     "is_bool",
@@ -68,6 +71,7 @@ __all__ = [
     "isin",
     "lazy_legacy",
     "list_to_stack",
+    "parse_tensor_dict_string",
     "print_directory_tree",
     "register_params_module",
     "remove_duplicates",
@@ -75,6 +79,7 @@ __all__ = [
     "set_get_defaults_to_none",
     "set_lazy_legacy",
     "set_list_to_stack",
+    "set_printoptions",
     "timeit",
     "unravel_key",
     "unravel_key_list",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorClass, TensorDict, lazy_stack
 
 
 def flat() -> TensorDict:
@@ -64,7 +66,41 @@ def zero_size() -> TensorDict:
     return TensorDict({"a": torch.randn(0, 3), "b": torch.randn(0)}, batch_size=[0])
 
 
-CATALOGUE: dict[str, Callable[[], TensorDict]] = {
+class Sample(TensorClass):
+    """A tensorclass entry of the catalogue: a tensor field, a nested collection, a string."""
+
+    obs: torch.Tensor
+    extra: TensorDict
+    label: str
+
+
+def tensorclass() -> Sample:
+    extra = TensorDict({"r": torch.randn(4, 2)}, batch_size=[4])
+    return Sample(torch.randn(4, 3), extra, "cat", batch_size=[4])
+
+
+def lazy_same() -> Any:
+    """A lazy stack of members sharing one structure (densifiable)."""
+    return lazy_stack(list(nested().unbind(0)), 0)
+
+
+def lazy_ragged() -> Any:
+    """A lazy stack whose members differ in a leaf's feature size (not densifiable)."""
+    return lazy_stack(
+        [
+            TensorDict({"x": torch.randn(3, 2), "y": torch.randn(3)}, [3]),
+            TensorDict({"x": torch.randn(3, 5), "y": torch.randn(3)}, [3]),
+        ],
+        1,
+    )
+
+
+def memmapped() -> TensorDict:
+    """A TensorDict whose leaves are memory-mapped files."""
+    return nested().memmap(tempfile.mkdtemp(prefix="catalogue-") + "/td")
+
+
+CATALOGUE: dict[str, Callable[[], Any]] = {
     "flat": flat,
     "nested": nested,
     "empty_batch": empty_batch,
@@ -75,7 +111,14 @@ CATALOGUE: dict[str, Callable[[], TensorDict]] = {
     "with_non_tensor": with_non_tensor,
     "longer_nested_batch": longer_nested_batch,
     "zero_size": zero_size,
+    "tensorclass": tensorclass,
+    "lazy_same": lazy_same,
+    "memmapped": memmapped,
 }
+
+# Collections that refuse the operations needing one dense tensor per key (each has its own
+# crossing test: every operation either works member by member or names the differing key).
+RAGGED: dict[str, Callable[[], Any]] = {"lazy_ragged": lazy_ragged}
 
 
 def leaves(td: TensorDict) -> dict[object, torch.Tensor]:
@@ -97,3 +140,18 @@ def assert_same(a: TensorDict, b: TensorDict) -> None:
         assert x.dtype == y.dtype, key
         assert x.shape == y.shape, key
         torch.testing.assert_close(x, y, equal_nan=True, rtol=0, atol=0)
+
+
+def assert_shares(a: Any, b: Any, keys: list[Any] | None = None) -> None:
+    """``a`` holds the very tensors ``b`` holds at ``keys`` (all of ``a``'s leaves by default).
+
+    A lazy stack's ``get`` stacks its members' tensors into a new one, so two lazy stacks
+    share when their members do, member by member.
+    """
+    if isinstance(a, LazyStackedTensorDict) and isinstance(b, LazyStackedTensorDict):
+        assert a.stack_dim == b.stack_dim and len(a.tensordicts) == len(b.tensordicts)
+        for x, y in zip(a.tensordicts, b.tensordicts, strict=True):
+            assert_shares(x, y, keys)
+        return
+    for key in leaves(a) if keys is None else keys:
+        assert a.get(key) is b.get(key), key

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, TensorClass, TensorDict, TensorDictBase, lazy_stack
+from tests.catalogue import RAGGED
 from tests.test_index import _positions, _td, check_against_oracle
 from tests.test_shape_ops import MULTI, SINGLE
 
@@ -136,6 +137,58 @@ def test_ragged_stack_keeps_member_ops_and_refuses_dense_ones() -> None:
             r"leaf shapes that differ \{'x': \[\(3, 2\), \(3, 4\)\]\}",
         ):
             op(s)
+
+
+# (name, the op on the ragged stack, the same op on one member): the stack's result,
+# unbound along its stack dim, equals the op applied to each member.
+MEMBERWISE: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = [
+    ("index_dim0", lambda t: t[1], lambda m: m[1]),
+    ("unsqueeze_front", lambda t: t.unsqueeze(0), lambda m: m.unsqueeze(0)),
+    ("select", lambda t: t.select("x"), lambda m: m.select("x")),
+    ("exclude", lambda t: t.exclude("x"), lambda m: m.exclude("x")),
+    ("rename_key", lambda t: t.rename_key_("y", "z"), lambda m: m.rename_key_("y", "z")),
+    ("apply", lambda t: t.apply(lambda x: x * 2), lambda m: m.apply(lambda x: x * 2)),
+    ("add", lambda t: t + 1, lambda m: m + 1),
+    ("to_double", lambda t: t.to(torch.float64), lambda m: m.to(torch.float64)),
+    ("clone", lambda t: t.clone(), lambda m: m.clone()),
+    ("flatten_keys", lambda t: t.flatten_keys(), lambda m: m.flatten_keys()),
+    ("exp", lambda t: t.exp(), lambda m: m.exp()),
+]
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED))
+@pytest.mark.parametrize(("op_name", "op", "member_op"), MEMBERWISE, ids=[m[0] for m in MEMBERWISE])
+def test_ragged_catalogue_member_ops_match_members(
+    name: str, op_name: str, op: Callable[[Any], Any], member_op: Callable[[Any], Any]
+) -> None:
+    stack = RAGGED[name]()
+    expected = [member_op(m.clone()) for m in stack.unbind(stack.stack_dim)]
+    out = op(stack.clone())
+    assert isinstance(out, LazyStackedTensorDict), op_name
+    got = out.unbind(out.stack_dim)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.batch_size == e.batch_size and set(g.keys(True)) == set(e.keys(True))
+        for key in e.keys(True, True):
+            torch.testing.assert_close(g.get(key), e.get(key), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED))
+@pytest.mark.parametrize(
+    ("op_name", "op"),
+    [
+        ("reshape", lambda t: t.reshape(-1)),
+        ("view", lambda t: t.view(-1)),
+        ("densify", lambda t: t.densify()),
+        ("state_dict", lambda t: t.state_dict()),
+        ("get", lambda t: t.get("x")),
+    ],
+)
+def test_ragged_catalogue_dense_ops_name_the_key(
+    name: str, op_name: str, op: Callable[[Any], Any]
+) -> None:
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict\.{op_name}: .*'x'"):
+        op(RAGGED[name]())
 
 
 def test_inherited_operations_that_lazy_stacks_lacked() -> None:

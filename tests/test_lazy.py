@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 import torch
 
@@ -189,3 +190,31 @@ def test_remaining_container_methods() -> None:
     assert set(same.to_dict()) == {"x"}
     with pytest.raises(RuntimeError, match="LazyStackedTensorDict.to_dict: .* differ in structure"):
         s.to_dict()
+
+
+def test_set_numpy_array_splits_along_the_stack() -> None:
+    s = lazy_stack([TensorDict({"a": torch.zeros(3, 2)}, [3]) for _ in range(4)], 1)
+    arr = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    s.set("n", arr)
+    torch.testing.assert_close(s.get("n"), torch.as_tensor(arr))
+    assert s.tensordicts[2].get("n").tolist() == arr[:, 2].tolist()
+
+
+def test_invalid_index_at_the_stack_dim_is_a_type_error() -> None:
+    s = lazy_stack([TensorDict({"a": torch.zeros(3)}, [3]) for _ in range(4)], 1)
+    with pytest.raises(TypeError, match=r"LazyStackedTensorDict\[\]: Invalid index \{1, 2\}"):
+        s[:, {1, 2}]
+    assert s[:, np.int64(1)].batch_size == (3,)
+    assert s[:, range(2)].batch_size == (3, 2)
+
+
+def test_load_state_dict_assign_replaces_without_writing() -> None:
+    s = lazy_stack([TensorDict({"a": torch.randn(3)}, [3]) for _ in range(2)], 0)
+    zero = s.clone().zero_()
+    old = zero.clone(False)
+    zero.load_state_dict(s.state_dict(), assign=True)
+    assert (old == 0).all() and (zero == s).all()
+    copied = s.clone().zero_()
+    kept = copied.clone(False)
+    copied.load_state_dict(s.state_dict())
+    assert (kept == s).all()  # without assign the existing tensors are written

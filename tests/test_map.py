@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import glob
 import multiprocessing as mp
 import os
 import signal
@@ -105,9 +104,11 @@ def test_results_travel_on_by_name_and_their_files_go_with_them() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     td = data(9)
-    before = set(glob.glob("/dev/shm/tensordict-out-*"))
     result = td.map(double_x, num_workers=2, chunksize=3)
     chunk = next(iter(td.map_iter(double_x, num_workers=2, chunksize=3)))
+    owned = {result["x2"].filename, chunk["x2"].filename}
+    assert all(f and f.startswith("/dev/shm/tensordict-out-") for f in owned), owned
+    assert all(os.path.exists(f) for f in owned)
     for value in (result["x2"], chunk["x2"]):
         sent = ForkingPickler.loads(ForkingPickler.dumps(value))
         assert torch.equal(sent, value)
@@ -116,7 +117,7 @@ def test_results_travel_on_by_name_and_their_files_go_with_them() -> None:
     assert torch.equal(chained, td["x"] * 2 + 1)
     del result, chunk, value, sent, chained
     gc.collect()
-    assert set(glob.glob("/dev/shm/tensordict-out-*")) <= before  # deleted with the tensors
+    assert not any(os.path.exists(f) for f in owned)  # deleted with the tensors
 
 
 def test_a_full_dev_shm_sends_result_files_to_the_temporary_folder(
@@ -300,6 +301,7 @@ def test_pbar_shows_progress(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_pbar_without_tqdm_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tqdm", None)  # `import tqdm` now raises ImportError
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     with pytest.raises(ModuleNotFoundError, match=r"pbar=True needs tqdm.*pip install tqdm"):
         data(4).map(double_x, num_workers=2, pbar=True)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tests.catalogue import leaves
+from tests.catalogue import assert_shares, leaves
 
 REDUCTIONS = ["sum", "mean", "std", "var", "amax", "amin", "prod"]
 
@@ -132,8 +132,7 @@ def test_clone_detach_contiguous(example: TensorDict) -> None:
         assert c.get(key) is not x
         torch.testing.assert_close(c.get(key), x)
     shallow = example.clone(recurse=False)
-    for key, x in leaves(example).items():
-        assert shallow.get(key) is x
+    assert_shares(shallow, example)
     d = example.detach()
     assert not any(x.requires_grad for x in leaves(d).values())
     assert example.contiguous().is_contiguous()

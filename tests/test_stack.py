@@ -14,7 +14,8 @@ from tests.catalogue import CATALOGUE, leaves
 def test_stack_matches_per_leaf_stack(name: str, dim: int) -> None:
     tds = [CATALOGUE[name]().detach() for _ in range(3)]
     out = torch.stack(tds, dim)
-    assert isinstance(out, TensorDict)
+    # stacking lazy stacks keeps the members' own storage: the result is a lazy stack too
+    assert type(out) is (LazyStackedTensorDict if name.startswith("lazy") else type(tds[0]))
     n = len(tds[0].batch_size)
     d = dim % (n + 1)
     assert out.batch_size == torch.Size([*tds[0].batch_size[:d], 3, *tds[0].batch_size[d:]])

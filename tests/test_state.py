@@ -9,8 +9,8 @@ import pickle
 import pytest
 import torch
 
-from tensordict import TensorDict
-from tests.catalogue import assert_same, leaves
+from tensordict import TensorDict, set_printoptions
+from tests.catalogue import assert_same, assert_shares, leaves
 
 
 def _tensor_only(td: TensorDict) -> TensorDict:
@@ -73,7 +73,7 @@ def test_pickle_round_trip(example: TensorDict) -> None:
     td = example.detach()
     back = pickle.loads(pickle.dumps(td))
     assert_same(back, td)
-    assert type(back) is TensorDict and back.device == td.device
+    assert type(back) is type(td) and back.device == td.device
 
 
 def test_pickle_keeps_lock_names_and_non_tensor() -> None:
@@ -84,8 +84,7 @@ def test_pickle_keeps_lock_names_and_non_tensor() -> None:
 
 def test_copy_and_deepcopy(example: TensorDict) -> None:
     shallow = copy.copy(example)
-    for key, x in leaves(example).items():
-        assert shallow.get(key) is x
+    assert_shares(shallow, example)
     deep = copy.deepcopy(example)
     for key, x in leaves(example).items():
         assert deep.get(key) is not x
@@ -125,6 +124,12 @@ def test_repr_matches_seed_format() -> None:
     td["n", "c"] = torch.zeros(10, dtype=torch.long)
     td["s"] = "hi"
     assert repr(td) == (
+        "TensorDict(batch_size=[10], fields={\n    a: f32[2],\n    b: f32[],\n"
+        "    n: {c: i64[]},\n    s: 'hi'})"
+    )
+    with set_printoptions(compact=False):
+        verbose, empty = repr(td), repr(TensorDict())
+    assert verbose == (
         "TensorDict(\n"
         "    fields={\n"
         "        a: Tensor(shape=torch.Size([10, 2]), device=cpu, dtype=torch.float32, is_shared=False),\n"
@@ -140,7 +145,7 @@ def test_repr_matches_seed_format() -> None:
         "    device=None,\n"
         "    is_shared=False)"
     )
-    assert repr(TensorDict()) == (
+    assert empty == (
         "TensorDict(\n    fields={\n    },\n    batch_size=torch.Size([]),\n"
         "    device=None,\n    is_shared=False)"
     )

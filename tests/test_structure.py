@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import TensorDict
-from tests.catalogue import assert_same, leaves
+from tensordict import TensorDict, TensorDictBase
+from tests.catalogue import assert_same, assert_shares, leaves
 
 
 def test_select_exclude(example: TensorDict) -> None:
@@ -15,8 +15,7 @@ def test_select_exclude(example: TensorDict) -> None:
     assert set(picked.keys(True, True)) == set(keys[:1])
     rest = example.exclude(*keys[:1])
     assert set(rest.keys(True, True)) == set(keys[1:])
-    for key in keys[1:]:
-        assert rest.get(key) is example.get(key)
+    assert_shares(rest, example, keys[1:])
 
 
 def test_select_strict_and_inplace() -> None:
@@ -45,8 +44,7 @@ def test_flatten_unflatten_round_trip(example: TensorDict) -> None:
     assert not any(isinstance(v, TensorDict) for v in flat.values())
     back = flat.unflatten_keys(".")
     assert set(back.keys(True, True)) == set(example.keys(True, True))
-    for key, x in leaves(example).items():
-        assert back.get(key) is x
+    assert_shares(back, example, list(leaves(example)))
 
 
 def test_seed_flatten_keys() -> None:
@@ -74,7 +72,7 @@ def test_empty_and_is_empty(example: TensorDict) -> None:
     e = example.empty()
     assert e.batch_size == example.batch_size and not list(e.keys()) and e.is_empty()
     deep = example.empty(recurse=True)
-    nested = [k for k, v in example.items() if isinstance(v, TensorDict)]
+    nested = [k for k, v in example.items() if isinstance(v, TensorDictBase)]
     assert sorted(deep.keys()) == sorted(nested)
     assert deep.is_empty()
     assert not example.is_empty()

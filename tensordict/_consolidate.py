@@ -1,0 +1,615 @@
+"""Consolidation: every tensor leaf of a collection a view into one flat byte storage.
+
+The storage holds the leaves grouped in *runs* of one dtype and shape (dtypes by
+decreasing element size, so every run starts aligned for its dtype; shapes in the
+order they first occur). A run is filled with one ``torch.stack(..., out=)`` and viewed
+back with one ``view`` + ``unbind``, so the per-leaf Python work is a list lookup.
+
+A consolidated collection is locked (its keys cannot change under the storage) and
+remembers its storage and plan: pickling it moves the one storage (torch's
+multiprocessing reducers pass it by file descriptor when it is shared) plus a small
+description; ``to(device)`` moves the one buffer. With a ``filename`` the storage is a
+memory-mapped file followed by its JSON description and the description's length (8
+bytes, little endian): ``TensorDict.from_consolidated`` reads it back, validating the
+description before viewing anything.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from tensordict._convert import _parse_to
+from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._primitives import CollectionPrimitives
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from tensordict._future import TensorDictFuture
+
+_VERSION = 1
+_TRAILER = 8  # the int64 length of the JSON description at the end of a file
+
+# a run: dtype, shape of one leaf, number of leaves, first byte, leaf indices (walk order)
+Run = tuple[torch.dtype, torch.Size, int, int, list[int]]
+
+
+class Plan:
+    """Where each leaf of a structure lies in its consolidated storage."""
+
+    __slots__ = ("_desc", "nbytes", "nleaves", "runs")
+
+    def __init__(self, runs: list[Run], nleaves: int, nbytes: int) -> None:
+        self.runs = runs
+        self.nleaves = nleaves
+        self.nbytes = nbytes
+        self._desc: tuple[bytes, tuple[int, int, int]] | None = None
+
+    @classmethod
+    def of(cls, leaves: Sequence[Tensor]) -> Plan:
+        groups: dict[tuple[torch.dtype, torch.Size], list[int]] = {}
+        for i, leaf in enumerate(leaves):
+            key = (leaf.dtype, leaf.shape)
+            run = groups.get(key)
+            if run is None:
+                groups[key] = [i]
+            else:
+                run.append(i)
+        runs: list[Run] = []
+        cursor = 0
+        first: dict[torch.dtype, int] = {}
+        for dtype, _ in groups:
+            first.setdefault(dtype, len(first))
+        # each dtype in one byte range (for reductions), larger elements first (alignment)
+        order = sorted(groups.items(), key=lambda kv: (-kv[0][0].itemsize, first[kv[0][0]]))
+        for (dtype, shape), idx in order:
+            runs.append((dtype, shape, len(idx), cursor, idx))
+            cursor += shape.numel() * dtype.itemsize * len(idx)
+        return cls(runs, len(leaves), cursor)
+
+    def fill(self, storage: Tensor, leaves: Sequence[Tensor], non_blocking: bool = False) -> None:
+        """Copy ``leaves`` into their places in ``storage``: one stack per run."""
+        dev = storage.device
+        with torch.no_grad():
+            for dtype, shape, count, start, idx in self.runs:
+                size = shape.numel() * dtype.itemsize * count
+                if not size:
+                    continue
+                dst = storage[start : start + size].view(dtype).view(count, *shape)
+                parts = [leaves[i] for i in idx]
+                if parts[0].device != dev or parts[-1].device != dev:
+                    parts = [p.to(dev, non_blocking=non_blocking) for p in parts]
+                if count == 1:
+                    dst[0].copy_(parts[0], non_blocking=non_blocking)
+                else:
+                    torch.stack(parts, out=dst)
+
+    def views(self, storage: Tensor) -> list[Tensor]:
+        """The leaves as views of ``storage``, in walk order."""
+        out: list[Any] = [None] * self.nleaves
+        for dtype, shape, count, start, idx in self.runs:
+            size = shape.numel() * dtype.itemsize * count
+            block = storage[start : start + size].view(dtype).view(count, *shape)
+            for i, view in zip(idx, block.unbind(0), strict=True):
+                out[i] = view
+        return out
+
+    def dtype_spans(self) -> list[tuple[torch.dtype, int, int]]:
+        """``(dtype, first byte, end byte)`` of each dtype's range of the storage."""
+        spans: list[tuple[torch.dtype, int, int]] = []
+        for dtype, shape, count, start, _ in self.runs:
+            end = start + shape.numel() * dtype.itemsize * count
+            if spans and spans[-1][0] == dtype:
+                spans[-1] = (dtype, spans[-1][1], end)
+            else:
+                spans.append((dtype, start, end))
+        return spans
+
+    def to_json(self) -> list[Any]:
+        return [[DTYPE_NAMES[d], list(s), c, b, idx] for d, s, c, b, idx in self.runs]
+
+    @classmethod
+    def from_json(cls, raw: Any, nbytes: int, call: str) -> Plan:
+        """A plan from an untrusted description: every field is checked against ``nbytes``."""
+        if not isinstance(raw, list):
+            raise ValueError(f"{call}: the description's runs are not a list")
+        runs: list[Run] = []
+        cursor = 0
+        seen: list[int] = []
+        for item in raw:
+            if not (isinstance(item, list) and len(item) == 5):
+                raise ValueError(f"{call}: malformed run {item!r}")
+            name, shape, count, start, idx = item
+            dtype = DTYPES.get(name) if isinstance(name, str) else None
+            if dtype is None:
+                raise ValueError(f"{call}: run {item[:4]!r} names an unknown dtype {name!r}")
+            _check_ints(call, "shape", shape)
+            _check_ints(call, "leaf indices", idx)
+            if type(count) is not int or count != len(idx) or start != cursor:
+                raise ValueError(f"{call}: run {item[:4]!r} does not follow the previous runs")
+            size = torch.Size(shape)
+            runs.append((dtype, size, count, start, idx))
+            cursor += size.numel() * dtype.itemsize * count
+            seen.extend(idx)
+        if cursor != nbytes:
+            raise ValueError(f"{call}: the runs cover {cursor} bytes, the storage has {nbytes}")
+        if sorted(seen) != list(range(len(seen))):
+            raise ValueError(f"{call}: the runs' leaf indices are not a permutation")
+        return cls(runs, len(seen), cursor)
+
+
+def _check_ints(call: str, what: str, value: Any) -> None:
+    if type(value) is not list or not all(type(v) is int and 0 <= v < 2**62 for v in value):
+        raise ValueError(f"{call}: {what} must be a list of non-negative ints, got {value!r}")
+
+
+# ------------------------------------------------------------------ structure description
+def describe(td: Any, call: str, for_file: bool, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The structure of ``td`` without its tensor data (leaves are taken in walk order).
+
+    With ``for_file`` the description is JSON (types by their registered names, non-tensor
+    values as JSON); otherwise it is for pickle and holds classes and values as they are.
+    """
+    cls = type(td)
+    node: dict[str, Any] = {
+        "type": type_name(cls) if for_file or not _importable(cls) else cls,
+        "batch_size": list(td._batch_size),
+        "device": None if td._device is None else str(td._device),
+    }
+    parts = td._stack_parts()
+    if parts is not None:
+        node["stack_dim"] = parts[0]
+        node["members"] = [
+            describe(m, call, for_file, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])
+        ]
+        return node
+    node["names"] = td._names
+    entries: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            entries[key] = 0
+        elif isinstance(value, NonTensor):
+            entries[key] = _describe_nontensor(value, call, for_file, (*prefix, key))
+        else:
+            entries[key] = describe(value, call, for_file, (*prefix, key))
+    node["entries"] = entries
+    return node
+
+
+def _importable(cls: type) -> bool:
+    """Whether pickle can find ``cls`` by its module and qualified name."""
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def _describe_nontensor(value: NonTensor, call: str, for_file: bool, path: tuple[str, ...]) -> Any:
+    if not for_file:
+        return [value]
+    try:
+        if isinstance(value, NonTensorData):
+            json.dumps(value.data, allow_nan=False)
+            return {"data": value.data, "batch_size": list(value.batch_size)}
+        if isinstance(value, NonTensorStack):
+            json.dumps(value.values, allow_nan=False)
+            return {"values": value.values, "positions": value.positions.tolist()}
+    except (TypeError, ValueError):
+        pass
+    raise TypeError(
+        f"{call}: key {path!r} holds a non-tensor value that is not JSON; a consolidated "
+        "file stores non-tensor entries as JSON (str, int, float, bool, None, lists, dicts)"
+    )
+
+
+def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> Any:
+    """The collection a description stands for, its tensor leaves taken from ``leaves``."""
+    if not isinstance(node, dict):
+        raise ValueError(f"{call}: a node of the description is not a mapping")
+    cls = node["type"]
+    if isinstance(cls, str):  # a registered name (files; classes pickle cannot import)
+        cls = lookup_type(cls, call, "the description")
+    if not (isinstance(cls, type) and issubclass(cls, CollectionPrimitives)):
+        raise ValueError(f"{call}: the description names {cls!r}, not a tensor collection")
+    bs = node["batch_size"]
+    _check_ints(call, "batch_size", bs)
+    size = torch.Size(bs)
+    device = None if node["device"] is None else torch.device(node["device"])
+    if "members" in node:
+        members = [build(m, leaves, call, from_file) for m in node["members"]]
+        return cls(*members, stack_dim=node["stack_dim"])  # type: ignore[call-arg]
+    entries: dict[str, Any] = {}
+    n = len(size)
+    for key, entry in node["entries"].items():
+        if entry == 0:
+            leaf = next(leaves)
+            if not from_file:
+                entries[key] = leaf
+                continue
+            if leaf.shape[:n] != size:
+                raise ValueError(
+                    f"{call}: key {key!r} has shape {tuple(leaf.shape)}, which does not start "
+                    f"with batch_size {tuple(size)}"
+                )
+            if device is not None and leaf.device != device:
+                device = leaf.device
+            entries[key] = leaf
+        elif isinstance(entry, list):
+            entries[key] = entry[0]
+        elif "data" in entry:
+            entries[key] = NonTensorData(entry["data"], batch_size=entry["batch_size"])
+        elif "values" in entry:
+            positions = torch.tensor(entry["positions"], dtype=torch.long)
+            entries[key] = NonTensorStack._from_positions(entry["values"], positions)
+        else:
+            entries[key] = build(entry, leaves, call, from_file)
+    names = node["names"]
+    return cls._new_unsafe(entries, size, device, names)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------ the consolidated state
+class Record:
+    """What a consolidated collection remembers: its storage, plan and descriptions."""
+
+    __slots__ = ("_pickled", "metadata", "plan", "storage")
+
+    def __init__(self, storage: Tensor, plan: Plan, metadata: dict[str, Any] | None) -> None:
+        self.storage = storage
+        self.plan = plan
+        self.metadata = metadata
+        self._pickled: dict[str, Any] | None = None
+
+    def __getitem__(self, key: str) -> Any:  # upstream reads ``_consolidated["storage"]``
+        if key in ("storage", "metadata"):
+            return getattr(self, key)
+        raise KeyError(key)
+
+
+def _set_device(td: Any, device: torch.device | None) -> None:
+    td._device = device
+    parts = td._stack_parts()
+    for child in parts[1] if parts is not None else td._tensordict.values():
+        if isinstance(child, CollectionPrimitives):
+            _set_device(child, device)
+
+
+def _replace_leaves(td: Any, leaves: Iterator[Tensor]) -> None:
+    """Put ``leaves`` in place of ``td``'s tensor leaves, in walk order (``inplace=True``)."""
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
+            _replace_leaves(member, leaves)
+        return
+    store = td._tensordict
+    for key, value in store.items():
+        if isinstance(value, Tensor):
+            store[key] = next(leaves)
+        elif not isinstance(value, NonTensor):
+            _replace_leaves(value, leaves)
+
+
+def attach(td: Any, record: Record) -> Any:
+    """Mark ``td`` consolidated on ``record`` and lock it (the keys must not change)."""
+    td.lock_()
+    td._consolidated = record
+    return td
+
+
+def _unpickle(storage: Tensor, runs: list[Run], nleaves: int, node: dict[str, Any]) -> Any:
+    plan = Plan(runs, nleaves, storage.numel())
+    td = build(node, iter(plan.views(storage)), "pickle", False)
+    return attach(td, Record(storage, plan, None))
+
+
+def _from_file_bytes(data: Tensor, call: str) -> Any:
+    """The collection stored in ``data`` (a consolidated file's bytes), validated."""
+    if data.dim() != 1 or data.dtype != torch.uint8 or data.numel() < _TRAILER:
+        raise ValueError(
+            f"{call}: expected a 1-d uint8 storage of at least {_TRAILER} bytes, got "
+            f"{data.dtype} of shape {tuple(data.shape)}"
+        )
+    total = data.numel()
+    length = int(data[-_TRAILER:].clone().view(torch.int64))
+    if not 0 < length <= total - _TRAILER:
+        raise ValueError(f"{call}: the description length {length} does not fit {total} bytes")
+    end = total - _TRAILER - length
+    try:
+        meta = json.loads(bytes(data[end : total - _TRAILER].tolist()).decode())
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{call}: the description is not valid JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("version") != _VERSION:
+        raise ValueError(f"{call}: unknown description version {meta.get('version')!r}")
+    storage = data[:end]
+    plan = Plan.from_json(meta.get("runs"), end, call)
+    try:
+        leaves = iter(plan.views(storage))
+        td = build(meta.get("root"), leaves, call, True)
+        if next(leaves, None) is not None:
+            raise ValueError("the runs hold more leaves than the structure uses")
+    except (KeyError, TypeError, IndexError, AttributeError, StopIteration, ValueError) as err:
+        if isinstance(err, ValueError) and str(err).startswith(call):
+            raise
+        raise ValueError(f"{call}: the description is malformed ({err!r})") from None
+    return attach(td, Record(storage, plan, meta))
+
+
+class ConsolidateOps(CollectionPrimitives):
+    """``consolidate``, ``is_consolidated`` and ``from_consolidated``."""
+
+    __slots__ = ("_consolidated",)
+
+    def is_consolidated(self) -> bool:
+        """Whether every tensor leaf is a view into one storage made by :meth:`consolidate`
+        (and the keys are still locked).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3)}, [3])
+        >>> td.is_consolidated(), td.consolidate().is_consolidated()
+        (False, True)
+        """
+        return getattr(self, "_consolidated", None) is not None and self._is_locked
+
+    def consolidate(
+        self,
+        filename: str | os.PathLike[str] | None = None,
+        *,
+        num_threads: int = 0,
+        device: Any = None,
+        non_blocking: bool = False,
+        inplace: bool = False,
+        return_early: bool = False,
+        use_buffer: bool = False,
+        share_memory: bool = False,
+        pin_memory: bool = False,
+        metadata: bool = False,
+    ) -> Any:
+        """A locked copy whose tensor leaves are views into one flat ``uint8`` storage.
+
+        The storage is in RAM, in shared memory (``share_memory=True``), on ``device``, or
+        a memory-mapped file (``filename``; read it back with ``from_consolidated``).
+        Writes to a leaf are writes to the storage. Nested, lazy-stacked and tensorclass
+        content keeps its structure; non-tensor entries are carried along. An already
+        consolidated collection is returned as it is. ``inplace=True`` puts the views in
+        this collection's place; ``return_early=True`` with ``num_threads > 1`` returns a
+        :class:`~tensordict.utils.TensorDictFuture` while the copy runs in a thread.
+        ``metadata=True`` keeps the JSON description in ``_consolidated["metadata"]``.
+        ``use_buffer`` is accepted for compatibility (the file is written in place);
+        ``pin_memory=True`` pins the storage when CUDA is available.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3), "b": {"c": torch.ones(3, 2)}}, [3])
+        >>> ctd = td.consolidate()
+        >>> storages = {v.untyped_storage().data_ptr() for v in ctd.values(True, True)}
+        >>> len(storages), ctd.is_consolidated()
+        (1, True)
+        """
+        call = self._call("consolidate")
+        if self.is_consolidated():
+            return self
+        if return_early and num_threads > 1 and (use_buffer or non_blocking):
+            flag = "use_buffer" if use_buffer else "non_blocking"
+            raise NotImplementedError(
+                f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
+                "must be complete before the result is handed back)"
+            )
+        leaves = self._tensor_leaves([])
+        plan = Plan.of(leaves)
+        dev = _storage_device(self, leaves, device)
+        meta = None
+        if filename is not None or metadata:
+            meta = {"version": _VERSION, "root": describe(self, call, True), "runs": plan.to_json()}
+        if filename is not None:
+            if dev.type != "cpu":
+                raise ValueError(
+                    f"{call}: a consolidated file lives on the CPU; got device={device!r} "
+                    "with filename"
+                )
+            raw = json.dumps(meta, separators=(",", ":")).encode()
+            total = plan.nbytes + len(raw) + _TRAILER
+            whole = torch.from_file(os.fspath(filename), shared=True, size=total, dtype=torch.uint8)
+            whole[plan.nbytes : total - _TRAILER] = torch.frombuffer(
+                bytearray(raw), dtype=torch.uint8
+            )
+            whole[total - _TRAILER :] = torch.tensor([len(raw)], dtype=torch.int64).view(
+                torch.uint8
+            )
+            storage = whole[: plan.nbytes]
+        else:
+            pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
+            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
+            if share_memory and dev.type == "cpu":
+                storage.share_memory_()  # type: ignore[no-untyped-call]
+        views = plan.views(storage)
+        if inplace:
+            _replace_leaves(self, iter(views))
+            out: Any = self
+        else:
+            out = self._rebuild(iter(views))
+        if dev != self._device and (self._device is not None or device is not None):
+            _set_device(out, dev)
+        record = Record(storage, plan, meta)
+        if return_early and num_threads > 1:
+            from tensordict._future import TensorDictFuture
+
+            pool = concurrent.futures.ThreadPoolExecutor(1)
+            job = pool.submit(plan.fill, storage, leaves)
+            pool.shutdown(wait=False)
+            future: TensorDictFuture = TensorDictFuture([job], attach(out, record))
+            return future
+        plan.fill(storage, leaves, non_blocking)
+        return attach(out, record)
+
+    @classmethod
+    def from_consolidated(cls, filename: str | os.PathLike[str] | Tensor) -> Any:
+        """The collection a ``consolidate(filename)`` call wrote, from the file (mapped, so
+        writes reach it) or from its bytes as a 1-d ``uint8`` tensor.
+
+        The JSON description at the end of the file is checked before any view is made;
+        nothing is unpickled or imported (tensorclasses must be defined in this process).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/td.bin"
+        >>> _ = TensorDict({"a": torch.arange(3), "n": "text"}, [3]).consolidate(path)
+        >>> td = TensorDict.from_consolidated(path)
+        >>> td["a"], td["n"]
+        (tensor([0, 1, 2]), 'text')
+        """
+        return _from_file_bytes(_read(filename), f"{cls.__name__}.from_consolidated")
+
+    def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
+        """Move and/or cast every leaf (see :meth:`~tensordict.TensorDict.to`); a
+        consolidated collection moved to another device moves its one storage.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.zeros(2)}, [2]).consolidate().to("cpu").is_consolidated()
+        True
+        """
+        record = getattr(self, "_consolidated", None)
+        if record is None or not self._is_locked:
+            return super().to(*args, non_blocking=non_blocking, **kwargs)  # type: ignore[misc, no-any-return]
+        device, dtype = _parse_to(self._call("to"), args, kwargs)
+        if dtype is not None or device is None:
+            return super().to(*args, non_blocking=non_blocking, **kwargs)  # type: ignore[misc, no-any-return]
+        if device == record.storage.device:
+            if self._device == device:
+                return self
+            out = self._rebuild(iter(self._tensor_leaves([])))
+            _set_device(out, device)
+            return attach(out, record)  # type: ignore[no-any-return]
+        storage = record.storage.to(device, non_blocking=non_blocking)
+        out = self._rebuild(iter(record.plan.views(storage)))
+        _set_device(out, device)
+        return attach(out, Record(storage, record.plan, record.metadata))  # type: ignore[no-any-return]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        record = getattr(self, "_consolidated", None)
+        if record is None or not self._is_locked:
+            return self.__reduce__()
+        if record._pickled is None:
+            record._pickled = describe(self, self._call("__reduce__"), False)
+        plan = record.plan
+        return (_unpickle, (record.storage, plan.runs, plan.nleaves, record._pickled))
+
+
+def from_consolidated(filename: str | os.PathLike[str] | Tensor) -> Any:
+    """The collection stored by ``consolidate(filename)``: see
+    :meth:`TensorDict.from_consolidated <tensordict.TensorDict.from_consolidated>`.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_consolidated
+    >>> path = tempfile.mkdtemp() + "/td.bin"
+    >>> _ = TensorDict({"a": torch.ones(2)}, [2]).consolidate(path)
+    >>> from_consolidated(path)["a"]
+    tensor([1., 1.])
+    """
+    return _from_file_bytes(_read(filename), "from_consolidated")
+
+
+def _read(filename: str | os.PathLike[str] | Tensor) -> Tensor:
+    if isinstance(filename, Tensor):
+        return filename
+    path = os.fspath(filename)
+    return torch.from_file(path, shared=True, size=os.path.getsize(path), dtype=torch.uint8)
+
+
+def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    if td._device is not None:
+        return td._device  # type: ignore[no-any-return]
+    return leaves[0].device if leaves else torch.device("cpu")
+
+
+# ------------------------------------------------------------------ for the wire
+def plan_of(td: Any) -> tuple[Plan, Tensor | None]:
+    """The plan of ``td`` and its storage when it is consolidated (else None)."""
+    record = getattr(td, "_consolidated", None)
+    if record is not None and td._is_locked:
+        return record.plan, record.storage
+    return Plan.of(td._tensor_leaves([])), None
+
+
+def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
+    """The structure of ``td`` as a receiver checks it (JSON: the tensor leaves' key paths
+    in walk order, the other entries' paths, the plan's dtype and shape runs) and three
+    64-bit fingerprints of it; cached on a consolidated collection's plan."""
+    if plan._desc is not None:
+        return plan._desc
+    leaves: list[str] = []
+    others: list[str] = []
+    _paths(td, "", leaves, others)
+    runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
+    raw = json.dumps({"leaves": leaves, "others": others, "runs": runs}).encode()
+    digest = hashlib.blake2b(raw, digest_size=24).digest()
+    fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
+    plan._desc = (raw, fps)  # type: ignore[assignment]
+    return plan._desc  # type: ignore[return-value]
+
+
+def _paths(td: Any, prefix: str, leaves: list[str], others: list[str]) -> None:
+    parts = td._stack_parts()
+    if parts is not None:
+        others.append(f"{prefix}<stack {parts[0]} x {len(parts[1])}>")
+        for i, member in enumerate(parts[1]):
+            _paths(member, f"{prefix}#{i}\x1f", leaves, others)
+        return
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            leaves.append(prefix + key)
+        elif isinstance(value, NonTensor):
+            others.append(prefix + key)
+        else:
+            _paths(value, f"{prefix}{key}\x1f", leaves, others)
+
+
+def _by_key(raw: bytes) -> tuple[dict[tuple[str, ...], tuple[str, tuple[int, ...]]], list[str]]:
+    desc = json.loads(raw.decode())
+    paths = desc["leaves"]
+    out: dict[tuple[str, ...], tuple[str, tuple[int, ...]]] = {}
+    for name, shape, idx in desc["runs"]:
+        for i in idx:
+            out[tuple(paths[i].split("\x1f"))] = (name, tuple(shape))
+    by_path = {tuple(p.split("\x1f")): out[tuple(p.split("\x1f"))] for p in paths}
+    return by_path, list(desc["others"])
+
+
+def explain_mismatch(theirs: bytes, mine: bytes) -> str:
+    """Which keys differ between two wire descriptions, all of them, by name."""
+    try:
+        sender, sender_others = _by_key(theirs)
+    except (UnicodeDecodeError, ValueError, TypeError, IndexError, KeyError, AttributeError):
+        return "the sender's description is unreadable"
+    here, here_others = _by_key(mine)
+    problems = []
+    only_there = [k for k in sender if k not in here]
+    only_here = [k for k in here if k not in sender]
+    if only_there:
+        problems.append(f"keys only on the sender {only_there}")
+    if only_here:
+        problems.append(f"keys only here {only_here}")
+    for key, (kind, shape) in sender.items():
+        mine_row = here.get(key)
+        if mine_row is not None and mine_row != (kind, shape):
+            problems.append(
+                f"key {key!r} is {kind} {shape} on the sender, {mine_row[0]} {mine_row[1]} here"
+            )
+    if sender_others != here_others:
+        show = [tuple(o.split("\x1f")) for o in sender_others]
+        problems.append(f"the non-tensor entries and stacks differ (the sender's: {show})")
+    if not problems:
+        problems.append("the keys come in a different order")
+    return "; ".join(problems)

@@ -1,0 +1,111 @@
+"""tdnn module API details: wrappers, TensorDictParams deletion, method keyword arguments."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tdnn import TensorDictModule, TensorDictModuleWrapper, TensorDictParams
+from tensordict import TensorDict
+
+
+def test_wrapper_keys_are_the_wrapped_modules_and_can_be_set() -> None:
+    inner = TensorDictModule(lambda x: x + 1, ["x"], ["y"])
+    wrapped = TensorDictModuleWrapper(inner)
+    wrapped.in_keys = ["z"]
+    assert inner.in_keys == ["z"] and wrapped.in_keys == ["z"] and wrapped.out_keys == ["y"]
+    out = wrapped(TensorDict(z=torch.zeros(2)))
+    torch.testing.assert_close(out["y"], torch.ones(2))
+
+
+def test_tensordict_params_delitem_nested_and_missing() -> None:
+    params = TensorDictParams(TensorDict.from_module(nn.Sequential(nn.Linear(2, 3))))
+    del params["0", "bias"]
+    assert sorted(n for n, _ in params.named_parameters()) == ["0.weight"]
+    with pytest.raises(KeyError, match=r"TensorDictParams.__delitem__: no sub-TensorDict 'b'"):
+        del params["b", "c"]
+
+
+def test_method_kwargs_without_call_kwargs() -> None:
+    class Scale(nn.Module):
+        def forward(self, x: torch.Tensor, factor: float = 1.0) -> torch.Tensor:
+            return x * factor
+
+    m = TensorDictModule(Scale(), ["x"], ["y"], method_kwargs={"factor": 3.0})
+    out = m(TensorDict(x=torch.ones(2)))
+    torch.testing.assert_close(out["y"], torch.full((2,), 3.0))
+    out = m(TensorDict(x=torch.ones(2)), factor=2.0)  # method_kwargs win, as upstream
+    torch.testing.assert_close(out["y"], torch.full((2,), 3.0))
+
+
+def test_to_module_inplace_restores_the_values_on_exit_with_tied_weights() -> None:
+    shared = nn.Linear(3, 3)
+    model = nn.Sequential(shared, nn.Linear(3, 3), nn.Sequential(shared))
+    x = torch.randn(2, 3)
+    before = model(x)
+    weight = model[0].weight
+    bias = model[1].bias.detach().clone()
+    zeros = TensorDict.from_module(model).apply(lambda t: torch.zeros_like(t.data))
+    with zeros.to_module(model, inplace=True) as swapped:
+        assert model[0].weight is weight  # written into, not replaced
+        assert (model(x) == 0).all()
+        torch.testing.assert_close(swapped["1", "bias"], bias)  # the values overwritten
+    torch.testing.assert_close(model(x), before)
+    assert zeros.to_module(model, inplace=True, return_swap=False) is None
+    assert (model(x) == 0).all()
+
+
+def test_tensordict_params_loads_a_tensordict_state_dict() -> None:
+    params = TensorDictParams(TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(3)}}, []))
+    state = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(3)}}, []).state_dict()
+    assert "__batch_size" in state  # the TensorDict's own entries are skipped
+    params.load_state_dict(state)
+    torch.testing.assert_close(params["a"].data, torch.zeros(2))
+    torch.testing.assert_close(params["n", "b"].data, torch.zeros(3))
+    with pytest.raises(RuntimeError, match="Missing key"):
+        params.load_state_dict({"a": torch.zeros(2)})
+
+
+def test_from_module_keeps_a_held_tensordict_params_and_clone_keeps_batch_sizes() -> None:
+    net = nn.Linear(2, 2)
+    params = TensorDict.from_modules(net, net, as_module=True)
+    holder = nn.Module()
+    holder.params = params
+    wrapped = TensorDict.from_module(holder, as_module=True)
+    assert wrapped._modules["params"] is params
+    assert TensorDict.from_module(params, as_module=True) is params
+    zeros = wrapped.apply(lambda t: torch.zeros_like(t.data))
+    with zeros.to_module(holder):
+        assert (wrapped == 0).all() and (params == 0).all()
+    assert not (params == 0).all()
+    copy = wrapped.clone()
+    assert copy["params"].batch_size == (2,) and copy["params", "weight"].shape == (2, 2, 2)
+
+
+def test_non_tensor_inputs_reach_the_module_as_values() -> None:
+    from tensordict import NonTensorData, NonTensorStack
+
+    m = TensorDictModule(lambda s: s + "!", ["s"], ["out"])
+    assert m(TensorDict(s="hi"))["out"] == "hi!"
+    m = TensorDictModule(lambda xs: xs[0] + xs[1], ["xs"], ["n"])
+    td = TensorDict(xs=NonTensorStack(NonTensorData(1), NonTensorData(2)))
+    assert m(td)["n"] == 3
+
+
+def test_device_of_a_sequence_is_deprecated_as_upstream() -> None:
+    from tdnn import TensorDictSequential
+
+    seq = TensorDictSequential(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+    with pytest.warns(DeprecationWarning, match=r"TensorDictSequential.device is deprecated"):
+        assert seq.device == torch.device("cpu")
+    empty = TensorDictSequential(TensorDictModule(lambda x: x, ["x"], ["y"]))
+    with pytest.warns(DeprecationWarning, match="removed in TensorDict 0.17"):
+        assert empty.device == torch.device("cpu")  # no parameter: cpu
+
+
+def test_make_tensordict_is_reexported() -> None:
+    import tdnn
+    import tensordict
+
+    assert tdnn.make_tensordict is tensordict.make_tensordict
