@@ -8,6 +8,7 @@ import torch
 
 from benchmarks import (
     _cases_checkpoint,
+    _cases_checkpoint_v2,
     _cases_container,
     _cases_distributed,
     _cases_map,
@@ -26,6 +27,7 @@ ALL: list[Case] = [
     *_cases_tensorclass.CASES,
     *_cases_overhead.CASES,
     *_cases_checkpoint.CASES,
+    *_cases_checkpoint_v2.CASES,
     *_cases_modules.CASES,
     *_cases_nn.CASES,
     *_cases_repr.CASES,

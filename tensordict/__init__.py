@@ -1,7 +1,14 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._archive import (
+    is_memmap_archive,
+    pack_memmap,
+    refresh_archive_checksums,
+    unpack_memmap,
+)
 from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
+from tensordict._checkpoint_functions import load, load_memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
@@ -91,6 +98,13 @@ __all__ = [
     "TensorDict",
     "TensorDictBase",
     "TensorDictFuture",
+    "is_memmap_archive",
+    "load",
+    "load_memmap",
+    "save",
+    "pack_memmap",
+    "refresh_archive_checksums",
+    "unpack_memmap",
     "UnbatchedTensor",
     "assert_allclose_td",
     "assert_close",

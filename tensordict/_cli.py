@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> folder = tempfile.mkdtemp() + "/ckpt"
     >>> _ = TensorDict({"a": torch.zeros(2)}, [2]).memmap(folder, checksum=True)
     >>> main(["verify", folder])  # doctest: +ELLIPSIS
-    /.../ckpt: valid checkpoint, format version 1; 1 tensor files, 1 checksums verified, ...
+    /.../ckpt: valid checkpoint, format version 2; 1 tensor files, 1 checksums verified, ...
     0
     """
     args = _parser().parse_args(argv)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 FORMAT = "tensordict"
-VERSION = 1
+VERSION = 2
 META = "meta.json"
 MAX_BYTES = 2**62
 
@@ -40,6 +40,17 @@ _DTYPE_NAMES = [
     "float8_e5m2",
     "float8_e4m3fnuz",
     "float8_e5m2fnuz",
+    # version 2: every other plain dtype torch has on the CPU
+    "complex32",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "bits8",
+    "bits16",
+    "bits1x8",
+    "bits2x4",
+    "bits4x2",
+    *(f"uint{n}" for n in range(1, 8)),
+    *(f"int{n}" for n in range(1, 8)),
 ]
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name) for name in _DTYPE_NAMES if hasattr(torch, name)
@@ -48,6 +59,21 @@ DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.ite
 
 _SAFE = re.compile(r"[A-Za-z0-9_\-.()\[\]+]+")
 _MAX_NAME = 120
+
+
+def is_plain_name(key: str) -> bool:
+    """Whether ``key`` is its own file name (section 3: written as it is, not escaped)."""
+    return (
+        _SAFE.fullmatch(key) is not None
+        and not key.startswith(".")
+        and not key.endswith(".json")
+        and len(key.encode()) <= _MAX_NAME
+    )
+
+
+class PickleRefusedError(FormatError, RuntimeError):
+    """A checkpoint entry is pickled data and the caller did not pass ``allow_pickle=True``
+    (a ``FormatError``, and a ``RuntimeError`` as upstream tensordict raises)."""
 
 
 def encode_name(key: str, suffix: str, taken: set[str]) -> str:

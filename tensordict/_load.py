@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -18,6 +19,7 @@ from tensordict._format import (
     META,
     VERSION,
     FormatError,
+    PickleRefusedError,
     check_link,
     checked_name,
     checked_path,
@@ -47,22 +49,29 @@ _TOP: dict[str, Any] = {
 
 
 class _Loader:
-    def __init__(self, call: str, verify: bool, allow_pickle: bool) -> None:
+    def __init__(self, call: str, verify: bool, allow_pickle: bool | None) -> None:
         self.call = call
         self.verify = verify
         self.allow_pickle = allow_pickle
-        self.seen: set[tuple[int, int]] = set()  # the meta.json files read so far
+        self.seen: set[Any] = set()  # the meta.json files read so far
         self.depth = 0
+        self.version = VERSION  # of the metadata file being read
 
-    def meta(self, folder: str) -> dict[str, Any]:
+    def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
+        """``folder``'s metadata: ``inline`` (version 2: given by the parent's file, which
+        describes its whole subtree) or else its meta.json, read once; checked either way."""
         path = folder + os.sep + META
-        raw = self._read_meta(folder, path)
-        try:
-            meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-        except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError is a ValueError)
-            raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
-        except RecursionError:
-            raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
+        if inline is not None:
+            meta = inline
+            self._visit(self._folder_identity(folder), folder)
+        else:
+            raw = self._read_meta(folder, path)
+            try:
+                meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+            except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError: a ValueError)
+                raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
+            except RecursionError:
+                raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         for member, kind in _TOP.items():
@@ -93,14 +102,17 @@ class _Loader:
         """The bytes of ``folder``'s meta.json: a regular file, read once per load (a
         folder reached twice, through links or entries naming one sub-folder, is refused:
         it would make a small folder load as an exponentially large tree)."""
+        flags = os.O_RDONLY | os.O_NONBLOCK  # non-blocking: a FIFO swapped in cannot block us
         try:
-            link = stat.S_ISLNK(os.lstat(path).st_mode)
-            if link:
-                check_link(folder, path, self.call, META, "metadata file")
-            flags = os.O_RDONLY | os.O_NONBLOCK | (0 if link else os.O_NOFOLLOW)
-            fd = os.open(path, flags)  # non-blocking: a FIFO swapped in cannot block us
-        except OSError:
+            fd = os.open(path, flags | os.O_NOFOLLOW)
+        except OSError:  # (a link among others: ELOOP)
             fd = -1
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    check_link(folder, path, self.call, META, "metadata file")
+                    fd = os.open(path, flags)
+            except OSError:
+                pass
         try:
             info = os.fstat(fd) if fd >= 0 else None
             if info is None or not stat.S_ISREG(info.st_mode):  # (a FIFO, a folder)
@@ -108,46 +120,100 @@ class _Loader:
                 if left_by_interrupted_save(folder):
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
-            identity = (info.st_dev, info.st_ino)
-            if identity in self.seen:
-                raise FormatError(
-                    f"{self.call}: {folder!r} is the same folder as one already loaded "
-                    "(two entries or links lead to it); a checkpoint is a tree"
-                )
-            self.seen.add(identity)
-            with os.fdopen(fd, "rb") as handle:
-                fd = -1  # (closed by the handle)
-                return handle.read()
+            self._visit((info.st_dev, info.st_ino), folder)
+            chunks = []
+            while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+                chunks.append(chunk)
+            return b"".join(chunks)
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    # ---- where the files live: a folder here; an archive overrides these (_archive.py)
+    def _folder_identity(self, folder: str) -> Any:
+        """What tells ``folder`` apart from every other (its device and inode)."""
+        try:
+            info = os.stat(folder)
+        except OSError:
+            raise FormatError(f"{self.call}: folder {folder!r} is missing") from None
+        return (info.st_dev, info.st_ino)
+
+    def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
+        """The checked path of the entry ``name`` in ``folder`` (not leaving it)."""
+        return checked_path(folder, name, self.call, key, what)
+
+    def _leaf_size(self, folder: str, leaf_path: str, key: str) -> int:
+        """The size of a leaf file, after checking it is a regular file in ``folder``."""
+        try:
+            info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
+            if stat.S_ISLNK(info.st_mode):
+                check_link(folder, leaf_path, self.call, key, "file")
+                info = os.stat(leaf_path)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISREG(info.st_mode):
+            raise FormatError(
+                f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing or not a "
+                "regular file"
+            )
+        return info.st_size
+
+    def _sha256(self, leaf_path: str) -> str:
+        from tensordict._save import file_sha256
+
+        return file_sha256(leaf_path)
+
+    def _unpickle(self, file: str) -> Any:
+        return torch.load(file, weights_only=False)
+
+    def validated(self) -> None:
+        """Called once everything is validated, before anything is mapped."""
+
+    def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
+        """The tensor of a validated leaf, mapping its file."""
+        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+
+    def _visit(self, identity: Any, folder: str) -> None:
+        """Refuse a folder (identified by its meta.json, or itself for inline metadata)
+        reached twice: a checkpoint is a tree."""
+        if identity in self.seen:
+            raise FormatError(
+                f"{self.call}: {folder!r} is the same folder as one already loaded "
+                "(two entries or links lead to it); a checkpoint is a tree"
+            )
+        self.seen.add(identity)
 
     def lookup(self, name: str, path: str) -> Any:
         """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
         return lookup_type(name, self.call, path)
 
-    def collection(self, folder: str, device: Any) -> Any:
+    def collection(self, folder: str, device: Any, inline: Any = None) -> Any:
         if self.depth >= MAX_DEPTH:
             raise FormatError(
                 f"{self.call}: {folder!r} is nested more than {MAX_DEPTH} levels deep"
             )
         self.depth += 1
         try:
-            return self._collection(folder, device)
+            return self._collection(folder, device, inline)
         finally:
             self.depth -= 1
 
-    def _collection(self, folder: str, device: Any) -> Any:
-        meta = self.meta(folder)
+    def _collection(self, folder: str, device: Any, inline: Any) -> Any:
+        meta = self.meta(folder, inline)
         path = os.path.join(folder, META)
+        version = meta["version"]
+        if inline is not None and version != self.version:
+            raise FormatError(
+                f"{self.call}: {path!r} (inline) has version {version}, inside a file of "
+                f"version {self.version}"
+            )
+        self.version = version
         cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"])
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
         dev = device if device is not None else (None if meta["device"] is None else "cpu")
-        from tensordict._lazy import LazyStackedTensorDict  # the one kind stored as members
-
-        lazy = issubclass(cls, LazyStackedTensorDict)
+        lazy = issubclass(cls, _lazy_type())
         if lazy != ("stack_dim" in meta):
             raise FormatError(
                 f"{self.call}: {path!r} has type {meta['type']!r} "
@@ -164,9 +230,20 @@ class _Loader:
                     f"{self.call}: {path!r} has an invalid stack_dim {stack_dim!r} for "
                     f"batch_size {list(bs)}"
                 )
+            count = bs[stack_dim]
+            inlines: list[Any] = [None] * count
+            if version >= 2:
+                inlines = meta.get("members")  # type: ignore[assignment]
+                if not isinstance(inlines, list) or len(inlines) != count:
+                    raise FormatError(
+                        f"{self.call}: {path!r} must list {count} member metadata objects "
+                        "under 'members' (version 2)"
+                    )
             members = [
-                self.collection(checked_path(folder, str(i), self.call, str(i), "member"), device)
-                for i in range(bs[stack_dim])
+                self.collection(
+                    self._sub_folder(folder, str(i), str(i), "member"), device, inlines[i]
+                )
+                for i in range(count)
             ]
             for i, member in enumerate(members):
                 if list(member.batch_size) != list(bs[:stack_dim]) + list(bs[stack_dim + 1 :]):
@@ -205,28 +282,18 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
                 )
             shape: Any = record.get("shape")
-            _check_shape(self.call, path, f"shape of key {key!r}", shape)
+            _check_shape(self.call, path, "shape of key", shape, key)
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
-            span = math.prod(max(s, 1) for s in shape) * dtype.itemsize  # the strides' reach
+            span = nbytes  # the strides' reach, zero dims counted as one
+            if 0 in shape:
+                span = math.prod(max(s, 1) for s in shape) * dtype.itemsize
             if max(nbytes, span) > MAX_BYTES:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
                     f"{MAX_BYTES} bytes"
                 )
             leaf_path = checked_name(folder, record.get("file"), self.call, key, "file")
-            try:
-                info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
-                if stat.S_ISLNK(info.st_mode):
-                    check_link(folder, leaf_path, self.call, key, "file")
-                    info = os.stat(leaf_path)
-            except OSError:
-                info = None
-            if info is None or not stat.S_ISREG(info.st_mode):
-                raise FormatError(
-                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing or not a "
-                    "regular file"
-                )
-            actual = info.st_size
+            actual = self._leaf_size(folder, leaf_path, key)
             if actual != nbytes:
                 raise FormatError(
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
@@ -242,17 +309,22 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
                     f"{record['sha256']!r}"
                 )
-            if self.verify and "sha256" in record:
-                from tensordict._save import file_sha256
-
-                if file_sha256(leaf_path) != record["sha256"]:
-                    raise FormatError(
-                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
-                    )
+            if self.verify and "sha256" in record and self._sha256(leaf_path) != record["sha256"]:
+                raise FormatError(
+                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                )
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
-            sub = checked_path(folder, record.get("dir"), self.call, key, "folder")
-            nested = self.collection(sub, device)
+            sub = self._sub_folder(folder, record.get("dir"), key, "folder")
+            inline = record.get("meta")
+            if self.version >= 2 and type(inline) is not dict:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
+                    "'meta' (version 2)"
+                )
+            version = self.version
+            nested = self.collection(sub, device, inline if version >= 2 else None)
+            self.version = version
             if list(nested.batch_size[: len(bs)]) != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has batch_size "
@@ -282,14 +354,22 @@ class _Loader:
                 )
             return stack
         if kind == "pickle":
-            file = checked_path(folder, record.get("file"), self.call, key, "file")
+            file = self._sub_folder(folder, record.get("file"), key, "file")
             if not self.allow_pickle:
-                raise FormatError(
+                raise PickleRefusedError(
                     f"{self.call}: key {key!r} in {path!r} is pickled data; pass "
                     "allow_pickle=True to unpickle it (only for files you trust)"
                 )
-            return torch.load(file, weights_only=False)
+            return self._unpickle(file)
         raise FormatError(f"{self.call}: {path!r} key {key!r} has unknown kind {kind!r}")
+
+
+@functools.cache
+def _lazy_type() -> type:
+    """LazyStackedTensorDict: the one kind stored as members (imported late: a cycle)."""
+    from tensordict._lazy import LazyStackedTensorDict
+
+    return LazyStackedTensorDict
 
 
 class _Leaf:
@@ -303,11 +383,12 @@ class _Leaf:
         self.shape = shape
 
 
-def _check_shape(call: str, path: str, what: str, shape: Any) -> None:
+def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = None) -> None:
     if type(shape) is not list or not all(
         type(s) is int and 0 <= s < MAX_BYTES  # (type(True) is bool, not int)
         for s in shape
     ):
+        what = what if key is None else f"{what} {key!r}"
         raise FormatError(
             f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"
         )
@@ -341,7 +422,9 @@ def load(
     device: Any = None,
     num_threads: int = 0,
     verify: bool = False,
-    allow_pickle: bool = False,
+    allow_pickle: bool | None = None,
+    mode: str = "r",
+    non_blocking: bool = False,
     pbar: bool = False,
 ) -> Any:
     """Load the checkpoint at ``prefix``; everything is validated before anything is mapped;
@@ -350,7 +433,9 @@ def load(
     for _ in range(_ATTEMPTS):
         before = _identity(target)
         try:
-            td = _load_once(target, call, device, num_threads, verify, allow_pickle, pbar)
+            td = _load_once(
+                target, call, device, num_threads, verify, allow_pickle, mode, non_blocking, pbar
+            )
         except (FormatError, RuntimeError, OSError):
             if _identity(target) != before:
                 continue  # the folder was replaced while we read it: read the new one
@@ -375,26 +460,37 @@ def _identity(folder: str) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+def _loader(target: str, call: str, verify: bool, allow_pickle: bool | None, mode: str) -> _Loader:
+    """The loader for ``target``: a folder, or a place inside an archive file."""
+    from tensordict._archive import archive_loader
+
+    archived = archive_loader(target, call, verify, allow_pickle, mode)
+    return archived if archived is not None else _Loader(call, verify, allow_pickle)
+
+
 def _load_once(
     target: str,
     call: str,
     device: Any,
     num_threads: int,
     verify: bool,
-    allow_pickle: bool,
+    allow_pickle: bool | None,
+    mode: str,
+    non_blocking: bool,
     pbar: bool = False,
 ) -> Any:
-    loader = _Loader(call, verify, allow_pickle)
+    loader = _loader(target, call, verify, allow_pickle, mode)
     td = loader.collection(target, device)
+    loader.validated()
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
     bar = progress_bar(call, len(slots), unit="leaf") if pbar else None
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
         store, key, leaf = slot
-        tensor: Any = MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+        tensor: Any = loader.map_leaf(leaf)
         if device is not None:
-            tensor = tensor.to(device)
+            tensor = tensor.to(device, non_blocking=non_blocking)
         store[key] = tensor
         if bar is not None:
             bar.update(1)

@@ -79,13 +79,21 @@ def _map_file(
     ``normalised`` says the name is already absolute and normal (the loader's are).
     A file this process may not write is read into private memory instead."""
     numel = shape.numel()
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
+    if numel == 0:  # (through bytes: torch.empty warns for some dtypes, e.g. complex32)
+        return torch.empty(0, dtype=torch.uint8).view(dtype).reshape(shape)
     flat = torch.from_file(filename, shared=writable, size=numel, dtype=dtype)
     if writable:
         name = filename if normalised else os.path.abspath(filename)
         register(flat.untyped_storage(), name, shape)
     return flat.view(shape)
+
+
+def _read_only_mount(path: str) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 class MemoryMappedTensor(MappedViews):
@@ -352,8 +360,15 @@ class MemoryMappedTensor(MappedViews):
         cls, path: str, dtype: torch.dtype, shape: torch.Size
     ) -> MemoryMappedTensor:
         """Map a file whose size the caller has just checked (the loader; its paths are
-        absolute and normal)."""
-        return cls._wrap(_map_file(path, dtype, shape, normalised=True))
+        absolute and normal). A file this process may not write (read-only media, mode
+        0444) is mapped copy-on-write: writes stay in private memory, the file is untouched.
+        """
+        try:
+            return cls._wrap(_map_file(path, dtype, shape, normalised=True))
+        except RuntimeError:
+            if os.access(path, os.W_OK) and not _read_only_mount(path):
+                raise
+            return cls._wrap(_map_file(path, dtype, shape, normalised=True, writable=False))
 
     @classmethod
     def _alloc(

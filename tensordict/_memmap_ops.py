@@ -58,14 +58,24 @@ class MemmapOps(CollectionPrimitives):
         copy_existing: bool = False,
         *,
         num_threads: int = _DEFAULT_THREADS,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
         existsok: bool = True,
+        robust_key: bool | None = True,
+        archive: bool | None = None,
+        compression: str | int | None = None,
         durable: bool = False,
         checksum: bool = False,
-        allow_pickle: bool = False,
+        allow_pickle: bool | None = None,
         pbar: bool = False,
     ) -> Self:
         """A memory-mapped copy: written as a checkpoint at ``prefix`` (docs/format.md),
         or in anonymous shared memory without one. The save is atomic.
+
+        A ``prefix`` ending in ``.tdz`` (or ``archive=True``) writes a single-file archive
+        (section 10 of the spec). With ``return_early=True`` the save runs in the
+        background and a :class:`~tensordict.TensorDictFuture` is returned; its
+        ``result()`` is the memory-mapped copy (do not modify the leaves meanwhile).
 
         >>> import tempfile, torch
         >>> from tensordict import TensorDict
@@ -77,18 +87,8 @@ class MemmapOps(CollectionPrimitives):
 
         ``pbar=True`` shows a progress bar (a widget in notebooks) advancing per leaf.
         """
-        return self._memmap(
-            self._call("memmap"),
-            prefix,
-            copy_existing,
-            num_threads,
-            existsok,
-            durable,
-            checksum,
-            allow_pickle,
-            like=False,
-            inplace=False,
-            pbar=pbar,
+        return self._memmap_entry(  # type: ignore[no-any-return]
+            "memmap", locals(), like=False, inplace=False
         )
 
     def memmap_(
@@ -97,25 +97,28 @@ class MemmapOps(CollectionPrimitives):
         copy_existing: bool = False,
         *,
         num_threads: int = _DEFAULT_THREADS,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
         existsok: bool = True,
+        robust_key: bool | None = True,
+        archive: bool | None = None,
+        compression: str | int | None = None,
         durable: bool = False,
         checksum: bool = False,
-        allow_pickle: bool = False,
+        allow_pickle: bool | None = None,
         pbar: bool = False,
     ) -> Self:
-        """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones."""
-        return self._memmap(
-            self._call("memmap_"),
-            prefix,
-            copy_existing,
-            num_threads,
-            existsok,
-            durable,
-            checksum,
-            allow_pickle,
-            like=False,
-            inplace=True,
-            pbar=pbar,
+        """:meth:`memmap`, replacing this TensorDict's leaves by the memory-mapped ones.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(3)}, [3])
+        >>> future = td.memmap_(tempfile.mkdtemp() + "/ckpt", return_early=True)
+        >>> future.result() is td, td.is_memmap()
+        (True, True)
+        """
+        return self._memmap_entry(  # type: ignore[no-any-return]
+            "memmap_", locals(), like=False, inplace=True
         )
 
     def memmap_like(
@@ -123,8 +126,12 @@ class MemmapOps(CollectionPrimitives):
         prefix: str | os.PathLike[str] | None = None,
         copy_existing: bool = False,
         *,
-        num_threads: int = _DEFAULT_THREADS,
         existsok: bool = True,
+        num_threads: int = _DEFAULT_THREADS,
+        return_early: bool = False,
+        share_non_tensor: bool = False,
+        robust_key: bool | None = True,
+        archive: bool | None = None,
         durable: bool = False,
         pbar: bool = False,
     ) -> Self:
@@ -138,19 +145,63 @@ class MemmapOps(CollectionPrimitives):
         >>> data.batch_size, data["image"].is_contiguous()
         (torch.Size([1000]), True)
         """
-        return self._memmap(
-            self._call("memmap_like"),
-            prefix,
-            copy_existing,
-            num_threads,
-            existsok,
-            durable,
-            False,
-            False,
-            like=True,
-            inplace=False,
-            pbar=pbar,
+        return self._memmap_entry(  # type: ignore[no-any-return]
+            "memmap_like", locals(), like=True, inplace=False
         )
+
+    def _memmap_entry(self, op: str, args: dict[str, Any], like: bool, inplace: bool) -> Any:
+        """Check the keywords the memmap family shares, then save now or in the background."""
+        call = self._call(op)
+        if args["robust_key"] is False:  # legacy names: every key is its file name as it is
+            from tensordict._format import is_plain_name
+
+            for key in self.keys(include_nested=True):
+                for part in (key,) if isinstance(key, str) else key:
+                    if not is_plain_name(part):
+                        raise RuntimeError(
+                            f"{call}: robust_key=False uses each key as a file name as it "
+                            f"is: No such file or directory can be named {part!r}; pass "
+                            "robust_key=True (the default) to encode it"
+                        )
+        if args["share_non_tensor"]:
+            raise ValueError(
+                f"{call}: share_non_tensor=True is not supported: non-tensor values are "
+                "written into the checkpoint, not shared between processes"
+            )
+        prefix = args["prefix"]
+        archive = args["archive"]
+        if archive is None:
+            archive = prefix is not None and os.fspath(prefix).endswith(".tdz")
+        if archive and prefix is None:
+            raise ValueError(f"{call}: archive=True needs a prefix (the archive file)")
+        compression = args.get("compression")
+        if compression not in (None, "stored", 0):
+            raise ValueError(
+                f"{call}: compression={compression!r} is not supported; archives store "
+                "leaves uncompressed so that they can be mapped"
+            )
+
+        def work() -> Any:
+            return self._memmap(
+                call,
+                prefix,
+                args["copy_existing"],
+                args["num_threads"],
+                args["existsok"],
+                args["durable"],
+                args.get("checksum", False),
+                args.get("allow_pickle"),
+                like=like,
+                inplace=inplace,
+                archive=bool(archive),
+                pbar=args.get("pbar", False),
+            )
+
+        if not args["return_early"]:
+            return work()
+        from tensordict._save_async import submit
+
+        return submit(work)
 
     def _memmap(
         self,
@@ -161,9 +212,10 @@ class MemmapOps(CollectionPrimitives):
         existsok: bool,
         durable: bool,
         checksum: bool,
-        allow_pickle: bool,
+        allow_pickle: bool | None,
         like: bool,
         inplace: bool,
+        archive: bool = False,
         pbar: bool = False,
     ) -> Self:
         if prefix is None:
@@ -186,6 +238,10 @@ class MemmapOps(CollectionPrimitives):
                 return self
             return out
         prefix = os.fspath(prefix)
+        if archive:
+            return self._memmap_archive(
+                call, prefix, existsok, durable, checksum, allow_pickle, like, inplace
+            )
         self._check_existing(prefix, copy_existing, call)
         if not existsok and os.path.exists(prefix):
             raise FileExistsError(f"{call}: {prefix!r} exists (pass existsok=True to replace it)")
@@ -215,6 +271,52 @@ class MemmapOps(CollectionPrimitives):
             return self
         return out
 
+    def _memmap_archive(
+        self,
+        call: str,
+        prefix: str,
+        existsok: bool,
+        durable: bool,
+        checksum: bool,
+        allow_pickle: bool | None,
+        like: bool,
+        inplace: bool,
+    ) -> Self:
+        """Write the checkpoint as one archive file (docs/format.md, section 10), then
+        load it: the leaves map the archive."""
+        import shutil
+        import uuid
+
+        from tensordict._archive import write_archive
+        from tensordict._save import save
+
+        target = os.path.abspath(prefix)
+        if os.path.lexists(target) and (not existsok or not os.path.isfile(target)):
+            raise FileExistsError(
+                f"{call}: {prefix!r} exists"
+                + ("" if os.path.isfile(target) else " and is not an archive file")
+            )
+        folder = f"{target}.{uuid.uuid4().hex[:12]}.dir"
+        try:
+            save(
+                self,
+                folder,
+                call=call,
+                like=like,
+                num_threads=1,
+                checksum=checksum,
+                allow_pickle=allow_pickle,
+            )
+            write_archive(folder, target, durable)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        # memmap_like leaves are there to be filled: they write through to the archive
+        out = type(self).load_memmap(target, allow_pickle=True, mode="r+" if like else "r")
+        if inplace:
+            _swap_leaves(self, out)
+            return self
+        return out  # type: ignore[no-any-return]
+
     def make_memmap(
         self, key: Any, shape: Any, *, dtype: torch.dtype | None = None
     ) -> MemoryMappedTensor:
@@ -227,34 +329,60 @@ class MemmapOps(CollectionPrimitives):
     def load_memmap(
         cls,
         prefix: str | os.PathLike[str],
-        *,
         device: Any = None,
+        non_blocking: bool = False,
+        *,
+        out: Any = None,
+        robust_key: bool | None = True,
+        subpath: Any = None,
+        mode: str = "r",
         num_threads: int = _DEFAULT_THREADS,
-        subpath: str | os.PathLike[str] | None = None,
+        allow_pickle: bool | None = None,
         verify: bool = False,
-        allow_pickle: bool = False,
         pbar: bool = False,
     ) -> Any:
         """Load a checkpoint (docs/format.md) lazily: leaves map their files.
 
         Everything is validated first; a sub-folder loads on its own (partial loading),
-        named directly or as ``subpath`` under ``prefix``. ``pbar=True`` shows a progress
-        bar advancing per leaf.
+        named directly or as ``subpath`` under ``prefix`` (a ``/``-separated path or a
+        tuple of folder names). ``prefix`` may be an archive file (``.tdz``): its leaves
+        map the one file, copy-on-write with ``mode="r"`` (the default) or writing
+        through to it with ``mode="r+"``. Files this process may not write are mapped
+        copy-on-write. With ``out``, the values are copied into ``out``, which is returned.
+        ``pbar=True`` shows a progress bar advancing per leaf.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/ckpt"
+        >>> _ = TensorDict({"net": {"w": torch.ones(2)}}, []).memmap(path)
+        >>> TensorDict.load_memmap(path, subpath=("net",))["w"].tolist()
+        [1.0, 1.0]
         """
         from tensordict._load import load
 
+        call = "TensorDict.load_memmap"
+        # (robust_key: names are never decoded, keys are read from the metadata: any value)
+        if allow_pickle is not None and type(allow_pickle) is not bool:
+            raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
         path = os.fspath(prefix)
         if subpath is not None:
-            path = os.path.join(path, os.fspath(subpath))
-        return load(
+            parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
+            path = os.path.join(path, *(os.fspath(part) for part in parts))
+        loaded = load(
             path,
-            call="TensorDict.load_memmap",
+            call=call,
             device=device,
             num_threads=num_threads,
             verify=verify,
             allow_pickle=allow_pickle,
+            mode=mode,
+            non_blocking=non_blocking,
             pbar=pbar,
         )
+        if out is None:
+            return loaded
+        out.update_(loaded)
+        return out
 
     def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Copy a checkpoint's values into this TensorDict's existing leaves."""

@@ -29,6 +29,19 @@ Job = tuple[Tensor, str, dict[str, Any]]
 _AUTO_THREADS_BYTES = 16 << 20
 
 
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def raw_bytes(tensor: Tensor) -> Tensor:
+    """``tensor``'s elements in C order as a flat uint8 tensor, for every plain dtype
+    (dtypes few kernels support, such as ``complex32`` or ``uint3``, go through the
+    integer dtype of their item size, which every kernel supports)."""
+    if not tensor.is_contiguous():
+        same = _SAME_SIZE_INT.get(tensor.dtype.itemsize)
+        tensor = (tensor if same is None else tensor.view(same)).contiguous()
+    return tensor.reshape(-1).view(torch.uint8)
+
+
 def _is_json(value: Any) -> bool:
     try:
         return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
@@ -37,7 +50,7 @@ def _is_json(value: Any) -> bool:
 
 
 class _Writer:
-    def __init__(self, call: str, like: bool, allow_pickle: bool, checksum: bool) -> None:
+    def __init__(self, call: str, like: bool, allow_pickle: bool | None, checksum: bool) -> None:
         self.call = call
         self.like = like
         self.allow_pickle = allow_pickle
@@ -46,7 +59,8 @@ class _Writer:
         self.metas: list[tuple[str, dict[str, Any]]] = []
 
     def write_metas(self) -> None:
-        """Write every meta.json, after the leaves (so optional checksums are in them)."""
+        """Write every meta.json, after the leaves (so optional checksums are in them);
+        each describes its whole subtree (version 2: nested metas are inline)."""
         for path, meta in self.metas:
             with open(path, "w", encoding="utf-8") as handle:
                 json.dump(meta, handle)
@@ -66,8 +80,10 @@ class _Writer:
         parts = td._stack_parts()
         if parts is not None:
             meta["stack_dim"] = parts[0]
-            for i, member in enumerate(parts[1]):
+            meta["members"] = [
                 self.folder(member, os.path.join(folder, str(i)), (*prefix, str(i)))
+                for i, member in enumerate(parts[1])
+            ]
         else:
             meta["names"] = td._names
             taken: set[str] = set()
@@ -81,9 +97,10 @@ class _Writer:
         self, key: str, value: Any, folder: str, taken: set[str], path: tuple[str, ...]
     ) -> dict[str, Any]:
         if isinstance(value, Tensor):
-            if value.dtype not in DTYPE_NAMES:
+            if value.dtype not in DTYPE_NAMES or value.is_quantized:
                 raise TypeError(
-                    f"{self.call}: key {path!r} has dtype {value.dtype}, which has no on-disk name"
+                    f"{self.call}: key {path!r} has dtype {value.dtype}, which has no on-disk "
+                    "name (quantized tensors carry a scale beside their bytes)"
                 )
             name = encode_name(key, ".memmap", taken)
             record = {
@@ -107,17 +124,17 @@ class _Writer:
                 }
             return self.pickled(key, value, folder, taken, path)
         name = encode_name(key, "", taken)
-        self.folder(value, os.path.join(folder, name), path)
-        return {"kind": "collection", "dir": name}
+        sub = self.folder(value, os.path.join(folder, name), path)
+        return {"kind": "collection", "dir": name, "meta": sub}
 
     def pickled(
         self, key: str, value: NonTensor, folder: str, taken: set[str], path: tuple[str, ...]
     ) -> dict[str, Any]:
-        if not self.allow_pickle:
+        if self.allow_pickle is False:  # (None, the default: the format's fallback)
             raise TypeError(
                 f"{self.call}: key {path!r} holds non-JSON data ({type(value.tolist()).__name__}); "
-                "pass allow_pickle=True to store it with pickle (loading it will need "
-                "allow_pickle=True too)"
+                "allow_pickle=False refuses to store it with pickle (the default stores it in "
+                "a file of its own; loading it needs allow_pickle=True)"
             )
         name = encode_name(key, ".pkl", taken)
         torch.save(value, os.path.join(folder, name))
@@ -140,7 +157,7 @@ class _Writer:
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:
                 # a plain sequential write beats copying into fresh mapped pages
-                data = tensor.contiguous().reshape(-1).view(torch.uint8).numpy()
+                data = raw_bytes(tensor).numpy()
                 with open(path, "wb") as handle:
                     handle.write(data.data)
                 out = MemoryMappedTensor._from_checked_file(path, tensor.dtype, tensor.shape)
@@ -188,7 +205,7 @@ def save(
     num_threads: int = 0,
     durable: bool = False,
     checksum: bool = False,
-    allow_pickle: bool = False,
+    allow_pickle: bool | None = None,
     on_leaves: Callable[[list[tuple[Tensor, MemoryMappedTensor]]], None] | None = None,
     pbar: bool = False,
 ) -> None:

@@ -95,8 +95,8 @@ class _Surveyor(_Loader):
         self.metas: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
 
-    def meta(self, folder: str) -> dict[str, Any]:
-        meta = super().meta(folder)
+    def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
+        meta = super().meta(folder, inline)
         self.metas[folder] = meta
         return meta
 

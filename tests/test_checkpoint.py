@@ -24,6 +24,7 @@ from tensordict import (
     tensorclass,
 )
 from tensordict._format import DTYPES, FormatError
+from tensordict._save import raw_bytes
 from tests.catalogue import assert_same
 
 
@@ -49,7 +50,7 @@ def test_seed_layout(tmp_path: Path) -> None:
     ]
     assert isinstance(td["b", "c"], MemoryMappedTensor)
     meta = json.loads((tmp_path / "tensordict" / "meta.json").read_text())
-    assert meta["format"] == "tensordict" and meta["version"] == 1 and meta["type"] == "TensorDict"
+    assert meta["format"] == "tensordict" and meta["version"] == 2 and meta["type"] == "TensorDict"
     assert meta["entries"]["a"] == {
         "kind": "tensor",
         "file": "a.memmap",
@@ -116,16 +117,18 @@ def test_memmap_like_does_not_materialise(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(DTYPES))
 def test_every_dtype_round_trips(tmp_path: Path, name: str) -> None:
+    # built from bytes: most of these dtypes have no kernels to build them from numbers
     dtype = DTYPES[name]
-    base = torch.arange(24, dtype=torch.float32).reshape(4, 6) % 7
-    leaf = base.to(dtype) if not dtype.is_complex else torch.complex(base, -base).to(dtype)
-    td = TensorDict({"x": leaf, "scalar": leaf[0, 0], "empty": leaf[:0]}, [])
+    count = 24 * dtype.itemsize
+    raw = torch.arange(count, dtype=torch.uint8) % (2 if dtype is torch.bool else 251)
+    leaf = raw.view(dtype).reshape(4, 6)
+    td = TensorDict({"x": leaf, "t": leaf.t(), "scalar": leaf[0, 0], "empty": leaf[:0]}, [])
     td.memmap(tmp_path / name)
     back = TensorDict.load_memmap(tmp_path / name)
-    for key in ("x", "scalar", "empty"):
+    for key in ("x", "t", "scalar", "empty"):
         assert back[key].dtype == dtype and back[key].shape == td[key].shape
-        raw = td[key].contiguous().reshape(-1).view(torch.uint8)
-        assert torch.equal(back[key].reshape(-1).view(torch.uint8), raw)
+        assert torch.equal(raw_bytes(back[key]), raw_bytes(td[key]))
+    assert torch.equal(raw_bytes(back["x"]), raw)
 
 
 def test_odd_leaves_and_entries_round_trip(tmp_path: Path) -> None:
@@ -160,12 +163,13 @@ def test_any_key_maps_inside_the_folder(tmp_path: Path, key: str) -> None:
     assert torch.equal(back[key], torch.ones(2)) and torch.equal(back["other", key], torch.zeros(2))
 
 
-def test_pickle_needs_opt_in_both_ways(tmp_path: Path) -> None:
+def test_pickle_is_the_fallback_and_loading_it_needs_the_opt_in(tmp_path: Path) -> None:
     td = TensorDict({"obj": {1, 2}}, [])
-    with pytest.raises(TypeError, match="holds non-JSON data .* pass allow_pickle=True"):
-        td.memmap(tmp_path / "p")
+    with pytest.raises(TypeError, match="holds non-JSON data .* allow_pickle=False refuses"):
+        td.memmap(tmp_path / "p", allow_pickle=False)
     assert not (tmp_path / "p").exists()
-    td.memmap(tmp_path / "p", allow_pickle=True)
+    td.memmap(tmp_path / "p")  # the default: a file of its own beside meta.json
+    assert "{1, 2}" not in (tmp_path / "p" / "meta.json").read_text()
     with pytest.raises(FormatError, match="key 'obj' .* is pickled data; pass allow_pickle=True"):
         TensorDict.load_memmap(tmp_path / "p")
     assert TensorDict.load_memmap(tmp_path / "p", allow_pickle=True)["obj"] == {1, 2}
@@ -190,7 +194,7 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
     TensorDict({"a": torch.ones(3), "b": torch.ones(3)}, [3]).memmap(prefix)
     bad = TensorDict({"a": torch.zeros(3), "obj": {1}}, [3])
     with pytest.raises(TypeError, match="non-JSON"):
-        bad.memmap(prefix)
+        bad.memmap(prefix, allow_pickle=False)
     back = TensorDict.load_memmap(prefix)
     assert set(back.keys()) == {"a", "b"} and (back["a"] == 1).all()
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging left behind

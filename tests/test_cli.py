@@ -152,7 +152,7 @@ def test_verify_accepts_valid_checkpoints(
     code, out, err = _run(capsys, "verify", path)
     assert (code, err) == (0, "")
     count = sum(1 for _ in path.rglob("*.memmap"))
-    assert f"valid checkpoint, format version 1; {count} tensor files, {count} checksums" in out
+    assert f"valid checkpoint, format version 2; {count} tensor files, {count} checksums" in out
 
 
 def test_verify_golden_and_without_checksums(

@@ -45,3 +45,37 @@ def test_golden_files_are_not_rewritten() -> None:
     before = {p: p.stat().st_size for p in DATA.rglob("*.memmap")}
     TensorDict.load_memmap(DATA / "td")
     assert {p: p.stat().st_size for p in DATA.rglob("*.memmap")} == before
+
+
+V2 = pathlib.Path(__file__).parent / "data" / "v2"
+
+
+@tensorclass(shadow=True)
+class GoldenClassV2:
+    values: torch.Tensor
+    note: str
+
+
+def _check_v2(td: TensorDict) -> None:
+    raw = torch.arange(8, dtype=torch.uint8)
+    assert td.batch_size == (2,)
+    assert torch.equal(td["float"], torch.arange(6.0).reshape(2, 3))
+    assert td["complex32"].dtype == torch.complex32
+    assert torch.equal(td["complex32"].view(torch.uint8).reshape(-1), raw)
+    assert torch.equal(td["e8m0"].view(torch.uint8), raw[:2])
+    assert torch.equal(td["bits16"].view(torch.uint8), raw[:4])
+    assert torch.equal(td["nested", "deep", "x"], torch.tensor([[1, 2], [3, 4]], dtype=torch.int16))
+    assert td["text"] == "version two" and td["words"] == ["left", "right"]
+    assert td["obj", "a set"] == {1, 2}
+    assert td["tc"].note == "golden" and torch.equal(td["tc"].values, torch.tensor([0.5, 0.25]))
+    assert torch.equal(td["ragged", "a"], torch.ones(2, 2, 1))
+
+
+def test_v2_folder_and_archive_load_with_every_value() -> None:
+    _check_v2(TensorDict.load_memmap(V2 / "td", verify=True, allow_pickle=True))
+    _check_v2(TensorDict.load_memmap(V2 / "td.tdz", allow_pickle=True))
+    assert type(TensorDict.load_memmap(V2 / "td" / "tc")) is GoldenClassV2
+    lazy = TensorDict.load_memmap(V2 / "lazy")
+    assert [m["a"].shape for m in lazy.tensordicts] == [(1,), (3,)]
+    sub = TensorDict.load_memmap(V2 / "td" / "nested")
+    assert sub["deep", "x"].dtype == torch.int16
