@@ -19,6 +19,7 @@ from tensordict._functional import (
     pad_sequence,
 )
 from tensordict._future import TensorDictFuture
+from tensordict._io import from_safetensors, to_safetensors
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
@@ -99,6 +100,7 @@ __all__ = [
     "from_dataclass",
     "from_dict",
     "from_namedtuple",
+    "from_safetensors",
     "from_struct_array",
     "from_tuple",
     "fromkeys",
@@ -131,4 +133,5 @@ __all__ = [
     "unravel_key",
     "unravel_key_list",
     "unravel_key_to_tuple",
+    "to_safetensors",
 ]

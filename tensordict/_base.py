@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
 from tensordict._html import HtmlRepr
+from tensordict._io import InteropOps
 from tensordict._keys import NestedKey, key_path
 from tensordict._map import MapOps
 from tensordict._memmap_ops import MemmapOps
@@ -53,6 +54,7 @@ class TensorDictBase(
     DistributedOps,
     HtmlRepr,
     MapOps,
+    InteropOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.
