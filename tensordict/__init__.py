@@ -19,7 +19,16 @@ from tensordict._functional import (
     pad_sequence,
 )
 from tensordict._future import TensorDictFuture
-from tensordict._io import from_safetensors, to_safetensors
+from tensordict._io import (
+    from_arrow,
+    from_csv,
+    from_json,
+    from_pandas,
+    from_parquet,
+    from_safetensors,
+    to_arrow,
+    to_safetensors,
+)
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
@@ -134,4 +143,10 @@ __all__ = [
     "unravel_key_list",
     "unravel_key_to_tuple",
     "to_safetensors",
+    "from_arrow",
+    "from_csv",
+    "from_json",
+    "from_pandas",
+    "from_parquet",
+    "to_arrow",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import torch
+
 from tensordict._primitives import CollectionPrimitives
 
 PathLike = str | os.PathLike[str]
@@ -75,6 +77,338 @@ class InteropOps(CollectionPrimitives):
 
         write_safetensors(self, path, metadata, self._call("to_safetensors"))
 
+    # ------------------------------------------------------------------ tables
+    @classmethod
+    def from_pandas(
+        cls,
+        dataframe: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Any:
+        """A TensorDict with one entry per column of a pandas DataFrame, batch size = rows.
+
+        Numeric and boolean columns become tensors of the same dtype (cast to ``dtype`` if
+        given), datetimes int64 nanoseconds, categoricals their codes, anything else
+        (strings, objects) a ``NonTensorStack``. ``separator="."`` nests ``"obs.x"`` as
+        ``("obs", "x")``.
+
+        >>> import pandas as pd
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict.from_pandas(pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}))
+        >>> td["a"], td["s"], td.batch_size
+        (tensor([1, 2]), ['x', 'y'], torch.Size([2]))
+        """
+        from tensordict._io_tabular import from_dataframe
+
+        return from_dataframe(
+            "from_pandas",
+            dataframe,
+            separator=separator,
+            dtype=dtype,
+            device=device,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+        )
+
+    def to_pandas(self, *, separator: str | None = None) -> Any:
+        """A pandas DataFrame with one column per entry (a batch of one dim is the rows).
+
+        Nested entries need ``separator`` to name their columns (``"obs.x"``); a tensor
+        with more than one dim cannot be a column (``to_arrow`` keeps it).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.arange(2), "n": {"b": torch.zeros(2)}}, [2]).to_pandas(
+        ...     separator="."
+        ... )
+           a  n.b
+        0  0  0.0
+        1  1  0.0
+        """
+        from tensordict._io_tabular import to_dataframe
+
+        return to_dataframe(self._call("to_pandas"), self, separator)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Any:
+        """A TensorDict of a ``pyarrow.Table`` (or RecordBatch): struct columns become
+        nested TensorDicts, ``fixed_shape_tensor`` columns tensors with their row shape,
+        numbers tensors, anything else a ``NonTensorStack``.
+
+        >>> import pyarrow as pa
+        >>> from tensordict import TensorDict
+        >>> t = pa.table({"a": [1.0, 2.0], "n": pa.array([{"b": 1}, {"b": 2}])})
+        >>> TensorDict.from_arrow(t)["n", "b"]
+        tensor([1, 2])
+        """
+        from tensordict._io_tabular import from_table
+
+        return from_table(
+            "from_arrow",
+            table,
+            separator=separator,
+            dtype=dtype,
+            device=device,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+        )
+
+    def to_arrow(self, *, separator: str | None = None) -> Any:
+        """A ``pyarrow.Table`` of a batch of one dim: a column per entry, tensors of more
+        dims as ``fixed_shape_tensor`` columns, nested TensorDicts as struct columns (or
+        flat columns joined with ``separator``), non-tensor values as inferred columns.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"x": torch.zeros(2, 3), "n": {"y": torch.arange(2)}}, [2])
+        >>> print(td.to_arrow().schema.field("n").type)
+        struct<y: int64>
+        """
+        from tensordict._io_tabular import to_table
+
+        return to_table(self._call("to_arrow"), self, separator)
+
+    @classmethod
+    def from_parquet(
+        cls,
+        path: PathLike,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+        columns: list[str] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A TensorDict of a Parquet file (read with pyarrow, then as ``from_arrow``);
+        ``columns`` reads only those columns. ``kwargs`` go to ``pyarrow.parquet.read_table``.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.parquet"
+        >>> TensorDict({"a": torch.arange(3), "b": torch.ones(3, 2)}, [3]).to_parquet(path)
+        >>> TensorDict.from_parquet(path, columns=["b"])["b"].shape
+        torch.Size([3, 2])
+        """
+        from tensordict._io_common import require
+        from tensordict._io_tabular import from_table
+
+        pq = require("pyarrow.parquet", "arrow", "from_parquet")
+        table = pq.read_table(os.fspath(path), columns=columns, **kwargs)
+        return from_table(
+            "from_parquet",
+            table,
+            separator=separator,
+            dtype=dtype,
+            device=device,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+        )
+
+    def to_parquet(self, path: PathLike, *, separator: str | None = None, **kwargs: Any) -> None:
+        """Write a batch of one dim as a Parquet file, atomically (the ``to_arrow`` table;
+        ``kwargs`` go to ``pyarrow.parquet.write_table``).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.parquet"
+        >>> TensorDict({"a": torch.arange(3)}, [3]).to_parquet(path)
+        >>> TensorDict.from_parquet(path)["a"]
+        tensor([0, 1, 2])
+        """
+        from tensordict._io_common import require, write_atomically
+        from tensordict._io_tabular import to_table
+
+        call = self._call("to_parquet")
+        pq = require("pyarrow.parquet", "arrow", call)
+        table = to_table(call, self, separator)
+        write_atomically(path, lambda tmp: pq.write_table(table, tmp, **kwargs))
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: PathLike,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A TensorDict of a CSV file (read by ``pandas.read_csv``, ``kwargs`` forwarded;
+        then as ``from_pandas``).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.csv"
+        >>> TensorDict({"a": torch.arange(2), "n": {"b": torch.ones(2)}}, [2]).to_csv(
+        ...     path, separator="."
+        ... )
+        >>> TensorDict.from_csv(path, separator=".")["n", "b"]
+        tensor([1., 1.], dtype=torch.float64)
+        """
+        from tensordict._io_common import require
+        from tensordict._io_tabular import from_dataframe
+
+        pd = require("pandas", "pandas", "from_csv")
+        return from_dataframe(
+            "from_csv",
+            pd.read_csv(os.fspath(path), **kwargs),
+            separator=separator,
+            dtype=dtype,
+            device=device,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+        )
+
+    def to_csv(self, path: PathLike, *, separator: str | None = None, **kwargs: Any) -> None:
+        """Write a batch of one dim as a CSV file, atomically (``to_pandas`` then
+        ``DataFrame.to_csv(index=False, **kwargs)``).
+
+        >>> import pathlib, tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.csv"
+        >>> TensorDict({"a": torch.arange(2)}, [2]).to_csv(path)
+        >>> pathlib.Path(path).read_text().split()
+        ['a', '0', '1']
+        """
+        from tensordict._io_common import write_atomically
+        from tensordict._io_tabular import to_dataframe
+
+        frame = to_dataframe(self._call("to_csv"), self, separator)
+        write_atomically(path, lambda tmp: frame.to_csv(tmp, index=False, **kwargs))
+
+    @classmethod
+    def from_json(
+        cls,
+        path: PathLike,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+        separator: str | None = None,
+        dtype: torch.dtype | None = None,
+        lines: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """A TensorDict of a JSON file of records (JSON Lines with ``lines=True``), read by
+        ``pandas.read_json`` (``kwargs`` forwarded), then as ``from_pandas``.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.json"
+        >>> TensorDict({"a": torch.arange(2), "s": ["x", "y"]}, [2]).to_json(path)
+        >>> TensorDict.from_json(path)["s"]
+        ['x', 'y']
+        """
+        from tensordict._io_common import require
+        from tensordict._io_tabular import from_dataframe
+
+        pd = require("pandas", "pandas", "from_json")
+        with open(path, encoding="utf-8") as f:
+            frame = pd.read_json(f, orient="records", lines=lines, **kwargs)
+        return from_dataframe(
+            "from_json",
+            frame,
+            separator=separator,
+            dtype=dtype,
+            device=device,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+        )
+
+    def to_json(
+        self, path: PathLike, *, separator: str | None = None, lines: bool = False, **kwargs: Any
+    ) -> None:
+        """Write a batch of one dim as a JSON array of records (JSON Lines with
+        ``lines=True``), atomically, through ``DataFrame.to_json``.
+
+        >>> import pathlib, tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/t.json"
+        >>> TensorDict({"a": torch.arange(2)}, [2]).to_json(path)
+        >>> pathlib.Path(path).read_text()
+        '[{"a":0},{"a":1}]'
+        """
+        from tensordict._io_common import write_atomically
+        from tensordict._io_tabular import to_dataframe
+
+        frame = to_dataframe(self._call("to_json"), self, separator)
+        write_atomically(
+            path, lambda tmp: frame.to_json(tmp, orient="records", lines=lines, **kwargs)
+        )
+
+    @classmethod
+    def from_struct_array(
+        cls,
+        struct_array: Any,
+        *,
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        device: Any = None,
+        batch_size: Any = None,
+    ) -> Any:
+        """A TensorDict of a numpy structured array, batch size = the array's shape:
+        numeric fields become tensors (views of the array where its layout allows), string
+        fields ``NonTensorStack``s, nested fields nested TensorDicts.
+
+        >>> import numpy as np
+        >>> from tensordict import TensorDict
+        >>> arr = np.zeros(3, dtype=[("a", "i4"), ("b", "f8", (2,))])
+        >>> TensorDict.from_struct_array(arr)["b"].shape
+        torch.Size([3, 2])
+        """
+        from tensordict._io_tabular import from_struct_array
+
+        return from_struct_array(
+            "from_struct_array",
+            struct_array,
+            batch_size=batch_size,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+        )
+
+    def to_struct_array(self) -> Any:
+        """A numpy structured array shaped like the batch: a field per entry (with the
+        entry's per-element shape), nested TensorDicts as nested fields, string
+        non-tensor entries as unicode fields.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> arr = TensorDict({"a": torch.arange(2), "b": torch.ones(2, 3)}, [2]).to_struct_array()
+        >>> arr.dtype.names, arr["b"].shape
+        (('a', 'b'), (2, 3))
+        """
+        from tensordict._io_tabular import to_struct_array
+
+        return to_struct_array(self._call("to_struct_array"), self)
+
 
 def _dense() -> Any:
     from tensordict._td import TensorDict  # the concrete class sits above this module
@@ -109,3 +443,75 @@ def to_safetensors(data: Any, path: PathLike, *, metadata: dict[str, str] | None
     tensor([1.])
     """
     data.to_safetensors(path, metadata=metadata)
+
+
+def from_pandas(dataframe: Any, **kwargs: Any) -> Any:
+    """``TensorDict.from_pandas`` as a function.
+
+    >>> import pandas as pd
+    >>> from tensordict import from_pandas
+    >>> from_pandas(pd.DataFrame({"a": [1.5]}))["a"]
+    tensor([1.5000], dtype=torch.float64)
+    """
+    return _dense().from_pandas(dataframe, **kwargs)
+
+
+def from_arrow(table: Any, **kwargs: Any) -> Any:
+    """``TensorDict.from_arrow`` as a function.
+
+    >>> import pyarrow as pa
+    >>> from tensordict import from_arrow
+    >>> from_arrow(pa.table({"a": [1, 2]})).batch_size
+    torch.Size([2])
+    """
+    return _dense().from_arrow(table, **kwargs)
+
+
+def to_arrow(td: Any, *, separator: str | None = None) -> Any:
+    """``td.to_arrow()`` as a function.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, to_arrow
+    >>> to_arrow(TensorDict({"a": torch.arange(2)}, [2])).num_rows
+    2
+    """
+    return td.to_arrow(separator=separator)
+
+
+def from_parquet(path: PathLike, **kwargs: Any) -> Any:
+    """``TensorDict.from_parquet`` as a function.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_parquet
+    >>> path = tempfile.mkdtemp() + "/t.parquet"
+    >>> TensorDict({"a": torch.arange(2)}, [2]).to_parquet(path)
+    >>> from_parquet(path)["a"]
+    tensor([0, 1])
+    """
+    return _dense().from_parquet(path, **kwargs)
+
+
+def from_csv(path: PathLike, **kwargs: Any) -> Any:
+    """``TensorDict.from_csv`` as a function.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_csv
+    >>> path = tempfile.mkdtemp() + "/t.csv"
+    >>> TensorDict({"a": torch.arange(2)}, [2]).to_csv(path)
+    >>> from_csv(path)["a"]
+    tensor([0, 1])
+    """
+    return _dense().from_csv(path, **kwargs)
+
+
+def from_json(path: PathLike, **kwargs: Any) -> Any:
+    """``TensorDict.from_json`` as a function.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_json
+    >>> path = tempfile.mkdtemp() + "/t.json"
+    >>> TensorDict({"a": torch.arange(2)}, [2]).to_json(path)
+    >>> from_json(path)["a"]
+    tensor([0, 1])
+    """
+    return _dense().from_json(path, **kwargs)
