@@ -22,13 +22,16 @@ from tensordict._future import TensorDictFuture
 from tensordict._io import (
     from_arrow,
     from_csv,
+    from_h5,
     from_json,
     from_pandas,
     from_parquet,
     from_safetensors,
+    from_zarr,
     to_arrow,
     to_safetensors,
 )
+from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
@@ -149,4 +152,7 @@ __all__ = [
     "from_pandas",
     "from_parquet",
     "to_arrow",
+    "from_h5",
+    "from_zarr",
+    "PersistentTensorDict",
 ]

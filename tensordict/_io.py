@@ -10,6 +10,22 @@ import torch
 from tensordict._primitives import CollectionPrimitives
 
 PathLike = str | os.PathLike[str]
+_MISSING: Any = object()
+
+
+def _persistent(
+    call: str,
+    filename: Any,
+    mode: str,
+    auto_batch_size: bool,
+    batch_dims: int | None,
+    batch_size: Any,
+) -> Any:
+    from tensordict._io_persistent import PersistentTensorDict
+
+    return PersistentTensorDict._opened(
+        call, filename, mode, auto_batch_size, batch_dims, batch_size
+    )
 
 
 class InteropOps(CollectionPrimitives):
@@ -409,6 +425,148 @@ class InteropOps(CollectionPrimitives):
 
         return to_struct_array(self._call("to_struct_array"), self)
 
+    # ------------------------------------------------------------------ HDF5 and zarr
+    @classmethod
+    def from_h5(
+        cls,
+        filename: PathLike,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Any = None,
+    ) -> Any:
+        """A ``PersistentTensorDict`` over an HDF5 file (entries read lazily); see
+        ``PersistentTensorDict.from_h5``. Needs the ``h5`` extra.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/f.h5"
+        >>> TensorDict({"a": torch.arange(3)}, [3]).to_h5(path).close()
+        >>> TensorDict.from_h5(path)[1:]["a"]
+        tensor([1, 2])
+        """
+        return _persistent("from_h5", filename, mode, auto_batch_size, batch_dims, batch_size)
+
+    def to_h5(self, filename: PathLike, **kwargs: Any) -> Any:
+        """Write this collection to a new HDF5 file and return the ``PersistentTensorDict``
+        over it; ``kwargs`` go to ``h5py``'s ``create_dataset`` (``compression=...``).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> ptd = TensorDict({"a": torch.ones(2)}, [2]).to_h5(tempfile.mkdtemp() + "/f.h5")
+        >>> ptd["a"], type(ptd).__name__
+        (tensor([1., 1.]), 'PersistentTensorDict')
+        >>> ptd.close()
+        """
+        from tensordict._io_persistent import PersistentTensorDict
+
+        return PersistentTensorDict.from_dict(self, filename, backend="h5", **kwargs)
+
+    @classmethod
+    def from_zarr(
+        cls,
+        filename: Any,
+        *,
+        mode: str = "r",
+        auto_batch_size: bool = False,
+        batch_dims: int | None = None,
+        batch_size: Any = None,
+    ) -> Any:
+        """A ``PersistentTensorDict`` over a zarr store (chunks read on access); see
+        ``PersistentTensorDict.from_zarr``. Needs the ``zarr`` extra.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/s.zarr"
+        >>> _ = TensorDict({"a": torch.arange(4)}, [4]).to_zarr(path, chunks=(2,))
+        >>> TensorDict.from_zarr(path).get_at("a", slice(1, 3))
+        tensor([1, 2])
+        """
+        return _persistent("from_zarr", filename, mode, auto_batch_size, batch_dims, batch_size)
+
+    def to_zarr(self, filename: Any, **kwargs: Any) -> Any:
+        """Write this collection to a new zarr store and return the ``PersistentTensorDict``
+        over it; ``kwargs`` go to zarr's ``create_array`` (``chunks=(16,)`` chunks every
+        leaf along its leading dims, ``compressors=...``); by default one chunk per leaf.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(6, 2), "n": {"b": torch.ones(6)}}, [6])
+        >>> z = td.to_zarr(tempfile.mkdtemp() + "/s.zarr", chunks=(2,))
+        >>> z.file["a"].chunks
+        (2, 2)
+        """
+        from tensordict._io_persistent import PersistentTensorDict
+
+        return PersistentTensorDict.from_dict(self, filename, backend="zarr", **kwargs)
+
+    def get_at(self, key: Any, index: Any, default: Any = _MISSING) -> Any:
+        """``self.get(key)[index]`` (a ``PersistentTensorDict`` reads only that part).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.arange(4)}, [4]).get_at("a", slice(1, 3))
+        tensor([1, 2])
+        """
+        value = self.get(key) if default is _MISSING else self.get(key, default)
+        return value if value is default else value[index]
+
+    @classmethod
+    def from_schema(
+        cls,
+        schema: dict[Any, tuple[Any, torch.dtype]],
+        *,
+        batch_size: Any = None,
+        storage: str | None = None,
+        device: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A zero-filled collection from ``{key: (element_shape, dtype)}``: each entry has
+        shape ``[*batch_size, *element_shape]``. ``storage`` picks where it lives: None
+        (memory), ``"shared"`` (shared memory), ``"memmap"`` (``prefix=``), ``"h5"`` or
+        ``"zarr"`` (``filename=``; a PersistentTensorDict).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict.from_schema({"obs": ([3], torch.uint8)}, batch_size=[10])
+        >>> td["obs"].shape
+        torch.Size([10, 3])
+        """
+        from tensordict._td import TensorDict
+
+        call = f"{getattr(cls, '__name__', 'TensorDict')}.from_schema"
+        bs = torch.Size(batch_size or ())
+        if storage in ("h5", "zarr"):
+            from tensordict._io_persistent import PersistentTensorDict
+
+            if "filename" not in kwargs:
+                raise TypeError(f"{call}: storage={storage!r} needs filename=")
+            lazy = {
+                k: torch.zeros((), dtype=dtype).expand(*bs, *shape)
+                for k, (shape, dtype) in schema.items()
+            }
+            filename = kwargs.pop("filename")
+            td = TensorDict(lazy, batch_size=bs)
+            return PersistentTensorDict.from_dict(
+                td, filename, backend=storage, device=device, **kwargs
+            )
+        if storage not in (None, "memmap", "shared"):
+            raise ValueError(
+                f"{call}: unknown storage {storage!r}; expected None, 'shared', 'memmap', "
+                "'h5' or 'zarr'"
+            )
+        entries = {
+            k: torch.zeros((*bs, *shape), dtype=dtype, device=device)
+            for k, (shape, dtype) in schema.items()
+        }
+        td = TensorDict(entries, batch_size=bs, device=device)
+        if storage == "memmap":
+            return td.memmap_(kwargs.pop("prefix", None), **kwargs)
+        if storage == "shared":
+            return td.share_memory_()
+        return td
+
 
 def _dense() -> Any:
     from tensordict._td import TensorDict  # the concrete class sits above this module
@@ -515,3 +673,29 @@ def from_json(path: PathLike, **kwargs: Any) -> Any:
     tensor([0, 1])
     """
     return _dense().from_json(path, **kwargs)
+
+
+def from_h5(filename: PathLike, **kwargs: Any) -> Any:
+    """``TensorDict.from_h5`` as a function.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_h5
+    >>> path = tempfile.mkdtemp() + "/f.h5"
+    >>> TensorDict({"a": torch.arange(2)}, [2]).to_h5(path).close()
+    >>> from_h5(path).batch_size
+    torch.Size([2])
+    """
+    return _dense().from_h5(filename, **kwargs)
+
+
+def from_zarr(filename: Any, **kwargs: Any) -> Any:
+    """``TensorDict.from_zarr`` as a function.
+
+    >>> import tempfile, torch
+    >>> from tensordict import TensorDict, from_zarr
+    >>> path = tempfile.mkdtemp() + "/s.zarr"
+    >>> _ = TensorDict({"a": torch.arange(2)}, [2]).to_zarr(path)
+    >>> from_zarr(path)["a"]
+    tensor([0, 1])
+    """
+    return _dense().from_zarr(filename, **kwargs)
