@@ -10,6 +10,7 @@ from benchmarks import (
     _cases_checkpoint,
     _cases_container,
     _cases_distributed,
+    _cases_interop,
     _cases_map,
     _cases_modules,
     _cases_shapes,
@@ -22,6 +23,7 @@ ALL: list[Case] = [
     *_cases_shapes.CASES,
     *_cases_tensorclass.CASES,
     *_cases_checkpoint.CASES,
+    *_cases_interop.CASES,
     *_cases_modules.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,

@@ -21,7 +21,12 @@ class H5Backend:
     def open(self, filename: Any, mode: str, attrs: dict[str, str] | None = None) -> Any:
         if isinstance(filename, self.h5.Group):
             return filename
-        root = self.h5.File(os.fspath(filename), mode, locking=False)
+        try:
+            root = self.h5.File(os.fspath(filename), mode)
+        except OSError as err:  # another process (the one that forked this map worker, or
+            if "lock" not in str(err):  # a writer) holds the file: read without a lock
+                raise
+            root = self.h5.File(os.fspath(filename), mode, locking=False)
         root.attrs.update(attrs or {})
         return root
 

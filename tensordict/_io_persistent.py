@@ -40,16 +40,18 @@ class _Handle:
     """The open file of one process: reopened (never shared) after a fork or unpickling,
     so each ``map`` worker reads through its own handle."""
 
-    __slots__ = ("backend", "filename", "mode", "pid", "root")
+    __slots__ = ("backend", "filename", "meta", "mode", "pid", "root")
 
     def __init__(self, backend: Any, filename: Any, mode: str, root: Any = None) -> None:
         self.backend, self.filename, self.mode = backend, filename, mode
         self.root, self.pid = root, os.getpid() if root is not None else -1
+        self.meta: dict[tuple[str, ...], dict[str, Any]] = {}  # group attributes, as read
 
     def get(self) -> Any:
         if self.root is None or self.pid != os.getpid():
             self.root = self.backend.open(self.filename, self.mode)
             self.pid = os.getpid()
+            self.meta = {}
         return self.root
 
     def __getstate__(self) -> dict[str, Any]:
@@ -58,7 +60,7 @@ class _Handle:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.backend = _backend(state["backend"])
         self.filename, self.mode = state["filename"], state["mode"]
-        self.root, self.pid = None, -1
+        self.root, self.pid, self.meta = None, -1, {}
 
 
 def _read_attr(backend: Any, node: Any, where: str) -> dict[str, Any]:
@@ -227,6 +229,9 @@ class PersistentTensorDict(TensorDictBase):
                 batch_size = list(batch_size)[:batch_dims]
         out._batch_size = torch.Size(batch_size)
         out._check_batch()
+        names = out._meta().get("names")
+        if isinstance(names, list) and len(names) == len(out._batch_size):
+            out._names = names
         return out
 
     @classmethod
@@ -269,8 +274,10 @@ class PersistentTensorDict(TensorDictBase):
             filename=filename, mode="w", backend=backend, device=device, _attrs=attrs, **kwargs
         )
         out._batch_size = td.batch_size
+        out._names = td._names if getattr(td, "_names", None) else None
         _write_tree(out._handle.backend, out._node(), td, kwargs)
         out._handle.backend.flush(out._handle.root)
+        out._handle.meta.clear()
         return out
 
     # ------------------------------------------------------------------ storage access
@@ -300,7 +307,14 @@ class PersistentTensorDict(TensorDictBase):
         return f"{self.filename!r}, key {'/'.join((*self._path, *path)) or '/'!r}"
 
     def _meta(self, path: tuple[str, ...] = ()) -> dict[str, Any]:
-        return _read_attr(self._handle.backend, self._node(path), self._where(path))
+        """The attribute record of the group at ``path`` (cached per handle; every write
+        through this library clears the cache)."""
+        full = (*self._path, *path)
+        cached = self._handle.meta.get(full)
+        if cached is None:
+            cached = _read_attr(self._handle.backend, self._node(path), self._where(path))
+            self._handle.meta[full] = cached
+        return cached
 
     def _write_meta(self, path: tuple[str, ...], update: dict[str, Any]) -> None:
         backend = self._handle.backend
@@ -308,6 +322,7 @@ class PersistentTensorDict(TensorDictBase):
         doc = _read_attr(backend, node, self._where(path))
         doc.update(update)
         backend.set_attr(node, _ATTR, json.dumps(doc))
+        self._handle.meta.clear()
 
     def _common_batch(self) -> list[int]:
         shapes: list[tuple[int, ...]] = []
@@ -485,10 +500,9 @@ class PersistentTensorDict(TensorDictBase):
                 rest = np.empty(shape[1:], dtype=backend.dtype(node))[plan[1:]]
                 return self._tensor(np.empty((0, *np.shape(rest)), dtype=backend.dtype(node)))
             data = backend.read(node, (unique, *plan[1:]))
-            tensor = self._tensor(data)
             if unique.size != rows.size or not np.array_equal(unique, rows):
-                tensor = tensor[torch.from_numpy(inverse.reshape(-1))]
-            return tensor
+                data = data[inverse.reshape(-1)]  # back to the asked order (numpy: one copy)
+            return self._tensor(data)
         return self._tensor(backend.read(node, plan))
 
     def __getitem__(self, key: Any) -> Any:
@@ -517,6 +531,7 @@ class PersistentTensorDict(TensorDictBase):
         call = self._call("set")
         path = key_path(key, call)
         backend = self._handle.backend
+        self._handle.meta.clear()
         parent = self._node()
         for part in path[:-1]:
             parent = backend.create_group(parent, part)
@@ -571,6 +586,7 @@ class PersistentTensorDict(TensorDictBase):
     def del_(self, key: NestedKey) -> Self:
         """Remove ``key`` from the file."""
         path = key_path(key, self._call("del_"))
+        self._handle.meta.clear()
         node = self._entry(path)
         if node is None:
             raise KeyError(f"{self._call('del_')}: key {key!r} is not in {self.filename!r}")
@@ -638,7 +654,10 @@ class PersistentTensorDict(TensorDictBase):
             k: v.to_tensordict() if isinstance(v, PersistentTensorDict) else v
             for k, v in entries.items()
         }
-        return TensorDict(entries, batch_size=self._batch_size, device=self._device)
+        out = TensorDict(entries, batch_size=self._batch_size, device=self._device)
+        if self._names is not None:
+            out.names = self._names
+        return out
 
     def _index(self, index: Any) -> Any:
         from tensordict._td import TensorDict
@@ -738,8 +757,20 @@ class PersistentTensorDict(TensorDictBase):
 
     @property
     def names(self) -> list[str | None]:
-        """Batch dimension names (none are recorded: all None)."""
-        return self._names if self._names is not None else [None] * self.batch_dims
+        """Names of the batch dimensions (recorded in the file's attributes)."""
+        return list(self._names) if self._names is not None else [None] * self.batch_dims
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        names = None if value is None else list(value)
+        if names is not None and len(names) != self.batch_dims:
+            raise ValueError(
+                f"PersistentTensorDict.names: got {len(names)} names {names} for "
+                f"{self.batch_dims} batch dims {tuple(self._batch_size)}"
+            )
+        self._names = None if names is None or all(n is None for n in names) else names
+        if self._handle.mode != "r":
+            self._write_meta((), {"names": self._names})
 
     @property
     def is_locked(self) -> bool:
@@ -822,7 +853,8 @@ def _meta_of(td: Any) -> dict[str, Any]:
         for k, v in td.items()
         if is_non_tensor(v)
     }
-    return {"batch_size": list(td.batch_size), "non_tensor": records}
+    names = getattr(td, "_names", None)
+    return {"batch_size": list(td.batch_size), "non_tensor": records, "names": names}
 
 
 def _write_tree(backend: Any, group: Any, td: Any, kwargs: Any) -> None:

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from tensordict._io_common import require, write_atomically
-from tensordict._nontensor import NonTensorStack, is_non_tensor
+from tensordict._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -245,7 +245,8 @@ def _np_dtype(call: str, name: str, value: Any, ndim: int) -> Any:
                 f"{call}: non-tensor entry {name!r} holds {items.dtype} values; a structured "
                 "array holds numbers and strings"
             )
-        return items.dtype.str
+        width = max(items.dtype.itemsize // np.dtype(items.dtype.kind + "1").itemsize, 10)
+        return f"{items.dtype.kind}{width}"  # at least 10 characters, as upstream
     return np.dtype([(str(k), _np_dtype(call, f"{name}.{k}", v, ndim)) for k, v in value.items()])
 
 
@@ -278,6 +279,8 @@ def _struct_tree(arr: np.ndarray) -> Any:
             return torch.from_numpy(arr)  # a view of the array's memory where strides allow
         except (ValueError, RuntimeError):
             return torch.from_numpy(np.ascontiguousarray(arr))
+    if arr.ndim == 0:
+        return NonTensorData(arr.item())
     return NonTensorStack.from_list(arr.tolist())
 
 
