@@ -91,6 +91,20 @@ def _struct_leaf(column: Any) -> Any:
             dtype = kind.value_type.to_pandas_dtype()
             return np.zeros((0, *kind.shape), dtype=dtype)
         return column.to_numpy_ndarray()
+    if pa.types.is_fixed_size_list(kind):  # nested fixed-size lists: an N-d tensor column
+        sizes: list[int] = []
+        values = column
+        while pa.types.is_fixed_size_list(values.type):
+            sizes.append(values.type.list_size)
+            values = values.flatten()
+        if values.null_count == 0 and (
+            pa.types.is_integer(values.type)
+            or pa.types.is_floating(values.type)
+            or pa.types.is_boolean(values.type)
+        ):
+            flat = values.to_numpy(zero_copy_only=False)
+            return flat.reshape(len(column), *sizes)
+        return column.to_pylist()
     if pa.types.is_struct(kind):
         return {kind.field(i).name: _struct_leaf(column.field(i)) for i in range(kind.num_fields)}
     if (
@@ -203,6 +217,15 @@ def _arrow_array(call: str, name: str, value: Any, rows: int) -> Any:
         if array.ndim > 1:
             inner = array.shape[1:]
             values = pa.array(array.reshape(-1))
+            if 0 in inner:
+                raise ValueError(
+                    f"{call}: entry {name!r} has shape {tuple(value.shape)}; Arrow cannot store "
+                    "rows of zero size"
+                )
+            if array.dtype == np.bool_:  # not a fixed_shape_tensor value type: nested lists
+                for size in reversed(inner):
+                    values = pa.FixedSizeListArray.from_arrays(values, size)
+                return values
             storage = pa.FixedSizeListArray.from_arrays(values, math.prod(inner))
             kind = pa.fixed_shape_tensor(values.type, list(inner))
             return pa.ExtensionArray.from_storage(kind, storage)

@@ -110,6 +110,8 @@ def test_table_errors() -> None:
         ValueError, match=r"to_arrow: a table needs a batch size of one dim.*\(2, 2\)"
     ):
         TensorDict({"a": torch.zeros(2, 2)}, [2, 2]).to_arrow()
+    with pytest.raises(ValueError, match=r"to_arrow: entry 'z' has shape \(2, 0\); Arrow cannot"):
+        TensorDict({"z": torch.zeros(2, 0)}, [2]).to_arrow()
     with pytest.raises(TypeError, match=r"to_pandas: entry 'h' has dtype torch.bfloat16"):
         TensorDict({"h": torch.zeros(2, dtype=torch.bfloat16)}, [2]).to_pandas()
     df = pd.DataFrame({"a": [1], "a.b": [2]})
@@ -125,6 +127,7 @@ def test_arrow_round_trip_with_tensor_and_struct_columns(rows: int) -> None:
     td = _table_td(rows)
     td["image"] = torch.arange(rows * 6, dtype=torch.uint8).reshape(rows, 2, 3)
     td["obs", "deep", "v"] = torch.ones(rows, 4, dtype=torch.float64)
+    td["mask"] = torch.arange(rows * 6).view(rows, 2, 3) % 2 == 0  # bool: nested fixed lists
     table = tensordict.to_arrow(td)
     assert table.num_rows == rows
     assert pa.types.is_struct(table.schema.field("obs").type)
