@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import uuid
 from collections.abc import Callable
@@ -19,18 +18,48 @@ class FormatError(ValueError):
     """
 
 
+def _load(module: str) -> ModuleType:
+    """Import one of the optional packages by a static import (the core never imports by
+    a computed name)."""
+    if module == "safetensors.torch":
+        import safetensors.torch
+
+        return safetensors.torch
+    if module == "h5py":
+        import h5py  # type: ignore[import-untyped]
+
+        return h5py  # type: ignore[no-any-return]
+    if module == "zarr":
+        import zarr
+
+        return zarr
+    if module == "pyarrow":
+        import pyarrow  # type: ignore[import-untyped]
+
+        return pyarrow  # type: ignore[no-any-return]
+    if module == "pyarrow.parquet":
+        import pyarrow.parquet  # type: ignore[import-untyped]
+
+        return pyarrow.parquet  # type: ignore[no-any-return]
+    if module == "pandas":
+        import pandas  # type: ignore[import-untyped]
+
+        return pandas  # type: ignore[no-any-return]
+    raise ValueError(f"tensordict: {module!r} is not one of the optional packages")
+
+
 def require(module: str, extra: str, call: str) -> ModuleType:
     """Import an optional dependency, or raise an ImportError that names the extra to install.
 
-    >>> require("json", "none", "demo").__name__
-    'json'
+    >>> require("h5py", "h5", "demo").__name__
+    'h5py'
     """
     try:
-        return importlib.import_module(module)
+        return _load(module)
     except ImportError as err:
         raise ImportError(
-            f"{call}: this needs the optional package {module.partition('.')[0]!r}; install it "
-            f"with `pip install 'tensordict[{extra}]'`"
+            f"{call}: this needs the optional package {module.partition('.')[0]!r}; install "
+            f"it with `pip install 'tensordict[{extra}]'`"
         ) from err
 
 
