@@ -391,7 +391,7 @@ class InteropOps(CollectionPrimitives):
     ) -> Any:
         """A TensorDict of a numpy structured array, batch size = the array's shape:
         numeric fields become tensors (views of the array where its layout allows), string
-        fields ``NonTensorStack``s, nested fields nested TensorDicts.
+        fields ``NonTensorStack`` entries, nested fields nested TensorDicts.
 
         >>> import numpy as np
         >>> from tensordict import TensorDict
