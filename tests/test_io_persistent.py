@@ -267,3 +267,13 @@ def test_missing_packages_name_their_extra(tmp_path: Path, monkeypatch: pytest.M
         td.to_h5(tmp_path / "f.h5")
     with pytest.raises(ImportError, match=r"'zarr'.*tensordict\[zarr\]"):
         td.to_zarr(tmp_path / "s.zarr")
+
+
+def _double(td: TensorDict) -> TensorDict:
+    return td.set("y", td["x"] * 2)
+
+
+def test_map_workers_read_their_own_rows(tmp_path: Path) -> None:
+    ptd = TensorDict({"x": torch.arange(8.0)}, [8]).to_h5(tmp_path / "f.h5")
+    out = ptd.map(_double, num_workers=2, chunksize=2)
+    assert torch.equal(out["y"], torch.arange(8.0) * 2)
