@@ -70,7 +70,13 @@ class InteropOps(CollectionPrimitives):
 
         return read_safetensors(path, device=device, lazy=lazy, prefix=prefix)
 
-    def to_safetensors(self, path: PathLike, *, metadata: dict[str, str] | None = None) -> None:
+    def to_safetensors(
+        self,
+        path: PathLike,
+        *,
+        metadata: dict[str, str] | None = None,
+        max_shard_size: int | str | None = None,
+    ) -> None:
         """Write this collection to one safetensors file, atomically (a temporary name in
         the same folder, then ``os.replace``).
 
@@ -79,7 +85,10 @@ class InteropOps(CollectionPrimitives):
         unchanged; a TensorDict with an empty batch size and no non-tensor entries gives
         the very bytes ``safetensors.torch.save_file`` writes. Batch sizes and JSON
         non-tensor values are recorded in the header's metadata (key ``"tensordict"``).
-        Tied tensors are stored as copies. Needs the ``safetensors`` extra.
+        Tied tensors are stored as copies. With ``max_shard_size`` (bytes, or ``"5GB"``)
+        ``path`` is a folder that receives a Hub-style sharded checkpoint
+        (``model-00001-of-0000N.safetensors`` and ``model.safetensors.index.json``).
+        Needs the ``safetensors`` extra.
 
         >>> import tempfile, torch
         >>> from safetensors.torch import load_file
@@ -91,7 +100,7 @@ class InteropOps(CollectionPrimitives):
         """
         from tensordict._io_safetensors import write_safetensors
 
-        write_safetensors(self, path, metadata, self._call("to_safetensors"))
+        write_safetensors(self, path, metadata, self._call("to_safetensors"), max_shard_size)
 
     # ------------------------------------------------------------------ tables
     @classmethod
@@ -589,7 +598,13 @@ def from_safetensors(
     return _dense().from_safetensors(path, device=device, lazy=lazy, prefix=prefix)
 
 
-def to_safetensors(data: Any, path: PathLike, *, metadata: dict[str, str] | None = None) -> None:
+def to_safetensors(
+    data: Any,
+    path: PathLike,
+    *,
+    metadata: dict[str, str] | None = None,
+    max_shard_size: int | str | None = None,
+) -> None:
     """``data.to_safetensors(path)`` as a function (see ``TensorDictBase.to_safetensors``).
 
     >>> import tempfile, torch
@@ -600,7 +615,7 @@ def to_safetensors(data: Any, path: PathLike, *, metadata: dict[str, str] | None
     >>> load_file(path)["w"]
     tensor([1.])
     """
-    data.to_safetensors(path, metadata=metadata)
+    data.to_safetensors(path, metadata=metadata, max_shard_size=max_shard_size)
 
 
 def from_pandas(dataframe: Any, **kwargs: Any) -> Any:

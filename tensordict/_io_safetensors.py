@@ -178,8 +178,9 @@ def _selected(names: list[str], prefix: str | None) -> dict[str, str]:
     return {n: n[len(lead) :] for n in names if n.startswith(lead)}
 
 
-def _index_shards(index: str) -> dict[str, list[str]]:
-    """``shard path -> tensor names`` of a Hub-style ``*.safetensors.index.json``."""
+def _index_shards(index: str) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """``shard path -> tensor names`` of a Hub-style ``*.safetensors.index.json``, and its
+    ``metadata`` object."""
     try:
         with open(index, encoding="utf-8") as f:
             doc = json.load(f)
@@ -197,7 +198,8 @@ def _index_shards(index: str) -> dict[str, list[str]]:
                 f"a file inside {folder!r}"
             )
         shards.setdefault(os.path.join(folder, shard), []).append(name)
-    return shards
+    meta = doc.get("metadata")
+    return shards, meta if isinstance(meta, dict) else {}
 
 
 def read_safetensors(
@@ -211,9 +213,10 @@ def read_safetensors(
     ``TensorDictBase.from_safetensors``)."""
     target, is_index = _resolve(os.fspath(path))
     leaves: dict[str, Tensor] = {}
-    metadata: dict[str, str] = {}
+    metadata: dict[str, Any] = {}
     if is_index:
-        for shard, names in _index_shards(target).items():
+        shards, metadata = _index_shards(target)
+        for shard, names in shards.items():
             wanted = _selected(names, prefix)
             if not wanted:
                 continue  # a shard holding nothing asked for is never opened
@@ -234,7 +237,9 @@ def read_safetensors(
             leaves[wanted[name]] = tensor
     if prefix is not None and not leaves:
         raise KeyError(f"from_safetensors: no tensor of {target!r} is under prefix {prefix!r}")
-    structure = _structure(target, metadata.get(_META_KEY)) if prefix is None else {}
+    record = metadata.get(_META_KEY)
+    structure = _structure(target, record if isinstance(record, str) else None)
+    structure = structure if prefix is None else {}
     td = _assemble(target, leaves, structure)
     return td if device is None else td.to(device)
 
@@ -358,16 +363,72 @@ def _unshared(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def _parse_size(call: str, size: int | str) -> int:
+    if isinstance(size, int):
+        value = size
+    else:
+        units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+        text = size.strip().upper()
+        unit = next((u for u in sorted(units, key=len, reverse=True) if text.endswith(u)), "")
+        try:
+            value = int(float(text[: len(text) - len(unit)]) * units.get(unit, 1))
+        except ValueError:
+            value = 0
+    if value <= 0:
+        raise ValueError(f"{call}: max_shard_size {size!r} is not a positive size (like '5GB')")
+    return value
+
+
 def write_safetensors(
-    td: Any, path: str | os.PathLike[str], metadata: dict[str, str] | None, call: str
+    td: Any,
+    path: str | os.PathLike[str],
+    metadata: dict[str, str] | None,
+    call: str,
+    max_shard_size: int | str | None = None,
 ) -> None:
-    """Write ``td`` as one safetensors file, atomically (see ``to_safetensors``)."""
+    """Write ``td`` as one safetensors file, or as a Hub-style sharded checkpoint in the
+    folder ``path`` when ``max_shard_size`` is given; every file atomically."""
     st = require("safetensors.torch", "safetensors", call)
     tensors, record = _collect(td, call)
     meta = dict(metadata or {})
     if _META_KEY in meta:
         raise ValueError(f"{call}: metadata key {_META_KEY!r} is reserved for the structure")
-    if record:
-        meta[_META_KEY] = json.dumps(record, sort_keys=True)
     ready = _unshared(tensors)
-    write_atomically(path, lambda tmp: st.save_file(ready, tmp, metadata=meta or None))
+    if max_shard_size is None:
+        if record:
+            meta[_META_KEY] = json.dumps(record, sort_keys=True)
+        write_atomically(path, lambda tmp: st.save_file(ready, tmp, metadata=meta or None))
+        return
+    limit = _parse_size(call, max_shard_size)
+    groups: list[dict[str, Tensor]] = [{}]
+    used = 0
+    for name, tensor in ready.items():
+        size = tensor.numel() * tensor.element_size()
+        if groups[-1] and used + size > limit:
+            groups.append({})
+            used = 0
+        groups[-1][name] = tensor
+        used += size
+    folder = os.fspath(path)
+    os.makedirs(folder, exist_ok=True)
+    weight_map: dict[str, str] = {}
+    n = len(groups)
+    for i, group in enumerate(groups):
+        shard = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+        shard_meta = {**meta, "format": "pt"}
+        write_atomically(
+            os.path.join(folder, shard),
+            lambda tmp, g=group, m=shard_meta: st.save_file(g, tmp, metadata=m),  # type: ignore[misc]
+        )
+        weight_map.update(dict.fromkeys(group, shard))
+    total = sum(t.numel() * t.element_size() for t in ready.values())
+    index_meta: dict[str, Any] = {"total_size": total}
+    if record:
+        index_meta[_META_KEY] = json.dumps(record, sort_keys=True)
+    doc = {"metadata": index_meta, "weight_map": weight_map}
+
+    def write_index(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+
+    write_atomically(os.path.join(folder, _INDEX_NAME), write_index)

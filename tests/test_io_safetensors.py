@@ -383,3 +383,31 @@ def test_import_tensordict_imports_no_format_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_sharded_write_round_trips_and_loads_with_safetensors(tmp_path: Path) -> None:
+    model = _model()
+    td = TensorDict.from_module(model)
+    td.to_safetensors(tmp_path / "ckpt", max_shard_size=300)
+    index = json.loads((tmp_path / "ckpt" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
+    state = model.state_dict()
+    assert index["metadata"]["total_size"] == sum(
+        v.numel() * v.element_size() for v in state.values()
+    )
+    loaded: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        loaded.update(load_file(tmp_path / "ckpt" / shard))
+    assert loaded.keys() == state.keys()
+    for name, value in state.items():
+        assert torch.equal(loaded[name], value), name
+    _assert_same(TensorDict.from_safetensors(tmp_path / "ckpt"), td)
+    batched = TensorDict({"a": torch.ones(3, 2), "s": "x"}, [3])
+    tensordict.to_safetensors(batched, tmp_path / "b", max_shard_size="1KB")
+    back = TensorDict.from_safetensors(tmp_path / "b")
+    assert back.batch_size == torch.Size([3]) and back["s"] == "x"
+    with pytest.raises(
+        ValueError, match=r"to_safetensors: max_shard_size 'lots' is not a positive"
+    ):
+        batched.to_safetensors(tmp_path / "c", max_shard_size="lots")
