@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tensordict
-from tensordict import NonTensorStack, TensorDict
+from tensordict import NonTensorStack, TensorDict, lazy_stack, tensorclass
 
 NUMERIC = [
     torch.int8,
@@ -214,3 +214,34 @@ def test_missing_packages_name_their_extra(tmp_path: Path, monkeypatch: pytest.M
         td.to_arrow()
     with pytest.raises(ImportError, match=r"from_parquet: .*tensordict\[arrow\]"):
         TensorDict.from_parquet(tmp_path / "x.parquet")
+
+
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    n: TensorDict
+
+
+@pytest.mark.parametrize("kind", ["TensorDict", "LazyStackedTensorDict", "tensorclass"])
+def test_every_collection_kind_writes_every_format(tmp_path: Path, kind: str) -> None:
+    td = TensorDict({"x": torch.arange(4.0), "n": {"y": torch.randn(4, 2)}}, [4])
+    data: Any = {
+        "TensorDict": td,
+        "LazyStackedTensorDict": lazy_stack(list(td.unbind(0))),
+        "tensorclass": _Pair(x=td["x"], n=td["n"], batch_size=[4]),
+    }[kind]
+    data.to_safetensors(tmp_path / "a.safetensors")
+    ptd = data.to_h5(tmp_path / "a.h5")
+    back = [
+        TensorDict.from_safetensors(tmp_path / "a.safetensors"),
+        ptd.to_tensordict(),
+        data.to_zarr(tmp_path / "a.zarr").to_tensordict(),
+        TensorDict.from_arrow(data.to_arrow()),
+        TensorDict.from_struct_array(data.to_struct_array()),
+    ]
+    flat = data.exclude(("n", "y"))
+    back_flat = TensorDict.from_pandas(flat.to_pandas(separator="."), separator=".")
+    _assert_same(back_flat, td.exclude(("n", "y")))
+    ptd.close()
+    for got in back:
+        _assert_same(got, td)
