@@ -234,13 +234,18 @@ def test_partial_load_reads_one_shard(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_hostile_index_entries(tmp_path: Path) -> None:
     save_file({"w": torch.ones(2)}, tmp_path / "a.safetensors")
     index = tmp_path / "model.safetensors.index.json"
-    outside = tmp_path.parent / "outside.safetensors"
-    for shard in ("../outside.safetensors", str(outside), "", 3):
+    outside = tmp_path.parent / f"outside-{tmp_path.name}.safetensors"
+    for shard in (f"../{outside.name}", str(outside), "", 3):
         index.write_text(json.dumps({"weight_map": {"w": shard}}))
         with pytest.raises(
             ValueError, match=r"index.json' maps tensor 'w' to .* not a file inside"
         ):
             TensorDict.from_safetensors(tmp_path)
+    save_file({"w": torch.ones(2)}, outside)
+    (tmp_path / "link.safetensors").symlink_to(outside)  # a link leading out of the folder
+    index.write_text(json.dumps({"weight_map": {"w": "link.safetensors"}}))
+    with pytest.raises(ValueError, match=r"maps tensor 'w' to 'link.safetensors', which is not"):
+        TensorDict.from_safetensors(tmp_path)
     index.write_text(json.dumps({"weight_map": {"w": "a.safetensors", "v": "a.safetensors"}}))
     with pytest.raises(ValueError, match=r"places tensors \['v'\] in .*a.safetensors"):
         TensorDict.from_safetensors(tmp_path)
