@@ -28,6 +28,19 @@ from tensordict._functional import (
     pad_sequence,
 )
 from tensordict._future import TensorDictFuture
+from tensordict._io import (
+    from_arrow,
+    from_csv,
+    from_h5,
+    from_json,
+    from_pandas,
+    from_parquet,
+    from_safetensors,
+    from_zarr,
+    to_arrow,
+    to_safetensors,
+)
+from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
@@ -119,6 +132,7 @@ __all__ = [
     "from_dict",
     "from_namedtuple",
     "from_pytree",
+    "from_safetensors",
     "from_struct_array",
     "from_tuple",
     "fromkeys",
@@ -154,4 +168,14 @@ __all__ = [
     "unravel_key",
     "unravel_key_list",
     "unravel_key_to_tuple",
+    "to_safetensors",
+    "from_arrow",
+    "from_csv",
+    "from_json",
+    "from_pandas",
+    "from_parquet",
+    "to_arrow",
+    "from_h5",
+    "from_zarr",
+    "PersistentTensorDict",
 ]

@@ -15,6 +15,7 @@ from tensordict._convert import ConvertOps
 from tensordict._distributed import DistributedOps
 from tensordict._entry_ops import EntryOps
 from tensordict._html import HtmlRepr
+from tensordict._io import InteropOps
 from tensordict._keys import NO_DEFAULT, NestedKey, key_path
 from tensordict._map import MapOps
 from tensordict._math_ops import MathOps
@@ -67,6 +68,7 @@ class TensorDictBase(
     TensorLikeOps,
     MoreShapeOps,
     ConstructOps,
+    InteropOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.

@@ -128,34 +128,6 @@ class ConstructOps(CollectionPrimitives):
         )
 
     @classmethod
-    def from_struct_array(
-        cls,
-        struct_array: Any,
-        *,
-        auto_batch_size: bool = False,
-        batch_dims: int | None = None,
-        device: Any = None,
-        batch_size: Any = None,
-    ) -> Any:
-        """A TensorDict keyed by the fields of a numpy structured array.
-
-        >>> import numpy as np
-        >>> from tensordict import TensorDict
-        >>> arr = np.zeros(2, dtype=[("a", "i8")])
-        >>> TensorDict.from_struct_array(arr, auto_batch_size=True).batch_size
-        torch.Size([2])
-        """
-        from tensordict._construct import from_struct_array
-
-        return from_struct_array(
-            struct_array,
-            auto_batch_size=auto_batch_size,
-            batch_dims=batch_dims,
-            device=device,
-            batch_size=batch_size,
-        )
-
-    @classmethod
     def from_list(
         cls,
         input: Sequence[Any],

@@ -554,31 +554,6 @@ class TensorLikeOps(CollectionPrimitives):
         leaves = self._ordered_leaves(sorted)
         return torch.stack(leaves, dim) if out is None else torch.stack(leaves, dim, out=out)
 
-    def to_struct_array(self) -> Any:
-        """A numpy structured array of the batch shape, one field per entry (nested
-        collections as nested structured fields).
-
-        >>> import torch
-        >>> from tensordict import TensorDict
-        >>> td = TensorDict(a=torch.arange(2), b=torch.zeros(2, 3), batch_size=[2])
-        >>> arr = td.to_struct_array()
-        >>> arr["a"].tolist(), arr["b"].shape
-        ([0, 1], (2, 3))
-        """
-        import numpy as np
-
-        bs = tuple(self._batch_size)
-        values = {k: v for k, v in self.items() if not isinstance(v, NonTensor)}
-        arrays = {
-            k: v.to_struct_array() if isinstance(v, TensorLikeOps) else v.detach().cpu().numpy()
-            for k, v in values.items()
-        }
-        dtype = [(k, a.dtype, a.shape[len(bs) :]) for k, a in arrays.items()]
-        out = np.empty(bs, dtype=dtype)
-        for k, a in arrays.items():
-            out[k] = a
-        return out
-
     def pad(
         self,
         pad_size: Sequence[builtins.int],
