@@ -20,7 +20,7 @@ root_doc = "index"
 # The docstrings are reStructuredText with ``>>>`` examples; show them as written.
 autodoc_default_options = {
     "members": True,
-    "inherited-members": "Tensor,TensorBase,Module,object",
+    "inherited-members": "Tensor,TensorBase,Module,Distribution,OneHotCategorical,object",
 }
 autodoc_member_order = "alphabetical"
 autodoc_typehints = "description"
