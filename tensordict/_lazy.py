@@ -327,7 +327,11 @@ class LazyStackedTensorDict(TensorDictBase):
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
         for key, value in items:
-            self.set(key, value, inplace=inplace)
+            current = self.get(key, None) if isinstance(value, Mapping) else None
+            if isinstance(current, TensorDictBase):  # a dict into a nested level: merge
+                current.update(value, inplace=inplace)
+            else:
+                self.set(key, value, inplace=inplace)
         return self
 
     def update_(
@@ -484,6 +488,19 @@ class LazyStackedTensorDict(TensorDictBase):
         if batch_size is not None:
             bs = list(batch_size)
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
+                if not inplace and same_structure(self.tensordicts):
+                    # a new batch that mixes the stack dim (a mask, a flattening): densify
+                    return self._as_dense(call)._apply_impl(
+                        fn,
+                        others,
+                        key_fn,
+                        batch_size,
+                        device,
+                        names,
+                        inplace,
+                        filter_empty,
+                        call_on_nested,
+                    )
                 raise ValueError(
                     f"{call}: batch_size {bs} must keep the stack dim "
                     f"{self.stack_dim} of size {len(self.tensordicts)}"
@@ -641,10 +658,13 @@ class LazyStackedTensorDict(TensorDictBase):
         along the stack dim, others broadcast to every selected member."""
         split = self._split_index(index)
         if split is None:
-            raise IndexError(
-                f"{type(self).__name__}[]=: index {index!r} is not supported on a lazy stack; "
-                "use ints and slices, with tensors only on the stack dim"
-            )
+            # an index mixing dims (tensors or masks off the stack dim): write through one
+            # dense copy, then copy each member's part back into its own tensors
+            dense = self._as_dense(f"{type(self).__name__}[]=")
+            dense[index] = value
+            for member, part in zip(self.tensordicts, dense.unbind(self.stack_dim), strict=True):
+                member.update_(part)
+            return
         at, member_index, kept = split
         target = Ellipsis if _whole(member_index) else member_index
         n = len(self.tensordicts)

@@ -539,7 +539,12 @@ class PointwiseOps(CollectionPrimitives):
             value = key
         else:
             target = self.get(key)
-            leaves = target._tensor_leaves([]) if _is_collection(target) else [target]
+            if not _is_collection(target):
+                target.fill_(value)
+                if self.get(key) is not target:  # a view built on read (a lazy stack's)
+                    self.set_(key, target)
+                return self
+            leaves = target._tensor_leaves([])
         for leaf in leaves:
             leaf.fill_(value)
         return self

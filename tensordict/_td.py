@@ -817,11 +817,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         from tensordict._apply import _NOT_GIVEN, apply_nested
 
         call = self._call("apply")
-        for other in others:
-            if not _is_td(other):
-                raise TypeError(
-                    f"{call}: the other arguments must be TensorDicts, got {type(other).__name__}"
-                )
+        if not all(_is_td(other) for other in others):
+            others = tuple(_dense_other(call, other) for other in others)
         bs = None if batch_size is None else as_batch_size(batch_size, call)
         out = apply_nested(
             self,
@@ -954,6 +951,16 @@ def _common_prefix(shapes: list[torch.Size]) -> torch.Size:
         if any(s[i] != first[i] for s in shapes):
             return first[:i]
     return first[:n]
+
+
+def _dense_other(call: str, other: Any) -> TensorDict:
+    """A dense TensorDict for an ``apply`` operand: another collection (a lazy stack) is
+    densified, which names its differing keys if it cannot be."""
+    if _is_td(other):
+        return other
+    if isinstance(other, CollectionPrimitives):
+        return other._as_dense(call)
+    raise TypeError(f"{call}: the other arguments must be TensorDicts, got {type(other).__name__}")
 
 
 def _as_tensor_or_none(value: Any, device: torch.device | None) -> Tensor | None:

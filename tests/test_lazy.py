@@ -218,3 +218,48 @@ def test_load_state_dict_assign_replaces_without_writing() -> None:
     kept = copied.clone(False)
     copied.load_state_dict(s.state_dict())
     assert (kept == s).all()  # without assign the existing tensors are written
+
+
+def _dense_and_lazy() -> tuple[TensorDict, LazyStackedTensorDict]:
+    dense = TensorDict({"a": torch.randn(4, 3, 5), "n": {"b": torch.randn(4, 3)}}, [4, 3])
+    return dense, lazy_stack(list(dense.clone().unbind(1)), 1)
+
+
+def test_functional_losses_take_a_lazy_stack_against_a_tensordict() -> None:
+    dense, lazy = _dense_and_lazy()
+    other = dense.apply(lambda x: x + 1)
+    got = torch.nn.functional.l1_loss(other, lazy)
+    torch.testing.assert_close(got["a"], torch.nn.functional.l1_loss(other["a"], dense["a"]))
+
+
+def test_setitem_with_an_index_off_the_stack_dim_writes_the_members() -> None:
+    dense, lazy = _dense_and_lazy()
+    members = list(lazy.tensordicts)
+    for index in (torch.tensor([0, 2]), range(2), torch.rand(4, 3) > 0.5):
+        value = torch.randn(4, 3)[index] if not isinstance(index, range) else torch.randn(2, 3)
+        dense["n", "b"][index] = value
+        lazy[index] = TensorDict({"a": dense["a"][index], "n": {"b": value}}, value.shape)
+        dense["a"][index] = dense["a"][index]
+        assert (lazy == dense).all()
+    assert all(a is b for a, b in zip(lazy.tensordicts, members, strict=True))
+
+
+def test_fill_and_nested_update_reach_the_members() -> None:
+    _, lazy = _dense_and_lazy()
+    assert lazy.fill_("a", 0.5) is lazy
+    assert all((m["a"] == 0.5).all() for m in lazy.tensordicts)
+    lazy.update({"n": {"y": torch.zeros(4, 3)}})
+    assert {("n", "b"), ("n", "y")} <= set(lazy.keys(True))
+
+
+def test_apply_to_a_new_batch_mixing_the_stack_dim_densifies() -> None:
+    dense, lazy = _dense_and_lazy()
+    mask = torch.rand(4, 3) > 0.5
+    n = int(mask.sum())
+    got = lazy.apply(lambda x: x[mask], batch_size=[n])
+    torch.testing.assert_close(got["a"], dense["a"][mask])
+    ragged = lazy_stack(
+        [TensorDict({"x": torch.zeros(2, 1)}, [2]), TensorDict({"x": torch.zeros(2, 3)}, [2])]
+    )
+    with pytest.raises(ValueError, match="must keep the stack dim"):
+        ragged.apply(lambda x: x.flatten(0, 1), batch_size=[4])
