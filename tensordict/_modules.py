@@ -206,7 +206,10 @@ def _placed(
     aliased, so gradients still flow) and a buffer slot a buffer; without, a plain tensor
     replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
     ``from_module``) and a parameter is registered as one."""
-    is_param = isinstance(value, nn.Parameter)
+    # (the exact-type tests first: Parameter's metaclass makes isinstance slow)
+    is_param = type(value) is nn.Parameter or (
+        type(value) is not Tensor and isinstance(value, nn.Parameter)
+    )
     if kind == "_parameters":
         if preserve:
             if not is_param or value.requires_grad != current.requires_grad:
@@ -220,7 +223,11 @@ def _placed(
                         if type(value) in (Tensor, nn.Parameter)
                         else value.as_subclass(Tensor)
                     )
-                    value = nn.Parameter(plain, requires_grad=current.requires_grad)
+                    if plain.requires_grad:
+                        plain = plain.detach()
+                    # what nn.Parameter(plain, requires_grad) builds, without its Python
+                    # __new__ (this runs once per leaf on every swap)
+                    value = Tensor._make_subclass(nn.Parameter, plain, current.requires_grad)
             return module._parameters, value
         return (module._parameters if is_param else module._buffers), value
     if is_param and not preserve:
@@ -237,8 +244,8 @@ def _has_tensors(module: nn.Module) -> bool:
 
 
 # One planned replacement: (module, "_parameters" or "_buffers", name, the module's
-# tensor, the new tensor, dotted key).
-_Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, str]]
+# tensor, the new tensor, the path of the module's submodule).
+_Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
 
 
 def _plan_swap(
@@ -271,7 +278,7 @@ def _plan_swap(
             if not isinstance(value, Tensor):
                 unexpected.append(".".join((*path, name)))
                 continue
-            plan.append((module, kind, name, current, value, ".".join((*path, name))))
+            plan.append((module, kind, name, current, value, path))  # key joined on error
             originals[name] = current
     for name, child in module._modules.items():
         if child is None:
@@ -294,8 +301,9 @@ def _plan_swap(
 
 def _copy_checked(call: str, plan: _Plan, non_blocking: bool = False) -> None:
     """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
-    for _, _, _, current, value, key in plan:
+    for _, _, name, current, value, path in plan:
         if value.shape != current.shape:
+            key = ".".join((*path, name))
             raise ValueError(
                 f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
                 f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
