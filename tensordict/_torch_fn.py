@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from tensordict._primitives import CollectionPrimitives
 from tensordict._shape import where
 from tensordict._stack import cat, stack
 from tensordict._torch_fn_more import MORE
@@ -22,12 +23,20 @@ def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     return like
 
 
+def _where(condition: torch.Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
+    """``torch.where`` through the collection's own ``where`` (a lazy stack's goes member
+    by member, cutting the condition along its stack dim)."""
+    if out is not None or not isinstance(input, CollectionPrimitives):
+        return where(condition, input, other, out=out)
+    return input.where(condition, other)  # type: ignore[attr-defined]
+
+
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.stack: stack,
     torch.cat: cat,
     torch.concat: cat,
     torch.concatenate: cat,
-    torch.where: where,
+    torch.where: _where,
     torch.zeros_like: _like(torch.zeros_like),
     torch.ones_like: _like(torch.ones_like),
     torch.empty_like: _like(torch.empty_like),

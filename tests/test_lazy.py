@@ -263,3 +263,13 @@ def test_apply_to_a_new_batch_mixing_the_stack_dim_densifies() -> None:
     )
     with pytest.raises(ValueError, match="must keep the stack dim"):
         ragged.apply(lambda x: x.flatten(0, 1), batch_size=[4])
+
+
+def test_torch_where_on_a_lazy_stack_matches_the_dense_result() -> None:
+    dense, lazy = _dense_and_lazy()
+    mask = torch.rand(4, 3) > 0.5
+    for other in (0.0, torch.ones_like(dense), torch.ones_like(lazy)):
+        got = torch.where(mask, lazy, other)
+        want = torch.where(mask, dense, 0.0 if isinstance(other, float) else torch.ones_like(dense))
+        assert isinstance(got, LazyStackedTensorDict)
+        assert (got == want).all()
