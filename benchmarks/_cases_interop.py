@@ -54,8 +54,10 @@ def one_submodule_of_a_sharded_checkpoint() -> tuple[Fn, Fn]:
     folder, shards = _sharded()
     target = nn.Linear(2000, 2000)
 
-    def lib() -> None:  # open the index, map the one shard, copy the layer in
-        TensorDict.from_safetensors(folder, prefix="9").to_module(target, inplace=True)
+    def lib() -> None:  # open the index, map the one shard, put the layer's leaves in
+        # the module's slots hold the mapped tensors (no copy; return_swap=False: a loader
+        # keeps nothing to restore)
+        TensorDict.from_safetensors(folder, prefix="9").to_module(target, return_swap=False)
 
     return lib, (lambda: [load_file(s) for s in shards])
 
