@@ -31,6 +31,7 @@ from tensordict._convert import _parse_to
 from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._progress import progress_bar
 
 if TYPE_CHECKING:
     from typing import Self
@@ -77,8 +78,24 @@ class Plan:
             cursor += shape.numel() * dtype.itemsize * len(idx)
         return cls(runs, len(leaves), cursor)
 
-    def fill(self, storage: Tensor, leaves: Sequence[Tensor], non_blocking: bool = False) -> None:
-        """Copy ``leaves`` into their places in ``storage``: one stack per run."""
+    def fill(
+        self,
+        storage: Tensor,
+        leaves: Sequence[Tensor],
+        non_blocking: bool = False,
+        bar: Any = None,
+    ) -> None:
+        """Copy ``leaves`` into their places in ``storage``: one stack per run (``bar``, a
+        progress bar, advances by each run's leaves and is closed at the end)."""
+        try:
+            self._fill(storage, leaves, non_blocking, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _fill(
+        self, storage: Tensor, leaves: Sequence[Tensor], non_blocking: bool, bar: Any
+    ) -> None:
         dev = storage.device
         with torch.no_grad():
             for dtype, shape, count, start, idx in self.runs:
@@ -93,6 +110,8 @@ class Plan:
                     dst[0].copy_(parts[0], non_blocking=non_blocking)
                 else:
                     torch.stack(parts, out=dst)
+                if bar is not None:
+                    bar.update(count)
 
     def views(self, storage: Tensor) -> list[Tensor]:
         """The leaves as views of ``storage``, in walk order."""
@@ -373,6 +392,7 @@ class ConsolidateOps(CollectionPrimitives):
         share_memory: bool = False,
         pin_memory: bool = False,
         metadata: bool = False,
+        pbar: bool = False,
     ) -> Any:
         """A locked copy whose tensor leaves are views into one flat ``uint8`` storage.
 
@@ -385,7 +405,8 @@ class ConsolidateOps(CollectionPrimitives):
         :class:`~tensordict.utils.TensorDictFuture` while the copy runs in a thread.
         ``metadata=True`` keeps the JSON description in ``_consolidated["metadata"]``.
         ``use_buffer`` is accepted for compatibility (the file is written in place);
-        ``pin_memory=True`` pins the storage when CUDA is available.
+        ``pin_memory=True`` pins the storage when CUDA is available. ``pbar=True`` shows a
+        progress bar (``tqdm.auto``: a widget in notebooks) advancing as leaves are copied.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -406,6 +427,7 @@ class ConsolidateOps(CollectionPrimitives):
             )
         leaves = self._tensor_leaves([])
         plan = Plan.of(leaves)
+        bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
         dev = _storage_device(self, leaves, device)
         meta = None
         if filename is not None or metadata:
@@ -444,11 +466,11 @@ class ConsolidateOps(CollectionPrimitives):
             from tensordict._future import TensorDictFuture
 
             pool = concurrent.futures.ThreadPoolExecutor(1)
-            job = pool.submit(plan.fill, storage, leaves)
+            job = pool.submit(plan.fill, storage, leaves, False, bar)
             pool.shutdown(wait=False)
             future: TensorDictFuture = TensorDictFuture([job], attach(out, record))
             return future
-        plan.fill(storage, leaves, non_blocking)
+        plan.fill(storage, leaves, non_blocking, bar)
         return attach(out, record)
 
     @classmethod

@@ -25,6 +25,7 @@ CELLS = [
     "folder = tempfile.mkdtemp() + '/ckpt'\n_ = td.memmap(folder, pbar=True)",
     "_ = TensorDict.load_memmap(folder, pbar=True)",
     "_ = td.map(lambda x: x + 1, num_workers=2, chunksize=1, pbar=True)",
+    "_ = td.consolidate(pbar=True)",
     "td",
 ]
 
@@ -41,9 +42,9 @@ def _run() -> Any:
 
 def test_notebook_bars_are_widgets_and_display_is_capped_html() -> None:
     nb = _run()
-    first, saved, loaded, mapped, shown = (cell.outputs for cell in nb.cells)
+    first, saved, loaded, mapped, packed, shown = (cell.outputs for cell in nb.cells)
     assert first[0]["text"].strip() == str(ROOT / "tensordict" / "__init__.py")
-    for outputs in (saved, loaded, mapped):
+    for outputs in (saved, loaded, mapped, packed):
         kinds = [out.get("data", {}) for out in outputs if out["output_type"] == "display_data"]
         assert any(WIDGET in data for data in kinds), outputs
     (result,) = shown

@@ -43,3 +43,14 @@ def test_pbar_without_tqdm_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(ModuleNotFoundError, match=r"TensorDict.memmap: pbar=True needs tqdm"):
         _td().memmap(tmp_path / "ckpt", pbar=True)
     assert not (tmp_path / "ckpt").exists()  # nothing committed
+
+
+def test_consolidate_counts_leaves(capsys: pytest.CaptureFixture[str]) -> None:
+    td = _td()
+    n = len(list(td.keys(True, True)))
+    ctd = td.consolidate(pbar=True)
+    err = capsys.readouterr().err
+    assert "TensorDict.consolidate" in err and f"{n}/{n}" in err
+    assert ctd.is_consolidated() and (ctd == td).all()
+    td.consolidate()
+    assert capsys.readouterr().err == ""
