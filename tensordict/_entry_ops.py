@@ -445,7 +445,7 @@ class EntryOps(CollectionPrimitives):
                 value = value.clone()
             self.set_at_(path, value, idx)
         if non_tensor and isinstance(input_dict_or_td, CollectionPrimitives):
-            self._set_at_index(idx, input_dict_or_td.select(*non_tensor))  # type: ignore[attr-defined]
+            self._set_at_index(idx, input_dict_or_td.select(*non_tensor))
         return self
 
     def copy_at_(

@@ -30,7 +30,7 @@ from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import set_get_defaults_to_none
-from tensordict._td import TensorDict
+from tensordict._td import TensorDict, _as_tensor_or_none
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -282,8 +282,10 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
-        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
-            value = torch.as_tensor(value)  # split along the stack like a tensor
+        if isinstance(value, np.ndarray):  # a numeric array splits along the stack like a tensor
+            numeric = _as_tensor_or_none(value, None)
+            if numeric is not None:
+                value = numeric
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
                 raise ValueError(

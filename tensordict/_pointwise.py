@@ -538,13 +538,9 @@ class PointwiseOps(CollectionPrimitives):
             leaves = self._tensor_leaves([])
             value = key
         else:
-            target = self.get(key)
-            if not _is_collection(target):
-                target.fill_(value)
-                if self.get(key) is not target:  # a view built on read (a lazy stack's)
-                    self.set_(key, target)
-                return self
-            leaves = target._tensor_leaves([])
+            # select shares the stored tensors (a lazy stack's members' own), where get of a
+            # lazy stack's leaf would build a new stacked tensor
+            leaves = self.select(key)._tensor_leaves([])
         for leaf in leaves:
             leaf.fill_(value)
         return self

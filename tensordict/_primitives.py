@@ -18,6 +18,7 @@ from torch import Tensor
 if TYPE_CHECKING:
     from typing import Self
 
+    from tensordict._keys import NestedKey
     from tensordict._td import TensorDict
 
 Names = list[str | None] | None
@@ -235,6 +236,7 @@ class CollectionPrimitives:
 
         def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Self: ...
         def densify(self) -> TensorDict: ...
+        def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self: ...
 
 
 class DenseStorage(CollectionPrimitives):
