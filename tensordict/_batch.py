@@ -55,11 +55,16 @@ def as_device(device: DeviceLike) -> torch.device | None:
     return torch.device(device)
 
 
+class ShapeMismatchError(ValueError, RuntimeError):
+    """A value whose shape does not start with the batch size: a ``ValueError`` here, and
+    a ``RuntimeError`` too, the type upstream raises for it."""
+
+
 def leaf_shape_error(
     call: str, key: object, shape: torch.Size, batch_size: torch.Size
-) -> ValueError:
+) -> ShapeMismatchError:
     """The error for a leaf whose shape does not start with the batch size."""
-    return ValueError(
+    return ShapeMismatchError(
         f"{call}: shape {tuple(shape)} of key {key!r} does not start with "
         f"batch_size {tuple(batch_size)}"
     )

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
+from tensordict._batch import leaf_shape_error
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -30,7 +31,7 @@ from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import set_get_defaults_to_none
-from tensordict._td import TensorDict, _as_tensor_or_none
+from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -288,10 +289,9 @@ class LazyStackedTensorDict(TensorDictBase):
                 value = numeric
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
-                raise ValueError(
-                    f"{call}: shape {tuple(value.shape)} of key {key!r} does not start with "
-                    f"batch_size {tuple(self._batch_size)}"
-                )
+                if not isinstance(value, TensorDict):
+                    raise leaf_shape_error(call, key, value.shape, self._batch_size)
+                value = _fit_batch(value, self._batch_size, call, key)
             parts: Sequence[Any] = value.unbind(self.stack_dim)
         elif isinstance(value, Mapping):
             return self.set(key, TensorDict(value, self._batch_size), inplace)
@@ -309,6 +309,16 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def set_(self, key: NestedKey, value: Any) -> LazyStackedTensorDict:
         """Copy ``value`` into the members' existing entries."""
+        call = self._call("set_")
+        if self._get_path_or_none(key_path(key, call)) is None:
+            raise KeyError(
+                f"{call}: key {key!r} not found in the LazyStackedTensorDict (setting a value "
+                "in-place on a stack of TensorDict needs the key in every member)"
+            )
+        if isinstance(value, Mapping):
+            value = TensorDict(value, self._batch_size)
+        elif not isinstance(value, (Tensor, CollectionPrimitives)):
+            value = torch.as_tensor(value)
         for member, part in zip(self.tensordicts, value.unbind(self.stack_dim), strict=True):
             member.set_(key, part)
         return self
@@ -835,15 +845,22 @@ class LazyStackedTensorDict(TensorDictBase):
             member.masked_fill_(part, value)
         return self
 
-    def where(self, condition: Tensor, other: Any) -> Any:
+    def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
         """Member-wise ``where``."""
+        if out is not None:
+            from tensordict._shape import where
+
+            return where(condition, self, other, out=out, pad=pad)  # (back here without out)
         conds = condition.expand(self._batch_size).unbind(self.stack_dim)
         covers = isinstance(other, (Tensor, TensorDict, LazyStackedTensorDict)) and (
             other.shape[: len(self._batch_size)] == self._batch_size
         )
         others = other.unbind(self.stack_dim) if covers else [other] * len(conds)
         return self._restack(
-            [m.where(c, o) for m, c, o in zip(self.tensordicts, conds, others, strict=True)]
+            [
+                m.where(c, o, pad=pad)
+                for m, c, o in zip(self.tensordicts, conds, others, strict=True)
+            ]
         )
 
 

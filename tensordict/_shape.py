@@ -479,9 +479,10 @@ class ShapeOps(CollectionPrimitives):
                 f"{len(self._batch_size)} batch dims"
             )
 
-    def where(self, condition: Tensor, other: Any) -> Self:
-        """``self`` where ``condition`` (batch-shaped) holds, else ``other``."""
-        return where(condition, self, other)  # type: ignore[no-any-return]
+    def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Self:
+        """``self`` where ``condition`` (batch-shaped) holds, else ``other``; ``pad`` stands
+        in for the leaves only one side has, ``out`` receives the result in place."""
+        return where(condition, self, other, out=out, pad=pad)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ names
     def refine_names(self, *names: str | None) -> Self:
@@ -525,13 +526,30 @@ class ShapeOps(CollectionPrimitives):
         return self
 
 
-def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
+def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: Any = None) -> Any:
     """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``
-    (written into ``out`` in place when given)."""
+    (written into ``out`` in place when given). With ``pad``, a tensor leaf only one of
+    ``input``/``other`` holds meets a tensor of ``pad`` values on the other side."""
     if out is not None:
-        return out.update_(where(condition, input, other))
+        if isinstance(input, CollectionPrimitives):  # a lazy stack's where goes by member
+            result = input.where(condition, other, pad=pad)  # type: ignore[attr-defined]
+        else:
+            result = where(condition, input, other, pad=pad)
+        if isinstance(out, CollectionPrimitives) and out.is_empty():  # type: ignore[attr-defined]
+            return out.update(result)
+        return out.update_(result)
     if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
+    if isinstance(other, CollectionPrimitives):
+        if pad is not None:
+            input, other = _padded(input, other, pad), _padded(other, input, pad)
+        else:
+            mine, theirs = set(input.keys(True, True)), set(other.keys(True, True))
+            if mine != theirs:
+                raise KeyError(
+                    f"{input._call('where')}: keys {sorted(mine ^ theirs, key=str)} of one side "
+                    "not found and no pad value provided (pass pad=)"
+                )
     n = len(input._batch_size)
     if condition.dtype != torch.bool:
         raise TypeError(
@@ -543,6 +561,17 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
             other,
         )
     return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
+
+
+def _padded(td: Any, like: Any, value: Any) -> Any:
+    """``td``, given a leaf of ``value`` for every tensor leaf only ``like`` holds."""
+    missing = [(key, leaf) for key, leaf in like.items(True, True) if td.get(key, None) is None]
+    if not missing:
+        return td
+    td = td.copy()
+    for key, leaf in missing:
+        td.set(key, torch.full_like(leaf, value) if isinstance(leaf, Tensor) else leaf)
+    return td
 
 
 def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:

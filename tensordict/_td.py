@@ -65,6 +65,21 @@ def is_tensor_collection(obj: object) -> bool:
     return issubclass(cls, CollectionPrimitives)
 
 
+def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> TensorDict:
+    """A shallow copy of ``value`` given the batch size ``bs`` its leaves allow, as upstream
+    does for a nested TensorDict of another batch size (``value`` itself is left alone).
+    Only a batch size that ``bs`` extends is refined so; any other one is an error."""
+    have = value._batch_size
+    if len(have) >= len(bs) or bs[: len(have)] != have:
+        raise leaf_shape_error(call, key, have, bs)
+    try:
+        out = value.clone(False)
+        out.batch_size = bs
+    except (ValueError, RuntimeError):
+        raise leaf_shape_error(call, key, value._batch_size, bs) from None
+    return out
+
+
 def _is_td(value: object) -> TypeGuard[TensorDict]:
     return isinstance(value, TensorDict)
 
@@ -341,7 +356,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             return value
         if _is_td(value):
             if not starts_with(value._batch_size, bs):
-                raise leaf_shape_error(call, key, value._batch_size, bs)
+                value = _fit_batch(value, bs, call, key)
             if self._device is not None and value._device != self._device:
                 value = value.to(self._device)
             return value
