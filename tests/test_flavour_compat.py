@@ -88,3 +88,80 @@ def test_where_pad_fills_the_missing_side(make: object) -> None:
         td.where(mask, empty)
     with pytest.raises(KeyError, match="not found and no pad value provided"):
         empty.where(mask, td)
+
+
+# ------------------------------------------------------------ TensorDictParams as a TensorDict
+def _params() -> object:
+    from tdnn import TensorDictParams
+
+    return TensorDictParams(
+        TensorDict(
+            {
+                "a": torch.randn(4, 3),
+                "c": torch.ones(4, dtype=torch.long),
+                "n": {"b": torch.ones(4)},
+            },
+            [4],
+        )
+    )
+
+
+def test_params_data_is_detached_and_shares_storage() -> None:
+    p = _params()
+    data = p.data  # type: ignore[attr-defined]
+    assert not data["a"].requires_grad and p["a"].requires_grad  # type: ignore[index]
+    data[1:] = data[1:].zero_()  # in-place writes reach the parameters
+    torch.testing.assert_close(p["a"][1:].detach(), torch.zeros(3, 3))  # type: ignore[index]
+    data.fill_("a", 2.0)
+    torch.testing.assert_close(p["a"].detach(), torch.full((4, 3), 2.0))  # type: ignore[index]
+
+
+def test_params_lock_and_unlock_are_context_managers() -> None:
+    p = _params()
+    with p.lock_():  # type: ignore[attr-defined]
+        assert p.is_locked  # type: ignore[attr-defined]
+        with pytest.raises(RuntimeError, match="TensorDictParams.set: cannot add, remove or"):
+            p.set("a", torch.zeros(4, 3))  # type: ignore[attr-defined]
+        with p.unlock_():  # type: ignore[attr-defined]
+            p["x"] = torch.zeros(4)  # type: ignore[index]
+        assert p.is_locked  # type: ignore[attr-defined]
+    assert not p.is_locked  # type: ignore[attr-defined]
+    assert "x" in dict(p.named_parameters())  # type: ignore[attr-defined]
+
+
+def test_params_structural_methods_write_back() -> None:
+    p = _params()
+    before = p["a"]  # type: ignore[index]
+    popped = p.pop("c")  # type: ignore[attr-defined]
+    assert popped.dtype == torch.long and "c" not in p  # type: ignore[operator]
+    assert sorted(name for name, _ in p.named_buffers()) == []  # type: ignore[attr-defined]
+    p.rename_key_("a", "z")  # type: ignore[attr-defined]
+    assert p["z"] is before  # type: ignore[index]  # the same Parameter, renamed
+    assert "z" in dict(p.named_parameters())  # type: ignore[attr-defined]
+    assert p.clear() is p and p.is_empty()  # type: ignore[attr-defined]
+    assert list(p.parameters()) == []  # type: ignore[attr-defined]
+
+
+def test_params_keep_insertion_order_and_any_key_name() -> None:
+    p = _params()
+    p["x"] = torch.zeros(4)  # type: ignore[index]
+    p["numpy"] = torch.zeros(4)  # type: ignore[index]  # a method's name is a fine key
+    assert list(p.keys()) == ["a", "c", "n", "x", "numpy"]  # type: ignore[attr-defined]
+    p["text"] = "some words"  # type: ignore[index]
+    assert p["text"] == "some words"  # type: ignore[index]
+    with pytest.raises(RuntimeError, match=r"shape \(5, 10\) of key 'bad' does not start"):
+        p["bad"] = torch.zeros(5, 10)  # type: ignore[index]
+
+
+def test_params_torch_functions_and_casts_act_on_the_leaves() -> None:
+    p = _params()
+    tree = p.data  # type: ignore[attr-defined]
+    torch.testing.assert_close(torch.stack([p, p])["a"].detach(), torch.stack([tree["a"]] * 2))
+    torch.testing.assert_close(torch.mean(p.float(), 0)["a"].detach(), tree["a"].mean(0))  # type: ignore[attr-defined]
+    assert torch.clone(p)["a"] is not p["a"]  # type: ignore[index]
+    assert p.float()["c"].dtype == torch.float32  # type: ignore[attr-defined]
+    moved = p.to(torch.int32)  # type: ignore[attr-defined]
+    assert type(moved).__name__ == "TensorDictParams" and moved["a"].dtype == torch.int32
+    assert p["a"].dtype == torch.float32  # type: ignore[index]
+    with pytest.raises(ValueError, match="TensorDictParams.apply: Failed to update"):
+        p.apply(lambda x: x + 1, inplace=True)  # type: ignore[attr-defined]
