@@ -443,6 +443,22 @@ class TensorDictParams(nn.Module):
         leaves = {k: v for k, v in state_dict.items() if not k.rpartition(".")[2].startswith("__")}
         return super().load_state_dict(leaves, strict=strict, assign=assign)
 
+    def memmap_(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: parameters cannot be memory-mapped in place (``memmap()`` copies them
+        into a new TensorDict).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> TensorDictParams(a=torch.zeros(1)).memmap_()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: TensorDictParams.memmap_: Cannot build a memmap TensorDict in-place ...
+        """
+        raise RuntimeError(
+            "TensorDictParams.memmap_: Cannot build a memmap TensorDict in-place from "
+            "parameters; call memmap() for a memory-mapped copy"
+        )
+
     def to(self, *args: Any, **kwargs: Any) -> Any:
         """``TensorDict.to`` on the leaves: a TensorDictParams of the moved or cast leaves
         (this one when nothing changes), as upstream. A module holding this one still

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
-from tensordict._batch import leaf_shape_error
+from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -38,7 +38,7 @@ _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
-        raise IndexError(f"{call}: dim {dim} is out of range for a batch of {ndim} dims")
+        raise dim_error(call, dim, ndim)
     return dim % ndim
 
 
@@ -549,7 +549,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if strict:
             ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
             if ours != theirs or self.partial_keys(True):
-                raise KeyError(
+                raise KeysMismatchError(
                     f"{type(self).__name__}.load_state_dict: missing keys "
                     f"{sorted(map(str, ours - theirs))}, unexpected keys "
                     f"{sorted(map(str, theirs - ours))}, keys in some members only "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
@@ -32,10 +33,7 @@ def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
 
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
-        raise IndexError(
-            f"{call}: dim {dim} is out of range for a batch of {ndim} dims "
-            f"(expected one of [{-ndim}, {ndim - 1}])"
-        )
+        raise dim_error(call, dim, ndim)
     return dim % ndim
 
 
@@ -116,7 +114,12 @@ class ShapeOps(CollectionPrimitives):
         return adopt(self, out, self._call("reshape")) if inplace else out
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
-        """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
+        """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,
+        every leaf is viewed as that dtype (``batch_size`` then names the result's)."""
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            dtype = shape[0]
+            bs = self._batch_size if batch_size is None else batch_size
+            return self.apply(lambda x: x.view(dtype), batch_size=bs)
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)

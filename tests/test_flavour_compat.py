@@ -165,3 +165,35 @@ def test_params_torch_functions_and_casts_act_on_the_leaves() -> None:
     assert p["a"].dtype == torch.float32  # type: ignore[index]
     with pytest.raises(ValueError, match="TensorDictParams.apply: Failed to update"):
         p.apply(lambda x: x + 1, inplace=True)  # type: ignore[attr-defined]
+
+
+def test_params_memmap_in_place_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="Cannot build a memmap TensorDict in-place"):
+        _params().memmap_()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_view_as_dtype(make: object) -> None:
+    td = make()  # type: ignore[operator]
+    out = td.view(torch.uint8, batch_size=[])
+    assert out.batch_size == torch.Size([])
+    for key in td.keys(True, True):
+        torch.testing.assert_close(out[key], td[key].view(torch.uint8))
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_transpose_out_of_range_is_index_and_value_error(make: object) -> None:
+    td = make()  # type: ignore[operator]
+    for error in (IndexError, ValueError):
+        with pytest.raises(error, match="dim0 and dim1 must be within the range"):
+            td.transpose(-5, -6)
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_strict_state_dict_mismatch_is_key_and_runtime_error(make: object) -> None:
+    td = make()  # type: ignore[operator]
+    sd = td.state_dict()
+    del sd["a"]
+    for error in (KeyError, RuntimeError):
+        with pytest.raises(error, match=r"load_state_dict: missing keys \['a'\]"):
+            td.clone().load_state_dict(sd, strict=True)
