@@ -57,8 +57,9 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
             dtype = arg
         elif isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, CollectionPrimitives):
+        elif isinstance(arg, CollectionPrimitives):  # its device, and its dtype if common
             device = arg._device
+            dtype = getattr(arg, "dtype", None) or dtype
         elif isinstance(arg, (str, int, torch.device)):
             device = arg
         else:
@@ -73,7 +74,8 @@ class ConvertOps(CollectionPrimitives):
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device).
+        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
+        dtype its leaves share when they share one).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -81,6 +83,9 @@ class ConvertOps(CollectionPrimitives):
         >>> td.device, td["a"].dtype
         (device(type='cpu'), torch.float64)
         """
+        batch_size = kwargs.pop("batch_size", None)
+        if batch_size is not None:
+            return self._to_batch_size(batch_size, args, non_blocking, kwargs)
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
@@ -88,6 +93,22 @@ class ConvertOps(CollectionPrimitives):
             return _cast(self, dtype)
         caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
         return map_leaves(self, caster, device)
+
+    def _to_batch_size(
+        self, batch_size: Any, args: tuple[Any, ...], non_blocking: bool, kwargs: dict[str, Any]
+    ) -> Self:
+        """``to(..., batch_size=)``: the moved or cast copy, given that batch size."""
+        call = self._call("to")
+        if self._stack_parts() is not None:
+            raise TypeError(
+                f"{call}: Cannot pass batch-size to a {type(self).__name__} (its batch size "
+                "comes from its members); reshape the result instead"
+            )
+        out = self.to(*args, non_blocking=non_blocking, **kwargs)
+        if out is self:
+            out = self.copy()  # type: ignore[attr-defined]
+        out.batch_size = batch_size  # type: ignore[misc]
+        return out
 
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""

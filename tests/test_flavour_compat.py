@@ -197,3 +197,26 @@ def test_strict_state_dict_mismatch_is_key_and_runtime_error(make: object) -> No
     for error in (KeyError, RuntimeError):
         with pytest.raises(error, match=r"load_state_dict: missing keys \['a'\]"):
             td.clone().load_state_dict(sd, strict=True)
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_to_another_collection_takes_its_device_and_common_dtype(make: object) -> None:
+    td = make()  # type: ignore[operator]
+    half = TensorDict({"x": torch.zeros(3, dtype=torch.half)}, [], device="cpu")
+    out = td.to(other=half)
+    for key in td.keys(True, True):
+        torch.testing.assert_close(out[key], td[key].half())
+    mixed = TensorDict({"x": torch.zeros(3), "y": torch.zeros(3, dtype=torch.long)}, [])
+    out = td.to(mixed)  # no common dtype: the dtypes are kept
+    for key in td.keys(True, True):
+        assert out[key].dtype == td[key].dtype
+
+
+def test_to_with_batch_size() -> None:
+    td = _td()
+    out = td.to(torch.int32, batch_size=[4])
+    assert out.batch_size == torch.Size([4]) and td.batch_size == torch.Size([4, 3])
+    torch.testing.assert_close(out["a"], td["a"].int())
+    assert td.to(batch_size=[]).batch_size == torch.Size([])
+    with pytest.raises(TypeError, match="LazyStackedTensorDict.to: Cannot pass batch-size to"):
+        _stack().to(batch_size=[])  # type: ignore[attr-defined]
