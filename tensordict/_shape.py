@@ -111,7 +111,11 @@ class ShapeOps(CollectionPrimitives):
         torch.Size([12, 5])
         """
         out = self._reshape("reshape", shape if size is None else (size,))
-        return adopt(self, out, self._call("reshape")) if inplace else out
+        if inplace:
+            return adopt(self, out, self._call("reshape"))
+        if self._is_locked and not out._is_locked:  # a locked source gives a locked result
+            out.lock_()
+        return out
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,

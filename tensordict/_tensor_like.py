@@ -64,17 +64,21 @@ class TensorLikeOps(CollectionPrimitives):
         return self.apply(lambda x: x.data)
 
     @property
-    def grad(self) -> Self:
-        """The ``.grad`` of every leaf (leaves without one are left out).
+    def grad(self) -> Self | None:
+        """The ``.grad`` of every leaf (leaves without one are left out); None when no
+        leaf has one, as upstream.
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict(a=torch.ones(2, requires_grad=True))
+        >>> td.grad is None
+        True
         >>> td["a"].sum().backward()
         >>> td.grad["a"]
         tensor([1., 1.])
         """
-        return self.apply(lambda x: x.grad)
+        out = self.apply(lambda x: x.grad)
+        return out if out._tensor_leaves([]) else None
 
     @grad.setter
     def grad(self, grad: Any) -> None:

@@ -220,3 +220,23 @@ def test_to_with_batch_size() -> None:
     assert td.to(batch_size=[]).batch_size == torch.Size([])
     with pytest.raises(TypeError, match="LazyStackedTensorDict.to: Cannot pass batch-size to"):
         _stack().to(batch_size=[])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_reshape_of_a_locked_collection_is_locked(make: object) -> None:
+    td = make()  # type: ignore[operator]
+    assert not td.reshape(-1).is_locked
+    td.lock_()
+    out = td.reshape(-1)
+    assert out.is_locked
+    torch.testing.assert_close(out["a"], td["a"].reshape(-1))
+
+
+def test_grad_is_none_without_gradients() -> None:
+    td = TensorDict({"a": torch.ones(2, requires_grad=True), "b": torch.ones(2)}, [2])
+    assert td.grad is None
+    (td["a"] * 3).sum().backward()
+    torch.testing.assert_close(td.grad["a"], torch.full((2,), 3.0))  # type: ignore[index]
+    assert "b" not in td.grad.keys()  # type: ignore[union-attr]
+    td.zero_grad(set_to_none=True)
+    assert td.grad is None
