@@ -112,7 +112,7 @@ class ShapeOps(CollectionPrimitives):
         """
         out = self._reshape("reshape", shape if size is None else (size,))
         if inplace:
-            return adopt(self, out, self._call("reshape"))
+            return adopt(self, out, self._call("reshape"))  # type: ignore[no-any-return]
         if self._is_locked and not out._is_locked:  # a locked source gives a locked result
             out.lock_()
         return out
