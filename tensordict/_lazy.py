@@ -74,7 +74,7 @@ class LazyStackedTensorDict(TensorDictBase):
     tensor([1., 1.])
     """
 
-    __slots__ = ("_member_bs", "stack_dim", "tensordicts")
+    __slots__ = ("_member_bs", "_stack_name", "stack_dim", "tensordicts")
     _abstract = False
 
     def __init__(
@@ -118,7 +118,8 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         first = tds[0].device if tds else None
         self._device = first if all(td.device == first for td in tds) else None
-        self._names = None
+        self._names = None  # the names live on the members; the stack dim's is _stack_name
+        self._stack_name: str | None = None
         self._is_locked = False
         if device is not None:
             moved = self.to(device)
@@ -130,10 +131,47 @@ class LazyStackedTensorDict(TensorDictBase):
         """The members' batch size with the stack dim inserted."""
         return self._batch_size
 
+    def _names_kept(self) -> list[str | None] | None:
+        names = self.names
+        return names if any(n is not None for n in names) else None
+
     @property
     def names(self) -> list[str | None]:
-        """Batch dims are unnamed on a lazy stack."""
-        return [None] * len(self._batch_size)
+        """The members' dimension names, with the stack dim's own (None unless set).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(batch_size=[2], names=["x"])] * 3, 1)
+        >>> s.names
+        ['x', None]
+        >>> s.names = ["x", "copies"]
+        >>> s.names, s.tensordicts[0].names
+        (['x', 'copies'], ['x'])
+        """
+        inner = self.tensordicts[0].names if self.tensordicts else [None] * len(self._member_bs)
+        inner.insert(self.stack_dim, getattr(self, "_stack_name", None))
+        return inner
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        call = self._call("names")
+        if value is None:
+            self._stack_name = None
+            for member in self.tensordicts:
+                member.names = None
+            return
+        names = list(value)
+        if len(names) != len(self._batch_size):
+            raise ValueError(
+                f"{call}: got {len(names)} names {names} for {len(self._batch_size)} batch "
+                f"dims {tuple(self._batch_size)}"
+            )
+        given = [n for n in names if n is not None]
+        if len(set(given)) != len(given):
+            raise ValueError(f"{call}: names must be unique, got {names}")
+        self._stack_name = names.pop(self.stack_dim)
+        for member in self.tensordicts:
+            member.names = names
 
     @property
     def is_locked(self) -> bool:

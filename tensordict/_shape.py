@@ -442,8 +442,19 @@ class ShapeOps(CollectionPrimitives):
         return out.update_(result)  # type: ignore[no-any-return]
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Self:
-        """Fill the batch elements where ``mask`` is true with ``value``."""
+        """Fill the batch elements where ``mask`` is true with ``value``; a mask over the
+        leading batch dims covers the dims after them too (upstream).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+        >>> td.masked_fill(torch.tensor([True, False]), 1.0)["a"]
+        tensor([[1., 1., 1.],
+                [0., 0., 0.]])
+        """
         n = len(self._batch_size)
+        if mask.ndim < n and mask.shape == self._batch_size[: mask.ndim]:
+            n = mask.ndim  # left-aligned: viewed with singleton dims for the rest
         self._check_mask(self._call("masked_fill"), mask)
         return self._remap(
             self._call("masked_fill"),
@@ -456,6 +467,8 @@ class ShapeOps(CollectionPrimitives):
     def masked_fill_(self, mask: Tensor, value: float | bool) -> Self:
         """In-place :meth:`masked_fill`."""
         n = len(self._batch_size)
+        if mask.ndim < n and mask.shape == self._batch_size[: mask.ndim]:
+            n = mask.ndim
         self._check_mask(self._call("masked_fill_"), mask)
         for leaf in self._tensor_leaves([]):
             leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
@@ -473,6 +486,8 @@ class ShapeOps(CollectionPrimitives):
     def _check_mask(self, call: str, mask: Tensor) -> None:
         if mask.dtype != torch.bool:
             raise TypeError(f"{call}: mask must be a bool tensor, got {mask.dtype}")
+        if mask.shape == self._batch_size[: mask.ndim]:
+            return
         try:
             torch.broadcast_shapes(mask.shape, self._batch_size)  # type: ignore[no-untyped-call]
         except RuntimeError:

@@ -240,3 +240,55 @@ def test_grad_is_none_without_gradients() -> None:
     assert "b" not in td.grad.keys()  # type: ignore[union-attr]
     td.zero_grad(set_to_none=True)
     assert td.grad is None
+
+
+# ------------------------------------------------------------------------ names
+def test_names_survive_tensor_indexing_and_reductions() -> None:
+    td = TensorDict(batch_size=[3, 4, 5, 6], names=["a", "b", "c", "d"])
+    assert td[0, ..., torch.tensor([-1])].names == ["b", "c", "d"]
+    assert td[0, ..., torch.tensor(-1)].names == ["b", "c"]
+    assert td[torch.ones(3, dtype=torch.bool)].names == [None, "b", "c", "d"]
+    assert td[torch.ones(3, 4, dtype=torch.bool)].names == [None, "c", "d"]
+    assert td[:, torch.tensor([[0, 1]])].names == [None] * 5  # one name, two dims: dropped
+    assert td.all(2).names == ["a", "b", "d"]
+    assert td.any(2).names == ["a", "b", "d"]
+
+
+def test_batch_size_change_keeps_the_names_of_kept_dims() -> None:
+    td = TensorDict(batch_size=[3, 4, 1, 6], names=["a", "b", "c", "z"])
+    td.batch_size = [3, 4, 1, 6, 1]
+    assert td.names == ["a", "b", "c", "z", None]
+    td.batch_size = [3, 4]
+    assert td.names == ["a", "b"]
+    with pytest.raises(ValueError, match="the length of the dimension names must equate"):
+        td.names = ["a"]
+
+
+def test_nested_tensordicts_share_the_leading_names() -> None:
+    td = TensorDict(batch_size=[3, 4], names=["a", "b"])
+    td["n"] = TensorDict(batch_size=[3, 4, 2])
+    assert td["n"].names == ["a", "b", None]
+    td.rename_(a="x")
+    assert td["n"].names == ["x", "b", None]
+    plain = TensorDict({}, [3])
+    plain["m"] = TensorDict({}, [3, 4], names=["p", "q"])
+    assert plain.names == ["p"] and plain["m"].names == ["p", "q"]
+
+
+def test_lazy_stack_names_live_on_the_members() -> None:
+    members = [TensorDict(batch_size=[3, 4], names=["a", "b"]) for _ in range(2)]
+    s = lazy_stack(members, 1)
+    assert s.names == ["a", None, "b"]
+    s.names = ["x", "y", "z"]
+    assert s.names == ["x", "y", "z"] and members[0].names == ["x", "z"]
+    with pytest.raises(ValueError, match="names must be unique"):
+        s.names = ["x", "x", "z"]
+
+
+def test_masked_fill_with_a_mask_over_the_leading_dims() -> None:
+    td = TensorDict({"a": torch.zeros(3, 4, 2)}, [3, 4])
+    mask = torch.tensor([True, False, True])
+    out = td.masked_fill(mask, 1.0)
+    torch.testing.assert_close(out["a"], torch.zeros(3, 4, 2).masked_fill(mask[:, None, None], 1.0))
+    td.masked_fill_(mask, 2.0)
+    torch.testing.assert_close(td["a"], torch.zeros(3, 4, 2).masked_fill(mask[:, None, None], 2.0))
