@@ -163,11 +163,12 @@ class TensorDictParams(nn.Module):
                     k: hook(self, v) if isinstance(v, Tensor) else v for k, v in entries.items()
                 }
         try:
-            return TensorDict(
+            tree = TensorDict(
                 entries, self.__dict__["_batch_size"], device=self.__dict__["_device"]
             )
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
-            return TensorDict(entries, [], device=self.__dict__["_device"])
+            tree = TensorDict(entries, [], device=self.__dict__["_device"])
+        return tree.lock_() if self.__dict__["_locked"] else tree
 
     @property
     def _param_td(self) -> Any:

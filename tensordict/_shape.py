@@ -439,6 +439,11 @@ class ShapeOps(CollectionPrimitives):
         result = self._remap(self._call("gather"), fn, new_bs, self._names_kept())
         if out is None:
             return result
+        if torch.is_grad_enabled() and any(x.requires_grad for x in result._tensor_leaves([])):
+            raise RuntimeError(  # as torch.gather(..., out=) says for a tensor
+                f"{self._call('gather')}: functions with out=... arguments don't support "
+                "automatic differentiation, but one of the arguments requires grad"
+            )
         return out.update_(result)  # type: ignore[no-any-return]
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Self:

@@ -502,7 +502,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 )
             self._tensordict[key] = new
         else:
-            if not _is_mapping(value):
+            if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):
                 raise TypeError(
                     f"{call}: key {key!r} holds a nested TensorDict; got {type(value).__name__}"
                 )

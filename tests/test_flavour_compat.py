@@ -292,3 +292,14 @@ def test_masked_fill_with_a_mask_over_the_leading_dims() -> None:
     torch.testing.assert_close(out["a"], torch.zeros(3, 4, 2).masked_fill(mask[:, None, None], 1.0))
     td.masked_fill_(mask, 2.0)
     torch.testing.assert_close(td["a"], torch.zeros(3, 4, 2).masked_fill(mask[:, None, None], 2.0))
+
+
+def test_gather_out_refuses_autograd_as_torch_does() -> None:
+    td = TensorDict({"a": torch.randn(3, 4, requires_grad=True)}, [3, 4])
+    index = torch.zeros(3, 2, dtype=torch.long)
+    out = td.gather(1, index).detach()
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        torch.gather(td, 1, index, out=out)
+    with torch.no_grad():
+        got = torch.gather(td, 1, index, out=out)
+    torch.testing.assert_close(got["a"], td["a"].detach().gather(1, index))
