@@ -254,7 +254,12 @@ class TensorDictParams(nn.Module):
                 return type(value)(unwrap(v) for v in value)
             return value
 
-        return func(*unwrap(args), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+        kwargs = dict(kwargs or {})
+        target = kwargs.get("out")
+        if isinstance(target, TensorDictParams):  # written through its detached leaves
+            kwargs["out"] = target.data
+        result = func(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
+        return target if isinstance(target, TensorDictParams) else result
 
     def register_get_post_hook(self, hook: Callable[[Any, Tensor], Tensor]) -> None:
         """Pass every leaf read through ``hook(self, leaf)`` (e.g. ``lambda _, x: x.data``).
@@ -294,7 +299,7 @@ class TensorDictParams(nn.Module):
             return
         if isinstance(key, str):
             bs = self.__dict__["_batch_size"]
-            shape = value.shape if isinstance(value, Tensor) else None
+            shape = None if is_tensor_collection(value) else getattr(value, "shape", None)
             if isinstance(value, TensorDict) and len(value.batch_size) < len(bs):
                 value = value.clone(False)  # a shorter batch is refined, as TensorDict does
                 value.batch_size = bs

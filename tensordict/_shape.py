@@ -82,6 +82,15 @@ def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size
     return torch.Size(dims)
 
 
+def as_collection(value: Any) -> Any:
+    """A collection-like object (a ``tensordict.nn.TensorDictParams``: a module that
+    reads as a TensorDict) as the TensorDict it reads as; anything else unchanged."""
+    if isinstance(value, (CollectionPrimitives, Tensor)):
+        return value
+    to_td = getattr(value, "to_tensordict", None)
+    return to_td() if callable(to_td) else value
+
+
 def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
     return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
@@ -567,6 +576,7 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: An
         return out.update_(result)
     if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
+    other = as_collection(other)
     if isinstance(other, CollectionPrimitives):
         if pad is not None:
             input, other = _padded(input, other, pad), _padded(other, input, pad)

@@ -303,3 +303,21 @@ def test_gather_out_refuses_autograd_as_torch_does() -> None:
     with torch.no_grad():
         got = torch.gather(td, 1, index, out=out)
     torch.testing.assert_close(got["a"], td["a"].detach().gather(1, index))
+
+
+def test_params_compare_stack_and_where_like_a_tensordict() -> None:
+    from tensordict import assert_close
+
+    p = _params()
+    assert assert_close(p, p.data)
+    mask = torch.tensor([True, False, True, False])
+    empty = p.empty()  # type: ignore[attr-defined]
+    with pytest.raises(KeyError, match="not found and no pad value provided"):
+        empty.where(mask, p)
+    target = p.clone()  # type: ignore[attr-defined]
+    got = torch.where(mask, p, torch.zeros_like(p), out=target)
+    assert got is target
+    expected = torch.where(mask[:, None], p.data["a"], 0.0)  # type: ignore[attr-defined]
+    torch.testing.assert_close(target["a"].detach(), expected)  # type: ignore[index]
+    with pytest.raises(RuntimeError, match=r"shape \(5, 10\) of key 'k' does not start"):
+        p.set("k", np.ones((5, 10)))  # type: ignore[attr-defined]
