@@ -171,6 +171,25 @@ class TensorDictParams(nn.Module):
         return tree.lock_() if self.__dict__["_locked"] else tree
 
     @property
+    def batch_size(self) -> torch.Size:
+        """The batch size of the TensorDict of leaves; settable as a TensorDict's is.
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.zeros(3, 2))
+        >>> p.batch_size = [3]
+        >>> p.batch_size
+        torch.Size([3])
+        """
+        return torch.Size(self.__dict__["_batch_size"])
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        tree = self._tree(hooks=False)
+        tree.batch_size = value  # validated against every leaf
+        self.__dict__["_batch_size"] = tree.batch_size
+
+    @property
     def _param_td(self) -> Any:
         """The parameters as a locked TensorDict (new keys go through this module)."""
         return self._tree().lock_()
@@ -284,7 +303,7 @@ class TensorDictParams(nn.Module):
             key = key[0]
         if self.__dict__["_locked"] and isinstance(key, (str, tuple)) and key in self:
             self._check_unlocked("__setitem__", key)
-        if isinstance(key, tuple) and key and isinstance(key[0], tuple):
+        if isinstance(key, tuple) and any(isinstance(k, tuple) for k in key):
             from tensordict.utils import unravel_key
 
             key = unravel_key(key)
@@ -573,6 +592,9 @@ class _Forwarded:
             if not owner.__dict__["_hooks_get"] or name != "apply":
                 owner._sync(tree)
             return owner
+        if isinstance(out, tuple) and any(part is tree for part in out):  # split_keys(inplace)
+            owner._sync(tree)
+            return tuple(owner if part is tree else part for part in out)
         if structural:
             owner._sync(tree)
         return out

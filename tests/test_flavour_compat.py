@@ -321,3 +321,18 @@ def test_params_compare_stack_and_where_like_a_tensordict() -> None:
     torch.testing.assert_close(target["a"].detach(), expected)  # type: ignore[index]
     with pytest.raises(RuntimeError, match=r"shape \(5, 10\) of key 'k' does not start"):
         p.set("k", np.ones((5, 10)))  # type: ignore[attr-defined]
+
+
+def test_params_nested_tuple_keys_split_keys_and_batch_size() -> None:
+    p = _params()
+    p[" a ", ("little", "story"), ("me",)] = torch.zeros(4)  # type: ignore[index]
+    torch.testing.assert_close(p[" a ", "little", "story", "me"].detach(), torch.zeros(4))  # type: ignore[index]
+    picked, rest = p.split_keys(["a"], inplace=True)  # type: ignore[attr-defined]
+    assert rest is p and "a" not in p and list(picked.keys()) == ["a"]  # type: ignore[operator]
+    assert "a" not in dict(p.named_parameters())  # type: ignore[attr-defined]
+    p.batch_size = []  # type: ignore[attr-defined]
+    assert p.batch_size == torch.Size([])  # type: ignore[attr-defined]
+    p.auto_batch_size_()  # type: ignore[attr-defined]
+    assert p.batch_size == torch.Size([4])  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="cannot set batch_size"):
+        p.batch_size = [5]  # type: ignore[attr-defined]
