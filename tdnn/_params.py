@@ -529,7 +529,7 @@ class TensorDictParams(nn.Module):
         return key in self._tree().keys(True)
 
     def __bool__(self) -> bool:
-        return True
+        return bool(self._tree())  # raises, as a TensorDict's truth value is ambiguous
 
 
 def _unwrap(value: Any) -> Any:

@@ -336,3 +336,8 @@ def test_params_nested_tuple_keys_split_keys_and_batch_size() -> None:
     assert p.batch_size == torch.Size([4])  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="cannot set batch_size"):
         p.batch_size = [5]  # type: ignore[attr-defined]
+
+
+def test_params_truth_value_is_ambiguous_as_a_tensordicts() -> None:
+    with pytest.raises(RuntimeError, match="Converting a tensordict to boolean value"):
+        bool(_params())
