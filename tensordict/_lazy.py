@@ -179,7 +179,10 @@ class LazyStackedTensorDict(TensorDictBase):
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
-        return type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
+        out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
+        if stack_dim is None:  # the same stack dim keeps its name
+            out._stack_name = self._stack_name
+        return out
 
     # ----------------------------------------------------------------- keys
     def keys(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -91,6 +91,22 @@ def as_collection(value: Any) -> Any:
     return to_td() if callable(to_td) else value
 
 
+def _keep_lock(source: Any, out: _T) -> _T:
+    """``out``, locked when ``source`` is (upstream's reshape and permute keep the lock)."""
+    result: Any = out
+    if source._is_locked and not result._is_locked:
+        result.lock_()
+    return out
+
+
+_T = TypeVar("_T")
+
+
+class RefineNamesError(ValueError, RuntimeError):
+    """``refine_names`` asked to rename a named dim: a ``ValueError`` here, and the
+    ``RuntimeError`` upstream raises."""
+
+
 def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
     return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
@@ -122,9 +138,7 @@ class ShapeOps(CollectionPrimitives):
         out = self._reshape("reshape", shape if size is None else (size,))
         if inplace:
             return adopt(self, out, self._call("reshape"))  # type: ignore[no-any-return]
-        if self._is_locked and not out._is_locked:  # a locked source gives a locked result
-            out.lock_()
-        return out
+        return _keep_lock(self, out)
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,
@@ -263,7 +277,7 @@ class ShapeOps(CollectionPrimitives):
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
             out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
-            return record(out, "permute", (norm,), self)
+            return record(_keep_lock(self, out), "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -273,7 +287,7 @@ class ShapeOps(CollectionPrimitives):
             return x.permute(*order)
 
         out = self._remap(self._call("permute"), fn, new_bs, names)
-        return record(out, "permute", (norm,), self)
+        return record(_keep_lock(self, out), "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
@@ -521,9 +535,20 @@ class ShapeOps(CollectionPrimitives):
         return where(condition, self, other, out=out, pad=pad)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ names
-    def refine_names(self, *names: str | None) -> Self:
-        """Name the unnamed batch dims; named ones must keep their name. Acts in place."""
+    def refine_names(self, *names: Any) -> Self:
+        """Name the unnamed batch dims; named ones must keep their name. Acts in place.
+        One ``...`` stands for the dims in between, left as they are.
+
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[3, 4, 5])
+        >>> td.refine_names(..., "c").refine_names("a", ...).names
+        ['a', None, 'c']
+        """
         current = self.names
+        if names.count(...) == 1:
+            at = names.index(...)
+            fill = len(current) - len(names) + 1
+            names = (*names[:at], *current[at : at + fill], *names[at + 1 :])
         if len(names) != len(current):
             raise ValueError(
                 f"{self._call('refine_names')}: got {len(names)} names for "
@@ -531,9 +556,9 @@ class ShapeOps(CollectionPrimitives):
             )
         for i, (old, new) in enumerate(zip(current, names, strict=True)):
             if old is not None and new is not None and old != new:
-                raise ValueError(
-                    f"{self._call('refine_names')}: dim {i} is named {old!r}; "
-                    f"cannot refine to {new!r}"
+                raise RefineNamesError(
+                    f"{self._call('refine_names')}: cannot coerce TensorDict names: dim {i} "
+                    f"is named {old!r}; cannot refine to {new!r}"
                 )
         self.names = [old if new is None else new for old, new in zip(current, names, strict=True)]  # type: ignore[misc]
         return self

@@ -341,3 +341,26 @@ def test_params_nested_tuple_keys_split_keys_and_batch_size() -> None:
 def test_params_truth_value_is_ambiguous_as_a_tensordicts() -> None:
     with pytest.raises(RuntimeError, match="Converting a tensordict to boolean value"):
         bool(_params())
+
+
+def test_refine_names_with_ellipsis_and_its_error_types() -> None:
+    td = TensorDict(batch_size=[3, 4, 5, 6])
+    assert td.refine_names(None, None, "c", "d").names == [None, None, "c", "d"]
+    assert td.refine_names("a", ..., "d").names == ["a", None, "c", "d"]
+    for error in (ValueError, RuntimeError):
+        with pytest.raises(error, match="refine_names: cannot coerce TensorDict"):
+            td.refine_names(None, None, "d", "d")
+
+
+def test_permute_of_a_locked_collection_is_locked() -> None:
+    td = TensorDict({"sub": {}}, [3, 4], names=["a", "b"]).lock_()
+    out = td.permute(1, 0)
+    assert out.names == ["b", "a"] and out.is_locked and out["sub"].is_locked
+
+
+def test_lazy_stack_keeps_its_stack_dim_name_through_elementwise_ops() -> None:
+    s = lazy_stack([TensorDict({"x": torch.zeros(3)}, [3], names=["a"])] * 2, 1)
+    s.names = ["a", "copies"]
+    out = s + 1
+    assert out.names == ["a", "copies"]
+    torch.testing.assert_close(out["x"], torch.ones(3, 2))
