@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
-from tensordict._primitives import CollectionPrimitives, DenseStorage
+from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
 from tensordict._torch_compat import disable_subclass_dispatch
 
 if TYPE_CHECKING:
@@ -188,6 +188,7 @@ class IndexOps(DenseStorage):
     def _set_at_index(self, index: Any, value: Any) -> None:
         bs = self._batch_size
         idx = _normalise(index, len(bs))
+        value = as_collection(value)
         self._write_at(idx, _indexed_shape("TensorDict[]=", index, idx, bs), value, ())
 
     def _write_nontensor(self, key: str, idx: Any, sub_bs: torch.Size, item: NonTensor) -> None:

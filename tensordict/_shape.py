@@ -11,7 +11,7 @@ from torch import Tensor
 from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, as_collection
 
 if TYPE_CHECKING:
     from typing import Self
@@ -80,15 +80,6 @@ def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size
             f"input of size {numel}"
         )
     return torch.Size(dims)
-
-
-def as_collection(value: Any) -> Any:
-    """A collection-like object (a ``tensordict.nn.TensorDictParams``: a module that
-    reads as a TensorDict) as the TensorDict it reads as; anything else unchanged."""
-    if isinstance(value, (CollectionPrimitives, Tensor)):
-        return value
-    to_td = getattr(value, "to_tensordict", None)
-    return to_td() if callable(to_td) else value
 
 
 def _keep_lock(source: Any, out: _T) -> _T:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor
-from tensordict._shape import as_collection
+from tensordict._primitives import as_collection
 from tensordict._td import is_tensor_collection
 
 __all__ = ["assert_allclose_td", "assert_close"]

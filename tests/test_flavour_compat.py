@@ -364,3 +364,10 @@ def test_lazy_stack_keeps_its_stack_dim_name_through_elementwise_ops() -> None:
     out = s + 1
     assert out.names == ["a", "copies"]
     torch.testing.assert_close(out["x"], torch.ones(3, 2))
+
+
+def test_a_params_module_written_at_an_index_of_a_tensordict() -> None:
+    p = _params()
+    target = p.data.clone()  # type: ignore[attr-defined]
+    target[:] = p.clone()  # type: ignore[attr-defined]  # the module itself, as upstream allows
+    torch.testing.assert_close(target["a"], p.data["a"])  # type: ignore[attr-defined]
