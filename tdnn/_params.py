@@ -301,7 +301,7 @@ class TensorDictParams(nn.Module):
     def __setitem__(self, key: Any, value: Any) -> None:
         if isinstance(key, tuple) and len(key) == 1:
             key = key[0]
-        if self.__dict__["_locked"] and isinstance(key, (str, tuple)) and key in self:
+        if self.__dict__["_locked"] and isinstance(key, (str, tuple)):
             self._check_unlocked("__setitem__", key)
         if isinstance(key, tuple) and any(isinstance(k, tuple) for k in key):
             from tensordict.utils import unravel_key

@@ -122,6 +122,8 @@ def test_params_lock_and_unlock_are_context_managers() -> None:
         assert p.is_locked  # type: ignore[attr-defined]
         with pytest.raises(RuntimeError, match="TensorDictParams.set: cannot add, remove or"):
             p.set("a", torch.zeros(4, 3))  # type: ignore[attr-defined]
+        with pytest.raises(RuntimeError, match="TensorDictParams.__setitem__: cannot add"):
+            p["new"] = torch.zeros(4)  # type: ignore[index]
         with p.unlock_():  # type: ignore[attr-defined]
             p["x"] = torch.zeros(4)  # type: ignore[index]
         assert p.is_locked  # type: ignore[attr-defined]
