@@ -373,3 +373,24 @@ def test_a_params_module_written_at_an_index_of_a_tensordict() -> None:
     target = p.data.clone()  # type: ignore[attr-defined]
     target[:] = p.clone()  # type: ignore[attr-defined]  # the module itself, as upstream allows
     torch.testing.assert_close(target["a"], p.data["a"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("make", [_td, _stack])
+def test_attrs_and_to_attrs(make: object) -> None:
+    from tensordict import TensorAttrs
+
+    td = make()  # type: ignore[operator]
+    spec = td.attrs()
+    for key in td.keys(True, True):
+        assert isinstance(spec[key], TensorAttrs)
+        assert spec[key].tgt_dtype == td[key].dtype and spec[key].tgt_shape == td[key].shape
+    only_device = td.attrs(fields=("device",))
+    assert only_device["a"].tgt_dtype is None and only_device["a"].tgt_device == td["a"].device
+    cast = td.to(TensorDict({"a": TensorAttrs(tgt_dtype=torch.int32, batch_size=())}, []))
+    torch.testing.assert_close(cast["a"], td["a"].int())
+    torch.testing.assert_close(cast["n", "b"], td["n", "b"])  # not in the spec: kept
+    torch.testing.assert_close(td.double().to(spec)["a"], td["a"])
+    with pytest.raises(TypeError, match="does not accept additional positional"):
+        td.to(spec, "cpu")
+    with pytest.raises(NotImplementedError, match="non_blocking_pin"):
+        td.to(spec, non_blocking_pin=True)
