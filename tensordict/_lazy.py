@@ -458,6 +458,8 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         dense = stack([m._as_dense(call) for m in self.tensordicts], self.stack_dim)
         assert isinstance(dense, TensorDict)
+        if self._stack_name is not None:  # the stack dim's name goes with it
+            dense.names = self.names
         return dense
 
     def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:

@@ -394,3 +394,11 @@ def test_attrs_and_to_attrs(make: object) -> None:
         td.to(spec, "cpu")
     with pytest.raises(NotImplementedError, match="non_blocking_pin"):
         td.to(spec, non_blocking_pin=True)
+
+
+def test_dense_copy_of_a_named_lazy_stack_keeps_every_name() -> None:
+    s = lazy_stack([TensorDict({"x": torch.zeros(3)}, [3], names=["a"])] * 2, 1)
+    s.names = ["a", "copies"]
+    dense = s.contiguous()
+    assert type(dense).__name__ == "TensorDict" and dense.names == ["a", "copies"]
+    torch.testing.assert_close(dense["x"], torch.zeros(3, 2))
