@@ -1,5 +1,8 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+# the public face ``tensordict.memmap`` is loaded first, so that the name ``memmap`` below
+# stays the function (as upstream), and ``from tensordict.memmap import ...`` still works
+import tensordict.memmap as _memmap_face  # noqa: F401
 from tensordict._archive import (
     is_memmap_archive,
     pack_memmap,
@@ -8,12 +11,14 @@ from tensordict._archive import (
 )
 from tensordict._base import TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
-from tensordict._checkpoint_functions import load, load_memmap, save
+from tensordict._checkpoint_functions import load, load_memmap, memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
     from_any,
     from_dict,
+    from_module,
+    from_modules,
     from_namedtuple,
     from_struct_array,
     from_tuple,
@@ -135,7 +140,10 @@ __all__ = [
     "from_safetensors",
     "from_struct_array",
     "from_tuple",
+    "from_module",
+    "from_modules",
     "fromkeys",
+    "memmap",
     "get_defaults_to_none",
     "get_printoptions",
     "group_by",
