@@ -9,7 +9,7 @@ from tensordict._archive import (
     refresh_archive_checksums,
     unpack_memmap,
 )
-from tensordict._base import TensorDictBase
+from tensordict._base import TensorCollection, TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
 from tensordict._checkpoint_functions import load, load_memmap, memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
@@ -114,6 +114,7 @@ __all__ = [
     "TensorAttrs",
     "TensorClass",
     "TensorDict",
+    "TensorCollection",
     "TensorDictBase",
     "TensorDictFuture",
     "is_memmap_archive",

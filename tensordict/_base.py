@@ -339,3 +339,8 @@ class DenseTensorDictBase(DenseStorage, TensorDictBase):
 
     __slots__ = ()
     _abstract: ClassVar[bool] = True
+
+
+#: Upstream's name for the root of the tensor collections. Every collection here (a
+#: tensorclass included) derives from :class:`TensorDictBase`, so it is that class.
+TensorCollection = TensorDictBase

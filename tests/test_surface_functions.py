@@ -311,3 +311,16 @@ def test_memmap_is_the_function_and_its_module_still_imports() -> None:
     face = importlib.import_module("tensordict.memmap")
     assert face.MemoryMappedTensor is tensordict.MemoryMappedTensor
     assert callable(tensordict.memmap) and tensordict.memmap.__module__.startswith("tensordict._")
+
+
+def test_tensor_collection_is_the_root_of_every_collection() -> None:
+    from tensordict import TensorCollection, tensorclass
+
+    @tensorclass
+    class Point:
+        x: torch.Tensor
+
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    for value in (td, lazy_stack([td, td]), Point(x=torch.zeros(2), batch_size=[2])):
+        assert isinstance(value, TensorCollection)
+    assert not isinstance(torch.zeros(2), TensorCollection)
