@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
-from tdnn._fastcall import PLAIN_CALLS, hookless, plain_calls
+from tdnn._fastcall import PLAIN_CALLS, hookless, plain_calls, put
 from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
@@ -220,14 +220,16 @@ class TensorDictModule(TensorDictModuleBase):
             return NotImplemented
         out = module.forward(value) if plain and hookless(module) else module(value)
         out_keys = self._out_keys
-        if not isinstance(out, Tensor) or len(out_keys) != 1:
-            return self._write(tensordict, None, out)
-        key = out_keys[0]
-        if type(tensordict) is TensorDict and type(key) is str and key != DISCARD:
-            tensordict[key] = out  # (the fast path of a flat key; as set() writes it)
-        elif key != DISCARD:
-            tensordict.set(key, out)
-        return tensordict
+        if isinstance(out, Tensor) and len(out_keys) == 1:
+            if out_keys[0] != DISCARD:
+                put(tensordict, out_keys[0], out)
+            return tensordict
+        if type(out) is tuple and len(out) == len(out_keys) and self._out_keys_apparent is out_keys:
+            for key, item in zip(out_keys, out, strict=True):
+                if key != DISCARD:
+                    put(tensordict, key, item)
+            return tensordict
+        return self._write(tensordict, None, out)
 
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any

@@ -171,11 +171,22 @@ class _Swap:
         swapped: Any,
         unflag: list[tuple[set[str], str]] | None = None,
         copy_back: list[tuple[Tensor, Tensor]] | None = None,
+        originals: dict[str, Any] | None = None,
     ) -> None:
         self._restore = restore
         self._unflag = unflag or []
         self._copy_back = copy_back or []  # inplace=True: (module tensor, its saved value)
-        self.swapped = swapped
+        self._swapped = swapped
+        self._originals = originals  # built into ``swapped`` when first asked for
+
+    @property
+    def swapped(self) -> Any:
+        """The module's original tensors, as a TensorDict shaped like the one swapped in."""
+        if self._swapped is None and self._originals is not None:
+            from tensordict._td import TensorDict  # the concrete class sits above this mixin
+
+            self._swapped = _as_tree(TensorDict, self._originals)
+        return self._swapped
 
     def __enter__(self) -> Any:
         return self.swapped
@@ -475,9 +486,8 @@ class ModuleOps(CollectionPrimitives):
             raise
         if not return_swap:
             return None
+        if swap_dest is None:  # the TensorDict of originals is built only if asked for
+            return _Swap(restore, None, unflag, None, originals)
         from tensordict._td import TensorDict  # the concrete class sits above this mixin
 
-        swapped = _as_tree(TensorDict, originals)
-        if swap_dest is not None:
-            swapped = swap_dest.update(swapped)
-        return _Swap(restore, swapped, unflag)
+        return _Swap(restore, swap_dest.update(_as_tree(TensorDict, originals)), unflag)
