@@ -328,9 +328,12 @@ def _map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any
     return {k: _map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
 
 
+_NO_BATCH = torch.Size([])
+
+
 def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
-    entries = {k: _as_tree(cls, v) if isinstance(v, dict) else v for k, v in nested.items()}
-    return cls._new_unsafe(entries, torch.Size([]), None, None)
+    entries = {k: _as_tree(cls, v) if type(v) is dict else v for k, v in nested.items()}
+    return cls._new_unsafe(entries, _NO_BATCH, None, None)
 
 
 class ModuleOps(CollectionPrimitives):
@@ -472,15 +475,16 @@ class ModuleOps(CollectionPrimitives):
         unflag: list[tuple[set[str], str]] = []
         try:
             for owner, kind, name, current, value, _ in plan:
-                origin: dict[str, Any] = getattr(owner, kind)
+                origin: dict[str, Any] = owner.__dict__[kind]
                 written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
                 del origin[name]
                 restore.append((written, origin, name, current))
                 written[name] = placed
-                flags = owner._non_persistent_buffers_set
-                if kind == "_parameters" and written is owner._buffers and name not in flags:
-                    flags.add(name)
-                    unflag.append((flags, name))
+                if written is not origin and kind == "_parameters":  # a parameter -> a buffer
+                    flags = owner._non_persistent_buffers_set
+                    if name not in flags:
+                        flags.add(name)
+                        unflag.append((flags, name))
         except BaseException:  # (an interrupt mid-way): put back what was swapped
             _Swap(restore, None, unflag).restore()
             raise
