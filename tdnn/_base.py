@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from tdnn._fastcall import PLAIN_CALLS, hookless, plain_calls
+from tdnn._fastcall import PLAIN_CALLS, own_hookless
 from tensordict import is_tensor_collection, unravel_key
 
 DISCARD = "_"
@@ -94,7 +94,7 @@ class TensorDictModuleBase(nn.Module):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # nn.Module.__call__ without its two frames where it would only call forward
-        if plain_calls() and hookless(self):
+        if own_hookless(self):
             return self.forward(*args, **kwargs)
         return nn.Module.__call__(self, *args, **kwargs)
 

@@ -41,6 +41,28 @@ def plain_calls() -> bool:
     )
 
 
+def own_hookless(module: Any) -> bool:
+    """:func:`plain_calls` and, for a module whose own ``__call__`` is running (so its
+    class's ``__call__`` is known), no hook of its own and not compiled."""
+    if _compiling():  # first: dynamo need not trace the rest
+        return False
+    d = module.__dict__
+    m = _torch_module
+    return not (
+        d["_forward_pre_hooks"]
+        or d["_forward_hooks"]
+        or d["_backward_pre_hooks"]
+        or d["_backward_hooks"]
+        or d.get("_compiled_call_impl") is not None
+        or nn.Module.__call__ is not _MODULE_CALL
+        or m._global_forward_pre_hooks
+        or m._global_forward_hooks
+        or m._global_backward_pre_hooks
+        or m._global_backward_hooks
+        or _tracing()
+    )
+
+
 def hookless(module: Any) -> bool:
     """Whether calling ``module`` would only call its ``forward`` (given
     :func:`plain_calls`): a plain ``__call__``, no hooks of its own, not compiled."""

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
-from tdnn._fastcall import PLAIN_CALLS, hookless, plain_calls, put
+from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
@@ -195,7 +195,7 @@ class TensorDictModule(TensorDictModuleBase):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # nn.Module.__call__ without its two frames where it would only call forward
-        if plain_calls() and hookless(self):
+        if own_hookless(self):
             if len(args) == 1 and not kwargs and isinstance(args[0], TensorDict):
                 result = self._simple(args[0], True)
                 if result is not NotImplemented:

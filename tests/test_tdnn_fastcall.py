@@ -82,3 +82,21 @@ def test_a_custom_call_and_a_compiled_module_are_called_through_call() -> None:
     x = torch.randn(2, 3)
     out = TensorDictSequential(TensorDictModule(compiled, ["x"], ["y"]))(TensorDict({"x": x}, [2]))
     torch.testing.assert_close(out["y"], nn.functional.linear(x, compiled.weight, compiled.bias))
+
+
+def test_compiled_calls_keep_the_hooks() -> None:
+    layers, seq = _chain()
+    seq.module[0].register_forward_hook(lambda m, args, out: out.set("h1", out["h1"] * 0))
+    single = TensorDictModule(nn.Linear(3, 3), ["x"], ["y"])
+
+    def run(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        td = TensorDict({"x": x}, [x.shape[0]])
+        return seq(td)["y"], single(td)["y"]
+
+    x = torch.randn(4, 3)
+    compiled = torch.compile(run, fullgraph=True, backend="eager")
+    got, eager = compiled(x), run(x)
+    torch.testing.assert_close(got, eager)
+    expected = layers[2](layers[1](torch.zeros(4, 3)))  # the hook zeroed h1
+    torch.testing.assert_close(got[0], expected)
+    torch.testing.assert_close(got[1], single.module(x))
