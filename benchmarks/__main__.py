@@ -1,8 +1,10 @@
-"""``python -m benchmarks [--only NAME] [--rounds N]``: run the cases, print a Markdown table."""
+"""``python -m benchmarks [--only NAME] [--rounds N] [--cpu-time]``: run the cases, print a
+Markdown table."""
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 
@@ -20,7 +22,7 @@ from benchmarks import (
     _cases_shapes,
     _cases_tensorclass,
 )
-from benchmarks._harness import Case, measure, table
+from benchmarks._harness import CLOCK, Case, measure, table
 
 ALL: list[Case] = [
     *_cases_container.CASES,
@@ -42,7 +44,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--only", help="run the cases whose name contains this text")
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time with thread CPU time (steadier under load)"
+    )
     args = parser.parse_args()
+    if args.cpu_time:
+        CLOCK[0] = time.thread_time
     torch.set_num_threads(1)
     cases = [c for c in ALL if args.only is None or args.only in c.name]
     if not cases:

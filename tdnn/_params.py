@@ -68,9 +68,12 @@ class TensorDictParams(nn.Module):
             self._put(key, parameters.get(key), memo)
 
     def _put(self, key: str, value: Any, memo: dict[int, Any]) -> None:
+        # the registries are written directly: a key may be the name of a TensorDict method
+        # ("norm", "apply"), which add_module / register_* refuse as an existing attribute
         if is_tensor_collection(value):
-            self._modules.pop(key, None)
-            self.add_module(key, TensorDictParams(value, no_convert=self.no_convert))
+            self._parameters.pop(key, None)
+            self._buffers.pop(key, None)
+            self._modules[key] = TensorDictParams(value, no_convert=self.no_convert)
             return
         if not isinstance(value, Tensor):
             value = torch.as_tensor(value)
@@ -79,10 +82,12 @@ class TensorDictParams(nn.Module):
             leaf = memo[id(value)] = _convert(value, self.no_convert)
         self._parameters.pop(key, None)
         self._buffers.pop(key, None)
+        self._modules.pop(key, None)
         if isinstance(leaf, nn.Parameter):
-            self.register_parameter(key, leaf)
+            self._parameters[key] = leaf
         else:
-            self.register_buffer(key, leaf)
+            self._buffers[key] = leaf
+            self._non_persistent_buffers_set.discard(key)
 
     @property
     def data(self) -> Any:
@@ -143,7 +148,7 @@ class TensorDictParams(nn.Module):
                 sub = TensorDictParams(
                     TensorDict({}, self.__dict__["_batch_size"]), no_convert=self.no_convert
                 )
-                self.add_module(key[0], sub)
+                self._modules[key[0]] = sub
             sub[key[1:] if len(key) > 2 else key[1]] = value
             return
         name = key[0] if isinstance(key, tuple) else key

@@ -89,3 +89,11 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
     else:
         hint = "; that level has no keys"
     return KeyError(f"{call}: key {key!r} not found{hint}")
+
+
+def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:
+    """The RuntimeError of a write that would change the keys of a locked collection."""
+    return RuntimeError(
+        f"{call}: Cannot modify locked TensorDict: cannot {what} key {key!r}. For in-place "
+        "modification of an existing key use set_() / update_(), or call unlock_() first"
+    )

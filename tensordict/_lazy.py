@@ -24,7 +24,7 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, locked_error
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -282,6 +282,8 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
+        if not inplace and self.tensordicts and self.is_locked:
+            raise locked_error(call, key)
         if isinstance(value, np.ndarray):  # a numeric array splits along the stack like a tensor
             numeric = _as_tensor_or_none(value, None)
             if numeric is not None:

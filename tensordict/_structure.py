@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from torch import Size, Tensor
 
 from tensordict._batch import starts_with
-from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import NestedKey, join_path, key_path, locked_error, missing_key_error
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import default_is_leaf
@@ -170,10 +170,8 @@ def _exclude(
 
 def _replace_entries(td: DenseTensorDictBase, other: DenseTensorDictBase, call: str) -> None:
     if td._is_locked:
-        raise RuntimeError(
-            f"{call}: cannot remove keys in place: the {type(td).__name__} is locked "
-            "(call unlock_() first)"
-        )
+        removed = [k for k in td._tensordict if k not in other._tensordict]
+        raise locked_error(call, removed[0] if removed else (), "remove")
     td._tensordict.clear()
     td._tensordict.update(other._tensordict)
 
@@ -196,7 +194,7 @@ def _rename_key(
     if safe and td._get_path_or_none(new) is not None:
         raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
     if td._is_locked:
-        raise RuntimeError(f"{call}: cannot rename keys: the {type(td).__name__} is locked")
+        raise locked_error(call, join_path(old), "rename")
     td._set_path(new, value, call)
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
     del parent._tensordict[old[-1]]

@@ -23,7 +23,14 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import IndexOps
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    join_path,
+    key_path,
+    locked_error,
+    missing_key_error,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -375,10 +382,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def _check_unlocked(self, call: str, key: object) -> None:
         if self._is_locked:
-            raise RuntimeError(
-                f"{call}: cannot add, remove or replace key {key!r}: the TensorDict is locked "
-                "(call unlock_() first, or write in place with set_ / update_)"
-            )
+            raise locked_error(call, key)
 
     def _subtd(self, part: str, call: str, create: bool) -> TensorDict:
         """The nested TensorDict under ``part``, created empty when missing and ``create``."""
@@ -404,21 +408,14 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 self._check_unlocked(call, join_path(path))
             node = node._subtd(part, call, create=True)
             locked = locked or node._is_locked
-        if locked and path[-1] not in node._tensordict:
-            raise RuntimeError(
-                f"{call}: cannot add, remove or replace key {join_path(path)!r}: the "
-                "TensorDict is locked (call unlock_() first, or write in place with set_ / update_)"
-            )
-        node._set_str(path[-1], value, call, locked)
+        if locked:
+            raise locked_error(call, join_path(path))
+        node._set_str(path[-1], value, call)
 
-    def _set_str(self, key: str, value: Any, call: str, locked: bool = False) -> None:
-        store = self._tensordict
-        if self._is_locked or locked:
-            if key not in store:
-                self._check_unlocked(call, key)
-            self._set_inplace(key, value, call)
-            return
-        store[key] = self._convert(value, key, call)
+    def _set_str(self, key: str, value: Any, call: str) -> None:
+        if self._is_locked:
+            self._check_unlocked(call, key)
+        self._tensordict[key] = self._convert(value, key, call)
 
     def _set_inplace(self, key: str, value: Any, call: str) -> None:
         """Write ``value`` into the existing entry ``key`` without replacing it."""
