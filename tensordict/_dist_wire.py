@@ -528,20 +528,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
                 "receiver does not know, use init_remote/from_remote_init)"
             )
         if leaves is not None:
-            copy_into(leaves, plan.views(buf))
+            plan.unpack(buf, leaves)
 
     pending._finish = finish
     return pending
-
-
-def copy_into(leaves: list[Tensor], views: list[Tensor]) -> None:
-    copy_ = foreach("copy_")
-    with torch.no_grad():
-        if copy_ is not None and leaves and leaves[0].device.type == "cpu":
-            copy_(leaves, views)
-        else:
-            for leaf, view in zip(leaves, views, strict=True):
-                leaf.copy_(view)
 
 
 def _recv_buffers(

@@ -26,7 +26,6 @@ from tensordict._dist_wire import (
     as_bytes,
     build,
     check_magic,
-    copy_into,
     drain,
     empty_buffers,
     post_recv,
@@ -335,11 +334,10 @@ class DistributedOps(CollectionPrimitives):
                 works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
         if receives and leaves is not None:
-            views = plan.views(storage)
-            kept = leaves
+            kept, reduced = leaves, storage
 
             def finish() -> None:
-                copy_into(kept, views)
+                plan.unpack(reduced, kept)
 
         pending = Pending(works, finish, storage)
         if async_op:

@@ -162,3 +162,17 @@ def test_a_file_whose_run_lists_leaves_out_of_order_is_refused(tmp_path: Path) -
     blob = data[: -8 - length] + raw + len(raw).to_bytes(8, "little")
     with pytest.raises(ValueError, match="from_consolidated: run .* lists its leaves out of"):
         TensorDict.from_consolidated(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
+
+
+def test_unpack_writes_every_leaf_in_place() -> None:
+    sources = [torch.randn(3, 2) if i % 2 else torch.arange(4.0).double() for i in range(9)]
+    plan = Plan.of(sources)
+    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
+    plan.fill(storage, sources)
+    targets = [torch.zeros_like(s) for s in sources]
+    targets[1] = torch.zeros(2, 3).t()  # a non-contiguous leaf is written through its strides
+    kept = [t.data_ptr() for t in targets]
+    plan.unpack(storage, targets)
+    assert [t.data_ptr() for t in targets] == kept
+    for got, want in zip(targets, sources, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
