@@ -710,12 +710,13 @@ def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.dev
 
 
 # ------------------------------------------------------------------ for the wire
-def plan_of(td: Any) -> tuple[Plan, Tensor | None]:
-    """The plan of ``td`` and its storage when it is consolidated (else None)."""
+def plan_of(td: Any) -> tuple[Plan, Tensor | None, list[Tensor] | None]:
+    """The plan of ``td`` and either its storage (consolidated) or its tensor leaves."""
     record = getattr(td, "_consolidated", None)
     if record is not None and td._is_locked:
-        return record.plan, record.storage
-    return Plan.of(td._tensor_leaves([])), None
+        return record.plan, record.storage, None
+    leaves = td._tensor_leaves([])
+    return Plan.of(leaves), None, leaves
 
 
 def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:

@@ -451,10 +451,9 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage = plan_of(td)
-    if storage is None:
-        leaves = td._tensor_leaves([])
-        if any(leaf.dtype not in _CODES for leaf in leaves):
+    plan, storage, leaves = plan_of(td)
+    if leaves is not None:
+        if any(run[0] not in _CODES for run in plan.runs):
             _check_dtypes(td, call)
         storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
         plan.fill(storage, leaves)
@@ -487,7 +486,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage = plan_of(td)
+    plan, storage, leaves = plan_of(td)
     mine_desc, mine = wire_description(td, plan)
     pending = Pending([work])
 
@@ -505,11 +504,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         works = [dist.irecv(raw, src, group=group, tag=tags[1])]
         fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
-        leaves: list[Tensor] | None = None
         if storage is not None:
             buf = storage if fits else torch.empty(nbytes, dtype=torch.uint8, device=storage.device)
         else:
-            leaves = td._tensor_leaves([])
+            assert leaves is not None
             buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
         if nbytes:  # the description and the buffer are received together
             tag = _payload_tag(tags[2], info[2:5], DATA)

@@ -301,11 +301,10 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage = plan_of(self)
-        leaves = None
+        plan, storage, leaves = plan_of(self)
         receives = dst is None or dist.get_rank() == dst
         if storage is None:
-            leaves = self._tensor_leaves([])
+            assert leaves is not None
             storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
             plan.fill(storage, leaves)
         elif not receives:  # the other ranks keep their values: reduce a copy
