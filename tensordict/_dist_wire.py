@@ -4,9 +4,10 @@ Every transfer starts with a fixed-size int64 *header*: a magic number, the kind
 message, three 64-bit fingerprints of the structure, the number of entries, the length
 of the description that follows and the element count of each dtype's buffer.
 
-``send``/``isend`` then send the *wire description* (JSON: every key with its kind and
-shape, cached on a consolidated TensorDict) and ONE byte buffer: the consolidated
-storage (see ``_consolidate.py``), or the leaves consolidated on the fly. A receiver
+``send``/``isend`` then send the *wire description* (JSON: the keys in walk order and
+the dtype and shape runs, see ``_consolidate.wire_description``) and ONE byte buffer:
+the consolidated storage (see ``_consolidate.py``), or the leaves consolidated on the
+fly. A receiver
 whose fingerprints match receives straight into its own storage when it is consolidated,
 else into one buffer copied into its leaves. The calls that send a structure
 (``init_remote``, ``scatter``) send JSON and one buffer per dtype instead.
