@@ -26,7 +26,6 @@ from tensordict._dist_wire import (
     as_bytes,
     build,
     check_magic,
-    copy_into,
     drain,
     empty_buffers,
     post_recv,
@@ -302,11 +301,10 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage = plan_of(self)
-        leaves = None
+        plan, storage, leaves = plan_of(self)
         receives = dst is None or dist.get_rank() == dst
         if storage is None:
-            leaves = self._tensor_leaves([])
+            assert leaves is not None
             storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
             plan.fill(storage, leaves)
         elif not receives:  # the other ranks keep their values: reduce a copy
@@ -335,11 +333,10 @@ class DistributedOps(CollectionPrimitives):
                 works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
         if receives and leaves is not None:
-            views = plan.views(storage)
-            kept = leaves
+            kept, reduced = leaves, storage
 
             def finish() -> None:
-                copy_into(kept, views)
+                plan.unpack(reduced, kept)
 
         pending = Pending(works, finish, storage)
         if async_op:
