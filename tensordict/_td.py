@@ -42,15 +42,9 @@ _COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
 _NUMBER_TYPES = (bool, int, float, complex)
 
 
-# torch.Size([n]) for the n seen so far (a Size is immutable; a few hundred at most).
-_SIZES: dict[int, torch.Size] = {}
-
-
-def _one_dim_size(n: int) -> torch.Size:
-    size = torch.Size([n])
-    if len(_SIZES) < 512:
-        _SIZES[n] = size
-    return size
+# torch.Size([n]) for the common n, built once at import (a Size is immutable). Never
+# grown afterwards: torch.compile guards on this dict, and a new entry would recompile.
+_SIZES: dict[int, torch.Size] = {n: torch.Size([n]) for n in range(1024)}
 
 
 def is_tensor_collection(obj: object) -> bool:
@@ -107,7 +101,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             and type(batch_size[0]) is int
             and batch_size[0] >= 0
         ):
-            bs = _SIZES.get(batch_size[0]) or _one_dim_size(batch_size[0])
+            bs = _SIZES.get(batch_size[0]) or torch.Size(batch_size)
         elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
         else:
