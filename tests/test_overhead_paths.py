@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -45,3 +46,42 @@ def test_index_of_mixed_plain_and_mapped_leaves(index: Any) -> None:
         )
         if isinstance(expected, MemoryMappedTensor):
             assert got.data_ptr() == expected.data_ptr()  # a view of the same bytes
+
+
+def test_construction_keeps_source_order_through_every_kind_of_entry() -> None:
+    a, b = torch.randn(4, 2), torch.randn(4)
+    source: dict[Any, Any] = {
+        "a": a,
+        "nested": {"x": b},
+        "arr": np.arange(4),
+        "text": "hello",
+        "b": b,
+    }
+    td = TensorDict(source, [4])
+    assert list(td.keys()) == ["a", "nested", "arr", "text", "b"]
+    assert td["a"] is a and td["b"] is b and td["nested", "x"] is b
+    assert torch.equal(td["arr"], torch.arange(4))
+    assert td["text"] == "hello"
+    assert source["nested"] == {"x": b}  # the caller's dict is not touched
+
+
+def test_construction_with_a_nested_key_takes_the_general_path() -> None:
+    a = torch.randn(4)
+    td = TensorDict({"a": a, ("n", "x"): a, "z": a}, [4])
+    assert list(td.keys(True, True)) == ["a", ("n", "x"), "z"]
+    assert td["n", "x"] is a
+
+
+@pytest.mark.parametrize(
+    ("source", "error", "match"),
+    [
+        ({"a": torch.zeros(4), "b": torch.zeros(3)}, ValueError, "'b'"),
+        ({"a": torch.zeros(4), "b": torch.tensor(1.0)}, ValueError, "'b'"),
+        ({"a": torch.zeros(4), "": torch.zeros(4)}, (ValueError, KeyError), "TensorDict"),
+    ],
+)
+def test_construction_still_reports_bad_entries(
+    source: dict[str, Any], error: Any, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        TensorDict(source, [4])
