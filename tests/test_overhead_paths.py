@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import MemoryMappedTensor, TensorDict
+from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
 _INDICES: list[Any] = [
     1,
@@ -85,3 +85,47 @@ def test_construction_still_reports_bad_entries(
 ) -> None:
     with pytest.raises(error, match=match):
         TensorDict(source, [4])
+
+
+@tensorclass
+class _Two:
+    obs: torch.Tensor
+    reward: Any
+
+
+@tensorclass
+class _Empty:
+    pass
+
+
+def test_tensorclass_positional_fields_stored_as_given() -> None:
+    obs, reward = torch.randn(3, 2), torch.randn(3)
+    x = _Two(obs, reward, batch_size=[3])
+    assert x.obs is obs and x.reward is reward
+    assert list(x.to_tensordict().keys()) == ["obs", "reward"]
+
+
+@pytest.mark.parametrize(
+    ("reward", "check"),
+    [
+        (None, lambda x: x.reward is None),
+        (np.arange(3), lambda x: torch.equal(x.reward, torch.arange(3))),
+        ("text", lambda x: x.reward == "text"),
+    ],
+)
+def test_tensorclass_positional_fields_that_need_care(reward: Any, check: Any) -> None:
+    x = _Two(torch.zeros(3, 2), reward, batch_size=[3])
+    assert check(x)
+
+
+def test_tensorclass_positional_fields_are_still_checked() -> None:
+    with pytest.raises(ValueError, match="reward"):
+        _Two(torch.zeros(3, 2), torch.zeros(4), batch_size=[3])
+    with pytest.raises(ValueError, match="reward"):
+        _Two(torch.zeros(3, 2), torch.tensor(1.0), batch_size=[3])
+
+
+@pytest.mark.parametrize("batch_size", [[2], [2, 3], torch.Size([5])])
+def test_tensorclass_without_fields(batch_size: Any) -> None:
+    x = _Empty(batch_size=batch_size)
+    assert x.batch_size == torch.Size(batch_size) and list(x.to_tensordict().keys()) == []
