@@ -129,3 +129,25 @@ def test_tensorclass_positional_fields_are_still_checked() -> None:
 def test_tensorclass_without_fields(batch_size: Any) -> None:
     x = _Empty(batch_size=batch_size)
     assert x.batch_size == torch.Size(batch_size) and list(x.to_tensordict().keys()) == []
+
+
+def test_view_merging_every_batch_dim_shares_memory() -> None:
+    td = TensorDict(
+        {"a": torch.randn(4, 3, 2), "e": torch.zeros(4, 3, 0), "s": torch.randn(4, 3)}, [4, 3]
+    )
+    out = td.view(12)
+    assert out.batch_size == torch.Size([12])
+    for key, value in td.items():
+        assert torch.equal(out[key], value.view(12, *value.shape[2:]))
+    out["a"][0] = 7.0
+    assert (td["a"][0, 0] == 7.0).all()  # a view, not a copy
+
+
+def test_view_merging_a_non_viewable_leaf_raises() -> None:
+    leaf = torch.randn(3, 4).t()  # [4, 3], not contiguous: no view merges its dims
+    td = TensorDict({"a": leaf}, [4, 3])
+    with pytest.raises(RuntimeError, match="view"):
+        leaf.view(12)
+    with pytest.raises(RuntimeError, match="view"):
+        td.view(12)
+    assert torch.equal(td.reshape(12)["a"], leaf.reshape(12))
