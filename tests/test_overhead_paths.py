@@ -151,3 +151,27 @@ def test_view_merging_a_non_viewable_leaf_raises() -> None:
     with pytest.raises(RuntimeError, match="view"):
         td.view(12)
     assert torch.equal(td.reshape(12)["a"], leaf.reshape(12))
+
+
+def test_cat_keeps_names_and_device_only_when_all_members_share_them() -> None:
+    a = TensorDict({"x": torch.zeros(2, 3)}, [2, 3], names=["n", "m"], device="cpu")
+    b = TensorDict({"x": torch.ones(1, 3)}, [1, 3], names=["n", "m"], device="cpu")
+    c = TensorDict({"x": torch.ones(1, 3)}, [1, 3])
+    both = torch.cat([a, b], 0)
+    assert both.names == ["n", "m"] and both.device == torch.device("cpu")
+    assert both.batch_size == torch.Size([3, 3])
+    mixed = torch.cat([a, c], 0)
+    assert mixed.names == [None, None] and mixed.device is None
+    assert torch.equal(mixed["x"], torch.cat([a["x"], c["x"]]))
+
+
+def test_cat_errors_name_the_nested_level() -> None:
+    a = TensorDict({"n": {"x": torch.zeros(2), "y": torch.zeros(2)}}, [2])
+    b = TensorDict({"n": {"x": torch.zeros(2)}}, [2])
+    with pytest.raises(KeyError, match="at n, expected"):
+        torch.cat([a, b], 0)
+    c = TensorDict({"n": {"x": torch.zeros(2), "z": torch.zeros(2)}}, [2])
+    with pytest.raises(KeyError, match="TensorDict 1 has keys .* at n"):
+        torch.cat([a, c], 0)
+    with pytest.raises(RuntimeError, match="batch sizes must match except in dim 0"):
+        torch.cat([TensorDict({}, [2, 3]), TensorDict({}, [2, 4])], 0)
