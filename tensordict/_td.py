@@ -30,7 +30,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._torch_compat import foreach
-from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
+from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
@@ -783,6 +783,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('b', 'c')]
         """
+        if not include_nested and not leaves_only:  # is_leaf only matters for leaves_only
+            return FlatKeysView(self)
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
     def values(

@@ -152,6 +152,28 @@ class KeysView(_View):
         return (default_is_leaf if self._is_leaf is None else self._is_leaf)(type(value))
 
 
+class FlatKeysView(KeysView):
+    """``keys()`` without options: iteration and length go straight to the storage."""
+
+    __slots__ = ()
+    # the options, fixed: these class attributes shadow the (unused) slots of _View
+    _include_nested = False  # type: ignore[assignment]
+    _leaves_only = False  # type: ignore[assignment]
+    _is_leaf = None  # type: ignore[assignment]
+
+    def __init__(self, td: TensorDict) -> None:
+        self._td = td
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._td._tensordict)
+
+    def __len__(self) -> int:
+        return len(self._td._tensordict)
+
+    def __repr__(self) -> str:
+        return f"KeysView({list(self)!r})"
+
+
 class ValuesView(_View):
     """The values of a TensorDict (tensors, nested TensorDicts, NonTensorData)."""
 

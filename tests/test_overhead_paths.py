@@ -175,3 +175,19 @@ def test_cat_errors_name_the_nested_level() -> None:
         torch.cat([a, c], 0)
     with pytest.raises(RuntimeError, match="batch sizes must match except in dim 0"):
         torch.cat([TensorDict({}, [2, 3]), TensorDict({}, [2, 4])], 0)
+
+
+def test_flat_keys_view_is_live_and_answers_like_the_general_view() -> None:
+    from tensordict._views import KeysView
+
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+    flat = td.keys()
+    general = KeysView(td, False, False, None)
+    assert isinstance(flat, KeysView)
+    for key in ["a", "n", ("a",), ("n", "b"), "zz", ("n", "zz"), 3]:
+        assert (key in flat) == (key in general), key
+    assert repr(flat) == repr(general) == "KeysView(['a', 'n'])"
+    td["c"] = torch.ones(2)
+    assert list(flat) == ["a", "n", "c"] and len(flat) == 3
+    del td["a"]
+    assert list(flat) == list(general) == ["n", "c"]
