@@ -157,9 +157,9 @@ class FlatKeysView(KeysView):
 
     __slots__ = ()
     # the options, fixed: these class attributes shadow the (unused) slots of _View
-    _include_nested = False  # type: ignore[assignment]
-    _leaves_only = False  # type: ignore[assignment]
-    _is_leaf = None  # type: ignore[assignment]
+    _include_nested = False
+    _leaves_only = False
+    _is_leaf = None
 
     def __init__(self, td: TensorDict) -> None:
         self._td = td
