@@ -191,3 +191,14 @@ def test_flat_keys_view_is_live_and_answers_like_the_general_view() -> None:
     assert list(flat) == ["a", "n", "c"] and len(flat) == 3
     del td["a"]
     assert list(flat) == list(general) == ["n", "c"]
+
+
+@pytest.mark.parametrize("method", ["reshape", "view"])
+def test_reshape_to_one_dim_checks_the_size(method: str) -> None:
+    td = TensorDict({"a": torch.randn(4, 3, 2)}, [4, 3])
+    assert getattr(td, method)(12).batch_size == torch.Size([12])
+    assert getattr(td, method)(-1).batch_size == torch.Size([12])
+    with pytest.raises(RuntimeError, match=rf"TensorDict.{method}: .*invalid for input of size 12"):
+        getattr(td, method)(13)
+    empty = TensorDict({"a": torch.zeros(0, 3)}, [0, 3])
+    assert getattr(empty, method)(0)["a"].shape == torch.Size([0])
