@@ -138,10 +138,12 @@ class ShapeOps(CollectionPrimitives):
                 return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
 
             def merged(x: Any) -> Any:
-                out = x.flatten(0, n - 1)
-                if out._is_view() or not out.numel():
-                    return out
-                return x.view(*new_bs, *x.shape[n:])  # flatten copied: view raises torch's error
+                if isinstance(x, Tensor):
+                    out = x.flatten(0, n - 1)
+                    if out._is_view() or not out.numel():
+                        return out
+                # a nested collection, or flatten copied (then view raises torch's error)
+                return x.view(*new_bs, *x.shape[n:])
 
             return self._remap(call, merged, new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target

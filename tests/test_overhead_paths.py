@@ -135,12 +135,17 @@ def test_view_merging_every_batch_dim_shares_memory() -> None:
     td = TensorDict(
         {"a": torch.randn(4, 3, 2), "e": torch.zeros(4, 3, 0), "s": torch.randn(4, 3)}, [4, 3]
     )
+    td["n"] = TensorDict({"b": torch.randn(4, 3, 5), "m": {"c": torch.randn(4, 3)}}, [4, 3])
+    td["text"] = "hello"
     out = td.view(12)
-    assert out.batch_size == torch.Size([12])
-    for key, value in td.items():
-        assert torch.equal(out[key], value.view(12, *value.shape[2:]))
+    assert out.batch_size == out["n"].batch_size == out["n", "m"].batch_size == torch.Size([12])
+    for key, value in td.items(True, True):
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(out[key], value.view(12, *value.shape[2:])), key
+    assert out["text"] == "hello"
     out["a"][0] = 7.0
-    assert (td["a"][0, 0] == 7.0).all()  # a view, not a copy
+    out["n", "b"][0] = 7.0
+    assert (td["a"][0, 0] == 7.0).all() and (td["n", "b"][0, 0] == 7.0).all()  # views
 
 
 def test_view_merging_a_non_viewable_leaf_raises() -> None:
