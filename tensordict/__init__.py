@@ -1,19 +1,24 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+# the public face ``tensordict.memmap`` is loaded first, so that the name ``memmap`` below
+# stays the function (as upstream), and ``from tensordict.memmap import ...`` still works
+import tensordict.memmap as _memmap_face  # noqa: F401
 from tensordict._archive import (
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
     unpack_memmap,
 )
-from tensordict._base import TensorDictBase
+from tensordict._base import TensorCollection, TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
-from tensordict._checkpoint_functions import load, load_memmap, save
+from tensordict._checkpoint_functions import load, load_memmap, memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
     from_any,
     from_dict,
+    from_module,
+    from_modules,
     from_namedtuple,
     from_struct_array,
     from_tuple,
@@ -109,6 +114,7 @@ __all__ = [
     "TensorAttrs",
     "TensorClass",
     "TensorDict",
+    "TensorCollection",
     "TensorDictBase",
     "TensorDictFuture",
     "is_memmap_archive",
@@ -135,7 +141,10 @@ __all__ = [
     "from_safetensors",
     "from_struct_array",
     "from_tuple",
+    "from_module",
+    "from_modules",
     "fromkeys",
+    "memmap",
     "get_defaults_to_none",
     "get_printoptions",
     "group_by",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -14,12 +14,13 @@ from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 _NOT_GIVEN: Any = object()
+_Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 
 
-def tensor_leaves(td: TensorDict, out: list[Tensor]) -> list[Tensor]:
+def tensor_leaves(td: DenseTensorDictBase, out: list[Tensor]) -> list[Tensor]:
     """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first)."""
     for value in td._tensordict.values():
         if isinstance(value, Tensor):
@@ -29,7 +30,9 @@ def tensor_leaves(td: TensorDict, out: list[Tensor]) -> list[Tensor]:
     return out
 
 
-def tensor_leaf_paths(td: TensorDict, prefix: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+def tensor_leaf_paths(
+    td: DenseTensorDictBase, prefix: tuple[str, ...], out: list[tuple[str, ...]]
+) -> None:
     """Append the key paths of the tensor leaves, in the order of :func:`tensor_leaves`."""
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
@@ -38,7 +41,7 @@ def tensor_leaf_paths(td: TensorDict, prefix: tuple[str, ...], out: list[tuple[s
             tensor_leaf_paths(value, (*prefix, key), out)
 
 
-def rebuild(td: TensorDict, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
+def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
     """A collection of dense ``td``'s kind and structure whose tensor leaves are taken from
     ``new_leaves``.
 
@@ -58,7 +61,7 @@ def rebuild(td: TensorDict, new_leaves: Iterator[Tensor], check: str | None = No
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
+def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor]:
     """The tensor leaves of ``other`` in the order of dense ``td``'s leaves, checking the
     key sets (a stacked ``other`` is densified first)."""
     if other._stack_parts() is not None:
@@ -85,9 +88,9 @@ def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
 
 
 def apply_nested(
-    td: TensorDict,
+    td: _Dense,
     fn: Callable[..., Any],
-    others: tuple[TensorDict, ...],
+    others: tuple[DenseTensorDictBase, ...],
     *,
     batch_size: torch.Size | None,
     device: Any,
@@ -97,7 +100,7 @@ def apply_nested(
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     prefix: tuple[str, ...],
     call: str,
-) -> TensorDict | None:
+) -> _Dense | None:
     """Map ``fn`` over every tensor leaf of ``td`` (and the matching leaves of ``others``).
 
     A leaf for which ``fn`` returns None is dropped; a nested collection left with no
@@ -152,7 +155,7 @@ def apply_nested(
     return td._checked_from_entries(entries, out_bs, out_device, out_names, call, prefix)
 
 
-def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]) -> Any:
+def _other_value(call: str, other: DenseTensorDictBase, key: str, prefix: tuple[str, ...]) -> Any:
     try:
         return other._tensordict[key]
     except KeyError:
@@ -164,7 +167,7 @@ def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]
 
 
 def _apply_simple(
-    td: TensorDict,
+    td: _Dense,
     fn: Callable[[Tensor], Any],
     batch_size: torch.Size | None,
     out_bs: torch.Size,
@@ -174,7 +177,7 @@ def _apply_simple(
     filter_empty: bool,
     prefix: tuple[str, ...],
     call: str,
-) -> TensorDict | None:
+) -> _Dense | None:
     """:func:`apply_nested` for one function of one leaf: checks results in the same pass."""
     entries: dict[str, Any] = {}
     n = len(out_bs)

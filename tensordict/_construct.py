@@ -278,3 +278,28 @@ def fromkeys(keys: Iterable[NestedKey], value: Any = 0) -> TensorDict:
     for key in keys:
         td.set(key, leaf.clone() if isinstance(leaf, Tensor) else leaf)
     return td
+
+
+def from_module(module: Any, *args: Any, **kwargs: Any) -> Any:
+    """Function form of :meth:`TensorDict.from_module`: the parameters and buffers of
+    ``module`` as a nested TensorDict (the module's own tensors, not copies).
+
+    >>> import torch
+    >>> from tensordict import from_module
+    >>> params = from_module(torch.nn.Linear(3, 2))
+    >>> sorted(params.keys()), params["weight"].shape
+    (['bias', 'weight'], torch.Size([2, 3]))
+    """
+    return TensorDict.from_module(module, *args, **kwargs)
+
+
+def from_modules(*modules: Any, **kwargs: Any) -> Any:
+    """Function form of :meth:`TensorDict.from_modules`: the parameters of same-structure
+    ``modules`` stacked along a new first dim.
+
+    >>> import torch
+    >>> from tensordict import from_modules
+    >>> from_modules(torch.nn.Linear(3, 2), torch.nn.Linear(3, 2))["weight"].shape
+    torch.Size([2, 2, 3])
+    """
+    return TensorDict.from_modules(*modules, **kwargs)

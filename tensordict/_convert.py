@@ -19,7 +19,7 @@ C = TypeVar("C", bound=CollectionPrimitives)
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 
 def map_leaves(td: C, fn: Callable[[Tensor], Tensor], device: Any = False) -> C:
@@ -31,7 +31,9 @@ def map_leaves(td: C, fn: Callable[[Tensor], Tensor], device: Any = False) -> C:
     return td._per_member(_map_dense, fn, device)
 
 
-def _map_dense(td: TensorDict, fn: Callable[[Tensor], Tensor], device: Any) -> TensorDict:
+def _map_dense(
+    td: DenseTensorDictBase, fn: Callable[[Tensor], Tensor], device: Any
+) -> DenseTensorDictBase:
     entries: dict[str, Any] = {}
     out_device = td._device if device is False else device
     for key, value in td._tensordict.items():
@@ -205,7 +207,7 @@ class ConvertOps(CollectionPrimitives):
         return self.clear_device_()
 
 
-def _clear_device_dense(td: TensorDict) -> TensorDict:
+def _clear_device_dense(td: DenseTensorDictBase) -> DenseTensorDictBase:
     td._device = None
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):

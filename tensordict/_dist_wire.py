@@ -40,7 +40,7 @@ from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import flatten_dense, foreach
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 # The position of a dtype in this table is its code on the wire: append, never reorder.
 _DTYPE_NAMES = (
@@ -584,7 +584,7 @@ def drain(src: int, group: Any, call: str) -> None:
     _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
 
 
-def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
+def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDictBase:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
     dist, tags, info = _recv_header(src, group, call)
     dev = torch.device("cpu") if device is None else torch.device(device)
@@ -637,7 +637,7 @@ def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
     return {"batch_size": list(td._batch_size), "device": device, "entries": entries}
 
 
-def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDict:
+def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDictBase:
     """A TensorDict from a received structure; its leaves are views of the received buffers."""
     try:
         spec = json.loads(bytes(raw.cpu().numpy()).decode())
@@ -645,7 +645,7 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
         raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
     try:
         cursors, used = wire_order(spec)
-        td: TensorDict = _build(spec, bufs, cursors, device)
+        td: TensorDictBase = _build(spec, bufs, cursors, device)
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is malformed ({err!r})") from None
     short = {c: (used.get(c, 0), b.numel()) for c, b in bufs.items() if used.get(c, 0) != b.numel()}

@@ -41,7 +41,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 
 def _ranks(dist: Any, group: Any) -> list[int]:
@@ -199,7 +199,7 @@ class DistributedOps(CollectionPrimitives):
     @classmethod
     def from_remote_init(
         cls, src: int, group: Any = None, device: Any = None, use_broadcast: bool = False
-    ) -> TensorDict:
+    ) -> TensorDictBase:
         """The TensorDict that rank ``src`` sends with :meth:`init_remote`.
 
         The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
@@ -347,7 +347,7 @@ class DistributedOps(CollectionPrimitives):
         pending.wait()
         return None
 
-    def all_gather(self, *, group: Any = None) -> list[TensorDict]:
+    def all_gather(self, *, group: Any = None) -> list[TensorDictBase]:
         """Every rank's TensorDict, in rank order, on every rank (structures may differ).
 
         The entries are new TensorDicts whose leaves are views of the gathered buffers.
@@ -424,7 +424,7 @@ class DistributedOps(CollectionPrimitives):
             p.wait()
         return tensordicts[ranks.index(src)]  # type: ignore[no-any-return]
 
-    def gather_and_stack(self, dst: int, group: Any = None) -> TensorDict | None:
+    def gather_and_stack(self, dst: int, group: Any = None) -> TensorDictBase | None:
         """Write the TensorDicts of the other ranks into rank ``dst``'s, stacked along dim 0.
 
         Every rank calls it. On ``dst`` the TensorDict has one row per *other* rank

@@ -15,7 +15,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -48,7 +48,7 @@ class EntryOps(CollectionPrimitives):
         def _index(self, index: Any) -> Any: ...
 
     # ------------------------------------------------------------- conversion
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+    def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """A plain, dense :class:`~tensordict.TensorDict` holding a copy of every leaf
         (nested collections, tensorclasses and lazy stacks converted too).
 

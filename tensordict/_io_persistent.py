@@ -19,7 +19,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, is_n
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase, TensorDictBase
 
 _ATTR = "tensordict"  # per group: JSON {"batch_size": [...], "non_tensor": {...}}
 
@@ -637,7 +637,7 @@ class PersistentTensorDict(TensorDictBase):
                 backend.write(node, plan, array)
 
     # ------------------------------------------------------------------ in memory
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+    def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """Every entry read into an in-memory TensorDict.
 
         >>> import tempfile, torch
@@ -677,14 +677,14 @@ class PersistentTensorDict(TensorDictBase):
                 entries[name] = self._read_planned(node, plan, self._handle.backend.shape(node))
         return TensorDict(entries, batch_size=batch, device=self._device)
 
-    def _as_dense(self, call: str) -> TensorDict:
+    def _as_dense(self, call: str) -> DenseTensorDictBase:
         return self.to_tensordict()
 
     def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:
         return self.to_tensordict()._tensor_leaves(out)
 
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Self:
-        return self.to_tensordict()._rebuild(leaves, check)  # type: ignore[no-any-return]
+        return self.to_tensordict()._rebuild(leaves, check)  # type: ignore[return-value]
 
     def _other_leaves(self, call: str, other: Any) -> list[Tensor]:
         return self.to_tensordict()._other_leaves(call, other)
@@ -721,7 +721,7 @@ class PersistentTensorDict(TensorDictBase):
         names: Any,
         nontensor: Callable[[Any], Any] | None = None,
     ) -> Self:
-        return self.to_tensordict()._remap(call, fn, new_bs, names, nontensor)  # type: ignore[no-any-return]
+        return self.to_tensordict()._remap(call, fn, new_bs, names, nontensor)  # type: ignore[return-value]
 
     def _remap_many(
         self,
@@ -730,7 +730,7 @@ class PersistentTensorDict(TensorDictBase):
         new_bss: Sequence[torch.Size],
         names: Any,
     ) -> tuple[Self, ...]:
-        return self.to_tensordict()._remap_many(call, fn, new_bss, names)
+        return self.to_tensordict()._remap_many(call, fn, new_bss, names)  # type: ignore[return-value]
 
     def unbind(self, dim: int = 0) -> tuple[Self, ...]:
         """The slices along a batch dim, read from the file."""

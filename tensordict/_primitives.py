@@ -18,8 +18,8 @@ from torch import Tensor
 if TYPE_CHECKING:
     from typing import Self
 
+    from tensordict._base import DenseTensorDictBase
     from tensordict._keys import NestedKey
-    from tensordict._td import TensorDict
 
 Names = list[str | None] | None
 
@@ -171,7 +171,7 @@ class CollectionPrimitives:
         reassembled into the same kind (``self`` when every call returned its input)."""
 
     @abstractmethod
-    def _as_dense(self, call: str) -> TensorDict:
+    def _as_dense(self, call: str) -> DenseTensorDictBase:
         """A dense TensorDict with the same content, or an error naming ``call`` when that
         cannot be (members of different structure)."""
 
@@ -235,7 +235,7 @@ class CollectionPrimitives:
     if TYPE_CHECKING:  # written once on TensorDictBase, used by the operation mixins
 
         def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Self: ...
-        def densify(self) -> TensorDict: ...
+        def densify(self) -> DenseTensorDictBase: ...
         def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self: ...
 
 
@@ -251,5 +251,14 @@ class DenseStorage(CollectionPrimitives):
         @classmethod
         def _new_unsafe(
             cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
+        ) -> Self: ...
+        def _checked_from_entries(
+            self,
+            entries: dict[str, Any],
+            batch_size: torch.Size,
+            device: torch.device | None,
+            names: list[str | None] | None,
+            call: str,
+            prefix: tuple[str, ...] = (),
         ) -> Self: ...
         def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...

@@ -15,7 +15,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 Names = list[str | None] | None
 
@@ -559,7 +559,7 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
     return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
 
 
-def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
+def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:
     """Pad the batch dims: ``pad_size`` holds (before, after) pairs from the first dim on.
 
     >>> import torch

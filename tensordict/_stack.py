@@ -19,7 +19,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_s
 from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 
 def _check_members(call: str, tds: Sequence[Any]) -> None:
@@ -87,7 +87,7 @@ class _NotDense(Exception):
     """The members differ in structure: the stack must be lazy."""
 
 
-def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
+def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDictBase:
     """Stack members of one structure; raises _NotDense as soon as they differ.
 
     The structure is checked as the columns are built (same key count, every key present,
@@ -126,7 +126,7 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]
-    out: TensorDict = first._new_unsafe(entries, new_bs, _common_device(tds), names)
+    out: TensorDictBase = first._new_unsafe(entries, new_bs, _common_device(tds), names)
     return out
 
 
@@ -170,7 +170,7 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     return LazyStackedTensorDict(tds, stack_dim=dim)
 
 
-def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
+def cat(tds: Sequence[Any], dim: int = 0) -> TensorDictBase:
     """Concatenate TensorDicts with the same keys along an existing batch dim.
 
     >>> import torch
@@ -202,7 +202,7 @@ def _where(prefix: tuple[str, ...]) -> str:
     return "/".join(prefix) or "the top level"
 
 
-def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDict:
+def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDictBase:
     first = tds[0]
     n_keys = len(first._tensordict)
     bs = first._batch_size
@@ -253,5 +253,5 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _mixed_kinds(prefix, key, column)
             entries[key] = _dense_cat(column, dim, (*prefix, key))
-    out: TensorDict = first._new_unsafe(entries, torch.Size(new_bs), device, names)
+    out: TensorDictBase = first._new_unsafe(entries, torch.Size(new_bs), device, names)
     return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -17,8 +17,9 @@ from tensordict._primitives import CollectionPrimitives, DenseStorage
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
+_Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 _BATCH = "__batch_size"
 _DEVICE = "__device"
 
@@ -41,13 +42,13 @@ def _plain(td: Any) -> dict[str, Any]:
 
 
 def _from_plain(
-    cls: type[TensorDict],
+    cls: Callable[..., _Dense],
     batch_size: tuple[int, ...],
     device: torch.device | None,
     entries: dict[str, Any],
     names: list[str | None] | None = None,
     locked: bool = False,
-) -> TensorDict:
+) -> _Dense:
     """Rebuild a pickled TensorDict; validated like construction (pickles may be foreign)."""
     nested = {
         key: _from_plain(cls, *value) if isinstance(value, tuple) else value

@@ -15,7 +15,7 @@ from tensordict._views import default_is_leaf
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 
 def _is_nested(value: Any) -> bool:
@@ -120,13 +120,13 @@ class StructureOps(CollectionPrimitives):
         return not any(leaf(type(v)) for v in self.values(True, True))
 
 
-def _shell(td: TensorDict) -> TensorDict:
+def _shell(td: DenseTensorDictBase) -> DenseTensorDictBase:
     return td._new_unsafe({}, td._batch_size, td._device, td._names)
 
 
 def _select(
-    td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
-) -> TensorDict:
+    td: DenseTensorDictBase, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
+) -> DenseTensorDictBase:
     out = _shell(td)
     missing = []
     for path in paths:
@@ -154,7 +154,9 @@ def _select(
     return out
 
 
-def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: str) -> TensorDict:
+def _exclude(
+    td: DenseTensorDictBase, paths: list[tuple[str, ...]], inplace: bool, call: str
+) -> DenseTensorDictBase:
     out = _copy_structure(td)
     for path in paths:
         parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
@@ -166,7 +168,7 @@ def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: 
     return out
 
 
-def _replace_entries(td: TensorDict, other: TensorDict, call: str) -> None:
+def _replace_entries(td: DenseTensorDictBase, other: DenseTensorDictBase, call: str) -> None:
     if td._is_locked:
         raise RuntimeError(
             f"{call}: cannot remove keys in place: the {type(td).__name__} is locked "
@@ -177,8 +179,8 @@ def _replace_entries(td: TensorDict, other: TensorDict, call: str) -> None:
 
 
 def _rename_key(
-    td: TensorDict, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
-) -> TensorDict:
+    td: DenseTensorDictBase, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
+) -> DenseTensorDictBase:
     value = td._get_path_or_none(old)
     if value is None:
         parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
@@ -201,7 +203,9 @@ def _rename_key(
     return td
 
 
-def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+def _flatten_keys(
+    td: DenseTensorDictBase, separator: str, inplace: bool, call: str
+) -> DenseTensorDictBase:
     entries: dict[str, Any] = {}
     _flatten_into(td, "", separator, entries, call)
     out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
@@ -212,7 +216,7 @@ def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> T
 
 
 def _unflatten_node(
-    root: dict[str, Any], td: TensorDict, prefix: str, key: str, separator: str, call: str
+    root: dict[str, Any], td: DenseTensorDictBase, prefix: str, key: str, separator: str, call: str
 ) -> tuple[dict[str, Any], Size]:
     """The entries (and batch size) of the nested level ``prefix``, made where missing."""
     node, owner_bs = root, td._batch_size
@@ -235,7 +239,9 @@ def _unflatten_node(
     return node, owner_bs
 
 
-def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+def _unflatten_keys(
+    td: DenseTensorDictBase, separator: str, inplace: bool, call: str
+) -> DenseTensorDictBase:
     bs, device, names = td._batch_size, td._device, td._names
     new = td._new_unsafe
     root: dict[str, Any] = {}
@@ -276,7 +282,7 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
     return out
 
 
-def _to_dict(td: TensorDict) -> dict[str, Any]:
+def _to_dict(td: DenseTensorDictBase) -> dict[str, Any]:
     return {
         key: value._public()
         if isinstance(value, NonTensor)
@@ -287,7 +293,7 @@ def _to_dict(td: TensorDict) -> dict[str, Any]:
     }
 
 
-def _empty(td: TensorDict, recurse: bool) -> TensorDict:
+def _empty(td: DenseTensorDictBase, recurse: bool) -> DenseTensorDictBase:
     out = _shell(td)
     if recurse:
         for key, value in td._tensordict.items():
@@ -296,7 +302,7 @@ def _empty(td: TensorDict, recurse: bool) -> TensorDict:
     return out
 
 
-def _copy_structure(td: TensorDict) -> TensorDict:
+def _copy_structure(td: DenseTensorDictBase) -> DenseTensorDictBase:
     entries = {
         key: _copy_structure(value) if _is_nested(value) else value
         for key, value in td._tensordict.items()
@@ -304,7 +310,9 @@ def _copy_structure(td: TensorDict) -> TensorDict:
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def _flatten_into(td: TensorDict, prefix: str, sep: str, out: dict[str, Any], call: str) -> None:
+def _flatten_into(
+    td: DenseTensorDictBase, prefix: str, sep: str, out: dict[str, Any], call: str
+) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
         if _is_nested(value) and value._tensordict:

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from tensordict._apply import others_leaves, rebuild, tensor_leaves
-from tensordict._base import TensorDictBase
+from tensordict._base import DenseTensorDictBase
 from tensordict._batch import (
     BatchSizeLike,
     DeviceLike,
@@ -67,7 +67,7 @@ def _is_mapping(value: object) -> bool:
     return isinstance(value, (Mapping, TensorDict))
 
 
-class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
+class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
     Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size
@@ -823,7 +823,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _apply_impl(
         self,
         fn: Callable[..., Any],
-        others: tuple[TensorDict, ...],
+        others: tuple[DenseTensorDictBase, ...],
         key_fn: Callable[[tuple[str, ...]], Any] | None,
         batch_size: BatchSizeLike,
         device: Any,
@@ -971,7 +971,7 @@ def _common_prefix(shapes: list[torch.Size]) -> torch.Size:
     return first[:n]
 
 
-def _dense_other(call: str, other: Any) -> TensorDict:
+def _dense_other(call: str, other: Any) -> DenseTensorDictBase:
     """A dense TensorDict for an ``apply`` operand: another collection (a lazy stack) is
     densified, which names its differing keys if it cannot be."""
     if _is_td(other):

@@ -16,7 +16,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._lazy import LazyStackedTensorDict
+    from tensordict._base import TensorDictBase
 
 _NO_DEVICE: Any = object()
 
@@ -453,7 +453,7 @@ class TensorLikeOps(CollectionPrimitives):
         """
         return self.apply(lambda x: x.as_tensor() if hasattr(x, "as_tensor") else x)
 
-    def to_lazystack(self, dim: builtins.int = 0) -> LazyStackedTensorDict:
+    def to_lazystack(self, dim: builtins.int = 0) -> TensorDictBase:
         """A lazy stack of the slices along batch ``dim``.
 
         >>> import torch

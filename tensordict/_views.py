@@ -11,7 +11,7 @@ from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 IsLeaf = Callable[[type], bool]
 
@@ -96,7 +96,11 @@ class _View:
     _mode = _KEYS
 
     def __init__(
-        self, td: TensorDict, include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
+        self,
+        td: DenseTensorDictBase,
+        include_nested: bool,
+        leaves_only: bool,
+        is_leaf: IsLeaf | None,
     ) -> None:
         self._td = td
         self._include_nested = include_nested
@@ -161,7 +165,7 @@ class FlatKeysView(KeysView):
     _leaves_only = False
     _is_leaf = None
 
-    def __init__(self, td: TensorDict) -> None:
+    def __init__(self, td: DenseTensorDictBase) -> None:
         self._td = td
 
     def __iter__(self) -> Iterator[str]:

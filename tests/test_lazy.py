@@ -273,3 +273,14 @@ def test_torch_where_on_a_lazy_stack_matches_the_dense_result() -> None:
         want = torch.where(mask, dense, 0.0 if isinstance(other, float) else torch.ones_like(dense))
         assert isinstance(got, LazyStackedTensorDict)
         assert (got == want).all()
+
+
+def test_torch_where_with_out_on_a_lazy_stack_cuts_the_condition_per_member() -> None:
+    dense, lazy = _dense_and_lazy()
+    mask = torch.rand(4, 3) > 0.5
+    out = lazy.clone()
+    returned = torch.where(mask, lazy, torch.ones_like(lazy), out=out)
+    assert returned is out
+    want = torch.where(mask, dense, torch.ones_like(dense))
+    for key in dense.keys(True, True):
+        torch.testing.assert_close(out[key], want[key])
