@@ -11,6 +11,7 @@ import torch
 from benchmarks import (
     _cases_checkpoint,
     _cases_checkpoint_v2,
+    _cases_compile,
     _cases_container,
     _cases_distributed,
     _cases_interop,
@@ -34,6 +35,7 @@ ALL: list[Case] = [
     *_cases_interop.CASES,
     *_cases_modules.CASES,
     *_cases_nn.CASES,
+    *_cases_compile.CASES,
     *_cases_repr.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._memmap_views import MappedViews, index_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage
 from tensordict._torch_compat import disable_subclass_dispatch
@@ -157,13 +158,23 @@ class IndexOps(DenseStorage):
     def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
+        mapped_keys: list[str] = []  # memory-mapped leaves: indexed together below
+        mapped: list[Tensor] = []
         for key, value in self._tensordict.items():
-            if isinstance(value, Tensor):
+            if value.__class__ is Tensor:
+                entries[key] = value[idx]
+            elif isinstance(value, MappedViews):
+                entries[key] = None  # keeps the key's place
+                mapped_keys.append(key)
+                mapped.append(value)
+            elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif isinstance(value, NonTensor):
                 entries[key] = value._remap(lambda p: p[idx], new_bs)
             else:
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
+        if mapped:
+            entries.update(zip(mapped_keys, index_mapped(mapped, idx), strict=True))
         return self._new_unsafe(entries, new_bs, self._device, names)
 
     def _set_at_index(self, index: Any, value: Any) -> None:

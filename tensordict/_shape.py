@@ -123,15 +123,29 @@ class ShapeOps(CollectionPrimitives):
         return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
-        call = f"{type(self).__name__}.{method}"
+        call = self._call(method)
         bs = self._batch_size
-        new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
+        if len(shape) == 1 and type(shape[0]) is int and shape[0] == bs.numel():
+            new_bs = torch.Size(shape)  # one dim holding every element: nothing to infer
+        else:
+            new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
         if new_bs == bs:
-            return self._remap(self._call(method), _shallow, bs, self._names_kept())
+            return self._remap(call, _shallow, bs, self._names_kept())
         n = len(bs)
-        if len(new_bs) == 1 and n > 1 and method == "reshape":
+        if len(new_bs) == 1 and n > 1:
             # merging every batch dim: flatten needs no per-leaf target shape
-            return self._remap(self._call(method), lambda x: x.flatten(0, n - 1), new_bs, None)
+            if method == "reshape":
+                return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
+
+            def merged(x: Any) -> Any:
+                if isinstance(x, Tensor):
+                    out = x.flatten(0, n - 1)
+                    if out._is_view() or not out.numel():
+                        return out
+                # a nested collection, or flatten copied (then view raises torch's error)
+                return x.view(*new_bs, *x.shape[n:])
+
+            return self._remap(call, merged, new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
         as_view = method == "view"
 
@@ -144,7 +158,7 @@ class ShapeOps(CollectionPrimitives):
                 return x.view(()) if as_view else x.reshape(())
             return x.view(*target) if as_view else x.reshape(*target)
 
-        return self._remap(self._call(method), fn, new_bs, None)
+        return self._remap(call, fn, new_bs, None)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1, inplace: bool = False) -> Self:
         """Merge batch dims ``start_dim..end_dim`` into one.

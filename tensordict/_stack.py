@@ -198,19 +198,22 @@ def _mixed_kinds(prefix: tuple[str, ...], key: str, column: list[Any]) -> TypeEr
     )
 
 
+def _where(prefix: tuple[str, ...]) -> str:
+    return "/".join(prefix) or "the top level"
+
+
 def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDictBase:
     first = tds[0]
     n_keys = len(first._tensordict)
-    where = "/".join(prefix) or "the top level"
-    for i, td in enumerate(tds):
+    bs = first._batch_size
+    names, device = first._names, first._device  # kept when every member has them
+    for i, td in enumerate(tds):  # key counts first: a missing key is the clearer error
         if len(td._tensordict) != n_keys:
             raise KeyError(
-                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at {where}, "
-                f"expected {sorted(first._tensordict)}"
+                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at "
+                f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             )
-    bs = first._batch_size
-    new_bs = list(bs)
-    new_bs[dim] = 0
+    size = 0
     for i, td in enumerate(tds):
         other = td._batch_size
         if other != bs and (
@@ -220,7 +223,13 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: batch sizes must match except in dim {dim}; got "
                 f"{tuple(bs)} and {tuple(other)} at position {i}"
             )
-        new_bs[dim] += other[dim]
+        size += other[dim]
+        if names is not None and td._names != names:
+            names = None
+        if device is not None and td._device != device:
+            device = None
+    new_bs = list(bs)
+    new_bs[dim] = size
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
         try:
@@ -229,7 +238,7 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
             bad = next(i for i, td in enumerate(tds) if key not in td._tensordict)
             raise KeyError(
                 f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
-                f"{where}, expected {sorted(first._tensordict)}"
+                f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             ) from None
         if isinstance(value, Tensor):
             try:  # torch.cat itself refuses a column that is not all tensors
@@ -244,6 +253,5 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _mixed_kinds(prefix, key, column)
             entries[key] = _dense_cat(column, dim, (*prefix, key))
-    names = first._names if all(td._names == first._names for td in tds) else None
-    out: TensorDictBase = first._new_unsafe(entries, torch.Size(new_bs), _common_device(tds), names)
+    out: TensorDictBase = first._new_unsafe(entries, torch.Size(new_bs), device, names)
     return out

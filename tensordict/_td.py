@@ -37,7 +37,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._torch_compat import foreach
-from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
+from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
@@ -49,15 +49,9 @@ _COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
 _NUMBER_TYPES = (bool, int, float, complex)
 
 
-# torch.Size([n]) for the n seen so far (a Size is immutable; a few hundred at most).
-_SIZES: dict[int, torch.Size] = {}
-
-
-def _one_dim_size(n: int) -> torch.Size:
-    size = torch.Size([n])
-    if len(_SIZES) < 512:
-        _SIZES[n] = size
-    return size
+# torch.Size([n]) for the common n, built once at import (a Size is immutable). Never
+# grown afterwards: torch.compile guards on this dict, and a new entry would recompile.
+_SIZES: dict[int, torch.Size] = {n: torch.Size([n]) for n in range(1024)}
 
 
 def is_tensor_collection(obj: object) -> bool:
@@ -111,10 +105,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if (  # the common [N] and torch.Size: checked here, no call
             type(batch_size) is list
             and len(batch_size) == 1
-            and type(batch_size[0]) is int
-            and batch_size[0] >= 0
+            and type(b0 := batch_size[0]) is int
+            and b0 >= 0
         ):
-            bs = _SIZES.get(batch_size[0]) or _one_dim_size(batch_size[0])
+            bs = _SIZES.get(b0) or torch.Size(batch_size)
         elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
         else:
@@ -124,18 +118,40 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         self._device = dev
         self._names = None
         self._is_locked = False
-        self._tensordict = {}
-        if type(source) is dict:  # the common case: no type check, one call less
-            self._fill_pairs(source.items())
-        elif source is not None:
-            if not _is_mapping(source):
-                raise TypeError(
-                    f"TensorDict: source must be a mapping (dict or TensorDict), got "
-                    f"{type(source).__name__}"
-                )
-            self._fill(source.clone(recurse=False) if _is_td(source) else source)
-        for key, value in kwargs.items():
-            self._set_path((key,), value, "TensorDict")
+        if type(source) is dict and dev is None and len(bs) == 1:
+            # The hot path: copied in one C call, then each entry checked once. Under a
+            # plain key, an entry that is not a plain tensor with the batch's first dim is
+            # nested, converted or reported by _fill_one, which replaces it in place; any
+            # other key sends the whole source to the general path.
+            self._tensordict = store = dict(source)
+            b0 = bs[0]
+            for key, value in store.items():
+                if type(key) is str and key:
+                    if type(value) is Tensor:
+                        try:
+                            if value.shape[0] == b0:
+                                continue
+                        except IndexError:  # a 0-dim tensor: reported by _fill_one
+                            pass
+                    self._fill_one(key, value)
+                else:
+                    self._tensordict = {}
+                    self._fill_pairs(source.items())
+                    break
+        else:
+            self._tensordict = {}
+            if type(source) is dict:
+                self._fill_pairs(source.items())
+            elif source is not None:
+                if not _is_mapping(source):
+                    raise TypeError(
+                        f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                        f"{type(source).__name__}"
+                    )
+                self._fill(source.clone(recurse=False) if _is_td(source) else source)
+        if kwargs:
+            for key, value in kwargs.items():
+                self._set_path((key,), value, "TensorDict")
         if names is not None:
             self.names = names
         if lock:
@@ -764,6 +780,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('b', 'c')]
         """
+        if not include_nested and not leaves_only:  # is_leaf only matters for leaves_only
+            return FlatKeysView(self)
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
     def values(

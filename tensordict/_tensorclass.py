@@ -26,7 +26,7 @@ from tensordict._format import register_type
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._repr import tc_repr
-from tensordict._td import TensorDict
+from tensordict._td import _SIZES, TensorDict
 from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
 
 T = TypeVar("T", bound=type)
@@ -177,18 +177,47 @@ class TensorClass(TensorDict):
             names = None if "names" in cls._shadowed else names
         fields = cls._fields
         # the slot descriptors directly: no per-attribute __setattr__ hop
-        _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
+        if (  # the common [N], checked here: no call, no message built
+            type(batch_size) is list
+            and len(batch_size) == 1
+            and type(b0 := batch_size[0]) is int
+            and b0 >= 0
+        ):
+            _SET_BS(self, _SIZES.get(b0) or torch.Size(batch_size))
+        else:
+            _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
         _SET_DEVICE(self, None if device is None else as_device(device))
         _SET_NAMES(self, None)
         _SET_LOCKED(self, False)
-        _SET_STORE(self, {})
         if cls._custom_setattr:  # the class's own __setattr__ sees every field
+            _SET_STORE(self, {})
             for key, value in _collect(cls, args, kwargs):
                 setattr(self, key, value)
         elif kwargs or len(args) != len(fields):
+            _SET_STORE(self, {})
             self._fill_pairs(_collect(cls, args, kwargs))
-        else:  # every field given positionally: the common, fast case
-            self._fill_pairs(zip(fields, args, strict=True))
+        else:  # every field given positionally: the common case
+            bs = self._batch_size
+            store = None
+            if len(bs) == 1 and device is None:
+                # plain tensors with the batch's first dim are stored as given, as
+                # _fill_pairs would store them; anything else goes through it
+                b0 = bs[0]
+                for value in args:
+                    if type(value) is not Tensor:
+                        break
+                    try:
+                        if value.shape[0] != b0:
+                            break
+                    except IndexError:  # a 0-dim tensor: reported by _fill_pairs
+                        break
+                else:
+                    store = dict(zip(fields, args, strict=True))
+            if store is not None:
+                _SET_STORE(self, store)
+            else:
+                _SET_STORE(self, {})
+                self._fill_pairs(zip(fields, args, strict=True))
         if names is not None:
             TensorDict.names.__set__(self, names)  # type: ignore[attr-defined]
         if cls._post_init is not None:

@@ -156,6 +156,28 @@ class KeysView(_View):
         return (default_is_leaf if self._is_leaf is None else self._is_leaf)(type(value))
 
 
+class FlatKeysView(KeysView):
+    """``keys()`` without options: iteration and length go straight to the storage."""
+
+    __slots__ = ()
+    # the options, fixed: these class attributes shadow the (unused) slots of _View
+    _include_nested = False
+    _leaves_only = False
+    _is_leaf = None
+
+    def __init__(self, td: DenseTensorDictBase) -> None:
+        self._td = td
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._td._tensordict)
+
+    def __len__(self) -> int:
+        return len(self._td._tensordict)
+
+    def __repr__(self) -> str:
+        return f"KeysView({list(self)!r})"
+
+
 class ValuesView(_View):
     """The values of a TensorDict (tensors, nested TensorDicts, NonTensorData)."""
 
