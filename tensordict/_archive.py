@@ -107,6 +107,8 @@ def pack_memmap(
     from tensordict._survey import checkpoint_problem, survey
 
     folder = os.path.abspath(os.fspath(prefix))
+    if os.path.isfile(folder):
+        raise ValueError(f"{call}: {folder!r} is a file; pack_memmap packs a checkpoint folder")
     problem = checkpoint_problem(folder, call)
     if problem is not None:
         raise ValueError(problem)
