@@ -1,5 +1,6 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+from tensordict._append import append_memmap
 from tensordict._archive import (
     is_memmap_archive,
     pack_memmap,
@@ -111,6 +112,7 @@ __all__ = [
     "TensorDict",
     "TensorDictBase",
     "TensorDictFuture",
+    "append_memmap",
     "is_memmap_archive",
     "load",
     "load_memmap",

@@ -436,9 +436,18 @@ def load(
             td = _load_once(
                 target, call, device, num_threads, verify, allow_pickle, mode, non_blocking, pbar
             )
-        except (FormatError, RuntimeError, OSError):
+        except (FormatError, RuntimeError, OSError) as err:
             if _identity(target) != before:
                 continue  # the folder was replaced while we read it: read the new one
+            if type(err) is FormatError:
+                from tensordict._append import interrupted_append
+
+                where = interrupted_append(target)
+                if where is not None:
+                    raise FormatError(
+                        f"{err}; an append_memmap to {where!r} was interrupted: the next "
+                        "append_memmap there finishes or undoes it"
+                    ) from None
             raise
         if _identity(target) == before:
             return td
