@@ -323,6 +323,16 @@ class Archive:
                 self.entries[name] = (offset, usize, method, raw_name)
 
     def _check_name(self, name: str) -> None:
+        if (
+            name
+            and name[0] != "/"
+            and "//" not in name
+            and "/." not in name
+            and name[0] != "."
+            and "\\" not in name
+            and "\0" not in name
+        ):
+            return  # (the common case: no part can be empty, "." or "..")
         parts = name.rstrip("/").split("/")
         if (
             not name
@@ -346,17 +356,18 @@ class Archive:
             return None
         offset, size, method, raw_name = entry
         self._check_name(name)
-        fixed = self._read(offset, _LOCAL.size) if offset + _LOCAL.size <= self.size else b""
-        if len(fixed) != _LOCAL.size or fixed[:4] != b"PK\x03\x04":
+        want = _LOCAL.size + len(raw_name)  # the local header and its name: one read
+        head = self._read(offset, want) if offset + want <= self.size else b""
+        if len(head) != want or head[:4] != b"PK\x03\x04":
             raise FormatError(f"{self.call}: {self.path!r} member {name!r} has no local header")
-        local = _LOCAL.unpack(fixed)
+        local = _LOCAL.unpack_from(head)
         name_len, extra_len = local[9], local[10]
         if method != zipfile.ZIP_STORED or local[3] != zipfile.ZIP_STORED:
             raise FormatError(
                 f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
                 "members uncompressed"
             )
-        if self._read(offset + _LOCAL.size, name_len) != raw_name:
+        if name_len != len(raw_name) or head[_LOCAL.size :] != raw_name:
             raise FormatError(f"{self.call}: {self.path!r} member {name!r}: headers disagree")
         start = offset + _LOCAL.size + name_len + extra_len
         if start + size > self.size:
@@ -418,6 +429,7 @@ class _ArchiveLoader(_Loader):
         super().__init__(call, verify, allow_pickle)
         self.archive = archive
         self.writable = mode == "r+"
+        self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
 
     def _read_meta(self, folder: str, path: str) -> bytes:
         found = self.archive.span(self.archive.member(path))
@@ -459,18 +471,25 @@ class _ArchiveLoader(_Loader):
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         offset, size = self.archive.spans[self.archive.member(leaf.path)]
-        storage = self.archive.storage(self.writable)
-        itemsize = leaf.dtype.itemsize
+        dtype = leaf.dtype
+        itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
+            storage = self.archive.storage(self.writable)
             flat = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (size,), (1,))
-            return MemoryMappedTensor._wrap(flat.clone().view(leaf.dtype).view(leaf.shape))
-        empty = torch.empty(0, dtype=torch.uint8).view(leaf.dtype)  # (warning-free: complex32)
+            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(leaf.shape))
+        base = self._bases.get(dtype)
+        if base is None:  # the whole file as one flat tensor of this dtype, made once
+            storage = self.archive.storage(self.writable)
+            empty = torch.empty(0, dtype=torch.uint8).view(dtype)  # (warning-free: complex32)
+            base = empty.set_(storage, 0, (storage.nbytes() // itemsize,), (1,))
+            self._bases[dtype] = base
         strides, step = [], 1
         for dim in reversed(leaf.shape):
             strides.append(step)
             step *= max(dim, 1)
-        view = empty.set_(storage, offset // itemsize, leaf.shape, strides[::-1])
-        return MemoryMappedTensor._wrap(view)
+        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], offset // itemsize)
+        view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
+        return view  # type: ignore[return-value]
 
 
 class _Checker(_ArchiveLoader):

@@ -22,7 +22,6 @@ from tensordict._format import (
     PickleRefusedError,
     check_link,
     checked_name,
-    checked_path,
     left_by_interrupted_save,
     lookup_type,
 )
@@ -54,6 +53,7 @@ class _Loader:
         self.verify = verify
         self.allow_pickle = allow_pickle
         self.seen: set[Any] = set()  # the meta.json files read so far
+        self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
         self.depth = 0
         self.version = VERSION  # of the metadata file being read
 
@@ -132,6 +132,9 @@ class _Loader:
     # ---- where the files live: a folder here; an archive overrides these (_archive.py)
     def _folder_identity(self, folder: str) -> Any:
         """What tells ``folder`` apart from every other (its device and inode)."""
+        known = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
+        if known is not None:
+            return known
         try:
             info = os.stat(folder)
         except OSError:
@@ -139,8 +142,21 @@ class _Loader:
         return (info.st_dev, info.st_ino)
 
     def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
-        """The checked path of the entry ``name`` in ``folder`` (not leaving it)."""
-        return checked_path(folder, name, self.call, key, what)
+        """The checked path of the entry ``name`` in ``folder`` (not leaving it); one
+        ``lstat`` checks for a link and gives the identity :meth:`_folder_identity` needs."""
+        path = checked_name(folder, name, self.call, key, what)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return path  # (missing: the caller says so, naming what it expected)
+        if stat.S_ISLNK(info.st_mode):
+            check_link(folder, path, self.call, key, what)
+            try:
+                info = os.stat(path)
+            except OSError:
+                return path
+        self.identities[path] = (info.st_dev, info.st_ino)
+        return path
 
     def _leaf_size(self, folder: str, leaf_path: str, key: str) -> int:
         """The size of a leaf file, after checking it is a regular file in ``folder``."""
@@ -200,7 +216,7 @@ class _Loader:
 
     def _collection(self, folder: str, device: Any, inline: Any) -> Any:
         meta = self.meta(folder, inline)
-        path = os.path.join(folder, META)
+        path = folder + os.sep + META
         version = meta["version"]
         if inline is not None and version != self.version:
             raise FormatError(
