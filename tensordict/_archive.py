@@ -26,6 +26,7 @@ _PAD_ID = 0x6474  # the extra field padding local headers ("td")
 _LOCAL = struct.Struct("<4s5H3I2H")  # a local file header's fixed part (30 bytes)
 _CENTRAL = struct.Struct("<4s6H3I5H2I")  # a central directory record's fixed part (46 bytes)
 _EOCD = struct.Struct("<4s4H2IH")  # the end of central directory record (22 bytes)
+_LENGTHS = struct.Struct("<3H")  # a central record's name, extra and comment lengths (at 28)
 _LOCATOR = struct.Struct("<4sIQI")  # the zip64 end of central directory locator (20 bytes)
 _EOCD64 = struct.Struct("<4sQ2H2I4Q")  # the zip64 end of central directory record
 _CHUNK = 16 << 20
@@ -286,22 +287,24 @@ class Archive:
         directory = self._read(cd_offset, cd_size)
         self.start_dir, self.count = cd_offset, count
         pos, size, scope = 0, len(directory), self.scope
+        lengths, central, sig = _LENGTHS.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
         for _ in range(count):
             if pos + _CENTRAL.size > size:
                 raise self._bad("its central directory is truncated")
-            fixed = _CENTRAL.unpack_from(directory, pos)
-            if fixed[0] != b"PK\x01\x02":
+            if not directory.startswith(sig, pos):
                 raise self._bad("a central directory record has a bad signature")
-            flags, method = fixed[3], fixed[4]
-            csize, usize, name_len, extra_len, comment_len = fixed[8:13]
-            offset = fixed[16]
+            name_len, extra_len, comment_len = lengths(directory, pos + 28)
             start = pos + _CENTRAL.size
-            raw_name = directory[start : start + name_len]
             pos = start + name_len + extra_len + comment_len
             if pos > size:
                 raise self._bad("its central directory is truncated")
-            if not raw_name.startswith(scope) and raw_name != b"meta.json":
-                continue  # (a load of a sub-folder does not use it)
+            if not directory.startswith(scope, start) and not (
+                name_len == 9 and directory.startswith(b"meta.json", start)
+            ):
+                continue  # (a load of a sub-folder does not use it: only its lengths are read)
+            fixed = central(directory, start - _CENTRAL.size)
+            flags, method, csize, usize, offset = fixed[3], fixed[4], fixed[8], fixed[9], fixed[16]
+            raw_name = directory[start : start + name_len]
             if 0xFFFFFFFF in (usize, csize, offset):
                 extra = directory[start + name_len : start + name_len + extra_len]
                 usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
