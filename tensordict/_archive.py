@@ -492,7 +492,7 @@ class _ArchiveLoader(_Loader):
             step *= max(dim, 1)
         view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], offset // itemsize)
         view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
-        return view  # type: ignore[return-value]
+        return view
 
 
 class _Checker(_ArchiveLoader):

@@ -30,6 +30,7 @@ from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
+_INTS = {int}  # the element types a valid shape holds (``bool`` is not ``int`` here)
 
 
 def _not_json(constant: str) -> Any:
@@ -45,6 +46,21 @@ _TOP: dict[str, Any] = {
     "names": (list, type(None)),
     "entries": dict,
 }
+
+
+def _well_typed(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` has every member of :data:`_TOP`, each of its JSON type."""
+    get = meta.get
+    device, names = get("device", 0), get("names", 0)
+    return (
+        type(get("format")) is str
+        and type(get("version")) is int
+        and type(get("type")) is str
+        and type(get("batch_size")) is list
+        and (device is None or type(device) is str)
+        and (names is None or type(names) is list)
+        and type(get("entries")) is dict
+    )
 
 
 class _Loader:
@@ -74,11 +90,12 @@ class _Loader:
                 raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
-        for member, kind in _TOP.items():
-            if member not in meta:
-                raise FormatError(f"{self.call}: {path!r} lacks the member {member!r}")
-            if not isinstance(meta[member], kind) or isinstance(meta[member], bool):
-                raise FormatError(f"{self.call}: {path!r} member {member!r} has the wrong type")
+        if not _well_typed(meta):  # (the common case passes in one expression)
+            for member, kind in _TOP.items():
+                if member not in meta:
+                    raise FormatError(f"{self.call}: {path!r} lacks the member {member!r}")
+                if not isinstance(meta[member], kind) or isinstance(meta[member], bool):
+                    raise FormatError(f"{self.call}: {path!r} member {member!r} has the wrong type")
         if meta["format"] != FORMAT:
             raise FormatError(f"{self.call}: {path!r} is not a tensordict checkpoint")
         if meta["version"] > VERSION or meta["version"] < 1:
@@ -121,8 +138,11 @@ class _Loader:
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
             self._visit((info.st_dev, info.st_ino), folder)
-            chunks = []
-            while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+            first = os.read(fd, info.st_size + 1)  # (one read: the size is known)
+            if len(first) <= info.st_size:
+                return first
+            chunks = [first]  # (it grew meanwhile: read on to its end)
+            while chunk := os.read(fd, 1 << 16):
                 chunks.append(chunk)
             return b"".join(chunks)
         finally:
@@ -298,12 +318,16 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
                 )
             shape: Any = record.get("shape")
-            _check_shape(self.call, path, "shape of key", shape, key)
+            if type(shape) is not list or (
+                shape
+                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
+            ):
+                _check_shape(self.call, path, "shape of key", shape, key)  # (raises)
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
             span = nbytes  # the strides' reach, zero dims counted as one
             if 0 in shape:
                 span = math.prod(max(s, 1) for s in shape) * dtype.itemsize
-            if max(nbytes, span) > MAX_BYTES:
+            if nbytes > MAX_BYTES or span > MAX_BYTES:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
                     f"{MAX_BYTES} bytes"
@@ -315,20 +339,21 @@ class _Loader:
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
                     f"shape {shape} of {record['dtype']} needs {nbytes}"
                 )
-            if list(shape[: len(bs)]) != list(bs):
+            if shape[: len(bs)] != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
                     f"start with batch_size {list(bs)}"
                 )
-            if "sha256" in record and type(record["sha256"]) is not str:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
-                    f"{record['sha256']!r}"
-                )
-            if self.verify and "sha256" in record and self._sha256(leaf_path) != record["sha256"]:
-                raise FormatError(
-                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
-                )
+            if "sha256" in record:
+                if type(record["sha256"]) is not str:
+                    raise FormatError(
+                        f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
+                        f"{record['sha256']!r}"
+                    )
+                if self.verify and self._sha256(leaf_path) != record["sha256"]:
+                    raise FormatError(
+                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                    )
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
             sub = self._sub_folder(folder, record.get("dir"), key, "folder")
