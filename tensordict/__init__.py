@@ -3,6 +3,7 @@
 # the public face ``tensordict.memmap`` is loaded first, so that the name ``memmap`` below
 # stays the function (as upstream), and ``from tensordict.memmap import ...`` still works
 import tensordict.memmap as _memmap_face  # noqa: F401
+from tensordict._append import append_memmap
 from tensordict._archive import (
     is_memmap_archive,
     pack_memmap,
@@ -117,6 +118,7 @@ __all__ = [
     "TensorCollection",
     "TensorDictBase",
     "TensorDictFuture",
+    "append_memmap",
     "is_memmap_archive",
     "load",
     "load_memmap",
