@@ -328,12 +328,20 @@ class MathOps(CollectionPrimitives):
             if reduce:
                 joined = torch.cat([x.reshape(*bs, -1) for x in src._tensor_leaves([])], -1)
                 return torch.quantile(joined, q, -1, keepdim, interpolation=interpolation)
-            return src.apply(  # type: ignore[no-any-return]
-                lambda x: torch.quantile(
-                    x.reshape(*bs, -1), q, -1, keepdim, interpolation=interpolation
-                ),
-                batch_size=bs,
-            )
+            n = len(bs)
+
+            def per_feature(x: Any) -> Any:  # a nested TensorDict keeps its batch size
+                if not isinstance(x, Tensor):
+                    return x.quantile(q, "feature", keepdim, interpolation=interpolation)
+                return torch.quantile(
+                    x.reshape(*x.shape[:n], -1), q, -1, keepdim, interpolation=interpolation
+                )
+
+            return src.apply(per_feature, call_on_nested=True)  # type: ignore[no-any-return]
+        if reduce and dim is not None and not isinstance(dim, str):
+            (d,) = _batch_dims(self._call("quantile"), dim, len(bs))
+            joined = torch.cat(self._tensor_leaves([]), dim=d)  # feature dims kept
+            return torch.quantile(joined, q, d, keepdim, interpolation=interpolation)
         if reduce:
             joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
             return torch.quantile(joined, q, interpolation=interpolation)
