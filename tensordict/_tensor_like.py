@@ -61,7 +61,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2, requires_grad=True)).data["a"].requires_grad
         False
         """
-        return self.apply(lambda x: x.data)
+        out = self.apply(lambda x: x.data)
+        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
 
     @property
     def grad(self) -> Self:
@@ -74,7 +75,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> td.grad["a"]
         tensor([1., 1.])
         """
-        return self.apply(lambda x: x.grad)
+        out = self.apply(lambda x: x.grad)
+        return out.lock_() if self.is_locked else out
 
     @grad.setter
     def grad(self, grad: Any) -> None:

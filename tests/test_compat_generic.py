@@ -97,3 +97,60 @@ def test_vmap_output_still_gains_the_mapped_dim() -> None:
         TensorDict(a=torch.randn(3, 3), batch_size=(3, 3))
     )
     assert inner.batch_size == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "fn"),
+    [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div),
+     ("pow", torch.pow), ("maximum", torch.maximum), ("clamp_min", torch.clamp_min),
+     ("clamp_max", torch.clamp_max)],
+)  # fmt: skip
+def test_binary_default_fills_missing_keys(name: str, fn: object) -> None:
+    x, y = torch.rand(3) + 1, torch.rand(3) + 1
+    td0 = TensorDict(a=x, b={"c": x}, s="kept")
+    td1 = TensorDict(b={"c": y}, d=y)
+    with pytest.raises(KeyError):
+        getattr(td0, name)(td1)
+    fill = torch.tensor(2.0)
+    out = getattr(td0, name)(td1, default=fill)
+    torch.testing.assert_close(out["a"], fn(x, fill))  # type: ignore[operator]
+    torch.testing.assert_close(out["b", "c"], fn(x, y))  # type: ignore[operator]
+    torch.testing.assert_close(out["d"], fn(fill, y))  # type: ignore[operator]
+    assert out["s"] == "kept"
+    both = getattr(td0, name)(td1, default="intersection")
+    assert set(both.keys(True, True)) == {("b", "c"), "s"}
+    with pytest.raises(ValueError, match=rf"TensorDict\.{name}: default must be a tensor"):
+        getattr(td0, name)(td1, default="union")
+
+
+def test_binary_tensor_lines_up_with_batch_dims() -> None:
+    a, b = torch.randn(3, 4), torch.randn(3, 4, 5)
+    td = TensorDict(a=a, b=b, batch_size=(3, 4))
+    for shape in [(4,), (3, 4), (2, 3, 4)]:
+        other = torch.randn(shape)
+        out = td * other
+        assert out.batch_size == torch.broadcast_shapes(shape, (3, 4))
+        torch.testing.assert_close(out["a"], a * other)
+        torch.testing.assert_close(out["b"], b * other.unsqueeze(-1))
+        lerp = td.lerp(torch.zeros(shape), other)
+        torch.testing.assert_close(lerp["b"], torch.lerp(b, torch.zeros(()), other[..., None]))
+    small = TensorDict(a=torch.ones(3), batch_size=(3,))
+    grown = small + TensorDict(a=torch.ones(2, 3), batch_size=(2, 3))
+    assert grown.batch_size == (2, 3)
+    with pytest.raises(ValueError, match=r"TensorDict\.lerp: the shapes \[\(5,\)\]"):
+        td.lerp(TensorDict(a=torch.zeros(5), batch_size=(5,)), 0.5)
+
+
+def test_results_of_element_wise_ops_keep_the_lock() -> None:
+    td = TensorDict(a=torch.ones(2, requires_grad=True), b={"c": torch.ones(2)}, batch_size=[2])
+    assert not (td + 1).is_locked and not td.data.is_locked
+    td.lock_()
+    assert (td + 1).is_locked and (td * td).is_locked and td.exp().is_locked
+    assert td.data.is_locked and td.grad.is_locked
+
+
+def test_reflected_bitwise_operators() -> None:
+    td = TensorDict(a=torch.tensor([True, False]), batch_size=[2])
+    for out, want in [(False | td, [True, False]), (True & td, [True, False]),
+                      (True ^ td, [False, True])]:  # fmt: skip
+        assert isinstance(out, TensorDict) and out["a"].tolist() == want
