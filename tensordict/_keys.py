@@ -89,3 +89,12 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
     else:
         hint = "; that level has no keys"
     return KeyError(f"{call}: key {key!r} not found{hint}")
+
+
+def is_string_key(key: tuple[Any, ...]) -> bool:
+    """Whether a tuple holds only strings, in nested tuples too (a key, not an index).
+
+    >>> is_string_key(("a", ("b",))), is_string_key(((0, 1),))
+    (True, False)
+    """
+    return all(type(k) is str or (type(k) is tuple and k and is_string_key(k)) for k in key)

@@ -24,7 +24,7 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
+from tensordict._keys import NO_DEFAULT, NestedKey, is_string_key, join_path, key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -256,7 +256,9 @@ class LazyStackedTensorDict(TensorDictBase):
         return self.get(key, default, as_nested_tensor=True)
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str) or (isinstance(key, tuple) and key and isinstance(key[0], str)):
+        if isinstance(key, str) or (
+            isinstance(key, tuple) and key and (isinstance(key[0], str) or is_string_key(key))
+        ):
             value = self.get(key)
             return value._public() if isinstance(value, NonTensor) else value
         return self._index(key)

@@ -23,7 +23,14 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import IndexOps
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    is_string_key,
+    join_path,
+    key_path,
+    missing_key_error,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -531,7 +538,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
             raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
-        if type(key) is tuple and key and type(key[0]) is str:
+        if type(key) is tuple and key and (type(key[0]) is str or is_string_key(key)):
             node: Any = self
             try:
                 for part in key:

@@ -562,6 +562,7 @@ class TensorLikeOps(CollectionPrimitives):
         value: builtins.float = 0.0,
         *,
         inplace: builtins.bool = False,
+        safe: builtins.bool = True,
     ) -> Any:
         """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
         the first batch dim on (see :func:`tensordict.pad`).
@@ -571,11 +572,9 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
         tensor([0., 1., 1.])
         """
-        from tensordict._context import adopt
-        from tensordict._shape import pad
+        from tensordict._pad import pad
 
-        out = pad(self, pad_size, value)
-        return adopt(self, out, self._call("pad")) if inplace else out
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded

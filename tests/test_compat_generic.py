@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import hessian, jacfwd, jacrev
 
-from tensordict import TensorDict
+from tensordict import NonTensorData, NonTensorStack, TensorDict, lazy_stack, pad
 
 
 def _nested() -> TensorDict:
@@ -154,3 +154,71 @@ def test_reflected_bitwise_operators() -> None:
     for out, want in [(False | td, [True, False]), (True & td, [True, False]),
                       (True ^ td, [False, True])]:  # fmt: skip
         assert isinstance(out, TensorDict) and out["a"].tolist() == want
+
+
+def _padded_like(x: torch.Tensor, pad_size: list[int], value: float) -> torch.Tensor:
+    flat: list[int] = []
+    for i in reversed(range(0, len(pad_size), 2)):
+        flat += [pad_size[i], pad_size[i + 1]]
+    return torch.nn.functional.pad(x, [0, 0] * (x.ndim - len(pad_size) // 2) + flat, value=value)
+
+
+@pytest.mark.parametrize("pad_size", [[0, 1, 0, 2], [1, 0, 2, 1], [-1, 0, 0, 1]])
+def test_pad_inplace_matches_functional(pad_size: list[int]) -> None:
+    def build() -> TensorDict:
+        return TensorDict(
+            a=torch.arange(12.0).view(3, 4),
+            n=TensorDict(c=torch.arange(24.0).view(3, 4, 2), batch_size=[3, 4]),
+            s=NonTensorStack.from_list([[f"{i}{j}" for j in range(4)] for i in range(3)]),
+            batch_size=[3, 4],
+        )
+
+    ref = pad(build(), pad_size, value=7.0)
+    td = build()
+    nested, stack = td["n"], td.get("s")
+    assert pad(td, pad_size, value=7.0, inplace=True) is td
+    assert td.batch_size == ref.batch_size and td["n"] is nested and td.get("s") is stack
+    assert stack.tolist() == ref.get("s").tolist()
+    for key in ("a", ("n", "c")):
+        torch.testing.assert_close(td[key], _padded_like(build()[key], pad_size, 7.0))
+        torch.testing.assert_close(td[key], ref[key])
+
+
+def test_pad_inplace_lazy_stack_keeps_members() -> None:
+    members = [TensorDict(x=torch.ones(4) * i, batch_size=[4]) for i in range(2)]
+    lst = lazy_stack(members, dim=0)
+    ids = [id(m) for m in lst.tensordicts]
+    assert lst.pad([0, 0, 0, 1], value=5.0, inplace=True) is lst
+    assert lst.batch_size == (2, 5) and [id(m) for m in lst.tensordicts] == ids
+    assert lst.tensordicts[1]["x"].tolist() == [1.0, 1.0, 1.0, 1.0, 5.0]
+    assert pad(lst, [1, 0], value=9.0, inplace=True) is lst
+    assert lst.batch_size == (3, 5) and id(lst.tensordicts[1]) == ids[0]
+    assert lst.tensordicts[0]["x"].tolist() == [9.0] * 5
+
+
+def test_pad_safe_checks_before_anything_changes() -> None:
+    td = TensorDict(a=torch.ones(3, 4), batch_size=[3, 4])
+    old = td["a"]
+    with pytest.raises(RuntimeError, match=r"pad: pad_size \[-10, 0\] .* negative output size"):
+        td.pad([-10, 0], inplace=True)
+    assert td["a"] is old
+    with pytest.raises(RuntimeError):
+        td.pad([-10, 0], inplace=True, safe=False)
+    with pytest.raises(RuntimeError, match="negative output size"):
+        pad(TensorDict(s=NonTensorStack("a", "b", "c"), batch_size=[3]), [-4, 0])
+
+
+def test_pad_non_tensor_stack() -> None:
+    stack = NonTensorStack("a", "b")
+    assert pad(stack, [1, 1]).tolist() == [None, "a", "b", None]
+    assert pad(stack, [0, 1], inplace=True) is stack and stack.tolist() == ["a", "b", None]
+    with pytest.raises(RuntimeError, match="cannot preserve the identity of a NonTensorData"):
+        pad(NonTensorData("a", batch_size=[2]), [0, 1], inplace=True)
+
+
+def test_key_nested_in_tuples_reads_as_written() -> None:
+    td = TensorDict({("m", "k"): torch.ones(2)}, [2])
+    torch.testing.assert_close(td[(("m",), "k")], torch.ones(2))
+    torch.testing.assert_close(td[(("m", "k"),)], torch.ones(2))
+    lst = lazy_stack([td, td.clone()])
+    torch.testing.assert_close(lst[(("m",), ("k",))], torch.ones(2, 2))
