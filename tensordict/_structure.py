@@ -90,8 +90,18 @@ class StructureOps(CollectionPrimitives):
         """
         return self._per_member(_unflatten_keys, separator, inplace, self._call("unflatten_keys"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(
+        self,
+        *,
+        retain_none: bool = True,
+        convert_tensors: bool | str = False,
+        tolist_first: bool = False,
+    ) -> dict[str, Any]:
         """Nested plain dicts of the entries (non-tensor entries as their values).
+
+        ``retain_none=False`` leaves out None entries; ``convert_tensors`` turns the
+        tensors into lists (``"numpy"``: arrays); ``tolist_first`` turns nested
+        TensorDicts with more batch dims into lists (see :meth:`tolist`).
 
         ``td.flatten_keys(".").to_dict()`` is what ``torch.func.functional_call`` takes.
 
@@ -100,7 +110,17 @@ class StructureOps(CollectionPrimitives):
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
         """
-        return _to_dict(self._as_dense(self._call("to_dict")))
+        dense = self._as_dense(self._call("to_dict"))
+        if retain_none and not convert_tensors and not tolist_first:
+            return _to_dict(dense)
+        from tensordict._tolist import to_dict
+
+        return to_dict(
+            dense,
+            retain_none=retain_none,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def empty(self, recurse: bool = False) -> Self:
         """A collection of the same kind, batch size and device, with no entries.

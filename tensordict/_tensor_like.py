@@ -48,7 +48,13 @@ class TensorLikeOps(CollectionPrimitives):
     if TYPE_CHECKING:
 
         def to(self, *args: Any, **kwargs: Any) -> Self: ...
-        def to_dict(self) -> dict[str, Any]: ...
+        def to_dict(
+            self,
+            *,
+            retain_none: builtins.bool = True,
+            convert_tensors: builtins.bool | str = False,
+            tolist_first: builtins.bool = False,
+        ) -> dict[str, Any]: ...
         def _index(self, index: Any) -> Any: ...
 
     # ---------------------------------------------------------- autograd
@@ -469,18 +475,33 @@ class TensorLikeOps(CollectionPrimitives):
         d = dim % len(self._batch_size) if self._batch_size else dim
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
-    def tolist(self) -> Any:
+    def tolist(
+        self,
+        *,
+        convert_nodes: builtins.bool = True,
+        convert_tensors: builtins.bool | str = False,
+        tolist_first: builtins.bool = False,
+    ) -> Any:
         """A nested list shaped like the batch, of plain dicts (the dict itself without
-        batch dims).
+        batch dims). ``convert_nodes=False`` keeps the elements as TensorDicts;
+        ``convert_tensors`` turns the tensors into lists too (``"numpy"``: arrays);
+        ``tolist_first`` turns nested TensorDicts with more batch dims into lists first.
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.arange(2), batch_size=[2]).tolist()
         [{'a': tensor(0)}, {'a': tensor(1)}]
+        >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2]).tolist(convert_tensors=True)
+        [{'a': [0, 1]}, {'a': [2, 3]}]
         """
-        if not self._batch_size:
-            return self.to_dict()
-        return [self._index(i).tolist() for i in range(self._batch_size[0])]
+        from tensordict._tolist import tolist
+
+        return tolist(
+            self,
+            convert_nodes=convert_nodes,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def numpy(self) -> dict[str, Any]:
         """A nested dict of numpy arrays (non-tensor data as it is).

@@ -222,3 +222,40 @@ def test_key_nested_in_tuples_reads_as_written() -> None:
     torch.testing.assert_close(td[(("m", "k"),)], torch.ones(2))
     lst = lazy_stack([td, td.clone()])
     torch.testing.assert_close(lst[(("m",), ("k",))], torch.ones(2, 2))
+
+
+def _tolist_td() -> TensorDict:
+    return TensorDict(
+        a=torch.arange(24).view(2, 3, 4),
+        b=TensorDict(c=torch.arange(12).view(2, 3, 2), batch_size=(2, 3, 2)),
+        s="x",
+        batch_size=(2, 3),
+    )
+
+
+def test_tolist_options() -> None:
+    td = _tolist_td()
+    plain = td.tolist()
+    assert len(plain) == 2 and len(plain[1]) == 3
+    torch.testing.assert_close(plain[1][2]["a"], td["a"][1, 2])
+    torch.testing.assert_close(plain[1][2]["b"]["c"], td["b", "c"][1, 2])
+    assert plain[1][2]["s"] == "x"
+    nodes = td.tolist(convert_nodes=False)
+    assert isinstance(nodes[0][1], TensorDict) and nodes[0][1].batch_size == ()
+    torch.testing.assert_close(nodes[0][1]["b", "c"], td["b", "c"][0, 1])
+    lists = td.tolist(convert_tensors=True)
+    assert lists[1][0]["a"] == td["a"][1, 0].tolist()
+    assert lists[1][0]["b"]["c"] == td["b", "c"][1, 0].tolist()
+    first = td.tolist(tolist_first=True)
+    assert isinstance(first[0][0]["b"], list) and len(first[0][0]["b"]) == 2
+    torch.testing.assert_close(first[0][0]["b"][1]["c"], td["b", "c"][0, 0, 1])
+    with pytest.raises(TypeError, match=r"TensorDict\.tolist: convert_tensors=True needs"):
+        td.tolist(convert_nodes=False, convert_tensors=True)
+
+
+def test_to_dict_options() -> None:
+    td = TensorDict(a=torch.arange(3), n=None, b={"c": torch.ones(2)})
+    assert td.to_dict(convert_tensors=True) == {"a": [0, 1, 2], "n": None, "b": {"c": [1.0, 1.0]}}
+    assert "n" not in td.to_dict(retain_none=False)
+    arrays = td.to_dict(convert_tensors="numpy")
+    assert arrays["a"].tolist() == [0, 1, 2] and type(arrays["a"]).__name__ == "ndarray"
