@@ -81,6 +81,8 @@ class ConvertOps(CollectionPrimitives):
         >>> td.device, td["a"].dtype
         (device(type='cpu'), torch.float64)
         """
+        if kwargs.pop("inplace", False):
+            return _to_inplace(self, self.to(*args, non_blocking=non_blocking, **kwargs))  # type: ignore[no-any-return]
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
@@ -149,12 +151,23 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self, inplace: builtins.bool = False) -> Self:
+    def contiguous(
+        self, inplace: builtins.bool = False, *, canonical: builtins.bool = False
+    ) -> Self:
         """Every leaf made contiguous (leaves already contiguous are kept as they are);
-        ``inplace=True`` makes this collection the result."""
+        ``inplace=True`` makes this collection the result. ``canonical=True`` also copies
+        the leaves that torch calls contiguous but whose strides are not the row-major
+        ones (size-1 dims with other strides).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> x = torch.empty_strided((1, 2), (5, 1))
+        >>> TensorDict(a=x).contiguous(canonical=True)["a"].stride()
+        (2, 1)
+        """
         from tensordict._context import adopt
 
-        out = map_leaves(self, Tensor.contiguous)
+        out = map_leaves(self, _canonical if canonical else Tensor.contiguous)
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
@@ -242,3 +255,31 @@ def _cast(td: C, dtype: torch.dtype) -> C:
 
 def _identity(x: Tensor) -> Tensor:
     return x
+
+
+def _canonical(x: Tensor) -> Tensor:
+    """``x`` with row-major strides (a copy only when its strides differ)."""
+    expected, step = [], 1
+    for size in reversed(x.shape):
+        expected.append(step)
+        step *= size
+    if x.stride() == tuple(reversed(expected)):
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def _to_inplace(td: Any, out: Any) -> Any:
+    """``td`` made, in place, what ``to`` returned (nested collections keep identity)."""
+    from tensordict._context import adopt
+
+    adopt(td, out, td._call("to"))
+    _take_devices(td, out)
+    return td
+
+
+def _take_devices(td: Any, out: Any) -> None:
+    td._device = out._device
+    for key, value in td._tensordict.items():
+        other = out._tensordict.get(key)
+        if hasattr(value, "_tensordict") and hasattr(other, "_tensordict"):
+            _take_devices(value, other)

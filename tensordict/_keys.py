@@ -98,3 +98,12 @@ def is_string_key(key: tuple[Any, ...]) -> bool:
     (True, False)
     """
     return all(type(k) is str or (type(k) is tuple and k and is_string_key(k)) for k in key)
+
+
+def sort_key(key: str | tuple[str, ...]) -> str:
+    """The order of ``keys(sort=True)``: by the ``"."``-joined key.
+
+    >>> sorted(["b", ("a", "c")], key=sort_key)
+    [('a', 'c'), 'b']
+    """
+    return key if type(key) is str else ".".join(key)

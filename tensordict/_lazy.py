@@ -24,7 +24,14 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
-from tensordict._keys import NO_DEFAULT, NestedKey, is_string_key, join_path, key_path
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    is_string_key,
+    join_path,
+    key_path,
+    sort_key,
+)
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -144,9 +151,17 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ----------------------------------------------------------------- keys
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> list[str | tuple[str, ...]]:
-        """The keys present in every member, in the first member's order."""
+        """The keys present in every member, in the first member's order (``sort=True``:
+        sorted by the ``"."``-joined key)."""
+        if sort:
+            return sorted(self.keys(include_nested, leaves_only, is_leaf), key=sort_key)
         if not self.tensordicts:
             return []
         first, *others = self.tensordicts
@@ -168,16 +183,27 @@ class LazyStackedTensorDict(TensorDictBase):
         return list(seen)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """``(key, stacked value)`` for the common keys."""
-        return ((k, self.get(k)) for k in self.keys(include_nested, leaves_only, is_leaf))
+        keys = self.keys(include_nested, leaves_only, is_leaf, sort=sort)
+        return ((k, self.get(k)) for k in keys)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """Stacked values of the common keys."""
-        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf))
+        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf, sort=sort))
 
     def __contains__(self, key: object) -> bool:
         return all(key in m for m in self.tensordicts)
@@ -317,7 +343,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | Any,
+        other: Mapping[Any, Any] | Any = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -325,8 +351,14 @@ class LazyStackedTensorDict(TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
@@ -340,13 +372,19 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update_(
         self,
-        other: Any,
+        other: Any = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
-        """Copy every entry of ``other`` into the existing entries."""
+        """Copy every entry of ``other`` (then of ``kwargs``) into the existing entries."""
+        if kwargs:
+            self.update_(other, keys_to_update=keys_to_update)
+            return self.update_(kwargs, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         if keys_to_update is not None or isinstance(other, Mapping):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)

@@ -30,6 +30,14 @@ def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
     return dims
 
 
+class PermuteError(ValueError, RuntimeError):
+    """Dims that are not a permutation of the batch dims (either type catches it)."""
+
+
+class PermuteIndexError(ValueError, IndexError):
+    """A permute dim out of range (either type catches it)."""
+
+
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
         raise IndexError(
@@ -37,6 +45,28 @@ def _norm(call: str, dim: int, ndim: int) -> int:
             f"(expected one of [{-ndim}, {ndim - 1}])"
         )
     return dim % ndim
+
+
+def _split_check(call: str, bs: torch.Size, split_size: Any, dim: int) -> int:
+    """The normalised dim of ``split``, after upstream's checks (and their words)."""
+    n = len(bs)
+    if not -n <= dim < n:
+        raise IndexError(f"{call}: Incompatible dim {dim} for a batch of {n} dims")
+    d = dim % n
+    if isinstance(split_size, int) and not isinstance(split_size, bool):
+        if split_size <= 0:
+            raise ValueError(f"{call}: split_size must be positive, got {split_size}.")
+        return d
+    if not isinstance(split_size, (list, tuple)) or not all(isinstance(s, int) for s in split_size):
+        raise TypeError(f"{call}: split_size must be int or list of ints, got {split_size!r}")
+    if not split_size:
+        raise RuntimeError(f"{call}: Insufficient number of elements in split_size []")
+    if sum(split_size) != bs[d]:
+        raise RuntimeError(
+            f"{call}: split_with_sizes expects split_size to sum exactly to {bs[d]} (the "
+            f"size of batch dim {d}), got {list(split_size)}"
+        )
+    return d
 
 
 def _dummy(bs: torch.Size) -> Tensor:
@@ -235,9 +265,16 @@ class ShapeOps(CollectionPrimitives):
         """Reorder the batch dims."""
         order = _dims_arg(self._call("permute"), dims)
         n = len(self._batch_size)
-        norm = tuple(_norm(self._call("permute"), d, n) for d in order)
+        if len(order) != n:
+            raise PermuteError(
+                f"{self._call('permute')}: dims {order} name {len(order)} dims, the batch has {n}"
+            )
+        try:
+            norm = tuple(_norm(self._call("permute"), d, n) for d in order)
+        except IndexError as err:
+            raise PermuteIndexError(str(err)) from None
         if sorted(norm) != list(range(n)):
-            raise ValueError(
+            raise PermuteError(
                 f"{self._call('permute')}: dims {order} are not a permutation of the {n} batch dims"
             )
         bs = self._batch_size
@@ -317,7 +354,7 @@ class ShapeOps(CollectionPrimitives):
     # --------------------------------------------------------- slicing kinds
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
-        d = _norm(self._call("split"), dim, len(self._batch_size))
+        d = _split_check(self._call("split"), self._batch_size, split_size, dim)
         sizes = _shape_via(
             self._call("split"),
             self._batch_size,

@@ -38,11 +38,22 @@ class MoreShapeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3, 4]).movedim(0, -1).batch_size
         torch.Size([3, 4, 2])
         """
+        call = self._call("movedim")
         n = len(self._batch_size)
+        if isinstance(source, int) != isinstance(destination, int) or (
+            not isinstance(source, int) and len(source) != len(destination)  # type: ignore[arg-type]
+        ):
+            raise ValueError(
+                f"{call}: source {source} and destination {destination} must have the same "
+                "number of elements"
+            )
         # a zero-memory dummy whose dim i has size i + 1: its moved shape spells the order
         dummy = torch.zeros(()).expand(*range(1, n + 1))
-        order = [s - 1 for s in dummy.movedim(source, destination).shape]  # type: ignore[arg-type]
-        return self.permute(*order)
+        try:
+            moved = dummy.movedim(source, destination)  # type: ignore[arg-type]
+        except RuntimeError as err:  # repeated dims: torch's words, without its backticks
+            raise RuntimeError(f"{call}: {str(err).replace('`', '')}") from None
+        return self.permute(*[s - 1 for s in moved.shape])
 
     moveaxis = movedim
 
@@ -64,7 +75,7 @@ class MoreShapeOps(CollectionPrimitives):
                 [3, 2]])
         """
         if len(self._batch_size) < 2:
-            raise RuntimeError(f"{self._call('fliplr')}: needs at least 2 batch dims")
+            raise RuntimeError(f"{self._call('fliplr')}: requires at least 2 batch dims")
         return self.flip(1)
 
     def flipud(self) -> Self:

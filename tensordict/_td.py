@@ -30,6 +30,7 @@ from tensordict._keys import (
     join_path,
     key_path,
     missing_key_error,
+    sort_key,
 )
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
@@ -662,7 +663,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -670,6 +671,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
 
@@ -679,6 +681,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
@@ -697,11 +704,12 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update_(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
@@ -715,6 +723,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td["a"].tolist(), td["n", "b"].tolist()
         ([1.0, 1.0], [2.0, 2.0])
         """
+        if kwargs:  # keyword entries, written after ``other``
+            self.update_(other, clone=clone, keys_to_update=keys_to_update)
+            return self.update_(kwargs, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         call = self._call("update_")
         if keys_to_update is not None:
             other = update_source(other, False, keys_to_update, call)
@@ -764,9 +777,15 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     # -------------------------------------------------------------- containers
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> KeysView:
-        """The keys; nested ones as tuples when ``include_nested``.
+        """The keys; nested ones as tuples when ``include_nested``; ``sort=True`` gives a
+        list sorted by the ``"."``-joined key.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -774,20 +793,38 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('b', 'c')]
         """
+        if sort:
+            return sorted(KeysView(self, include_nested, leaves_only, is_leaf), key=sort_key)  # type: ignore[return-value]
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ValuesView | dict_values[str, Any]:
         """The values, in the order of :meth:`keys` (the storage's own view when flat)."""
+        if sort:
+            items = self.items(include_nested, leaves_only, is_leaf, sort=True)
+            return [value for _, value in items]  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.values()
         return ValuesView(self, include_nested, leaves_only, is_leaf)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ItemsView | dict_items[str, Any]:
         """``(key, value)`` pairs in the order of :meth:`keys` (the storage's own view if flat)."""
+        if sort:
+            items = ItemsView(self, include_nested, leaves_only, is_leaf)
+            return sorted(items, key=lambda kv: sort_key(kv[0]))  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.items()
         return ItemsView(self, include_nested, leaves_only, is_leaf)

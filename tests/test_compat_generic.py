@@ -259,3 +259,100 @@ def test_to_dict_options() -> None:
     assert "n" not in td.to_dict(retain_none=False)
     arrays = td.to_dict(convert_tensors="numpy")
     assert arrays["a"].tolist() == [0, 1, 2] and type(arrays["a"]).__name__ == "ndarray"
+
+
+def _bd() -> TensorDict:
+    return TensorDict(a=torch.randn(4, 5, 6, 7), batch_size=(4, 5, 6))
+
+
+def test_permute_errors_are_both_upstream_types() -> None:
+    td = _bd()
+    for dims in [(1, 1, 0), (2, -1, 0), (2, 1), (3, 2, 1, 0)]:
+        with pytest.raises(ValueError, match=r"TensorDict\.permute: dims"):
+            td.permute(*dims)
+        with pytest.raises(RuntimeError):
+            td.permute(*dims)
+    for dims in [(2, 3, 0), (2, -4, 0)]:
+        with pytest.raises(IndexError, match=r"TensorDict\.permute: dim -?\d is out of range"):
+            td.permute(*dims)
+        with pytest.raises(ValueError):
+            td.permute(*dims)
+
+
+def test_movedim_and_fliplr_messages() -> None:
+    td = _bd()
+    with pytest.raises(RuntimeError, match=r"TensorDict\.movedim: .*repeated dim in source"):
+        td.movedim((0, 0), (1, 2))
+    with pytest.raises(RuntimeError, match="repeated dim in destination"):
+        td.movedim((0, 1), (2, 2))
+    with pytest.raises(ValueError, match=r"TensorDict\.movedim: .* same number of elements"):
+        td.movedim((0,), (1, 2))
+    assert td.movedim((0, 1), (2, 0)).batch_size == torch.movedim(td["a"], (0, 1), (2, 0)).shape[:3]
+    with pytest.raises(RuntimeError, match=r"TensorDict\.fliplr: requires at least 2 batch dims"):
+        TensorDict(a=torch.zeros(3), batch_size=[3]).fliplr()
+
+
+def test_split_checks() -> None:
+    td = TensorDict(a=torch.arange(6.0).view(3, 2), batch_size=[3, 2])
+    with pytest.raises(IndexError, match=r"TensorDict\.split: Incompatible dim 2"):
+        td.split(1, 2)
+    with pytest.raises(IndexError, match="Incompatible dim 0"):
+        TensorDict(a=torch.zeros(2)).split(1, 0)
+    with pytest.raises(TypeError, match="split_size must be int or list of ints"):
+        td.split(["1", 2], 0)  # type: ignore[list-item]
+    with pytest.raises(RuntimeError, match="Insufficient number of elements in split_size"):
+        td.split([], 0)
+    with pytest.raises(RuntimeError, match="expects split_size to sum exactly to 3"):
+        td.split([1, 1], 0)
+    with pytest.raises(ValueError, match="split_size must be positive, got 0."):
+        td.split(0, -1)
+    parts = td.split([1, 2], 0)
+    torch.testing.assert_close(parts[1]["a"], td["a"].split([1, 2], 0)[1])
+
+
+def test_keys_values_items_sorted() -> None:
+    td = TensorDict(e={"f": 3, "g": {"h": 4}}, d=2, a={"b": 0, "c": 1})
+    keys = td.keys(True, True, sort=True)
+    assert keys == [("a", "b"), ("a", "c"), "d", ("e", "f"), ("e", "g", "h")]
+    assert [int(v) for v in td.values(True, True, sort=True)] == [0, 1, 2, 3, 4]
+    assert [k for k, _ in td.items(True, True, sort=True)] == keys
+    lst = lazy_stack([td, td.clone()])
+    assert lst.keys(True, True, sort=True) == keys
+    assert next(iter(lst.values(True, True, sort=True))).tolist() == [0, 0]
+
+
+def test_update_with_keyword_entries() -> None:
+    td = TensorDict(a=torch.zeros(3), batch_size=[3])
+    td.update(
+        {"a": torch.ones(3), "b": torch.ones(3)}, a=torch.full((3,), 7.0), c={"d": torch.ones(3)}
+    )
+    assert td["a"].tolist() == [7.0] * 3 and td["b"].tolist() == [1.0] * 3
+    assert td["c", "d"].shape == (3,)
+    assert td.update() is td and td.update_() is td
+    a = td["a"]
+    td.update_(a=torch.ones(3))
+    assert td["a"] is a and a.tolist() == [1.0] * 3
+    with pytest.raises(KeyError, match=r"TensorDict\.update_: key 'zz' not found"):
+        td.update_(zz=torch.ones(3))
+    lst = lazy_stack([TensorDict(a=torch.zeros(())) for _ in range(3)])
+    lst.update(b=torch.ones(3))
+    lst.update_(a=torch.ones(3))
+    assert lst["b"].tolist() == [1.0] * 3 and lst["a"].tolist() == [1.0] * 3
+
+
+def test_to_inplace_cat_out_contiguous_canonical() -> None:
+    td = TensorDict(a=torch.randn(3, 4), b={"c": torch.randn(3, 4)}, batch_size=[3])
+    nested = td["b"]
+    out = td.to("cpu", inplace=True)
+    assert out is td and td["b"] is nested and td.device == torch.device("cpu")
+    assert td["b"].device == torch.device("cpu")
+    dst = TensorDict(a=torch.zeros(6, 4), b={"c": torch.zeros(6, 4)}, batch_size=[6])
+    ptr = dst["a"].data_ptr()
+    assert torch.cat([td, td], 0, out=dst) is dst and dst["a"].data_ptr() == ptr
+    torch.testing.assert_close(dst["b", "c"], torch.cat([td["b", "c"]] * 2))
+    odd = torch.empty_strided((1, 4, 5), (5, 5, 1)).copy_(torch.arange(20.0).view(1, 4, 5))
+    plain = TensorDict(x=odd, y=torch.randn(2, 3))
+    assert plain.contiguous()["x"].data_ptr() == odd.data_ptr()
+    canon = plain.contiguous(canonical=True)
+    assert canon["x"].stride() == (20, 5, 1) and canon["y"] is plain["y"]
+    torch.testing.assert_close(canon["x"], odd)
