@@ -361,11 +361,12 @@ class EntryOps(CollectionPrimitives):
         self.set(key, TensorDict({}, self._batch_size, self._device, names=names))
         return self
 
+    @property
     def depth(self) -> int:
         """The number of nesting levels below this one (0 without nested collections).
 
         >>> from tensordict import TensorDict
-        >>> TensorDict(a={"b": {"c": 1}}).depth()
+        >>> TensorDict(a={"b": {"c": 1}}).depth
         2
         """
         deepest = 0

@@ -30,6 +30,12 @@ def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
     return dims
 
 
+def _lazy_legacy() -> bool:
+    from tensordict._switches import lazy_legacy
+
+    return bool(lazy_legacy())
+
+
 class PermuteError(ValueError, RuntimeError):
     """Dims that are not a permutation of the batch dims (either type catches it)."""
 
@@ -150,6 +156,19 @@ class ShapeOps(CollectionPrimitives):
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)
+        if _lazy_legacy():  # upstream's legacy views: undoing a view gives its source back
+            call = self._call("view")
+            new_bs = _infer_shape(call, _dims_arg(call, shape), self._batch_size)
+            if new_bs == self._batch_size:
+                return self
+            last = getattr(self, "_last_op", None)
+            if (
+                last is not None
+                and last[0] == "view"
+                and last[2] is not None
+                and last[2].batch_size == new_bs
+            ):
+                return last[2]  # type: ignore[no-any-return]
         return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
@@ -277,10 +296,21 @@ class ShapeOps(CollectionPrimitives):
             raise PermuteError(
                 f"{self._call('permute')}: dims {order} are not a permutation of the {n} batch dims"
             )
+        swapped = [i for i, d in enumerate(norm) if i != d]
+        if not swapped:  # the identity, as upstream: the collection itself
+            return self
+        last = getattr(self, "_last_op", None)
+        if (
+            last is not None
+            and last[0] == "permute"
+            and last[2] is not None
+            and _lazy_legacy()
+            and all(last[1][0][d] == i for i, d in enumerate(norm))
+        ):
+            return last[2]  # type: ignore[no-any-return]  # legacy: undone, the source
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
         names = None if self._names is None else [self._names[d] for d in norm]
-        swapped = [i for i, d in enumerate(norm) if i != d]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
             out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
@@ -326,8 +356,18 @@ class ShapeOps(CollectionPrimitives):
         )
 
     def expand_as(self, other: Tensor | CollectionPrimitives) -> Self:
-        """Expand to the shape (batch size) of ``other``."""
-        return self.expand(other.shape)
+        """Expand to the shape of ``other``: a tensor's shape as batch size, or, for a
+        TensorDict, each leaf to the shape of ``other``'s leaf at the same key (upstream).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.ones(3, 1), batch_size=[3])
+        >>> td.expand_as(TensorDict(a=torch.zeros(2, 3, 5), batch_size=[2, 3]))["a"].shape
+        torch.Size([2, 3, 5])
+        """
+        if isinstance(other, Tensor):
+            return self.expand(other.shape)
+        return self.apply(lambda x, y: x.expand_as(y), other, batch_size=other.batch_size)
 
     def broadcast_to(self, shape: Sequence[int]) -> Self:
         """Alias of :meth:`expand` with one shape argument."""

@@ -95,6 +95,8 @@ class MoreShapeOps(CollectionPrimitives):
         """
         call = self._call("rot90")
         n = len(self._batch_size)
+        if n < 2:
+            raise RuntimeError(f"{call}: requires at least 2 batch dims, got {n}")
         d = tuple(_norm(call, x, n) for x in dims)
         new_bs = _shape_via(call, self._batch_size, lambda t: t.rot90(k, d).shape)
         return self._remap(call, lambda x: x.rot90(k, d), new_bs, None)
@@ -186,16 +188,18 @@ class MoreShapeOps(CollectionPrimitives):
         return out
 
     def atleast_3d(self) -> Self:
-        """The collection with at least three batch dims (``torch.atleast_3d``: a 1-d
-        batch ``(n,)`` becomes ``(1, n, 1)``, a 2-d one ``(m, n, 1)``)."""
-        n = len(self._batch_size)
-        if n == 0:
-            return self.unsqueeze(0).unsqueeze(0).unsqueeze(0)
-        if n == 1:
-            return self.unsqueeze(0).unsqueeze(-1)
-        if n == 2:
-            return self.unsqueeze(-1)
-        return self
+        """The collection with at least three batch dims, new dims in front as upstream
+        (so ``(n,)`` becomes ``(1, 1, n)`` and ``(m, n)`` becomes ``(1, m, n)``, where
+        ``torch.atleast_3d`` of a tensor gives ``(1, n, 1)`` and ``(m, n, 1)``).
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict(batch_size=[2, 3]).atleast_3d().batch_size
+        torch.Size([1, 2, 3])
+        """
+        out = self
+        while len(out.batch_size) < 3:
+            out = out.unsqueeze(0)
+        return out
 
     # -------------------------------------------- entries joined into one
     def cat_tensors(

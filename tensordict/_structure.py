@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from tensordict._td import TensorDict
 
 
+class KeyCollisionError(KeyError, ValueError):
+    """Keys that collide when flattened or unflattened (upstream raises KeyError)."""
+
+    def __str__(self) -> str:  # the message as written, not the repr KeyError gives
+        return str(self.args[0]) if self.args else ""
+
+
 def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
 
@@ -249,8 +256,9 @@ def _unflatten_node(
             child = node[part] = td._new_unsafe({}, owner_bs, td._device, td._names)
             node = child._tensordict
         except AttributeError:  # a tensor or non-tensor leaf holds that name
-            raise ValueError(
-                f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} needs {part!r} to be nested, but it holds a leaf"
             ) from None
     return node, owner_bs
 
@@ -279,7 +287,10 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
                 f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
             )
         if last in node:
-            raise ValueError(f"{call}: key {key!r} collides with an existing entry")
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} collides with an existing entry"
+            )
         if owner_bs is not bs:  # merged into a nested level with a longer batch size
             if isinstance(value, NonTensor):
                 value = value._with(owner_bs, value.device)
@@ -331,7 +342,8 @@ def _flatten_into(td: TensorDict, prefix: str, sep: str, out: dict[str, Any], ca
             _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
-            raise ValueError(
-                f"{call}: key {name!r} appears twice after flattening with separator {sep!r}"
+            raise KeyCollisionError(
+                f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "
+                f"appears twice after flattening with separator {sep!r}"
             )
         out[name] = _copy_structure(value) if _is_nested(value) else value

@@ -356,3 +356,63 @@ def test_to_inplace_cat_out_contiguous_canonical() -> None:
     canon = plain.contiguous(canonical=True)
     assert canon["x"].stride() == (20, 5, 1) and canon["y"] is plain["y"]
     torch.testing.assert_close(canon["x"], odd)
+
+
+def test_depth_is_a_property() -> None:
+    td = TensorDict(a={"b": {"c": {"d": 0}, "e": 0}, "f": 0}, g=0)
+    assert td.depth == 3
+    del td["a", "b", "c"]
+    assert td.depth == 2
+    assert TensorDict(a=0).depth == 0
+
+
+def test_atleast_3d_adds_dims_in_front_and_rot90_needs_two() -> None:
+    x = torch.randn(2, 3, 4)
+    td = TensorDict(a=x, batch_size=[2, 3])
+    out = td.atleast_3d()
+    assert out.batch_size == (1, 2, 3)
+    torch.testing.assert_close(out["a"], x.unsqueeze(0))
+    assert torch.atleast_3d(td[0]).batch_size == (1, 1, 3)
+    three = TensorDict(a=torch.zeros(1, 2, 3), batch_size=[1, 2, 3])
+    assert three.atleast_3d() is three
+    with pytest.raises(RuntimeError, match=r"TensorDict\.rot90: requires at least 2 batch dims"):
+        td[0].rot90()
+
+
+def test_expand_as_follows_the_other_leaves() -> None:
+    td0 = TensorDict(a=torch.ones(3, 1, 4), b={"c": torch.ones(3, 2, 1, 4)}, batch_size=[3])
+    td1 = TensorDict(
+        a=torch.zeros(2, 3, 5, 4), b={"c": torch.zeros(2, 3, 2, 6, 4)}, batch_size=[2, 3]
+    )
+    out = td0.expand_as(td1)
+    assert out.batch_size == (2, 3)
+    torch.testing.assert_close(out["a"], td0["a"].expand(2, 3, 5, 4))
+    torch.testing.assert_close(out["b", "c"], td0["b", "c"].expand(2, 3, 2, 6, 4))
+    assert td0.expand_as(torch.zeros(2, 3)).batch_size == (2, 3)
+
+
+def test_key_collisions_raise_key_error() -> None:
+    td = TensorDict({"a.b": torch.zeros(3), "a": {"b": torch.zeros(3)}}, [])
+    with pytest.raises(KeyError, match="Flattening keys in tensordict causes keys to collide"):
+        td.flatten_keys(".")
+    with pytest.raises(ValueError, match=r"key 'a\.b' appears twice after flattening"):
+        td.flatten_keys(".")
+    with pytest.raises(KeyError, match=r"Unflattening key\(s\) in tensordict will override"):
+        td.unflatten_keys(".")
+    leaf = TensorDict({"a.b.c": torch.zeros(3), "a": {"b": torch.zeros(3)}}, [])
+    with pytest.raises(KeyError, match="needs 'b' to be nested, but it holds a leaf"):
+        leaf.unflatten_keys(".")
+
+
+def test_identity_permute_and_legacy_inverse_views() -> None:
+    from tensordict import set_lazy_legacy
+
+    td = TensorDict(a=torch.randn(3, 4, 5), batch_size=[3, 4, 5])
+    assert td.permute(0, 1, 2) is td and td.movedim(1, 1) is td
+    assert td.permute(2, 1, 0).permute(2, 1, 0) is not td  # a new TensorDict by default
+    with set_lazy_legacy(True):
+        assert td.permute(2, 0, 1).permute(1, 2, 0) is td
+        assert td.permute(2, 0, 1).permute(2, 0, 1) is not td
+        assert td.view(-1).view(3, 4, 5) is td and td.view(3, 4, 5) is td
+    flat = td.view(-1)
+    torch.testing.assert_close(flat.view(3, 4, 5)["a"], td["a"])
