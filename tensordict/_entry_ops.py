@@ -266,13 +266,17 @@ class EntryOps(CollectionPrimitives):
         (['a'], ['b'])
         """
         out = self.empty()
+        missing = object()
         for key in keys:
             if strict and default is _NO_DEFAULT:
                 value = self.pop(key)
             else:
-                value = self.pop(key, None if default is _NO_DEFAULT else default)
-            if value is not None:
-                out.set(key, value)
+                value = self.pop(key, missing)
+                if value is missing:
+                    if default is _NO_DEFAULT:
+                        continue
+                    value = default  # the default stands in for a missing key
+            out.set(key, value)
         if filter_empty:
             self.filter_empty_()
         return out

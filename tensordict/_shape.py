@@ -36,6 +36,10 @@ def _lazy_legacy() -> bool:
     return bool(lazy_legacy())
 
 
+class GatherIndexError(ValueError, NotImplementedError):
+    """A gather index whose dims are not the batch dims (upstream: NotImplementedError)."""
+
+
 class PermuteError(ValueError, RuntimeError):
     """Dims that are not a permutation of the batch dims (either type catches it)."""
 
@@ -494,9 +498,9 @@ class ShapeOps(CollectionPrimitives):
         n = len(self._batch_size)
         d = _norm(self._call("gather"), dim, n)
         if index.ndim != n:
-            raise ValueError(
+            raise GatherIndexError(
                 f"{type(self).__name__}.gather: index must have {n} dims (the batch dims), got "
-                f"shape {tuple(index.shape)}"
+                f"shape {tuple(index.shape)} (index.ndim={index.ndim})"
             )
         new_bs = _shape_via(
             self._call("gather"), self._batch_size, lambda t: t.gather(d, index).shape

@@ -126,6 +126,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         self._names = None
         self._is_locked = False
         self._tensordict = {}
+        if kwargs and source is not None:
+            raise ValueError(
+                "TensorDict: pass the entries as source or as keyword arguments, not both "
+                f"(got source and {sorted(kwargs)})"
+            )
         if type(source) is dict:  # the common case: no type check, one call less
             self._fill_pairs(source.items())
         elif source is not None:
@@ -367,6 +372,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
+        if tensor is None and not bs and type(value) is list and not value:
+            tensor = torch.tensor([], device=self._device)  # as upstream: an empty tensor
         if tensor is not None:
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
@@ -560,6 +567,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def __contains__(self, key: object) -> bool:
         if type(key) is str:
             return key in self._tensordict
+        if not isinstance(key, tuple):
+            raise RuntimeError(
+                f"TensorDict.__contains__: expected a NestedKey (a str or a tuple of str), "
+                f"got {type(key).__name__}; to look for a value, compare the leaves"
+            )
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing

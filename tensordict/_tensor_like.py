@@ -71,8 +71,9 @@ class TensorLikeOps(CollectionPrimitives):
         return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
 
     @property
-    def grad(self) -> Self:
-        """The ``.grad`` of every leaf (leaves without one are left out).
+    def grad(self) -> Self | None:
+        """The ``.grad`` of every leaf (leaves without one are left out; None when no
+        leaf has one, as upstream).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -82,6 +83,8 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([1., 1.])
         """
         out = self.apply(lambda x: x.grad)
+        if not out._tensor_leaves([]):
+            return None
         return out.lock_() if self.is_locked else out
 
     @grad.setter

@@ -144,9 +144,14 @@ def test_binary_tensor_lines_up_with_batch_dims() -> None:
 def test_results_of_element_wise_ops_keep_the_lock() -> None:
     td = TensorDict(a=torch.ones(2, requires_grad=True), b={"c": torch.ones(2)}, batch_size=[2])
     assert not (td + 1).is_locked and not td.data.is_locked
+    assert td.grad is None  # no leaf has a gradient yet
+    td["a"].sum().backward()
     td.lock_()
     assert (td + 1).is_locked and (td * td).is_locked and td.exp().is_locked
-    assert td.data.is_locked and td.grad.is_locked
+    grad = td.grad
+    assert td.data.is_locked and grad is not None and grad.is_locked
+    torch.testing.assert_close(grad["a"], torch.ones(2))
+    assert "b" not in grad.keys()
 
 
 def test_reflected_bitwise_operators() -> None:
@@ -416,3 +421,32 @@ def test_identity_permute_and_legacy_inverse_views() -> None:
         assert td.view(-1).view(3, 4, 5) is td and td.view(3, 4, 5) is td
     flat = td.view(-1)
     torch.testing.assert_close(flat.view(3, 4, 5)["a"], td["a"])
+
+
+def test_small_upstream_semantics() -> None:
+    with pytest.raises(ValueError, match="TensorDict: pass the entries as source or as keyword"):
+        TensorDict({"b": 2}, a=1)
+    td = TensorDict.fromkeys({"a", ("d", "e")}, 0)
+    assert "a" in td and ("d", "e") in td and "f" not in td
+    with pytest.raises(RuntimeError, match=r"TensorDict\.__contains__: expected a NestedKey"):
+        0 in td  # noqa: B015
+    grid = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(NotImplementedError, match=r"index\.ndim=1"):
+        grid.gather(dim=0, index=torch.tensor([0, 1]), inplace=True)
+    with pytest.raises(ValueError, match="index must have 2 dims"):
+        grid.gather(dim=0, index=torch.tensor([0, 1]))
+    empty = TensorDict()
+    empty["key"] = []
+    assert isinstance(empty["key"], torch.Tensor) and empty["key"].shape == (0,)
+
+
+def test_separates_default_fills_missing_keys() -> None:
+    td = TensorDict(a=0, b=TensorDict(c=0, d=0), unique=TensorDict(val=0))
+    with pytest.raises(KeyError):
+        td.clone().separates("a", "e")
+    out = td.separates("a", ("b", ("d",)), "e", ("unique", "val"), default=None)
+    assert out["e"] is None and out["a"] == 0 and out["b", "d"] == 0
+    assert "a" not in td and ("b", "d") not in td and "unique" not in td
+    kept = TensorDict(unique=TensorDict(val=0))
+    kept.separates(("unique", "val"), filter_empty=False)
+    assert "unique" in kept
