@@ -38,6 +38,7 @@ from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none
+from tensordict._update_batch import batch_sizes_clash, check_resize
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -359,6 +360,14 @@ class LazyStackedTensorDict(TensorDictBase):
             return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
         if other is None:
             return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            raise NotImplementedError(
+                f"{self._call('update')}: update_batch_size=True across batch sizes is not "
+                "supported on a LazyStackedTensorDict; update a dense TensorDict"
+            )
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)

@@ -38,6 +38,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._torch_compat import foreach
+from tensordict._update_batch import batch_sizes_clash, check_resize, resize_update
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
@@ -698,14 +699,23 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
         if other is None:
             return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            return resize_update(self, other, is_leaf, self._call("update"))  # type: ignore[no-any-return]
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))
             target = self._get_path_or_none(path)
-            if _is_td(target) and _is_mapping(value):
-                target.update(value, inplace)
+            if (
+                _is_td(target)
+                and _is_mapping(value)
+                and (is_leaf is None or not is_leaf(type(value)))
+            ):
+                target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
             elif inplace and target is not None:
                 self.set_(path, value)
             else:

@@ -450,3 +450,40 @@ def test_separates_default_fills_missing_keys() -> None:
     kept = TensorDict(unique=TensorDict(val=0))
     kept.separates(("unique", "val"), filter_empty=False)
     assert "unique" in kept
+
+
+def test_update_across_batch_sizes() -> None:
+    td0 = TensorDict(a=torch.zeros(3), n={"b": torch.zeros(3, 2)}, batch_size=[3])
+    td1 = TensorDict(a=torch.ones(4), n={"b": torch.ones(4, 2)}, batch_size=[4])
+    with pytest.raises(RuntimeError, match=r"TensorDict\.update: update_batch_size must be set"):
+        td0.update(td1)
+    with pytest.raises(RuntimeError, match="inplace=True cannot achieve"):
+        td0.update(td1, update_batch_size=True, inplace=True)
+    with pytest.raises(RuntimeError, match="keys_to_update is not supported"):
+        td0.update(td1, update_batch_size=True, keys_to_update=["a"])
+    with pytest.raises(RuntimeError, match="locked TensorDict"):
+        td0.clone().lock_().update(td1, update_batch_size=True)
+    with pytest.raises(RuntimeError, match=r"keys \['z'\] are not in the source"):
+        TensorDict(z=torch.zeros(3), batch_size=[3]).update(td1, update_batch_size=True)
+    nested = td0["n"]
+    assert td0.update(td1, update_batch_size=True) is td0
+    assert td0.batch_size == (4,) and td0["n"] is nested and nested.batch_size == (4,)
+    torch.testing.assert_close(td0["n", "b"], td1["n", "b"])
+    assert td0["n"] is not td1["n"]
+    with pytest.raises(RuntimeError, match="lock"):
+        lazy_stack([td1.clone(), td1.clone()]).lock_().update(
+            lazy_stack([td0[:3], td0[:3]]), update_batch_size=True
+        )
+
+
+def test_update_nested_batch_size_and_is_leaf() -> None:
+    t = torch.arange(24).view(2, 3, 4)
+    t1 = torch.arange(16).view(2, 2, 4)
+    td0 = TensorDict(b=TensorDict(c=t, batch_size=(2, 3)), d=t, batch_size=(2,))
+    td1 = TensorDict(b=TensorDict(c=t1, batch_size=(2, 2)), d=t, batch_size=(2,))
+    td0.clone().update(td1, update_batch_size=True)
+    out = td0.clone().update(td1, update_batch_size=True)
+    assert out["b"].batch_size == (2, 2)
+    torch.testing.assert_close(out["b", "c"], t1)
+    replaced = td0.clone().update(td1, update_batch_size=True, is_leaf=lambda cls: True)
+    assert replaced["b"].batch_size == (2, 2)
