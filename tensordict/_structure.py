@@ -213,7 +213,8 @@ def _rename_key(
     if old == new:
         return td
     shorter = min(len(old), len(new))
-    if old[:shorter] == new[:shorter]:
+    moves_up = len(new) < len(old) and old[: len(new)] == new  # replaces its own ancestor
+    if old[:shorter] == new[:shorter] and not moves_up:
         raise ValueError(
             f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
             "lies inside the other"
@@ -223,6 +224,8 @@ def _rename_key(
     if td._is_locked:
         raise RuntimeError(f"{call}: cannot rename keys: the {type(td).__name__} is locked")
     td._set_path(new, value, call)
+    if moves_up:  # the old key went with the ancestor it replaced
+        return td
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
     del parent._tensordict[old[-1]]
     return td

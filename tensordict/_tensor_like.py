@@ -166,7 +166,12 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2, 3), b=torch.zeros(4, dtype=torch.int8)).bytes()
         28
         """
-        return sum(x.numel() * x.element_size() for x in self._leaves_once(count_duplicates))
+        parts: list[Tensor] = []
+        for leaf in self._tensor_leaves([]):
+            _byte_parts(leaf, parts)
+        if not count_duplicates:  # the same tensor object counted once
+            parts = list({id(x): x for x in parts}.values())
+        return sum(x.numel() * x.element_size() for x in parts)
 
     def _leaves_once(self, count_duplicates: builtins.bool) -> list[Tensor]:
         leaves = self._tensor_leaves([])
@@ -691,3 +696,19 @@ def _kw(dtype: Any, device: Any, requires_grad: builtins.bool) -> dict[str, Any]
     if device is not _NO_DEVICE:
         kw["device"] = device
     return kw
+
+
+def _byte_parts(tensor: Tensor, out: list[Tensor]) -> None:
+    """The plain tensors holding ``tensor``'s bytes, as upstream counts them: a nested
+    (or other wrapper) tensor's inner tensors, and a gradient beside its tensor."""
+    if type(tensor) not in (Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__"):
+        attrs, _ = tensor.__tensor_flatten__()
+        for attr in attrs:
+            _byte_parts(getattr(tensor, attr), out)
+        return
+    grad = tensor.grad if tensor.requires_grad and tensor.is_leaf else None
+    if grad is not None:
+        _byte_parts(grad, out)
+        out.append(tensor.data)
+    else:
+        out.append(tensor)

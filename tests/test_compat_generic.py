@@ -487,3 +487,34 @@ def test_update_nested_batch_size_and_is_leaf() -> None:
     torch.testing.assert_close(out["b", "c"], t1)
     replaced = td0.clone().update(td1, update_batch_size=True, is_leaf=lambda cls: True)
     assert replaced["b"].batch_size == (2, 2)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch: nested jagged tensors are a prototype
+def test_bytes_counts_gradients_and_nested_parts() -> None:
+    import gc
+    import weakref
+
+    plain = torch.zeros(3)
+    with_grad = torch.ones(3, requires_grad=True)
+    with_grad.sum().backward()
+    values, offsets, lengths = torch.ones(3), torch.tensor([0, 1, 3]), torch.tensor([1, 2])
+    njt = torch.nested.nested_tensor_from_jagged(values, offsets, lengths=lengths)
+    shared = torch.nested.nested_tensor_from_jagged(plain, offsets, lengths=lengths)
+    td = TensorDict(plain=plain, with_grad=with_grad, njt=njt, shared=shared)
+    njt_bytes = values.nbytes + offsets.nbytes + lengths.nbytes
+    grad_bytes = 2 * with_grad.nbytes
+    assert td.bytes() == plain.nbytes + grad_bytes + 2 * njt_bytes - values.nbytes + plain.nbytes
+    assert td.bytes(count_duplicates=False) == plain.nbytes + grad_bytes + njt_bytes
+    ref = weakref.ref(td)
+    del td
+    gc.collect()
+    assert ref() is None
+
+
+def test_rename_key_up_over_its_ancestor() -> None:
+    td = TensorDict(a={"b": {"c": torch.zeros(2)}, "d": torch.ones(2)}, batch_size=[2])
+    leaf = td["a", "b", "c"]
+    td.rename_key_(("a", "b", "c"), ("a", "b"))
+    assert td["a", "b"] is leaf and set(td.keys(True, True)) == {("a", "b"), ("a", "d")}
+    with pytest.raises(ValueError, match="one key lies inside the other"):
+        td.rename_key_("a", ("a", "e"))
