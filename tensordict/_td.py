@@ -453,7 +453,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             if value.shape != current.shape:
                 raise ValueError(
                     f"{call}: shape {tuple(value.shape)} does not match the shape "
-                    f"{tuple(current.shape)} of key {key!r}"
+                    f"{tuple(current.shape)} of key {key!r} (Failed to update {key!r} in place)"
                 )
             if value.dtype != current.dtype:
                 raise TypeError(

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import hessian, jacfwd, jacrev
 
-from tensordict import NonTensorData, NonTensorStack, TensorDict, lazy_stack, pad
+from tensordict import NonTensorData, NonTensorStack, TensorDict, lazy_stack, make_tensordict, pad
 
 
 def _nested() -> TensorDict:
@@ -518,3 +518,12 @@ def test_rename_key_up_over_its_ancestor() -> None:
     assert td["a", "b"] is leaf and set(td.keys(True, True)) == {("a", "b"), ("a", "d")}
     with pytest.raises(ValueError, match="one key lies inside the other"):
         td.rename_key_("a", ("a", "e"))
+
+
+def test_make_tensordict_from_a_tensordict_and_set_message() -> None:
+    src = TensorDict(a={"b": torch.randn(3, 4), "c": torch.randn(3, 4, 5)}, d=torch.randn(3))
+    td = make_tensordict(src, auto_batch_size=True)
+    assert td.batch_size == (3,) and td["a"].batch_size == (3, 4)
+    torch.testing.assert_close(td["a", "c"], src["a", "c"])
+    with pytest.raises(ValueError, match=r"TensorDict\.set_: .*Failed to update 'a' in place"):
+        TensorDict(a=torch.rand(())).set_("a", torch.randn(2))
