@@ -391,8 +391,11 @@ class ShapeOps(CollectionPrimitives):
         bs = self._batch_size
         n = len(bs)
         new_bs = _shape_via(self._call("repeat"), bs, lambda d: d.repeat(reps).shape)
+        names = None
+        if self._names is not None:  # the dims keep their names; new leading dims have none
+            names = [None] * (len(new_bs) - n) + list(self._names)
         return self._remap(
-            self._call("repeat"), lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, None
+            self._call("repeat"), lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, names
         )
 
     # --------------------------------------------------------- slicing kinds

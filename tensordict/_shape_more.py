@@ -148,7 +148,7 @@ class MoreShapeOps(CollectionPrimitives):
             call,
             lambda x: x.repeat_interleave(repeats, d, output_size=output_size),
             new_bs,
-            None,
+            None if self._names is None else list(self._names),  # the dims keep their names
         )
 
     def tensor_split(

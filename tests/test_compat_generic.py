@@ -527,3 +527,16 @@ def test_make_tensordict_from_a_tensordict_and_set_message() -> None:
     torch.testing.assert_close(td["a", "c"], src["a", "c"])
     with pytest.raises(ValueError, match=r"TensorDict\.set_: .*Failed to update 'a' in place"):
         TensorDict(a=torch.rand(())).set_("a", torch.randn(2))
+
+
+def test_repeat_keeps_dim_names_and_from_any_list() -> None:
+    td = TensorDict(obs=torch.zeros(1, 2, 3, 5), batch_size=(1, 2, 3), names=[None, "t", "o"])
+    assert td.repeat_interleave(2, dim=-1).names == [None, "t", "o"]
+    assert td.repeat(1, 1, 2).names == [None, "t", "o"]
+    assert td.repeat(2, 1, 1, 2).names == [None, None, "t", "o"]
+    torch.testing.assert_close(td.repeat(1, 1, 2)["obs"], td["obs"].repeat(1, 1, 2, 1))
+    values = torch.randn(3, 4).tolist()
+    torch.testing.assert_close(TensorDict.from_any(values), torch.tensor(values))
+    values[0].append(0.0)
+    ragged = TensorDict.from_any(values)
+    assert isinstance(ragged, NonTensorStack) and ragged.tolist() == values
