@@ -540,3 +540,18 @@ def test_repeat_keeps_dim_names_and_from_any_list() -> None:
     values[0].append(0.0)
     ragged = TensorDict.from_any(values)
     assert isinstance(ragged, NonTensorStack) and ragged.tolist() == values
+
+
+def test_from_dict_instance_rebuilds_nested_collections() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass(autocast=True)
+    class Pair:
+        x: torch.Tensor = None  # type: ignore[assignment]
+        y: int = None  # type: ignore[assignment]
+
+    td = TensorDict(a=torch.randn(()), b=Pair(x=torch.zeros(()), y=1), c={"d": torch.ones(2)})
+    out = td.from_dict_instance(td.to_dict(), auto_batch_size=True)
+    assert isinstance(out["b"], Pair) and out["b"].y == 1
+    torch.testing.assert_close(out["b"].x, torch.zeros(()))
+    assert isinstance(out["c"], TensorDict) and out["c"].batch_size == (2,)
