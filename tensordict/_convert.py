@@ -91,6 +91,12 @@ class ConvertOps(CollectionPrimitives):
         caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
         return map_leaves(self, caster, device)
 
+    def _sync_all(self) -> None:
+        """Wait for the non-blocking copies queued on accelerators (upstream's hook of this
+        name; a no-op when no accelerator is in use)."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            torch.cuda.synchronize()
+
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""
         return self.to("cpu")

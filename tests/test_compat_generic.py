@@ -555,3 +555,9 @@ def test_from_dict_instance_rebuilds_nested_collections() -> None:
     assert isinstance(out["b"], Pair) and out["b"].y == 1
     torch.testing.assert_close(out["b"].x, torch.zeros(()))
     assert isinstance(out["c"], TensorDict) and out["c"].batch_size == (2,)
+
+
+def test_sync_hook_is_a_no_op_on_cpu() -> None:
+    td = TensorDict(a=torch.ones(2))
+    assert td._sync_all() is None  # upstream's hook for non-blocking copies
+    torch.testing.assert_close(td.to("cpu", non_blocking=True)["a"], torch.ones(2))
