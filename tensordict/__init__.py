@@ -50,6 +50,7 @@ from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
+from tensordict._pad import pad
 from tensordict._predicates import (
     default_is_leaf,
     is_batchedtensor,
@@ -62,7 +63,6 @@ from tensordict._predicates import (
 from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
 from tensordict._repr_parse import parse_tensor_dict_string
-from tensordict._shape import pad
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._switches import (

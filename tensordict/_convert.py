@@ -83,6 +83,8 @@ class ConvertOps(CollectionPrimitives):
         >>> td.device, td["a"].dtype
         (device(type='cpu'), torch.float64)
         """
+        if kwargs.pop("inplace", False):
+            return _to_inplace(self, self.to(*args, non_blocking=non_blocking, **kwargs))  # type: ignore[no-any-return]
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
@@ -90,6 +92,12 @@ class ConvertOps(CollectionPrimitives):
             return _cast(self, dtype)
         caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
         return map_leaves(self, caster, device)
+
+    def _sync_all(self) -> None:
+        """Wait for the non-blocking copies queued on accelerators (upstream's hook of this
+        name; a no-op when no accelerator is in use)."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            torch.cuda.synchronize()
 
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""
@@ -151,12 +159,23 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self, inplace: builtins.bool = False) -> Self:
+    def contiguous(
+        self, inplace: builtins.bool = False, *, canonical: builtins.bool = False
+    ) -> Self:
         """Every leaf made contiguous (leaves already contiguous are kept as they are);
-        ``inplace=True`` makes this collection the result."""
+        ``inplace=True`` makes this collection the result. ``canonical=True`` also copies
+        the leaves that torch calls contiguous but whose strides are not the row-major
+        ones (size-1 dims with other strides).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> x = torch.empty_strided((1, 2), (5, 1))
+        >>> TensorDict(a=x).contiguous(canonical=True)["a"].stride()
+        (2, 1)
+        """
         from tensordict._context import adopt
 
-        out = map_leaves(self, Tensor.contiguous)
+        out = map_leaves(self, _canonical if canonical else Tensor.contiguous)
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
@@ -244,3 +263,31 @@ def _cast(td: C, dtype: torch.dtype) -> C:
 
 def _identity(x: Tensor) -> Tensor:
     return x
+
+
+def _canonical(x: Tensor) -> Tensor:
+    """``x`` with row-major strides (a copy only when its strides differ)."""
+    expected, step = [], 1
+    for size in reversed(x.shape):
+        expected.append(step)
+        step *= size
+    if x.stride() == tuple(reversed(expected)):
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def _to_inplace(td: Any, out: Any) -> Any:
+    """``td`` made, in place, what ``to`` returned (nested collections keep identity)."""
+    from tensordict._context import adopt
+
+    adopt(td, out, td._call("to"))
+    _take_devices(td, out)
+    return td
+
+
+def _take_devices(td: Any, out: Any) -> None:
+    td._device = out._device
+    for key, value in td._tensordict.items():
+        other = out._tensordict.get(key)
+        if hasattr(value, "_tensordict") and hasattr(other, "_tensordict"):
+            _take_devices(value, other)

@@ -24,13 +24,22 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, locked_error
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    is_string_key,
+    join_path,
+    key_path,
+    locked_error,
+    sort_key,
+)
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none
+from tensordict._update_batch import batch_sizes_clash, check_resize
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -144,9 +153,17 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ----------------------------------------------------------------- keys
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> list[str | tuple[str, ...]]:
-        """The keys present in every member, in the first member's order."""
+        """The keys present in every member, in the first member's order (``sort=True``:
+        sorted by the ``"."``-joined key)."""
+        if sort:
+            return sorted(self.keys(include_nested, leaves_only, is_leaf), key=sort_key)
         if not self.tensordicts:
             return []
         first, *others = self.tensordicts
@@ -168,16 +185,27 @@ class LazyStackedTensorDict(TensorDictBase):
         return list(seen)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """``(key, stacked value)`` for the common keys."""
-        return ((k, self.get(k)) for k in self.keys(include_nested, leaves_only, is_leaf))
+        keys = self.keys(include_nested, leaves_only, is_leaf, sort=sort)
+        return ((k, self.get(k)) for k in keys)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """Stacked values of the common keys."""
-        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf))
+        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf, sort=sort))
 
     def __contains__(self, key: object) -> bool:
         return all(key in m for m in self.tensordicts)
@@ -256,7 +284,9 @@ class LazyStackedTensorDict(TensorDictBase):
         return self.get(key, default, as_nested_tensor=True)
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str) or (isinstance(key, tuple) and key and isinstance(key[0], str)):
+        if isinstance(key, str) or (
+            isinstance(key, tuple) and key and (isinstance(key[0], str) or is_string_key(key))
+        ):
             value = self.get(key)
             return value._public() if isinstance(value, NonTensor) else value
         return self._index(key)
@@ -317,7 +347,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | Any,
+        other: Mapping[Any, Any] | Any = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -325,8 +355,22 @@ class LazyStackedTensorDict(TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            raise NotImplementedError(
+                f"{self._call('update')}: update_batch_size=True across batch sizes is not "
+                "supported on a LazyStackedTensorDict; update a dense TensorDict"
+            )
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
@@ -340,13 +384,19 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update_(
         self,
-        other: Any,
+        other: Any = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
-        """Copy every entry of ``other`` into the existing entries."""
+        """Copy every entry of ``other`` (then of ``kwargs``) into the existing entries."""
+        if kwargs:
+            self.update_(other, keys_to_update=keys_to_update)
+            return self.update_(kwargs, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         if keys_to_update is not None or isinstance(other, Mapping):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)

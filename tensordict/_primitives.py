@@ -34,6 +34,7 @@ class CollectionPrimitives:
     # the last three belong to mixins (consolidation record, context-manager stack) but
     # live here: only one base of a class may lay out slots
     __slots__ = (
+        "__weakref__",  # weakref.ref(td) works, as for tensors
         "_batch_size",
         "_consolidated",
         "_device",

@@ -170,8 +170,9 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     return LazyStackedTensorDict(tds, stack_dim=dim)
 
 
-def cat(tds: Sequence[Any], dim: int = 0) -> TensorDictBase:
-    """Concatenate TensorDicts with the same keys along an existing batch dim.
+def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Concatenate TensorDicts with the same keys along an existing batch dim (written
+    into the leaves of ``out`` when given, which is returned).
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -188,7 +189,15 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDictBase:
     if not -n <= dim < n:
         raise IndexError(f"torch.cat: dim {dim} is out of range for {n} batch dims")
     dim %= n
-    return _dense_cat(tds, dim, ())
+    result = _dense_cat(tds, dim, ())
+    if out is None:
+        return result
+    if out.batch_size != result.batch_size:
+        raise RuntimeError(
+            f"torch.cat: out has batch_size {tuple(out.batch_size)}, the result "
+            f"{tuple(result.batch_size)}"
+        )
+    return out.update_(result)
 
 
 def _mixed_kinds(prefix: tuple[str, ...], key: str, column: list[Any]) -> TypeError:

@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from tensordict._base import DenseTensorDictBase
 
 
+class KeyCollisionError(KeyError, ValueError):
+    """Keys that collide when flattened or unflattened (upstream raises KeyError)."""
+
+    def __str__(self) -> str:  # the message as written, not the repr KeyError gives
+        return str(self.args[0]) if self.args else ""
+
+
 def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
 
@@ -90,8 +97,18 @@ class StructureOps(CollectionPrimitives):
         """
         return self._per_member(_unflatten_keys, separator, inplace, self._call("unflatten_keys"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(
+        self,
+        *,
+        retain_none: bool = True,
+        convert_tensors: bool | str = False,
+        tolist_first: bool = False,
+    ) -> dict[str, Any]:
         """Nested plain dicts of the entries (non-tensor entries as their values).
+
+        ``retain_none=False`` leaves out None entries; ``convert_tensors`` turns the
+        tensors into lists (``"numpy"``: arrays); ``tolist_first`` turns nested
+        TensorDicts with more batch dims into lists (see :meth:`tolist`).
 
         ``td.flatten_keys(".").to_dict()`` is what ``torch.func.functional_call`` takes.
 
@@ -100,7 +117,17 @@ class StructureOps(CollectionPrimitives):
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
         """
-        return _to_dict(self._as_dense(self._call("to_dict")))
+        dense = self._as_dense(self._call("to_dict"))
+        if retain_none and not convert_tensors and not tolist_first:
+            return _to_dict(dense)
+        from tensordict._tolist import to_dict
+
+        return to_dict(
+            dense,
+            retain_none=retain_none,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def empty(self, recurse: bool = False) -> Self:
         """A collection of the same kind, batch size and device, with no entries.
@@ -186,7 +213,8 @@ def _rename_key(
     if old == new:
         return td
     shorter = min(len(old), len(new))
-    if old[:shorter] == new[:shorter]:
+    moves_up = len(new) < len(old) and old[: len(new)] == new  # replaces its own ancestor
+    if old[:shorter] == new[:shorter] and not moves_up:
         raise ValueError(
             f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
             "lies inside the other"
@@ -196,6 +224,8 @@ def _rename_key(
     if td._is_locked:
         raise locked_error(call, join_path(old), "rename")
     td._set_path(new, value, call)
+    if moves_up:  # the old key went with the ancestor it replaced
+        return td
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
     del parent._tensordict[old[-1]]
     return td
@@ -231,8 +261,9 @@ def _unflatten_node(
             child = node[part] = td._new_unsafe({}, owner_bs, td._device, td._names)
             node = child._tensordict
         except AttributeError:  # a tensor or non-tensor leaf holds that name
-            raise ValueError(
-                f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} needs {part!r} to be nested, but it holds a leaf"
             ) from None
     return node, owner_bs
 
@@ -263,7 +294,10 @@ def _unflatten_keys(
                 f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
             )
         if last in node:
-            raise ValueError(f"{call}: key {key!r} collides with an existing entry")
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} collides with an existing entry"
+            )
         if owner_bs is not bs:  # merged into a nested level with a longer batch size
             if isinstance(value, NonTensor):
                 value = value._with(owner_bs, value.device)
@@ -317,7 +351,8 @@ def _flatten_into(
             _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
-            raise ValueError(
-                f"{call}: key {name!r} appears twice after flattening with separator {sep!r}"
+            raise KeyCollisionError(
+                f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "
+                f"appears twice after flattening with separator {sep!r}"
             )
         out[name] = _copy_structure(value) if _is_nested(value) else value

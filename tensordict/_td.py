@@ -26,10 +26,12 @@ from tensordict._index import IndexOps
 from tensordict._keys import (
     NO_DEFAULT,
     NestedKey,
+    is_string_key,
     join_path,
     key_path,
     locked_error,
     missing_key_error,
+    sort_key,
 )
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
@@ -37,6 +39,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import set_get_defaults_to_none
 from tensordict._torch_compat import foreach
+from tensordict._update_batch import batch_sizes_clash, check_resize, resize_update
 from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
@@ -118,6 +121,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         self._device = dev
         self._names = None
         self._is_locked = False
+        if kwargs and source is not None:
+            raise ValueError(
+                "TensorDict: pass the entries as source or as keyword arguments, not both "
+                f"(got source and {sorted(kwargs)})"
+            )
         if type(source) is dict and dev is None and len(bs) == 1:
             # The hot path: copied in one C call, then each entry checked once. Under a
             # plain key, an entry that is not a plain tensor with the batch's first dim is
@@ -382,6 +390,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
+        if tensor is None and not bs and type(value) is list and not value:
+            tensor = torch.tensor([], device=self._device)  # as upstream: an empty tensor
         if tensor is not None:
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
@@ -450,7 +460,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if value.shape != current.shape:
                 raise ValueError(
                     f"{call}: shape {tuple(value.shape)} does not match the shape "
-                    f"{tuple(current.shape)} of key {key!r}"
+                    f"{tuple(current.shape)} of key {key!r} (Failed to update {key!r} in place)"
                 )
             if value.dtype != current.dtype:
                 raise TypeError(
@@ -544,7 +554,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
             raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
-        if type(key) is tuple and key and type(key[0]) is str:
+        if type(key) is tuple and key and (type(key[0]) is str or is_string_key(key)):
             node: Any = self
             try:
                 for part in key:
@@ -565,6 +575,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def __contains__(self, key: object) -> bool:
         if type(key) is str:
             return key in self._tensordict
+        if not isinstance(key, tuple):
+            raise RuntimeError(
+                f"TensorDict.__contains__: expected a NestedKey (a str or a tuple of str), "
+                f"got {type(key).__name__}; to look for a value, compare the leaves"
+            )
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing
@@ -668,7 +683,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -676,6 +691,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
 
@@ -685,14 +701,28 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            return resize_update(self, other, is_leaf, self._call("update"))  # type: ignore[no-any-return]
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))
             target = self._get_path_or_none(path)
-            if _is_td(target) and _is_mapping(value):
-                target.update(value, inplace)
+            if (
+                _is_td(target)
+                and _is_mapping(value)
+                and (is_leaf is None or not is_leaf(type(value)))
+            ):
+                target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
@@ -703,11 +733,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def update_(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
@@ -721,6 +752,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> td["a"].tolist(), td["n", "b"].tolist()
         ([1.0, 1.0], [2.0, 2.0])
         """
+        if kwargs:  # keyword entries, written after ``other``
+            self.update_(other, clone=clone, keys_to_update=keys_to_update)
+            return self.update_(kwargs, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         call = self._call("update_")
         if keys_to_update is not None:
             other = update_source(other, False, keys_to_update, call)
@@ -770,9 +806,15 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     # -------------------------------------------------------------- containers
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> KeysView:
-        """The keys; nested ones as tuples when ``include_nested``.
+        """The keys; nested ones as tuples when ``include_nested``; ``sort=True`` gives a
+        list sorted by the ``"."``-joined key.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -780,22 +822,40 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('b', 'c')]
         """
+        if sort:
+            return sorted(KeysView(self, include_nested, leaves_only, is_leaf), key=sort_key)  # type: ignore[return-value]
         if not include_nested and not leaves_only:  # is_leaf only matters for leaves_only
             return FlatKeysView(self)
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ValuesView | dict_values[str, Any]:
         """The values, in the order of :meth:`keys` (the storage's own view when flat)."""
+        if sort:
+            items = self.items(include_nested, leaves_only, is_leaf, sort=True)
+            return [value for _, value in items]  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.values()
         return ValuesView(self, include_nested, leaves_only, is_leaf)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ItemsView | dict_items[str, Any]:
         """``(key, value)`` pairs in the order of :meth:`keys` (the storage's own view if flat)."""
+        if sort:
+            items = ItemsView(self, include_nested, leaves_only, is_leaf)
+            return sorted(items, key=lambda kv: sort_key(kv[0]))  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.items()
         return ItemsView(self, include_nested, leaves_only, is_leaf)

@@ -48,7 +48,13 @@ class TensorLikeOps(CollectionPrimitives):
     if TYPE_CHECKING:
 
         def to(self, *args: Any, **kwargs: Any) -> Self: ...
-        def to_dict(self) -> dict[str, Any]: ...
+        def to_dict(
+            self,
+            *,
+            retain_none: builtins.bool = True,
+            convert_tensors: builtins.bool | str = False,
+            tolist_first: builtins.bool = False,
+        ) -> dict[str, Any]: ...
         def _index(self, index: Any) -> Any: ...
 
     # ---------------------------------------------------------- autograd
@@ -61,11 +67,13 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2, requires_grad=True)).data["a"].requires_grad
         False
         """
-        return self.apply(lambda x: x.data)
+        out = self.apply(lambda x: x.data)
+        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
 
     @property
-    def grad(self) -> Self:
-        """The ``.grad`` of every leaf (leaves without one are left out).
+    def grad(self) -> Self | None:
+        """The ``.grad`` of every leaf (leaves without one are left out; None when no
+        leaf has one, as upstream).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -74,7 +82,10 @@ class TensorLikeOps(CollectionPrimitives):
         >>> td.grad["a"]
         tensor([1., 1.])
         """
-        return self.apply(lambda x: x.grad)
+        out = self.apply(lambda x: x.grad)
+        if not out._tensor_leaves([]):
+            return None
+        return out.lock_() if self.is_locked else out
 
     @grad.setter
     def grad(self, grad: Any) -> None:
@@ -155,7 +166,12 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2, 3), b=torch.zeros(4, dtype=torch.int8)).bytes()
         28
         """
-        return sum(x.numel() * x.element_size() for x in self._leaves_once(count_duplicates))
+        parts: list[Tensor] = []
+        for leaf in self._tensor_leaves([]):
+            _byte_parts(leaf, parts)
+        if not count_duplicates:  # the same tensor object counted once
+            parts = list({id(x): x for x in parts}.values())
+        return sum(x.numel() * x.element_size() for x in parts)
 
     def _leaves_once(self, count_duplicates: builtins.bool) -> list[Tensor]:
         leaves = self._tensor_leaves([])
@@ -467,18 +483,33 @@ class TensorLikeOps(CollectionPrimitives):
         d = dim % len(self._batch_size) if self._batch_size else dim
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
-    def tolist(self) -> Any:
+    def tolist(
+        self,
+        *,
+        convert_nodes: builtins.bool = True,
+        convert_tensors: builtins.bool | str = False,
+        tolist_first: builtins.bool = False,
+    ) -> Any:
         """A nested list shaped like the batch, of plain dicts (the dict itself without
-        batch dims).
+        batch dims). ``convert_nodes=False`` keeps the elements as TensorDicts;
+        ``convert_tensors`` turns the tensors into lists too (``"numpy"``: arrays);
+        ``tolist_first`` turns nested TensorDicts with more batch dims into lists first.
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.arange(2), batch_size=[2]).tolist()
         [{'a': tensor(0)}, {'a': tensor(1)}]
+        >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2]).tolist(convert_tensors=True)
+        [{'a': [0, 1]}, {'a': [2, 3]}]
         """
-        if not self._batch_size:
-            return self.to_dict()
-        return [self._index(i).tolist() for i in range(self._batch_size[0])]
+        from tensordict._tolist import tolist
+
+        return tolist(
+            self,
+            convert_nodes=convert_nodes,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def numpy(self) -> dict[str, Any]:
         """A nested dict of numpy arrays (non-tensor data as it is).
@@ -560,6 +591,7 @@ class TensorLikeOps(CollectionPrimitives):
         value: builtins.float = 0.0,
         *,
         inplace: builtins.bool = False,
+        safe: builtins.bool = True,
     ) -> Any:
         """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
         the first batch dim on (see :func:`tensordict.pad`).
@@ -569,11 +601,9 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
         tensor([0., 1., 1.])
         """
-        from tensordict._context import adopt
-        from tensordict._shape import pad
+        from tensordict._pad import pad
 
-        out = pad(self, pad_size, value)
-        return adopt(self, out, self._call("pad")) if inplace else out
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
@@ -666,3 +696,19 @@ def _kw(dtype: Any, device: Any, requires_grad: builtins.bool) -> dict[str, Any]
     if device is not _NO_DEVICE:
         kw["device"] = device
     return kw
+
+
+def _byte_parts(tensor: Tensor, out: list[Tensor]) -> None:
+    """The plain tensors holding ``tensor``'s bytes, as upstream counts them: a nested
+    (or other wrapper) tensor's inner tensors, and a gradient beside its tensor."""
+    if type(tensor) not in (Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__"):
+        attrs, _ = tensor.__tensor_flatten__()
+        for attr in attrs:
+            _byte_parts(getattr(tensor, attr), out)
+        return
+    grad = tensor.grad if tensor.requires_grad and tensor.is_leaf else None
+    if grad is not None:
+        _byte_parts(grad, out)
+        out.append(tensor.data)
+    else:
+        out.append(tensor)

@@ -42,9 +42,10 @@ def test_rename_key_overlaps() -> None:
     nested = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
     with pytest.raises(ValueError, match="one key lies inside the other"):
         nested.rename_key_("a", ("a", "c"))
-    with pytest.raises(ValueError, match="one key lies inside the other"):
-        nested.rename_key_(("a", "b"), "a")
     assert ("a", "b") in nested
+    leaf = nested["a", "b"]
+    nested.rename_key_(("a", "b"), "a")  # up over its own ancestor, as upstream
+    assert nested["a"] is leaf and list(nested.keys(True)) == ["a"]
 
 
 def test_failing_inplace_op_does_not_apply_twice() -> None:

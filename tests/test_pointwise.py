@@ -151,9 +151,11 @@ def test_binary_with_bad_operand_type() -> None:
 
 
 def test_broadcast_that_breaks_the_batch_raises() -> None:
-    td = TensorDict({"x": torch.ones(3)}, [3])
-    with pytest.raises(ValueError, match=r"TensorDict.add: shape \(2, 3\) of key 'x'"):
-        td + torch.ones(2, 3)
+    td = TensorDict({"x": torch.ones(3, 4)}, [3])
+    # (2, 1, 4) does not line up with the batch dims; torch's own broadcast with the leaf
+    # gives (2, 3, 4), which no longer starts with the batch size
+    with pytest.raises(ValueError, match=r"TensorDict.add: shape \(2, 3, 4\) of key 'x'"):
+        td + torch.ones(2, 1, 4)
 
 
 def test_non_tensor_entries_carried_through_ops() -> None:
