@@ -53,9 +53,11 @@ def binary_with_default(
 
 
 def broadcasts_with_batch(self: Any, other: Tensor) -> bool:
-    """Whether ``other``'s shape broadcasts with the batch size (dims aligned on the left
-    of the leaves); one that does not is broadcast by torch with each leaf instead."""
+    """Whether ``other``'s shape broadcasts with the (non-empty) batch size, dims aligned
+    on the left of the leaves; otherwise torch broadcasts it with each leaf."""
     bs = self.batch_size
+    if not bs:  # no batch dims to line up with: torch broadcasts with each leaf
+        return False
     n = min(len(bs), other.ndim)
     pairs = zip(bs[len(bs) - n :], other.shape[other.ndim - n :], strict=True)
     return all(a == b or 1 in (a, b) for a, b in pairs)

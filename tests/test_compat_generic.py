@@ -134,6 +134,11 @@ def test_binary_tensor_lines_up_with_batch_dims() -> None:
         torch.testing.assert_close(out["b"], b * other.unsqueeze(-1))
         lerp = td.lerp(torch.zeros(shape), other)
         torch.testing.assert_close(lerp["b"], torch.lerp(b, torch.zeros(()), other[..., None]))
+    flat = TensorDict(a=torch.ones(2))  # no batch dims: torch broadcasts with each leaf
+    torch.testing.assert_close((flat * torch.arange(2.0))["a"], torch.arange(2.0))
+    torch.testing.assert_close(
+        flat.addcmul(torch.ones(2), torch.ones(2))["a"], torch.full((2,), 2.0)
+    )
     small = TensorDict(a=torch.ones(3), batch_size=(3,))
     grown = small + TensorDict(a=torch.ones(2, 3), batch_size=(2, 3))
     assert grown.batch_size == (2, 3)
