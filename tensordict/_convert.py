@@ -40,8 +40,19 @@ def _map_dense(td: TensorDict, fn: Callable[[Tensor], Tensor], device: Any) -> T
         elif isinstance(value, NonTensor):
             entries[key] = value._with(value.batch_size, out_device)
         else:
-            entries[key] = _map_dense(value, fn, device)
+            entries[key] = value._per_member(_map_dense, fn, device)
     return td._new_unsafe(entries, td._batch_size, out_device, td._names)
+
+
+def _take_over(td: C, new: C) -> C:
+    """``td`` made to hold ``new``'s entries and device (``to(..., inplace=True)``)."""
+    if hasattr(td, "_tensordict"):
+        td._tensordict.clear()
+        td._tensordict.update(new._tensordict)  # type: ignore[attr-defined]
+    else:  # a lazy stack: its members
+        td.tensordicts[:] = new.tensordicts  # type: ignore[attr-defined]
+    td._device = new._device
+    return td
 
 
 def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
@@ -73,7 +84,8 @@ class ConvertOps(CollectionPrimitives):
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device).
+        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device);
+        ``inplace=True`` makes this collection hold the result and returns it.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -81,13 +93,16 @@ class ConvertOps(CollectionPrimitives):
         >>> td.device, td["a"].dtype
         (device(type='cpu'), torch.float64)
         """
+        inplace = kwargs.pop("inplace", False)
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
         if device is None:
-            return _cast(self, dtype)
-        caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
-        return map_leaves(self, caster, device)
+            out = _cast(self, dtype)
+        else:
+            caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
+            out = map_leaves(self, caster, device)
+        return _take_over(self, out) if inplace else out
 
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
+from tensordict._batch import leaf_shape_error
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -29,7 +30,7 @@ from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
-from tensordict._switches import set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
@@ -95,13 +96,12 @@ class LazyStackedTensorDict(TensorDictBase):
             member_bs = tds[0].batch_size
         elif batch_size is not None:  # an empty stack of a known batch size
             full = torch.Size(batch_size)
-            d = _norm(call, stack_dim, len(full))
-            if full[d] != 0:
-                raise ValueError(
-                    f"{call}: without members, batch_size {tuple(full)} must be 0 at the "
-                    f"stack dim {stack_dim}"
-                )
-            member_bs = torch.Size([*full[:d], *full[d + 1 :]])
+            if -len(full) <= stack_dim < len(full) and full[stack_dim] == 0:
+                d = stack_dim % len(full)  # the stack's own batch size, 0 at the stack dim
+                member_bs = torch.Size([*full[:d], *full[d + 1 :]])
+            else:  # the members' batch size (upstream's reading)
+                member_bs = full
+            batch_size = None
         else:
             member_bs = torch.Size([])
         self.stack_dim = _norm(call, stack_dim, len(member_bs) + 1)
@@ -117,6 +117,9 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         first = tds[0].device if tds else None
         self._device = first if all(td.device == first for td in tds) else None
+        if not tds and device is not None:
+            self._device = torch.device(device)
+            device = None
         self._names = None
         self._is_locked = False
         if device is not None:
@@ -191,7 +194,9 @@ class LazyStackedTensorDict(TensorDictBase):
         as_list: bool = False,
         as_padded_tensor: bool = False,
         as_nested_tensor: bool = False,
+        padding_side: str = "right",
         padding_value: float = 0.0,
+        layout: Any = None,
     ) -> Any:
         """The stacked entry at ``key``.
 
@@ -200,6 +205,10 @@ class LazyStackedTensorDict(TensorDictBase):
         need ``as_list``, ``as_padded_tensor`` or ``as_nested_tensor``.
         """
         call = self._call("get")
+        if padding_side not in ("left", "right"):
+            raise ValueError(
+                f"{call}: padding_side must be 'left' or 'right', got {padding_side!r}"
+            )
         path = key_path(key, call)
         missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
         if missing:
@@ -211,13 +220,21 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
             )
-        values = [m.get(path) for m in self.tensordicts]
+        if as_list or as_padded_tensor:  # lazy members answer in the same form
+            kw: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
+            kw.update(padding_side=padding_side, padding_value=padding_value)
+            values = [
+                m.get(path, **kw) if m._stack_parts() is not None else m.get(path)
+                for m in self.tensordicts
+            ]
+        else:
+            values = [m.get(path) for m in self.tensordicts]
         if as_list:
             return values
         first = values[0]
         if isinstance(first, Tensor):
             if as_padded_tensor:
-                return _padded_stack(values, self.stack_dim, padding_value)
+                return _padded_stack(values, self.stack_dim, padding_value, padding_side)
             if as_nested_tensor:
                 if self.stack_dim != 0:
                     raise ValueError(f"{call}: as_nested_tensor needs stack_dim=0")
@@ -295,6 +312,11 @@ class LazyStackedTensorDict(TensorDictBase):
             parts: Sequence[Any] = value.unbind(self.stack_dim)
         elif isinstance(value, Mapping):
             return self.set(key, TensorDict(value, self._batch_size), inplace)
+        elif isinstance(value, list) and self._batch_size and list_to_stack():
+            if len(value) != self._batch_size[0]:
+                raise leaf_shape_error(call, key, torch.Size([len(value)]), self._batch_size)
+            # one element per batch entry: the members take their slice of the nesting
+            parts = [_list_part(value, self.stack_dim, i) for i in range(len(self.tensordicts))]
         else:
             parts = [value] * len(self.tensordicts)
         for member, part in zip(self.tensordicts, parts, strict=True):
@@ -315,7 +337,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | Any,
+        other: Mapping[Any, Any] | Any | None = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -323,10 +345,20 @@ class LazyStackedTensorDict(TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **entries: Any,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if entries or other is None:  # keyword entries, written after ``other``
+            if other is not None:
+                self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            other = entries
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
+        if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
+            call = self._call("update")  # member by member: ragged entries need no stacking
+            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+                member.update(part, inplace)
+            return self
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
         for key, value in items:
             current = self.get(key, None) if isinstance(value, Mapping) else None
@@ -338,13 +370,23 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update_(
         self,
-        other: Any,
+        other: Any | None = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **entries: Any,
     ) -> LazyStackedTensorDict:
         """Copy every entry of ``other`` into the existing entries."""
+        if entries or other is None:  # keyword entries, written after ``other``
+            if other is not None:
+                self.update_(other, clone=clone, keys_to_update=keys_to_update)
+            other = entries
+        if keys_to_update is None and isinstance(other, CollectionPrimitives):
+            call = self._call("update_")  # member by member: ragged entries need no stacking
+            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+                member.update_(part)
+            return self
         if keys_to_update is not None or isinstance(other, Mapping):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)
@@ -371,10 +413,20 @@ class LazyStackedTensorDict(TensorDictBase):
     def insert(self, index: int, td: Any) -> None:
         """Add a member at ``index`` of the stack (the first member of an empty stack sets
         the members' batch size)."""
+        call = self._call("insert")
+        if not isinstance(td, CollectionPrimitives):
+            raise TypeError(
+                f"{call}: Expected new value to be TensorDictBase instance, got {type(td).__name__}"
+            )
         if self.tensordicts and td.batch_size != self._member_bs:
             raise ValueError(
-                f"{self._call('insert')}: batch size {tuple(td.batch_size)} differs "
-                f"from the members' {tuple(self._member_bs)}"
+                f"{call}: batch size {tuple(td.batch_size)} differs from the members' "
+                f"{tuple(self._member_bs)} (Batch sizes in tensordicts differs)"
+            )
+        if self.tensordicts and self._device is not None and td.device != self._device:
+            raise ValueError(
+                f"{call}: Devices differ: the stack is on {self._device}, the new member "
+                f"on {td.device}"
             )
         members = list(self.tensordicts)
         members.insert(index, td)
@@ -609,8 +661,8 @@ class LazyStackedTensorDict(TensorDictBase):
         None when the index needs the dense path (None, masks or arrays off the stack dim).
         """
         idx = _normalise(index, len(self._batch_size))
-        if any(i is None for i in idx):
-            return None
+        if any(i is None or (isinstance(i, (Tensor, np.ndarray)) and i.ndim > 1) for i in idx):
+            return None  # a mask over several dims: the dense path
         idx = idx + (slice(None),) * (len(self._batch_size) - len(idx))
         if len(idx) > len(self._batch_size):
             return None
@@ -621,10 +673,15 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{type(self).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
                 "use an int, a slice, a range, a list or a tensor"
             )
-        for item in (*pre, *post):
-            if not isinstance(item, (int, slice)):
+        arrays = [i for i in (*pre, *post) if not isinstance(i, (int, slice))]
+        if arrays:
+            # one 1-d mask or index off the stack dim, with slices elsewhere: it indexes
+            # each member at the same place (its result dim stays where it is)
+            if len(arrays) > 1 or not isinstance(at, slice) or not _one_dim_array(arrays[0]):
                 return None
-        kept = sum(1 for item in pre if isinstance(item, slice))
+            if any(isinstance(i, int) for i in (*pre, *post)):
+                return None
+        kept = sum(1 for item in pre if not isinstance(item, int))
         return at, (*pre, *post), kept
 
     def _member(self, call: str, at: int) -> Any:
@@ -860,6 +917,17 @@ def _whole(index: tuple[Any, ...]) -> bool:
     return all(isinstance(i, slice) and i == slice(None) for i in index)
 
 
+def _list_part(value: list[Any], dim: int, i: int) -> Any:
+    """Entry ``i`` along ``dim`` of a nested list (dim 0: ``value[i]``)."""
+    if dim == 0:
+        return value[i]
+    return [_list_part(v, dim - 1, i) for v in value]
+
+
+def _one_dim_array(item: Any) -> bool:
+    return isinstance(item, (Tensor, np.ndarray, list, range)) and np.ndim(item) == 1
+
+
 def _nested(values: list[Tensor]) -> Tensor:
     """A nested tensor of the members' leaves: jagged when only the first dim differs."""
     if all(v.shape[1:] == values[0].shape[1:] for v in values) and values[0].ndim:
@@ -869,7 +937,9 @@ def _nested(values: list[Tensor]) -> Tensor:
         return torch.nested.nested_tensor(values)
 
 
-def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tensor:
+def _padded_stack(
+    values: list[Tensor], dim: int, padding_value: float, side: str = "right"
+) -> Tensor:
     ndim = values[0].ndim
     if any(v.ndim != ndim for v in values):
         raise RuntimeError("LazyStackedTensorDict.get: as_padded_tensor needs leaves of one ndim")
@@ -878,7 +948,8 @@ def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tenso
     for v in values:
         pad: list[int] = []
         for i in reversed(range(ndim)):
-            pad += [0, target[i] - v.shape[i]]
+            gap = target[i] - v.shape[i]
+            pad += [gap, 0] if side == "left" else [0, gap]
         padded.append(torch.nn.functional.pad(v, pad, value=padding_value))
     return torch.stack(padded, dim)
 

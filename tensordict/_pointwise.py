@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
+from tensordict._nontensor_ops import apply_nontensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import foreach
 
@@ -85,7 +87,10 @@ class PointwiseOps(CollectionPrimitives):
         leaves = self._tensor_leaves([])
         if _is_collection(other):
             out = _run(name, leaves, self._other_leaves(call, other), **kwargs)
-            return self._rebuild(iter(out), check=call)
+            result = self._rebuild(iter(out), check=call)
+            if name in NONTENSOR_OPS:
+                return apply_nontensor(name, self, other, result)  # type: ignore[no-any-return]
+            return result
         if isinstance(other, Tensor):
             fn = getattr(torch, name)
             out = [fn(x, other, **kwargs) for x in leaves]
@@ -198,6 +203,11 @@ class PointwiseOps(CollectionPrimitives):
 
     def __xor__(self, other: Operand) -> Self:
         return self._binary("bitwise_xor", other)
+
+    # the bitwise ops commute: ``True ^ td`` is ``td ^ True``
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
 
     def __eq__(self, other: object) -> Self:  # type: ignore[override]
         if isinstance(other, dict):

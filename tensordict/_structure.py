@@ -22,12 +22,30 @@ def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
 
 
+def _stack_at(td: TensorDict, path: tuple[str, ...]) -> int:
+    """How many parts of ``path`` lead to a ragged lazy stack nested in ``td`` (0: none)."""
+    node: Any = td
+    for i, part in enumerate(path[:-1]):
+        node = node._tensordict.get(part)
+        if node is None or not _is_nested(node):
+            return 0
+        if not hasattr(node, "_tensordict"):
+            return i + 1
+    return 0
+
+
 class StructureOps(CollectionPrimitives):
     """Re-arranging keys without touching the data: results share the leaves."""
 
     __slots__ = ()
 
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self:
+    def select(
+        self,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> Self:
         """A TensorDict holding only ``keys`` (nested ones keep their path).
 
         With ``strict=False`` missing keys are ignored; with ``inplace`` the others are removed.
@@ -41,6 +59,8 @@ class StructureOps(CollectionPrimitives):
         """
         call = self._call("select")
         paths = [key_path(k, call) for k in keys]
+        if as_tensordict:  # a plain TensorDict (a tensorclass gives its entries)
+            return self.to_tensordict()._per_member(_select, paths, inplace, strict, call)  # type: ignore[attr-defined,no-any-return]
         return self._per_member(_select, paths, inplace, strict, call)
 
     def exclude(self, *keys: NestedKey, inplace: bool = False) -> Self:
@@ -90,7 +110,7 @@ class StructureOps(CollectionPrimitives):
         """
         return self._per_member(_unflatten_keys, separator, inplace, self._call("unflatten_keys"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, retain_none: bool = True, convert_tensors: bool = False) -> dict[str, Any]:
         """Nested plain dicts of the entries (non-tensor entries as their values).
 
         ``td.flatten_keys(".").to_dict()`` is what ``torch.func.functional_call`` takes.
@@ -99,8 +119,12 @@ class StructureOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
+
+        ``convert_tensors=True`` gives tensors as lists; ``retain_none`` is taken for
+        upstream's signature (None entries are never stored here).
         """
-        return _to_dict(self._as_dense(self._call("to_dict")))
+        out = _to_dict(self._as_dense(self._call("to_dict")))
+        return _tolists(out) if convert_tensors else out
 
     def empty(self, recurse: bool = False) -> Self:
         """A collection of the same kind, batch size and device, with no entries.
@@ -129,7 +153,12 @@ def _select(
 ) -> TensorDict:
     out = _shell(td)
     missing = []
+    under: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # paths below ragged stacks
     for path in paths:
+        i = _stack_at(td, path)
+        if i:
+            under.setdefault(path[:i], []).append(path[i:])
+            continue
         value = td._get_path_or_none(path)
         if value is None:
             missing.append(join_path(path))
@@ -143,7 +172,17 @@ def _select(
                     {}, src._batch_size, src._device, src._names
                 )
             node = node._tensordict[part]
-        node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
+        node._tensordict[path[-1]] = (
+            value._per_member(_copy_structure) if _is_nested(value) else value
+        )
+    for prefix, rest in under.items():
+        stack = td._get_path_or_none(prefix).select(*rest, strict=strict)
+        if prefix[:-1] and out._get_path_or_none(prefix[:-1]) is None:
+            out._set_path(prefix, stack, call)
+        else:
+            (out._get_path_or_none(prefix[:-1]) if prefix[:-1] else out)._tensordict[prefix[-1]] = (
+                stack
+            )
     if missing and strict:
         raise KeyError(
             f"{call}: keys not found: {missing} (pass strict=False to ignore missing keys)"
@@ -157,6 +196,11 @@ def _select(
 def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: str) -> TensorDict:
     out = _copy_structure(td)
     for path in paths:
+        i = _stack_at(out, path)
+        if i:  # below a ragged lazy stack: it excludes the rest itself
+            holder = out._get_path_or_none(path[: i - 1]) if i > 1 else out
+            holder._tensordict[path[i - 1]] = holder._tensordict[path[i - 1]].exclude(path[i:])
+            continue
         parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
         if parent is not None and _is_nested(parent):
             parent._tensordict.pop(path[-1], None)
@@ -241,8 +285,8 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
     root: dict[str, Any] = {}
     dotted = []
     for key, value in td._tensordict.items():
-        if type(value) is not Tensor and _is_nested(value):
-            value = _unflatten_keys(value, separator, False, call)  # new: safe to merge into
+        if type(value) is not Tensor and _is_nested(value):  # new: safe to merge into
+            value = value._per_member(_unflatten_keys, separator, False, call)
         if separator in key:
             dotted.append((key, value))
         else:
@@ -283,7 +327,16 @@ def _to_dict(td: TensorDict) -> dict[str, Any]:
         else value
         if isinstance(value, Tensor)
         else _to_dict(value)
+        if hasattr(value, "_tensordict")
+        else value.to_dict()
         for key, value in td._tensordict.items()
+    }
+
+
+def _tolists(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: _tolists(v) if isinstance(v, dict) else v.tolist() if isinstance(v, Tensor) else v
+        for k, v in d.items()
     }
 
 
@@ -292,13 +345,13 @@ def _empty(td: TensorDict, recurse: bool) -> TensorDict:
     if recurse:
         for key, value in td._tensordict.items():
             if _is_nested(value):
-                out._tensordict[key] = _empty(value, True)
+                out._tensordict[key] = value._per_member(_empty, True)
     return out
 
 
 def _copy_structure(td: TensorDict) -> TensorDict:
     entries = {
-        key: _copy_structure(value) if _is_nested(value) else value
+        key: value._per_member(_copy_structure) if _is_nested(value) else value
         for key, value in td._tensordict.items()
     }
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
@@ -307,11 +360,13 @@ def _copy_structure(td: TensorDict) -> TensorDict:
 def _flatten_into(td: TensorDict, prefix: str, sep: str, out: dict[str, Any], call: str) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
-        if _is_nested(value) and value._tensordict:
+        if _is_nested(value) and not hasattr(value, "_tensordict"):  # a ragged lazy stack
+            value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
+        elif _is_nested(value) and value._tensordict:
             _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
             raise ValueError(
                 f"{call}: key {name!r} appears twice after flattening with separator {sep!r}"
             )
-        out[name] = _copy_structure(value) if _is_nested(value) else value
+        out[name] = value._per_member(_copy_structure) if _is_nested(value) else value

@@ -28,7 +28,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
-from tensordict._switches import set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._torch_compat import foreach
 from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
 
@@ -67,6 +67,11 @@ def is_tensor_collection(obj: object) -> bool:
 
 def _is_td(value: object) -> TypeGuard[TensorDict]:
     return isinstance(value, TensorDict)
+
+
+def _is_ragged(value: Any) -> bool:
+    """Whether ``value`` is a lazy stack (kept as such when nested, see ``_convert_stack``)."""
+    return isinstance(value, CollectionPrimitives) and value._stack_parts() is not None
 
 
 def _is_mapping(value: object) -> bool:
@@ -209,7 +214,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                     raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
             elif isinstance(value, NonTensor):
                 continue
-            elif _is_td(value):
+            elif isinstance(value, CollectionPrimitives):  # nested, or a ragged lazy stack
                 if not starts_with(value._batch_size, batch_size):
                     raise leaf_shape_error(
                         call, join_path((*prefix, key)), value._batch_size, batch_size
@@ -347,15 +352,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             return value
         if isinstance(value, NonTensor):
             return value._with(bs, self._device)
-        if isinstance(value, CollectionPrimitives):  # a lazy stack: stored dense
-            try:
-                value = value._as_dense(call)
-            except RuntimeError as err:
-                raise TypeError(
-                    f"{call}: key {key!r}: a {type(value).__name__} whose members differ in "
-                    f"structure cannot be nested in a TensorDict; keep it at the top level ({err})"
-                ) from None
-            return self._convert(value, key, call)
+        if isinstance(value, CollectionPrimitives):  # a lazy stack
+            return _convert_stack(self, value, key, call)
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
@@ -363,7 +361,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
             return tensor
-        if isinstance(value, list) and bs and len(value) == bs[0]:
+        if isinstance(value, list) and bs and len(value) == bs[0] and list_to_stack():
             try:  # a (nested) list shaped like the batch: one value per element
                 stack = NonTensorStack.from_list(value, self._device)
             except ValueError:
@@ -371,6 +369,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             else:
                 if stack.batch_size == bs:
                     return stack
+                if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
+                    raise leaf_shape_error(call, key, stack.batch_size, bs)
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:
@@ -391,6 +391,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             self._tensordict[part] = node
             return node
         if not _is_td(node):
+            if isinstance(node, CollectionPrimitives) and not isinstance(node, NonTensor):
+                return node  # type: ignore[return-value]  # a ragged lazy stack
             raise KeyError(
                 f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
             )
@@ -399,10 +401,13 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None:
         node = self
         locked = self._is_locked
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             if locked and part not in node._tensordict:
                 self._check_unlocked(call, join_path(path))
             node = node._subtd(part, call, create=True)
+            if not _is_td(node):  # a ragged lazy stack sets the rest in its members
+                node.set(path[i + 1 :], value)
+                return
             locked = locked or node._is_locked
         if locked and path[-1] not in node._tensordict:
             raise RuntimeError(
@@ -454,7 +459,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 )
             self._tensordict[key] = new
         else:
-            if not _is_mapping(value):
+            if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):
                 raise TypeError(
                     f"{call}: key {key!r} holds a nested TensorDict; got {type(value).__name__}"
                 )
@@ -463,8 +468,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     # ----------------------------------------------------------------- reading
     def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
         node: Any = self
-        for part in path:
+        for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node._get_path_or_none(path[i:])
                 return None
             node = node._tensordict.get(part)
             if node is None:
@@ -475,6 +482,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         node: Any = self
         for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node.get(path[i:])
                 raise KeyError(
                     f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
                     f"{type(node).__name__}, not a nested TensorDict"
@@ -486,8 +495,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 raise missing_key_error(call, shown, node._tensordict) from None
         return node
 
-    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+    def get(self, key: NestedKey, default: Any = _NO_DEFAULT, **stacked: Any) -> Any:
         """The entry at ``key`` (a NonTensorData wrapper for non-tensor data), or ``default``.
+
+        Keywords such as ``as_list=True`` or ``as_padded_tensor=True`` reach a ragged lazy
+        stack on the way (see :meth:`LazyStackedTensorDict.get`).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -495,6 +507,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td.get("b", None) is None
         True
         """
+        if stacked:
+            return _get_stacked(self, key, default, stacked)
         if type(key) is str:
             try:
                 return self._tensordict[key]
@@ -644,8 +658,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         """Remove the entry at ``key``."""
         path = key_path(key, self._call("del_"))
         node = self
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             node = node._subtd(part, self._call("del_"), create=False)
+            if not _is_td(node):  # a ragged lazy stack removes the rest from its members
+                node.del_(path[i + 1 :])
+                return self
         if path[-1] not in node._tensordict:
             raise missing_key_error(self._call("del_"), join_path(path), node._tensordict)
         self._check_unlocked(self._call("del_"), join_path(path))
@@ -655,7 +672,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -663,6 +680,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **entries: Any,
     ) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
 
@@ -672,6 +690,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
+        if entries or other is None:  # keyword entries, written after ``other``
+            if other is not None:
+                self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            other = entries
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
@@ -680,6 +702,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             target = self._get_path_or_none(path)
             if _is_td(target) and _is_mapping(value):
                 target.update(value, inplace)
+            elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
+                dim = value._stack_parts()[0]
+                lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
+                self._set_path(path, lazy, self._call("update"))
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
@@ -690,11 +716,12 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update_(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **entries: Any,
     ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
@@ -708,6 +735,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td["a"].tolist(), td["n", "b"].tolist()
         ([1.0, 1.0], [2.0, 2.0])
         """
+        if entries or other is None:  # keyword entries, written after ``other``
+            if other is not None:
+                self.update_(other, clone=clone, keys_to_update=keys_to_update)
+            other = entries
         call = self._call("update_")
         if keys_to_update is not None:
             other = update_source(other, False, keys_to_update, call)
@@ -903,6 +934,37 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             self._new_unsafe(part, bs, self._device, None if names is None else list(names))
             for part, bs in zip(parts, new_bss, strict=True)
         )
+
+
+def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str, Any]) -> Any:
+    """``get`` with the keywords of a lazy stack's get, handed to the first one on the path."""
+    path = key_path(key, td._call("get"))
+    node: Any = td
+    for i, part in enumerate(path):
+        if not _is_td(node):
+            if i and isinstance(node, CollectionPrimitives):
+                return node.get(path[i:], default, **stacked)
+            break
+        node = node._tensordict.get(part)
+        if node is None:
+            break
+    return td.get(key) if default is _NO_DEFAULT else td.get(key, default)
+
+
+def _convert_stack(td: TensorDict, value: Any, key: str, call: str) -> Any:
+    """A lazy stack as ``td`` stores it: dense when its members share one structure, else
+    kept as the stack itself (a ragged entry), its batch size checked like a nested one's."""
+    try:
+        dense = value._as_dense(call)
+    except RuntimeError:
+        dense = None
+    if dense is not None:
+        return td._convert(dense, key, call)
+    if not starts_with(value._batch_size, td._batch_size):
+        raise leaf_shape_error(call, key, value._batch_size, td._batch_size)
+    if td._device is not None and value._device != td._device:
+        value = value.to(td._device)
+    return value
 
 
 def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, Any]) -> None:

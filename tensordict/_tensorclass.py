@@ -269,10 +269,8 @@ class TensorClass(TensorDict):
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
-            inferred = TensorDict.from_dict(
-                plain, batch_dims=batch_dims, auto_batch_size=True
-            ).batch_size
-            TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
+            inferred = TensorDict.from_dict(plain, batch_dims=batch_dims, auto_batch_size=True)
+            _adopt_batch_sizes(out, inferred)
         if names is not None:
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
         return out
@@ -290,6 +288,10 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
+        parts = tensordict._stack_parts()
+        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
+            members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
+            return type(tensordict)(*members, stack_dim=parts[0])
         out = cls._new_unsafe(
             dict(tensordict._tensordict),
             tensordict._batch_size,
@@ -320,6 +322,11 @@ class TensorClass(TensorDict):
         cls = type(self)
         if name in cls._field_set:
             _set_field(self, name, value)
+        elif name == "device":
+            raise RuntimeError(
+                f"{cls.__name__}.device: device cannot be set using tensorclass.device = device; "
+                "use .to(device) (or clear_device_())"
+            )
         elif name in _SLOTS or name.startswith("_") or _class_attr(cls, name):
             # storage slots, properties such as batch_size, and ordinary attributes
             object.__setattr__(self, name, value)
@@ -350,6 +357,15 @@ class TensorClass(TensorDict):
 
 
 _PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
+def _adopt_batch_sizes(target: Any, source: Any) -> None:
+    """Give ``target`` and its nested levels the batch sizes of ``source``'s, deepest first."""
+    for key, value in target._tensordict.items():
+        theirs = source._tensordict.get(key)
+        if hasattr(value, "_tensordict") and hasattr(theirs, "_tensordict"):
+            _adopt_batch_sizes(value, theirs)
+    TensorDict.batch_size.__set__(target, source._batch_size)  # type: ignore[attr-defined]
 
 
 def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
