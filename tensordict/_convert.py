@@ -164,9 +164,12 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self, inplace: builtins.bool = False) -> Self:
+    def contiguous(
+        self, inplace: builtins.bool = False, *, canonical: builtins.bool = False
+    ) -> Self:
         """Every leaf made contiguous (leaves already contiguous are kept as they are);
-        ``inplace=True`` makes this collection the result."""
+        ``inplace=True`` makes this collection the result (``canonical`` is taken for
+        upstream's signature)."""
         from tensordict._context import adopt
 
         out = map_leaves(self, Tensor.contiguous)

@@ -183,6 +183,8 @@ class LazyStackedTensorDict(TensorDictBase):
         return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf))
 
     def __contains__(self, key: object) -> bool:
+        if isinstance(key, CollectionPrimitives):  # a member, by identity
+            return any(key is m for m in self.tensordicts)
         return all(key in m for m in self.tensordicts)
 
     # ------------------------------------------------------------------ get
@@ -210,7 +212,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{call}: padding_side must be 'left' or 'right', got {padding_side!r}"
             )
         path = key_path(key, call)
-        missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
+        missing = [i for i, m in enumerate(self.tensordicts) if not _holds(m, path)]
         if missing:
             if default is not _NO_DEFAULT:
                 return default
@@ -279,7 +281,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return self._index(key)
 
     def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
-        return self.get(path, None)
+        return self.get(path, None) if _holds(self, path) else None
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """The stacked shape of ``key``, with -1 where members differ."""
@@ -515,8 +517,11 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> tuple[Any, ...]:
         return self._as_dense(call)._remap_many(call, fn, new_bss, names)
 
-    def contiguous(self, inplace: bool = False) -> TensorDict:  # type: ignore[override]
-        """A dense TensorDict of the same content (see :meth:`densify`)."""
+    def contiguous(  # type: ignore[override]
+        self, inplace: bool = False, *, canonical: bool = False
+    ) -> TensorDict:
+        """A dense TensorDict of the same content (see :meth:`densify`); ``canonical`` is
+        taken for upstream's signature."""
         if inplace:
             raise NotImplementedError(
                 f"{self._call('contiguous')}: inplace=True is not supported on a "
@@ -703,10 +708,11 @@ class LazyStackedTensorDict(TensorDictBase):
         if chosen.ndim != 1:
             return self._as_dense(f"{type(self).__name__}[]")[index]
         ids = chosen.tolist()
-        if not ids:  # nothing selected: an empty dense result shaped by member 0
+        if not ids:  # nothing selected: a stack without members, shaped by member 0
             first = self.tensordicts[0]
             view = first if _whole(member_index) else first[member_index]
-            return view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
+            bs = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)].batch_size
+            return type(self)(stack_dim=kept, batch_size=bs)
         members = [self.tensordicts[i] for i in ids]
         if not _whole(member_index):
             members = [m[member_index] for m in members]
@@ -854,7 +860,12 @@ class LazyStackedTensorDict(TensorDictBase):
         d = _norm(self._call("split"), dim, len(self._batch_size))
         if d == self.stack_dim:
             index = torch.arange(len(self.tensordicts)).split(split_size)  # type: ignore[no-untyped-call]
-            return tuple(self._restack([self.tensordicts[i] for i in g.tolist()]) for g in index)
+            return tuple(
+                self._restack([self.tensordicts[i] for i in g.tolist()])
+                if len(g)
+                else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
+                for g in index
+            )
         md = d if d < self.stack_dim else d - 1
         per_member = [m.split(split_size, md) for m in self.tensordicts]
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
@@ -915,6 +926,14 @@ def _leaf_list(td: Any) -> list[Tensor]:
 def _whole(index: tuple[Any, ...]) -> bool:
     """Whether a member index selects everything (only full slices)."""
     return all(isinstance(i, slice) and i == slice(None) for i in index)
+
+
+def _holds(td: Any, path: tuple[str, ...]) -> bool:
+    """Whether every member (of every nested stack) holds ``path``, without stacking."""
+    parts = td._stack_parts()
+    if parts is None:
+        return td._get_path_or_none(path) is not None
+    return all(_holds(m, path) for m in parts[1])
 
 
 def _list_part(value: list[Any], dim: int, i: int) -> Any:

@@ -356,7 +356,16 @@ class TensorLikeOps(CollectionPrimitives):
         device = kw.get("device", _NO_DEVICE)
         src = _dense(self, self._call(name))
         if device is _NO_DEVICE:
-            return src.apply(fn, batch_size=shape)  # type: ignore[no-any-return]
+            # non-tensor entries take the new batch: a stack repeats its first value
+            def refill(v: Any) -> Any:
+                new_bs = torch.Size([*shape, *v.batch_size[n:]])
+                if isinstance(v, NonTensorStack):
+                    first = v.values[int(v.positions.reshape(-1)[0])] if v.numel() else None
+                    blank = torch.zeros(new_bs, dtype=torch.long)
+                    return NonTensorStack._from_positions([first], blank, v.device)
+                return v._with(new_bs, v.device)
+
+            return src._remap(self._call(name), fn, torch.Size(shape), None, refill)  # type: ignore[no-any-return]
         return src.apply(fn, batch_size=shape, device=device)  # type: ignore[no-any-return]
 
     def new_zeros(
@@ -365,6 +374,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """A collection of batch size ``size`` whose leaves are zeros (each leaf keeps its
         feature shape and, unless ``dtype`` is given, its dtype).
@@ -373,6 +383,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
+
+        ``empty_lazy`` is taken for upstream's signature: the result is dense here.
         """
         return self._new("new_zeros", size, (), _kw(dtype, device, requires_grad))
 
@@ -382,6 +394,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
         return self._new("new_ones", size, (), _kw(dtype, device, requires_grad))
@@ -392,6 +405,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
         return self._new("new_empty", size, (), _kw(dtype, device, requires_grad))

@@ -557,6 +557,7 @@ def tensorclass(
         namespace = {
             k: v for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__")
         }
+        namespace["__qualname__"] = klass.__qualname__  # pickle finds nested classes by it
         bases = tuple(b for b in klass.__bases__ if b is not object)
         if not any(issubclass(b, TensorClass) for b in bases):
             bases = (*bases, TensorClass)

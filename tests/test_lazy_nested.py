@@ -10,6 +10,7 @@ import torch
 from tensordict import (
     LazyStackedTensorDict,
     NonTensorData,
+    NonTensorStack,
     TensorDict,
     assert_close,
     lazy_stack,
@@ -222,3 +223,49 @@ def test_update_with_keyword_entries() -> None:
     td.update_(b=torch.zeros(2))
     assert td["b"].tolist() == [0.0, 0.0]
     assert td.update() is td and td.update_() is td
+
+
+def test_nested_stacks_answer_as_list_and_padded() -> None:
+    inner = lazy_stack([TensorDict(a=torch.ones(3)), TensorDict(a=torch.ones(4))])
+    outer = lazy_stack([inner, inner.clone()])
+    parts = outer.get("a", as_list=True)
+    assert [[t.shape[0] for t in row] for row in parts] == [[3, 4], [3, 4]]
+    padded = outer.get("a", as_padded_tensor=True)
+    assert padded.shape == (2, 2, 4) and padded[0, 0, 3] == 0
+    assert outer.get("missing", None) is None
+
+
+def test_membership_split_and_empty_selection() -> None:
+    members = [TensorDict({"a": torch.full((2, k), float(k))}, [2]) for k in (3, 4, 5)]
+    stack = lazy_stack(members, 1)
+    assert members[1] in stack and members[1].clone() not in stack and "a" in stack
+    pieces = stack.split([2, 0, 1], 1)
+    assert [p.batch_size for p in pieces] == [(2, 2), (2, 0), (2, 1)]
+    rebuilt = torch.cat(pieces, 1)
+    assert [m["a"].shape[1] for m in rebuilt.tensordicts] == [3, 4, 5]
+    empty = stack[:, 0:0]
+    assert isinstance(empty, LazyStackedTensorDict) and empty.batch_size == (2, 0)
+
+
+def test_new_zeros_keeps_non_tensor_stacks() -> None:
+    td = TensorDict(a=TensorDict(b=NonTensorStack("x", "y", "z").unsqueeze(-1), batch_size=[3]))
+    td.batch_size = [3]
+    fresh = td.new_zeros(4, empty_lazy=True)
+    assert isinstance(fresh.get(("a", "b")), NonTensorStack)
+    assert fresh.get(("a", "b")).batch_size == (4, 1)
+    fresh[torch.tensor([True, False, True, True])] = td
+    assert fresh.get(("a", "b")).tolist() == [["x"], ["x"], ["y"], ["z"]]
+
+
+def test_contiguous_takes_canonical() -> None:
+    stack = lazy_stack([TensorDict(q=NonTensorData(f"s{i}"), x=torch.zeros(())) for i in range(2)])
+    dense = stack.contiguous(canonical=True)
+    assert type(dense) is TensorDict and dense.get("q").tolist() == ["s0", "s1"]
+    words = NonTensorStack("a", "b")
+    assert words.contiguous(canonical=False) is words
+
+
+def test_utils_logger() -> None:
+    from tensordict.utils import logger
+
+    assert logger.name == "tensordict"

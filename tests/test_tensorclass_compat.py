@@ -125,3 +125,17 @@ def test_tensor_only_non_tensor_annotation_keeps_a_mapping() -> None:
     value = UserDict({"k": "v"})
     m = Meta(data=value)
     assert isinstance(m.get("data"), NonTensorData) and m.data is value
+
+
+class Outer:
+    @tensorclass
+    class Inner:
+        a: str
+        b: torch.Tensor
+
+
+def test_a_class_nested_in_a_class_pickles() -> None:
+    assert Outer.Inner.__qualname__ == "Outer.Inner"
+    td = TensorDict(a=TensorDict(b=Outer.Inner(a="s", b=torch.arange(3.0))))
+    back = pickle.loads(pickle.dumps(td))
+    assert type(back["a", "b"]) is Outer.Inner and torch.equal(back["a", "b"].b, torch.arange(3.0))
