@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
+from tensordict._nontensor import MetaData, NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._switches import capture_non_tensor_stack
 
 if TYPE_CHECKING:
     from tensordict._td import TensorDict
@@ -75,7 +76,11 @@ def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
 
 
 def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
-    if _all_equal(values):
+    # equal values stay one NonTensorData unless set_capture_non_tensor_stack(False) asks
+    # for a stack (MetaData always stays one)
+    flag = capture_non_tensor_stack(allow_none=True)
+    capture = flag is not False or all(isinstance(v, MetaData) for v in values)
+    if capture and _all_equal(values):
         return values[0]._with(new_bs, values[0].device)
     return _joined(values, torch.stack, dim)
 

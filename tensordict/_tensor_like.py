@@ -27,6 +27,29 @@ def _size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(size)
 
 
+def _gradients(
+    call: str, td: Any, gradient: Any, leaves: list[Tensor], pick: list[int]
+) -> list[Tensor]:
+    """The gradient of each differentiable leaf (``pick``), looked up by its key in
+    ``gradient``; the other leaves need none."""
+    from tensordict._apply import tensor_leaf_paths
+
+    paths: list[tuple[str, ...]] = []
+    if td._stack_parts() is None:
+        tensor_leaf_paths(td, (), paths)
+    if len(paths) != len(leaves):  # lazy stacks: every leaf, in member order
+        others = td._other_leaves(call, gradient)
+        return [others[i] for i in pick]
+    out = []
+    for i in pick:
+        grad = gradient._get_path_or_none(paths[i])
+        if not isinstance(grad, Tensor):
+            key = paths[i][0] if len(paths[i]) == 1 else paths[i]
+            raise KeyError(f"{call}: Missing gradient entry for key {key!r}")
+        out.append(grad)
+    return out
+
+
 def _dense(self: Any, call: str) -> Any:
     """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
     return self if self._stack_parts() is None else self._as_dense(call)
@@ -120,12 +143,21 @@ class TensorLikeOps(CollectionPrimitives):
         >>> x.grad
         tensor([5., 5.])
         """
+        call = self._call("backward")
         leaves = self._tensor_leaves([])
         pick = [i for i, x in enumerate(leaves) if x.requires_grad]
+        if not pick:
+            raise RuntimeError(
+                f"{call}: there is no leaf tensor requiring gradients to back-propagate from"
+            )
         grads = None
         if gradient is not None:
-            others = self._other_leaves(self._call("backward"), gradient)
-            grads = [others[i] for i in pick]
+            if not isinstance(gradient, CollectionPrimitives):
+                raise TypeError(
+                    f"{call}: gradient must be a TensorDictBase of the same keys, got "
+                    f"{type(gradient).__name__}"
+                )
+            grads = _gradients(call, self, gradient, leaves, pick)
         if isinstance(inputs, CollectionPrimitives):
             inputs = inputs._tensor_leaves([])
         torch.autograd.backward(

@@ -57,7 +57,9 @@ def _field_property(name: str) -> property:
             return None
         if value.__class__ is Tensor:
             return value
-        return value._public() if isinstance(value, NonTensor) else value
+        if isinstance(value, NonTensor):  # the value, unless the field asks for the wrapper
+            return value if _wants_wrapper(type(self), name) else value._public()
+        return value
 
     def set_(self: Any, value: Any) -> None:
         _set_field(self, name, value)
@@ -66,6 +68,11 @@ def _field_property(name: str) -> property:
         _set_field(self, name, None)
 
     return property(get, set_, del_, doc=f"The field {name!r}.")
+
+
+def _wants_wrapper(cls: Any, name: str) -> bool:
+    hints = cls._field_hints()[name]
+    return any(isinstance(h, type) and issubclass(h, NonTensor) for h in hints)
 
 
 def _set_field(obj: Any, name: str, value: Any) -> None:

@@ -269,3 +269,15 @@ def test_utils_logger() -> None:
     from tensordict.utils import logger
 
     assert logger.name == "tensordict"
+
+
+def test_capture_non_tensor_stack_flag() -> None:
+    from tensordict import set_capture_non_tensor_stack
+
+    tds = [TensorDict({"s": "x"}, []), TensorDict({"s": "x"}, [])]
+    assert isinstance(torch.stack(tds).get("s"), NonTensorData)  # never set: one value
+    with set_capture_non_tensor_stack(False):
+        kept = torch.stack(tds).get("s")
+        assert isinstance(kept, NonTensorStack) and kept.tolist() == ["x", "x"]
+    with set_capture_non_tensor_stack(True):
+        assert isinstance(torch.stack(tds).get("s"), NonTensorData)

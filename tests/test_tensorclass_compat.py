@@ -124,7 +124,7 @@ def test_tensor_only_non_tensor_annotation_keeps_a_mapping() -> None:
 
     value = UserDict({"k": "v"})
     m = Meta(data=value)
-    assert isinstance(m.get("data"), NonTensorData) and m.data is value
+    assert isinstance(m.data, NonTensorData) and m.data.data is value  # the wrapper: asked for
 
 
 class Outer:
@@ -139,3 +139,36 @@ def test_a_class_nested_in_a_class_pickles() -> None:
     td = TensorDict(a=TensorDict(b=Outer.Inner(a="s", b=torch.arange(3.0))))
     back = pickle.loads(pickle.dumps(td))
     assert type(back["a", "b"]) is Outer.Inner and torch.equal(back["a", "b"].b, torch.arange(3.0))
+
+
+def test_replace_keeps_the_original_whole() -> None:
+    @tensorclass
+    class Node:
+        x: torch.Tensor
+        z: str
+        y: Any = None
+
+    inner = Node(x=torch.ones(2), z="in", batch_size=[2])
+    data = Node(x=torch.ones(2), y=inner, z="out", batch_size=[2])
+    other = data.clone().zero_()
+    other.z = "new"
+    other.y.z = "new"
+    out = data.replace(other)
+    assert type(out) is Node and out.z == "new" and out.y.z == "new"
+    assert data.z == "out" and data.y.z == "in" and data.y.x.tolist() == [1.0, 1.0]
+    td = TensorDict({"a": {"b": torch.zeros(1)}}, [])
+    merged = td.replace({"a": {"c": torch.ones(1)}})
+    assert ("a", "c") in merged.keys(include_nested=True)
+    assert ("a", "c") not in td.keys(include_nested=True)
+
+
+def test_backward_needs_gradients_of_differentiable_leaves_only() -> None:
+    x = torch.randn(3, requires_grad=True)
+    TensorDict(a=x * 2, b=torch.ones(4)).backward(TensorDict(a=torch.ones(3)))
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    with pytest.raises(KeyError, match="Missing gradient entry for key 'a'"):
+        TensorDict(a=x * 2).backward(TensorDict(b=torch.ones(3)))
+    with pytest.raises(TypeError, match="gradient must be a TensorDictBase"):
+        TensorDict(a=x * 2).backward(torch.ones(3))
+    with pytest.raises(RuntimeError, match="no leaf tensor requiring gradients"):
+        TensorDict(a=torch.randn(3)).backward()
