@@ -341,7 +341,7 @@ class EntryOps(CollectionPrimitives):
             not args or args[0] is None or (isinstance(args[0], Mapping) and not args[0])
         ):
             return self
-        out = self.__copy__()  # type: ignore[attr-defined]  # new levels: merges stay in out
+        out: Self = self.__copy__()  # type: ignore[attr-defined]  # new levels: merges stay
         if args:
             out.update(args[0])
         if kwargs:
