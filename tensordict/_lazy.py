@@ -696,6 +696,13 @@ class LazyStackedTensorDict(TensorDictBase):
         return self.tensordicts[at]
 
     def _index(self, index: Any) -> Any:
+        if type(index) is bool:  # a Python bool is a 0-dim mask, as for a tensor
+            index = torch.tensor(index)
+        elif type(index) is tuple and any(_false_scalar(i) for i in index):
+            raise NotImplementedError(
+                f"{type(self).__name__}[]: a scalar False inside a tuple index is not "
+                "supported on a lazy stack; index with the bare scalar False instead"
+            )
         split = self._split_index(index)
         if split is None:
             return self._as_dense(f"{type(self).__name__}[]")[index]
@@ -926,6 +933,12 @@ def _leaf_list(td: Any) -> list[Tensor]:
 def _whole(index: tuple[Any, ...]) -> bool:
     """Whether a member index selects everything (only full slices)."""
     return all(isinstance(i, slice) and i == slice(None) for i in index)
+
+
+def _false_scalar(item: Any) -> bool:
+    if isinstance(item, Tensor):
+        return item.dtype == torch.bool and item.ndim == 0 and not bool(item)
+    return item is False
 
 
 def _holds(td: Any, path: tuple[str, ...]) -> bool:

@@ -132,10 +132,10 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
                 raise _NotDense
             if any(v._batch_size != value._batch_size for v in column):
                 raise _NotDense
-            if any(v._stack_parts() is not None for v in column):  # ragged lazy entries
-                entries[key] = stack(column, dim)
-            else:
+            try:  # a nested level that differs becomes a lazy stack under a dense parent
                 entries[key] = _dense_stack(column, dim)
+            except _NotDense:
+                entries[key] = stack(column, dim)
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]

@@ -281,3 +281,36 @@ def test_capture_non_tensor_stack_flag() -> None:
         assert isinstance(kept, NonTensorStack) and kept.tolist() == ["x", "x"]
     with set_capture_non_tensor_stack(True):
         assert isinstance(torch.stack(tds).get("s"), NonTensorData)
+
+
+def test_densify_with_a_layout() -> None:
+    m0 = TensorDict(a=torch.zeros(1), b=torch.zeros(2), d=TensorDict(e=torch.zeros(())))
+    m1 = TensorDict(b=torch.ones(1), c=torch.ones(2), d=TensorDict(e=torch.ones(())))
+    stack = lazy_stack([m0, m1])
+    for layout in (torch.jagged, torch.strided):
+        dense = stack.densify(layout=layout)
+        assert type(dense) is TensorDict and dense["b"].is_nested
+        assert torch.equal(dense["d", "e"], torch.tensor([0.0, 1.0]))
+        assert torch.equal(dense["c"].unbind(0)[0], torch.zeros(2))  # m0 lacks c: zeros
+        parent = TensorDict(s=stack, batch_size=[2]).densify(layout=layout)
+        assert torch.equal(parent["s", "b"].unbind(0)[1], torch.ones(1))
+    with pytest.raises(ValueError, match="layout must be torch.strided or torch.jagged"):
+        stack.densify(layout=torch.sparse_coo)
+    with pytest.raises(RuntimeError, match="Failed to stack tensors"):
+        stack.densify()
+
+
+def test_bool_scalars_index_a_lazy_stack_as_masks() -> None:
+    stack = lazy_stack([TensorDict({"a": torch.full((), float(i))}) for i in range(2)])
+    assert stack[True].batch_size == (1, 2) and stack[False].batch_size == (0, 2)
+    assert stack[(torch.tensor(True),)]["a"].tolist() == [[0.0, 1.0]]
+    with pytest.raises(NotImplementedError, match="scalar False inside a tuple"):
+        stack[(torch.tensor(False),)]
+
+
+def test_stack_keeps_dense_above_a_differing_nested_level() -> None:
+    a = TensorDict({"x": torch.zeros(()), "n": TensorDict({"c": torch.zeros(())})})
+    b = TensorDict({"x": torch.ones(()), "n": TensorDict({"d": torch.ones(())})})
+    both = torch.stack([a, b])
+    assert type(both) is TensorDict and isinstance(both["n"], LazyStackedTensorDict)
+    assert torch.equal(both["x"], torch.tensor([0.0, 1.0]))
