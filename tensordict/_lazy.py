@@ -356,6 +356,12 @@ class LazyStackedTensorDict(TensorDictBase):
             other = entries
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
+        if (
+            update_batch_size
+            and isinstance(other, CollectionPrimitives)
+            and other.batch_size != self._batch_size
+        ):
+            return self._update_resized(other, inplace)
         if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
             call = self._call("update")  # member by member: ragged entries need no stacking
             for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
@@ -368,6 +374,27 @@ class LazyStackedTensorDict(TensorDictBase):
                 current.update(value, inplace=inplace)
             else:
                 self.set(key, value, inplace=inplace)
+        return self
+
+    def _update_resized(self, other: Any, inplace: bool) -> LazyStackedTensorDict:
+        """``update(other, update_batch_size=True)``: the stack takes ``other``'s batch size,
+        one member per entry of ``other`` along the stack dim (existing members updated)."""
+        call = self._call("update")
+        if len(other.batch_size) != len(self._batch_size):
+            raise ValueError(
+                f"{call}: update_batch_size needs the same number of batch dims; got "
+                f"{tuple(other.batch_size)} for a stack of {tuple(self._batch_size)}"
+            )
+        parts = other._stack_parts()
+        if parts is not None and parts[0] == self.stack_dim:
+            pieces = list(parts[1])
+        else:
+            pieces = list(other.unbind(self.stack_dim))
+        members = []
+        for i, piece in enumerate(pieces):
+            member = self.tensordicts[i] if i < len(self.tensordicts) else piece.empty()
+            members.append(member.update(piece, inplace, update_batch_size=True))
+        self.__init__(*members, stack_dim=self.stack_dim)  # type: ignore[misc]
         return self
 
     def update_(

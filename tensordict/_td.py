@@ -696,6 +696,12 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             other = entries
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
+        if (
+            update_batch_size
+            and isinstance(other, CollectionPrimitives)
+            and other.batch_size != self._batch_size
+        ):
+            return _update_resized(self, other, inplace)
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))
@@ -934,6 +940,23 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             self._new_unsafe(part, bs, self._device, None if names is None else list(names))
             for part, bs in zip(parts, new_bss, strict=True)
         )
+
+
+def _update_resized(td: TensorDict, other: Any, inplace: bool) -> TensorDict:
+    """``update(other, update_batch_size=True)``: ``td`` takes ``other``'s batch size and
+    entries; entries ``other`` lacks must fit the new batch size (else nothing changes)."""
+    old_bs, old_names = td._batch_size, td._names
+    saved = dict(td._tensordict)
+    td._batch_size, td._names = other.batch_size, None
+    try:
+        td.update(other, inplace)
+        td.batch_size = other.batch_size  # re-checks the entries other did not replace
+    except (ValueError, RuntimeError):
+        td._tensordict.clear()
+        td._tensordict.update(saved)
+        td._batch_size, td._names = old_bs, old_names
+        raise
+    return td
 
 
 def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str, Any]) -> Any:

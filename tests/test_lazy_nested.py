@@ -314,3 +314,17 @@ def test_stack_keeps_dense_above_a_differing_nested_level() -> None:
     both = torch.stack([a, b])
     assert type(both) is TensorDict and isinstance(both["n"], LazyStackedTensorDict)
     assert torch.equal(both["x"], torch.tensor([0.0, 1.0]))
+
+
+def test_update_batch_size() -> None:
+    for make_lazy in (False, True):
+        stack = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4]).to_lazystack(0)
+        src = TensorDict(a=torch.ones(2, 4), batch_size=[2, 4])
+        stack.update(src.to_lazystack(0) if make_lazy else src, update_batch_size=True)
+        assert stack.batch_size == (2, 4) and torch.equal(stack["a"], torch.ones(2, 4))
+    td = TensorDict(a=torch.zeros(3), c=torch.zeros(3), batch_size=[3])
+    with pytest.raises(ValueError, match=r"cannot set batch_size \(2,\): shapes of 'c'"):
+        td.update(TensorDict(a=torch.ones(2), batch_size=[2]), update_batch_size=True)
+    assert td.batch_size == (3,) and torch.equal(td["a"], torch.zeros(3))  # left unchanged
+    td.update(TensorDict(a=torch.ones(2), c=torch.ones(2), batch_size=[2]), update_batch_size=True)
+    assert td.batch_size == (2,) and torch.equal(td["c"], torch.ones(2))
