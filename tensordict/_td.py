@@ -495,7 +495,17 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 raise missing_key_error(call, shown, node._tensordict) from None
         return node
 
-    def get(self, key: NestedKey, default: Any = _NO_DEFAULT, **stacked: Any) -> Any:
+    def get(
+        self,
+        key: NestedKey,
+        default: Any = _NO_DEFAULT,
+        as_list: bool = False,
+        as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False,
+        padding_side: str = "right",
+        padding_value: float = 0.0,
+        layout: Any = None,
+    ) -> Any:
         """The entry at ``key`` (a NonTensorData wrapper for non-tensor data), or ``default``.
 
         Keywords such as ``as_list=True`` or ``as_padded_tensor=True`` reach a ragged lazy
@@ -507,9 +517,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td.get("b", None) is None
         True
         """
-        if stacked:
-            return _get_stacked(self, key, default, stacked)
-        if type(key) is str:
+        if type(key) is str:  # one level: no lazy stack on the way, the keywords do nothing
             try:
                 return self._tensordict[key]
             except KeyError:
@@ -518,6 +526,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
+        if as_list or as_padded_tensor or as_nested_tensor:
+            stacked: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
+            stacked.update(as_nested_tensor=as_nested_tensor, padding_side=padding_side)
+            stacked.update(padding_value=padding_value, layout=layout)
+            return _get_stacked(self, key, default, stacked)
         path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
             if set_get_defaults_to_none._state:
