@@ -53,7 +53,11 @@ def _field_property(name: str) -> property:
     def get(self: Any) -> Any:
         try:
             value = self._tensordict[name]
-        except KeyError:  # an unset optional field
+        except KeyError:  # an unset optional field (None), or one deleted with del
+            if name in vars(self).get("_deleted", ()):
+                raise AttributeError(
+                    f"{type(self).__name__}.{name}: the field was deleted (assign it again)"
+                ) from None
             return None
         if value.__class__ is Tensor:
             return value
@@ -63,9 +67,11 @@ def _field_property(name: str) -> property:
 
     def set_(self: Any, value: Any) -> None:
         _set_field(self, name, value)
+        vars(self).get("_deleted", set()).discard(name)
 
     def del_(self: Any) -> None:
         _set_field(self, name, None)
+        vars(self).setdefault("_deleted", set()).add(name)
 
     return property(get, set_, del_, doc=f"The field {name!r}.")
 

@@ -172,3 +172,20 @@ def test_backward_needs_gradients_of_differentiable_leaves_only() -> None:
         TensorDict(a=x * 2).backward(torch.ones(3))
     with pytest.raises(RuntimeError, match="no leaf tensor requiring gradients"):
         TensorDict(a=torch.randn(3)).backward()
+
+
+def test_deleted_field_is_gone_until_assigned() -> None:
+    @tensorclass
+    class Opt:
+        a: torch.Tensor
+        c: torch.Tensor | None = None
+
+    x = Opt(a=torch.zeros(()))
+    assert x.c is None  # unset: None, as the default says
+    x.c = torch.ones(())
+    del x.c
+    assert not hasattr(x, "c")
+    with pytest.raises(AttributeError, match=r"Opt.c: the field was deleted"):
+        _ = x.c
+    x.c = torch.full((), 2.0)
+    assert x.c.item() == 2.0
