@@ -26,7 +26,7 @@ def tensor_leaves(td: DenseTensorDictBase, out: list[Tensor]) -> list[Tensor]:
         if isinstance(value, Tensor):
             out.append(value)
         elif not isinstance(value, NonTensor):
-            tensor_leaves(value, out)
+            value._tensor_leaves(out)  # a nested TensorDict or a ragged lazy stack
     return out
 
 
@@ -37,8 +37,12 @@ def tensor_leaf_paths(
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             out.append((*prefix, key))
-        elif not isinstance(value, NonTensor):
+        elif isinstance(value, NonTensor):
+            continue
+        elif value._stack_parts() is None:
             tensor_leaf_paths(value, (*prefix, key), out)
+        else:  # a ragged lazy stack: one path stands for all its leaves
+            out.append((*prefix, key))
 
 
 def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
@@ -55,7 +59,7 @@ def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | 
         elif isinstance(value, NonTensor):
             entries[key] = value
         else:
-            entries[key] = rebuild(value, new_leaves, check)
+            entries[key] = value._rebuild(new_leaves, check)
     if check is not None:
         return td._checked_from_entries(entries, td._batch_size, td._device, td._names, check)
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
@@ -72,6 +76,11 @@ def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor
     missing = []
     for path in paths:
         value = other._get_path_or_none(path)
+        if isinstance(value, CollectionPrimitives):  # under a ragged lazy stack of td's
+            mine = td._get_path_or_none(path)
+            if isinstance(mine, CollectionPrimitives):
+                out += mine._other_leaves(call, value)
+                continue
         if value is None or not isinstance(value, Tensor):
             missing.append(path[0] if len(path) == 1 else path)
         else:
@@ -127,6 +136,18 @@ def apply_nested(
                 entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
+        elif value._stack_parts() is not None:  # a ragged lazy stack applies member-wise
+            entries[key] = _apply_stack(
+                value,
+                fn,
+                tuple(_other_value(call, o, key, prefix) for o in others),
+                batch_size,
+                device,
+                filter_empty,
+                call_on_nested,
+                key_fn,
+                (*prefix, key),
+            )
         else:
             sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
             for other in sub_others:
@@ -201,6 +222,10 @@ def _apply_simple(
             entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
+        elif value._stack_parts() is not None:  # a ragged lazy stack applies member-wise
+            entries[key] = _apply_stack(
+                value, fn, (), batch_size, device, filter_empty, False, None, (*prefix, key)
+            )
         else:
             sub_names = value._names if batch_size is None else None
             sub_device = value._device if device is _NOT_GIVEN else out_device
@@ -221,3 +246,30 @@ def _apply_simple(
     if filter_empty and not entries and prefix and td._tensordict:
         return None
     return td._new_unsafe(entries, out_bs, out_device, out_names)
+
+
+def _apply_stack(
+    stack: Any,
+    fn: Callable[..., Any],
+    others: tuple[Any, ...],
+    batch_size: torch.Size | None,
+    device: Any,
+    filter_empty: bool,
+    call_on_nested: bool,
+    key_fn: Callable[[tuple[str, ...]], Any] | None,
+    path: tuple[str, ...],
+) -> Any:
+    """``apply`` on a ragged lazy stack nested under ``path``: member by member, the keys
+    that ``key_fn`` sees still starting with ``path``."""
+    inner_fn = None if key_fn is None else (lambda p: key_fn((*path, *p)))
+    return stack._apply_impl(
+        fn,
+        others,
+        inner_fn,
+        batch_size,
+        None if device is _NOT_GIVEN else device,
+        None,
+        False,
+        filter_empty,
+        call_on_nested,
+    )

@@ -264,16 +264,28 @@ class TensorDictBase(
             "use td.is_empty(), (td == x).all() or .any()"
         )
 
-    def densify(self) -> DenseTensorDictBase:
+    def densify(self, layout: torch.layout | None = None) -> DenseTensorDictBase:
         """A dense TensorDict with the same content (a lazy stack's members must share a
         structure; a dense collection is returned as it is).
+
+        With ``layout`` (``torch.strided`` or ``torch.jagged``) ragged stacks, nested ones
+        included, densify too: leaves that differ in shape become nested tensors of that
+        layout, keys some members lack are zero-filled.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
         >>> s = lazy_stack([TensorDict({"a": torch.zeros(2)}, [2])] * 3)
         >>> type(s.densify()).__name__, s.densify().batch_size
         ('TensorDict', torch.Size([3, 2]))
+        >>> r = lazy_stack([TensorDict(a=torch.ones(1)), TensorDict(a=torch.ones(2))])
+        >>> d = r.densify(layout=torch.jagged)
+        >>> d["a"].is_nested, d[1]["a"].shape
+        (True, torch.Size([2]))
         """
+        if layout is not None:
+            from tensordict._densify import densify
+
+            return densify(self, layout, self._call("densify"))  # type: ignore[no-any-return]
         return self._as_dense(self._call("densify"))
 
     # -------------------------------------------------------------- stacking

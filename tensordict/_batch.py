@@ -55,13 +55,18 @@ def as_device(device: DeviceLike) -> torch.device | None:
     return torch.device(device)
 
 
+class BatchDimMismatchError(ValueError, RuntimeError):
+    """A leaf's shape does not start with the batch size: a ValueError here, and the
+    RuntimeError ("batch dimension mismatch") that upstream's users catch."""
+
+
 def leaf_shape_error(
     call: str, key: object, shape: torch.Size, batch_size: torch.Size
 ) -> ValueError:
     """The error for a leaf whose shape does not start with the batch size."""
-    return ValueError(
+    return BatchDimMismatchError(
         f"{call}: shape {tuple(shape)} of key {key!r} does not start with "
-        f"batch_size {tuple(batch_size)}"
+        f"batch_size {tuple(batch_size)} (batch dimension mismatch)"
     )
 
 

@@ -42,7 +42,7 @@ def _map_dense(
         elif isinstance(value, NonTensor):
             entries[key] = value._with(value.batch_size, out_device)
         else:
-            entries[key] = _map_dense(value, fn, device)
+            entries[key] = value._per_member(_map_dense, fn, device)
     return td._new_unsafe(entries, td._batch_size, out_device, td._names)
 
 
@@ -75,7 +75,8 @@ class ConvertOps(CollectionPrimitives):
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device).
+        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device);
+        ``inplace=True`` makes this collection hold the result and returns it.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -89,9 +90,11 @@ class ConvertOps(CollectionPrimitives):
         if device is None and dtype is None:
             return self
         if device is None:
-            return _cast(self, dtype)
-        caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
-        return map_leaves(self, caster, device)
+            out = _cast(self, dtype)
+        else:
+            caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
+            out = map_leaves(self, caster, device)
+        return out
 
     def _sync_all(self) -> None:
         """Wait for the non-blocking copies queued on accelerators (upstream's hook of this

@@ -350,9 +350,11 @@ class EntryOps(CollectionPrimitives):
         """
         if len(args) > 1:
             raise TypeError(f"{self._call('replace')}: at most one mapping, got {len(args)}")
-        if not kwargs and (not args or not args[0]):
+        if not kwargs and (
+            not args or args[0] is None or (isinstance(args[0], Mapping) and not args[0])
+        ):
             return self
-        out = self.clone(recurse=False)
+        out: Self = self.__copy__()  # type: ignore[attr-defined]  # new levels: merges stay
         if args:
             out.update(args[0])
         if kwargs:

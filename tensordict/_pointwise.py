@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
+from tensordict._nontensor_ops import apply_nontensor
 from tensordict._pointwise_extra import (
     binary_with_default,
     broadcast_operands,
@@ -103,7 +105,10 @@ class PointwiseOps(CollectionPrimitives):
             if other.shape != self.shape:
                 src, other = broadcast_operands(self, call, other)
             out = _run(name, src._tensor_leaves([]), src._other_leaves(call, other), **kwargs)
-            return src._rebuild(iter(out), check=call)
+            result = src._rebuild(iter(out), check=call)
+            if name in NONTENSOR_OPS:
+                return apply_nontensor(name, src, other, result)  # type: ignore[no-any-return]
+            return result
         if isinstance(other, Tensor):
             fn = getattr(torch, name)
             if other.ndim and broadcasts_with_batch(self, other):

@@ -28,8 +28,8 @@ def _plain(td: Any) -> dict[str, Any]:
     """The entries as nested (batch_size, device, entries) triples, for pickling."""
     out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, (Tensor, NonTensor)):
-            out[key] = value
+        if isinstance(value, (Tensor, NonTensor)) or type(value) is not type(td):
+            out[key] = value  # a leaf, a tensorclass or a lazy stack: pickled as itself
         else:
             out[key] = (
                 tuple(value._batch_size),
@@ -142,6 +142,10 @@ class DenseStateOps(DenseStorage):
         >>> dst.batch_size, dst["b", "c"]
         (torch.Size([3]), tensor([1., 1., 1.]))
         """
+        if "_tensordict" in state_dict and "_non_tensordict" in state_dict:
+            # a tensorclass's legacy state: its entries wrapped under "_tensordict"
+            legacy = state_dict["_tensordict"]
+            state_dict = {**legacy, **state_dict["_non_tensordict"]}
         nested = _nest(state_dict, from_flatten)
         was_empty = not self._tensordict
         if self._is_locked and was_empty and _paths_of_nested(nested):

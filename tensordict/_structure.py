@@ -29,12 +29,30 @@ def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
 
 
+def _stack_at(td: DenseTensorDictBase, path: tuple[str, ...]) -> int:
+    """How many parts of ``path`` lead to a ragged lazy stack nested in ``td`` (0: none)."""
+    node: Any = td
+    for i, part in enumerate(path[:-1]):
+        node = node._tensordict.get(part)
+        if node is None or not _is_nested(node):
+            return 0
+        if not hasattr(node, "_tensordict"):
+            return i + 1
+    return 0
+
+
 class StructureOps(CollectionPrimitives):
     """Re-arranging keys without touching the data: results share the leaves."""
 
     __slots__ = ()
 
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self:
+    def select(
+        self,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> Self:
         """A TensorDict holding only ``keys`` (nested ones keep their path).
 
         With ``strict=False`` missing keys are ignored; with ``inplace`` the others are removed.
@@ -48,6 +66,8 @@ class StructureOps(CollectionPrimitives):
         """
         call = self._call("select")
         paths = [key_path(k, call) for k in keys]
+        if as_tensordict:  # a plain TensorDict (a tensorclass gives its entries)
+            return self.to_tensordict()._per_member(_select, paths, inplace, strict, call)  # type: ignore[attr-defined,no-any-return]
         return self._per_member(_select, paths, inplace, strict, call)
 
     def exclude(self, *keys: NestedKey, inplace: bool = False) -> Self:
@@ -116,6 +136,9 @@ class StructureOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
+
+        ``convert_tensors=True`` gives tensors as lists; ``retain_none`` is taken for
+        upstream's signature (None entries are never stored here).
         """
         dense = self._as_dense(self._call("to_dict"))
         if retain_none and not convert_tensors and not tolist_first:
@@ -156,7 +179,12 @@ def _select(
 ) -> DenseTensorDictBase:
     out = _shell(td)
     missing = []
+    under: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # paths below ragged stacks
     for path in paths:
+        i = _stack_at(td, path)
+        if i:
+            under.setdefault(path[:i], []).append(path[i:])
+            continue
         value = td._get_path_or_none(path)
         if value is None:
             missing.append(join_path(path))
@@ -170,7 +198,17 @@ def _select(
                     {}, src._batch_size, src._device, src._names
                 )
             node = node._tensordict[part]
-        node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
+        node._tensordict[path[-1]] = (
+            value._per_member(_copy_structure) if _is_nested(value) else value
+        )
+    for prefix, rest in under.items():
+        stack = td._get_path_or_none(prefix).select(*rest, strict=strict)
+        if prefix[:-1] and out._get_path_or_none(prefix[:-1]) is None:
+            out._set_path(prefix, stack, call)
+        else:
+            (out._get_path_or_none(prefix[:-1]) if prefix[:-1] else out)._tensordict[prefix[-1]] = (
+                stack
+            )
     if missing and strict:
         raise KeyError(
             f"{call}: keys not found: {missing} (pass strict=False to ignore missing keys)"
@@ -186,6 +224,11 @@ def _exclude(
 ) -> DenseTensorDictBase:
     out = _copy_structure(td)
     for path in paths:
+        i = _stack_at(out, path)
+        if i:  # below a ragged lazy stack: it excludes the rest itself
+            holder = out._get_path_or_none(path[: i - 1]) if i > 1 else out
+            holder._tensordict[path[i - 1]] = holder._tensordict[path[i - 1]].exclude(path[i:])
+            continue
         parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
         if parent is not None and _is_nested(parent):
             parent._tensordict.pop(path[-1], None)
@@ -276,8 +319,8 @@ def _unflatten_keys(
     root: dict[str, Any] = {}
     dotted = []
     for key, value in td._tensordict.items():
-        if type(value) is not Tensor and _is_nested(value):
-            value = _unflatten_keys(value, separator, False, call)  # new: safe to merge into
+        if type(value) is not Tensor and _is_nested(value):  # new: safe to merge into
+            value = value._per_member(_unflatten_keys, separator, False, call)
         if separator in key:
             dotted.append((key, value))
         else:
@@ -321,6 +364,8 @@ def _to_dict(td: DenseTensorDictBase) -> dict[str, Any]:
         else value
         if isinstance(value, Tensor)
         else _to_dict(value)
+        if hasattr(value, "_tensordict")
+        else value.to_dict()
         for key, value in td._tensordict.items()
     }
 
@@ -330,13 +375,13 @@ def _empty(td: DenseTensorDictBase, recurse: bool) -> DenseTensorDictBase:
     if recurse:
         for key, value in td._tensordict.items():
             if _is_nested(value):
-                out._tensordict[key] = _empty(value, True)
+                out._tensordict[key] = value._per_member(_empty, True)
     return out
 
 
 def _copy_structure(td: DenseTensorDictBase) -> DenseTensorDictBase:
     entries = {
-        key: _copy_structure(value) if _is_nested(value) else value
+        key: value._per_member(_copy_structure) if _is_nested(value) else value
         for key, value in td._tensordict.items()
     }
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
@@ -347,7 +392,9 @@ def _flatten_into(
 ) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
-        if _is_nested(value) and value._tensordict:
+        if _is_nested(value) and not hasattr(value, "_tensordict"):  # a ragged lazy stack
+            value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
+        elif _is_nested(value) and value._tensordict:
             _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
@@ -355,4 +402,4 @@ def _flatten_into(
                 f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "
                 f"appears twice after flattening with separator {sep!r}"
             )
-        out[name] = _copy_structure(value) if _is_nested(value) else value
+        out[name] = value._per_member(_copy_structure) if _is_nested(value) else value

@@ -138,9 +138,11 @@ def list_to_stack(allow_none: bool = False) -> bool | None:
 class set_capture_non_tensor_stack(_Switch):
     """Whether stacking equal non-tensor values yields one ``NonTensorData`` (the legacy way).
 
-    Off (the default): stacking ``NonTensorData("a")`` twice gives a ``NonTensorStack`` of two
-    entries. On: equal values are captured into a single ``NonTensorData``. Use it as a
-    context manager, a decorator, or ``.set()`` it.
+    Off: stacking ``NonTensorData("a")`` twice gives a ``NonTensorStack`` of two entries.
+    On: equal values are captured into a single ``NonTensorData``. Never set (None), the
+    stack captures equal values too (our rule, see docs/shapes.md; upstream stacks them),
+    though the getter reports False as upstream's does. ``MetaData`` is always captured.
+    Use it as a context manager, a decorator, or ``.set()`` it.
 
     >>> from tensordict import capture_non_tensor_stack, set_capture_non_tensor_stack
     >>> with set_capture_non_tensor_stack(True):

@@ -37,7 +37,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
-from tensordict._switches import set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._torch_compat import foreach
 from tensordict._update_batch import batch_sizes_clash, check_resize, resize_update
 from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
@@ -71,6 +71,11 @@ def is_tensor_collection(obj: object) -> bool:
 
 def _is_td(value: object) -> TypeGuard[TensorDict]:
     return isinstance(value, TensorDict)
+
+
+def _is_ragged(value: Any) -> bool:
+    """Whether ``value`` is a lazy stack (kept as such when nested, see ``_convert_stack``)."""
+    return isinstance(value, CollectionPrimitives) and value._stack_parts() is not None
 
 
 def _is_mapping(value: object) -> bool:
@@ -240,7 +245,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
             elif isinstance(value, NonTensor):
                 continue
-            elif _is_td(value):
+            elif isinstance(value, CollectionPrimitives):  # nested, or a ragged lazy stack
                 if not starts_with(value._batch_size, batch_size):
                     raise leaf_shape_error(
                         call, join_path((*prefix, key)), value._batch_size, batch_size
@@ -378,15 +383,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             return value
         if isinstance(value, NonTensor):
             return value._with(bs, self._device)
-        if isinstance(value, CollectionPrimitives):  # a lazy stack: stored dense
-            try:
-                value = value._as_dense(call)
-            except RuntimeError as err:
-                raise TypeError(
-                    f"{call}: key {key!r}: a {type(value).__name__} whose members differ in "
-                    f"structure cannot be nested in a TensorDict; keep it at the top level ({err})"
-                ) from None
-            return self._convert(value, key, call)
+        if isinstance(value, CollectionPrimitives):  # a lazy stack
+            return _convert_stack(self, value, key, call)
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
@@ -396,7 +394,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
             return tensor
-        if isinstance(value, list) and bs and len(value) == bs[0]:
+        if isinstance(value, list) and bs and len(value) == bs[0] and list_to_stack():
             try:  # a (nested) list shaped like the batch: one value per element
                 stack = NonTensorStack.from_list(value, self._device)
             except ValueError:
@@ -404,6 +402,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             else:
                 if stack.batch_size == bs:
                     return stack
+                if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
+                    raise leaf_shape_error(call, key, stack.batch_size, bs)
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:
@@ -421,6 +421,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._tensordict[part] = node
             return node
         if not _is_td(node):
+            if isinstance(node, CollectionPrimitives) and not isinstance(node, NonTensor):
+                return node  # type: ignore[return-value]  # a ragged lazy stack
             raise KeyError(
                 f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
             )
@@ -429,10 +431,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None:
         node = self
         locked = self._is_locked
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             if locked and part not in node._tensordict:
                 self._check_unlocked(call, join_path(path))
             node = node._subtd(part, call, create=True)
+            if not _is_td(node):  # a ragged lazy stack sets the rest in its members
+                node.set(path[i + 1 :], value)
+                return
             locked = locked or node._is_locked
         if locked:
             raise locked_error(call, join_path(path))
@@ -477,7 +482,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 )
             self._tensordict[key] = new
         else:
-            if not _is_mapping(value):
+            if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):
                 raise TypeError(
                     f"{call}: key {key!r} holds a nested TensorDict; got {type(value).__name__}"
                 )
@@ -486,8 +491,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     # ----------------------------------------------------------------- reading
     def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
         node: Any = self
-        for part in path:
+        for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node._get_path_or_none(path[i:])
                 return None
             node = node._tensordict.get(part)
             if node is None:
@@ -498,6 +505,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         node: Any = self
         for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node.get(path[i:])
                 raise KeyError(
                     f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
                     f"{type(node).__name__}, not a nested TensorDict"
@@ -509,8 +518,21 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 raise missing_key_error(call, shown, node._tensordict) from None
         return node
 
-    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+    def get(
+        self,
+        key: NestedKey,
+        default: Any = _NO_DEFAULT,
+        as_list: bool = False,
+        as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False,
+        padding_side: str = "right",
+        padding_value: float = 0.0,
+        layout: Any = None,
+    ) -> Any:
         """The entry at ``key`` (a NonTensorData wrapper for non-tensor data), or ``default``.
+
+        Keywords such as ``as_list=True`` or ``as_padded_tensor=True`` reach a ragged lazy
+        stack on the way (see :meth:`LazyStackedTensorDict.get`).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -518,7 +540,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> td.get("b", None) is None
         True
         """
-        if type(key) is str:
+        if type(key) is str:  # one level: no lazy stack on the way, the keywords do nothing
             try:
                 return self._tensordict[key]
             except KeyError:
@@ -527,6 +549,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
+        if as_list or as_padded_tensor or as_nested_tensor:
+            stacked: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
+            stacked.update(as_nested_tensor=as_nested_tensor, padding_side=padding_side)
+            stacked.update(padding_value=padding_value, layout=layout)
+            return _get_stacked(self, key, default, stacked)
         path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
             if set_get_defaults_to_none._state:
@@ -672,8 +699,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         """Remove the entry at ``key``."""
         path = key_path(key, self._call("del_"))
         node = self
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             node = node._subtd(part, self._call("del_"), create=False)
+            if not _is_td(node):  # a ragged lazy stack removes the rest from its members
+                node.del_(path[i + 1 :])
+                return self
         if path[-1] not in node._tensordict:
             raise missing_key_error(self._call("del_"), join_path(path), node._tensordict)
         self._check_unlocked(self._call("del_"), join_path(path))
@@ -723,6 +753,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 and (is_leaf is None or not is_leaf(type(value)))
             ):
                 target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
+            elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
+                dim = value._stack_parts()[0]
+                lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
+                self._set_path(path, lazy, self._call("update"))
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
@@ -978,6 +1012,37 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._new_unsafe(part, bs, self._device, None if names is None else list(names))
             for part, bs in zip(parts, new_bss, strict=True)
         )
+
+
+def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str, Any]) -> Any:
+    """``get`` with the keywords of a lazy stack's get, handed to the first one on the path."""
+    path = key_path(key, td._call("get"))
+    node: Any = td
+    for i, part in enumerate(path):
+        if not _is_td(node):
+            if i and isinstance(node, CollectionPrimitives):
+                return node.get(path[i:], default, **stacked)
+            break
+        node = node._tensordict.get(part)
+        if node is None:
+            break
+    return td.get(key) if default is _NO_DEFAULT else td.get(key, default)
+
+
+def _convert_stack(td: TensorDict, value: Any, key: str, call: str) -> Any:
+    """A lazy stack as ``td`` stores it: dense when its members share one structure, else
+    kept as the stack itself (a ragged entry), its batch size checked like a nested one's."""
+    try:
+        dense = value._as_dense(call)
+    except RuntimeError:
+        dense = None
+    if dense is not None:
+        return td._convert(dense, key, call)
+    if not starts_with(value._batch_size, td._batch_size):
+        raise leaf_shape_error(call, key, value._batch_size, td._batch_size)
+    if td._device is not None and value._device != td._device:
+        value = value.to(td._device)
+    return value
 
 
 def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, Any]) -> None:

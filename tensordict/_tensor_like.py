@@ -27,6 +27,29 @@ def _size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(size)
 
 
+def _gradients(
+    call: str, td: Any, gradient: Any, leaves: list[Tensor], pick: list[int]
+) -> list[Tensor]:
+    """The gradient of each differentiable leaf (``pick``), looked up by its key in
+    ``gradient``; the other leaves need none."""
+    from tensordict._apply import tensor_leaf_paths
+
+    paths: list[tuple[str, ...]] = []
+    if td._stack_parts() is None:
+        tensor_leaf_paths(td, (), paths)
+    if len(paths) != len(leaves):  # lazy stacks: every leaf, in member order
+        others = td._other_leaves(call, gradient)
+        return [others[i] for i in pick]
+    out = []
+    for i in pick:
+        grad = gradient._get_path_or_none(paths[i])
+        if not isinstance(grad, Tensor):
+            key = paths[i][0] if len(paths[i]) == 1 else paths[i]
+            raise KeyError(f"{call}: Missing gradient entry for key {key!r}")
+        out.append(grad)
+    return out
+
+
 def _dense(self: Any, call: str) -> Any:
     """``self``, or the dense form of a stack (whose ``apply`` maps member by member)."""
     return self if self._stack_parts() is None else self._as_dense(call)
@@ -131,12 +154,21 @@ class TensorLikeOps(CollectionPrimitives):
         >>> x.grad
         tensor([5., 5.])
         """
+        call = self._call("backward")
         leaves = self._tensor_leaves([])
         pick = [i for i, x in enumerate(leaves) if x.requires_grad]
+        if not pick:
+            raise RuntimeError(
+                f"{call}: there is no leaf tensor requiring gradients to back-propagate from"
+            )
         grads = None
         if gradient is not None:
-            others = self._other_leaves(self._call("backward"), gradient)
-            grads = [others[i] for i in pick]
+            if not isinstance(gradient, CollectionPrimitives):
+                raise TypeError(
+                    f"{call}: gradient must be a TensorDictBase of the same keys, got "
+                    f"{type(gradient).__name__}"
+                )
+            grads = _gradients(call, self, gradient, leaves, pick)
         if isinstance(inputs, CollectionPrimitives):
             inputs = inputs._tensor_leaves([])
         torch.autograd.backward(
@@ -372,7 +404,16 @@ class TensorLikeOps(CollectionPrimitives):
         device = kw.get("device", _NO_DEVICE)
         src = _dense(self, self._call(name))
         if device is _NO_DEVICE:
-            return src.apply(fn, batch_size=shape)  # type: ignore[no-any-return]
+            # non-tensor entries take the new batch: a stack repeats its first value
+            def refill(v: Any) -> Any:
+                new_bs = torch.Size([*shape, *v.batch_size[n:]])
+                if isinstance(v, NonTensorStack):
+                    first = v.values[int(v.positions.reshape(-1)[0])] if v.numel() else None
+                    blank = torch.zeros(new_bs, dtype=torch.long)
+                    return NonTensorStack._from_positions([first], blank, v.device)
+                return v._with(new_bs, v.device)
+
+            return src._remap(self._call(name), fn, torch.Size(shape), None, refill)  # type: ignore[no-any-return]
         return src.apply(fn, batch_size=shape, device=device)  # type: ignore[no-any-return]
 
     def new_zeros(
@@ -381,6 +422,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """A collection of batch size ``size`` whose leaves are zeros (each leaf keeps its
         feature shape and, unless ``dtype`` is given, its dtype).
@@ -389,6 +431,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
+
+        ``empty_lazy`` is taken for upstream's signature: the result is dense here.
         """
         return self._new("new_zeros", size, (), _kw(dtype, device, requires_grad))
 
@@ -398,6 +442,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
         return self._new("new_ones", size, (), _kw(dtype, device, requires_grad))
@@ -408,6 +453,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
         return self._new("new_empty", size, (), _kw(dtype, device, requires_grad))

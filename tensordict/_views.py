@@ -62,6 +62,9 @@ def walk(
                     name = (*prefix, key) if prefix else key
                     yield name if mode == _KEYS else (name, value)
             if include_nested and not leaf:
+                if not hasattr(value, "_tensordict"):  # a ragged lazy stack: its common keys
+                    yield from _walk_stack(value, (*prefix, key), mode, leaves_only, is_leaf)
+                    continue
                 stack.append((prefix, entries))
                 prefix = (*prefix, key)
                 entries = iter(value._tensordict.items())
@@ -87,8 +90,24 @@ def _count(
         if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
             n += 1
         if include_nested and not leaf:
-            n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+            if hasattr(value, "_tensordict"):
+                n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+            else:  # a ragged lazy stack: its common keys
+                n += len(value.keys(True, leaves_only, is_leaf))
     return n
+
+
+def _walk_stack(
+    stack: Any, prefix: tuple[str, ...], mode: int, leaves_only: bool, is_leaf: IsLeaf | None
+) -> Iterator[Any]:
+    """``walk`` below a lazy stack nested in a TensorDict: the keys every member holds."""
+    for key in stack.keys(True, leaves_only, is_leaf):
+        name = (*prefix, *key) if type(key) is tuple else (*prefix, key)
+        if mode == _KEYS:
+            yield name
+        else:
+            value = stack.get(key)
+            yield value if mode == _VALUES else (name, value)
 
 
 class _View:

@@ -162,9 +162,10 @@ def test_str_subclass_keys() -> None:
         td[K.MISSING]
 
 
-def test_equality_ignores_non_tensor_entries() -> None:
-    """Documented: element-wise operators act on tensors; non-tensor entries ride along."""
+def test_equality_compares_non_tensor_entries() -> None:
+    """As upstream: == and != compare non-tensor entries too, one bool per element."""
     a = TensorDict({"a": torch.ones(2), "s": NonTensorData("x")}, [2])
     b = TensorDict({"a": torch.ones(2), "s": NonTensorData("y")}, [2])
-    assert (a == b).all()
+    assert not (a == b).all() and (a == b).exclude("s").all()
+    assert torch.equal((a != b)["s"], torch.ones(2, dtype=torch.bool))
     assert a["s"] != b["s"]
