@@ -1,14 +1,17 @@
-"""``python -m benchmarks [--only NAME] [--rounds N]``: run the cases, print a Markdown table."""
+"""``python -m benchmarks [--only NAME] [--rounds N] [--cpu-time]``: run the cases, print a
+Markdown table."""
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 
 from benchmarks import (
     _cases_checkpoint,
     _cases_checkpoint_v2,
+    _cases_compile,
     _cases_container,
     _cases_distributed,
     _cases_interop,
@@ -20,7 +23,7 @@ from benchmarks import (
     _cases_shapes,
     _cases_tensorclass,
 )
-from benchmarks._harness import Case, measure, table
+from benchmarks._harness import CLOCK, Case, measure, table
 
 ALL: list[Case] = [
     *_cases_container.CASES,
@@ -32,6 +35,7 @@ ALL: list[Case] = [
     *_cases_interop.CASES,
     *_cases_modules.CASES,
     *_cases_nn.CASES,
+    *_cases_compile.CASES,
     *_cases_repr.CASES,
     *_cases_map.CASES,  # before the distributed cases: their peer process stays up until exit
     *_cases_distributed.CASES,
@@ -42,7 +46,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--only", help="run the cases whose name contains this text")
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time with thread CPU time (steadier under load)"
+    )
     args = parser.parse_args()
+    if args.cpu_time:
+        CLOCK[0] = time.thread_time
     torch.set_num_threads(1)
     cases = [c for c in ALL if args.only is None or args.only in c.name]
     if not cases:

@@ -3,8 +3,10 @@ dataset, against raw numpy, torch.save, safetensors and plain file-backed tensor
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 
 import torch
@@ -14,6 +16,7 @@ from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
 _ROOT = tempfile.mkdtemp(prefix="tdbench-")
+atexit.register(shutil.rmtree, _ROOT, True)  # (hundreds of MB a run: not left behind)
 
 
 @functools.cache

@@ -161,6 +161,25 @@ def consolidate_vs_cat() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def consolidate_floor_vs_cat() -> tuple[Fn, Fn]:
+    """The floor under ``consolidate()``: the copy (one ``torch.stack`` into a fresh
+    storage) and the 1,000 leaf views (one ``unbind``), made and released, with no
+    TensorDict at all, against the same ``torch.cat``."""
+    td = _payload()
+    leaves = list(td.values(True, True))
+    flats = [v.reshape(-1) for v in leaves]
+
+    def lib() -> None:
+        block = torch.empty(_NUMEL * 4, dtype=torch.uint8).view(torch.float32)
+        torch.stack(leaves, out=block.view(len(leaves), *leaves[0].shape))
+        block.view(len(leaves), *leaves[0].shape).unbind(0)
+
+    def base() -> None:
+        torch.cat(flats)
+
+    return lib, base
+
+
 def send_recv_consolidated_vs_tensor() -> tuple[Fn, Fn]:
     """The round trip between consolidated TensorDicts: one storage each way, received in
     place, plus the header and the (cached) description."""
@@ -259,6 +278,12 @@ CASES = [
         "torch.cat of the 1,000 flattened views",
         1.2,
         consolidate_vs_cat,
+    ),
+    Case(
+        "floor of consolidate(): stack + 1,000 views, no TensorDict, 1,000 leaves 4 MB",
+        "torch.cat of the 1,000 flattened views",
+        None,
+        consolidate_floor_vs_cat,
     ),
     Case(
         "send/recv TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",

@@ -127,6 +127,24 @@ def mm_index() -> tuple[Fn, Fn]:
     return (lambda: mm[3]), (lambda: t[3])
 
 
+class _Bare(torch.Tensor):
+    """The floor of any tensor subclass: no Python between an op and its kernel."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+def bare_contiguous() -> tuple[Fn, Fn]:
+    t = torch.randn(32, 8)
+    bare = t.clone().as_subclass(_Bare)
+    return (lambda: bare.contiguous()), (lambda: t.contiguous())
+
+
+def bare_stack() -> tuple[Fn, Fn]:
+    ts = [torch.randn(32, 8) for _ in range(10)]
+    bares = [t.clone().as_subclass(_Bare) for t in ts]
+    return (lambda: torch.stack(bares)), (lambda: torch.stack(ts))
+
+
 def mm_td_index(index: Any) -> tuple[Fn, Fn]:
     plain = TensorDict({f"k{i}": torch.randn(32, 8) for i in range(10)}, [32])
     mapped = plain.clone().memmap_()
@@ -194,6 +212,8 @@ CASES = [
     Case("MemoryMappedTensor + 1, [32,8]", "Tensor + 1", 1.1, mm_add),
     Case("torch.stack of 10 MemoryMappedTensor [32,8]", "torch.stack of Tensor", 1.1, mm_stack),
     Case("MemoryMappedTensor[3] (a mapped view)", "Tensor[3]", None, mm_index),
+    Case("floor: bare Tensor subclass .contiguous()", "Tensor.contiguous()", None, bare_contiguous),
+    Case("floor: torch.stack of 10 bare Tensor subclass", "torch.stack", None, bare_stack),
     Case("memmapped td[3], 10 leaves [32,8]", "td[3], plain leaves", 1.1, lambda: mm_td_index(3)),
     Case(
         "memmapped td[index tensor], 10 leaves",

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from tdnn._fastcall import PLAIN_CALLS, own_hookless
 from tensordict import is_tensor_collection, unravel_key
 
 DISCARD = "_"
@@ -90,6 +91,19 @@ class TensorDictModuleBase(nn.Module):
                 break
             _class_keys_to_properties(klass)
         return super().__new__(cls)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # nn.Module.__call__ without its two frames where it would only call forward
+        if own_hookless(self):
+            return self.forward(*args, **kwargs)
+        return nn.Module.__call__(self, *args, **kwargs)
+
+    def _simple(self, tensordict: Any, plain: bool) -> Any:
+        """``forward(tensordict)`` through a subclass's shortcut for its common case, or
+        NotImplemented (nothing done) where it has none; ``plain``: whether
+        :func:`tdnn._fastcall.plain_calls` holds, so the modules it calls may be called
+        through their ``forward`` when :func:`tdnn._fastcall.hookless`."""
+        return NotImplemented
 
     @staticmethod
     def is_tdmodule_compatible(module: Any) -> bool:
@@ -217,6 +231,9 @@ class TensorDictModuleBase(nn.Module):
         entries += [f"in_keys={self.in_keys}", f"out_keys={self.out_keys}"]
         body = ",\n".join(entries).replace("\n", "\n    ")
         return f"{type(self).__name__}(\n    {body})"
+
+
+PLAIN_CALLS.add(TensorDictModuleBase.__call__)
 
 
 def _reset(module: nn.Module) -> bool:

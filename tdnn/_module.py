@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
+from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
@@ -192,9 +193,56 @@ class TensorDictModule(TensorDictModuleBase):
         head, _, rest = text.partition("\n")
         return f"{head}\n    module={base},\n{rest}"
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # nn.Module.__call__ without its two frames where it would only call forward
+        if own_hookless(self):
+            if len(args) == 1 and not kwargs and isinstance(args[0], TensorDict):
+                result = self._simple(args[0], True)
+                if result is not NotImplemented:
+                    return result
+            return self.forward(*args, **kwargs)
+        return nn.Module.__call__(self, *args, **kwargs)
+
+    def _simple(self, tensordict: Any, plain: bool) -> Any:
+        # the common case: a module reads one tensor, its output goes back into the input
+        in_keys = self._in_keys
+        module = self._modules.get("module")
+        if (
+            SKIP_EXISTING[0]
+            or module is None
+            or len(in_keys) != 1
+            or self._kwargs is not None
+            or self.method is not None
+            or self.method_kwargs
+            or self.inplace is not True
+            or not isinstance(value := tensordict.get(in_keys[0], None), Tensor)
+        ):
+            return NotImplemented
+        out = module.forward(value) if plain and hookless(module) else module(value)
+        out_keys = self._out_keys
+        if isinstance(out, Tensor) and len(out_keys) == 1:
+            if out_keys[0] != DISCARD:
+                put(tensordict, out_keys[0], out)
+            return tensordict
+        if type(out) is tuple and len(out) == len(out_keys) and self._out_keys_apparent is out_keys:
+            for key, item in zip(out_keys, out, strict=True):
+                if key != DISCARD:
+                    put(tensordict, key, item)
+            return tensordict
+        return self._write(tensordict, None, out)
+
     def forward(
         self, tensordict: Any = None, *args: Any, tensordict_out: Any = None, **kwargs: Any
     ) -> Any:
+        if (
+            not args
+            and not kwargs
+            and tensordict_out is None
+            and isinstance(tensordict, TensorDict)
+        ):
+            result = self._simple(tensordict, plain_calls())
+            if result is not NotImplemented:
+                return result
         if not isinstance(tensordict, TensorDict) and not is_tensor_collection(tensordict):
             if tensordict is None and "tensordict" in kwargs:
                 return self.forward(kwargs.pop("tensordict"), *args, **kwargs)
@@ -203,7 +251,6 @@ class TensorDictModule(TensorDictModuleBase):
             tensordict_out = positional_out(
                 f"TensorDictModule({self._name()})", args, tensordict_out
             )
-        out_keys = self._out_keys
         if SKIP_EXISTING[0] and self._skippable(tensordict):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
         in_keys = self._in_keys
@@ -219,6 +266,11 @@ class TensorDictModule(TensorDictModuleBase):
             out = module(value, **kwargs)
         else:
             out = self._run(tensordict.get, lambda: tensordict.keys(True, True), kwargs)
+        return self._write(tensordict, tensordict_out, out)
+
+    def _write(self, tensordict: Any, tensordict_out: Any, out: Any) -> Any:
+        """Write the module's output ``out`` as ``forward`` does; return the result."""
+        out_keys = self._out_keys
         if tensordict_out is None and self.inplace is True:
             if isinstance(out, Tensor) and len(out_keys) == 1:  # one tensor back into the input
                 if out_keys[0] != DISCARD:
@@ -299,3 +351,6 @@ class TensorDictModule(TensorDictModuleBase):
         if selected is not self._out_keys:
             results = [v for k, v in zip(keys, results, strict=True) if k in selected]
         return results[0] if len(results) == 1 else tuple(results)
+
+
+PLAIN_CALLS.add(TensorDictModule.__call__)

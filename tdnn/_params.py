@@ -106,6 +106,7 @@ class TensorDictParams(nn.Module):
             self._parameters[key] = leaf
         else:
             self._buffers[key] = leaf
+            self._non_persistent_buffers_set.discard(key)
 
     def _sync(self, tree: Any) -> None:
         """Make the registrations what ``tree`` (a TensorDict of them, changed in place by

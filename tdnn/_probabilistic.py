@@ -10,6 +10,7 @@ import torch
 from tdnn._base import TensorDictModuleBase, unravel_keys
 from tdnn._composite import CompositeDistribution, log_prob_key_of
 from tdnn._distributions import Delta
+from tdnn._fastcall import put
 from tdnn._interaction import InteractionType, _as_type, interaction_type, pick
 from tdnn._module import SKIP_EXISTING
 from tdnn._sequential import TensorDictSequential
@@ -209,9 +210,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 else:
                     tensordict_out.set(self._log_prob_keys[0], lp)
             return tensordict_out
-        tensordict_out.set(self._samples[0], value)
+        put(tensordict_out, self._samples[0], value)
         if self.return_log_prob:
-            tensordict_out.set(self._log_prob_keys[0], dist.log_prob(value))
+            put(tensordict_out, self._log_prob_keys[0], dist.log_prob(value))
         return tensordict_out
 
     def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
+from tdnn._fastcall import hookless, plain_calls
 from tdnn._module import (
     SKIP_EXISTING,
     TensorDictModule,
@@ -158,13 +159,18 @@ class TensorDictSequential(TensorDictModuleBase):
             elif inplace == "empty":
                 tensordict_out = tensordict.empty()
         tolerant = self.partial_tolerant
+        plain = not kwargs and plain_calls()
         for m in self._members():
             if tolerant:
                 ins, _ = _io(m)
                 present = td.keys(True)
                 if any(k not in present for k in ins):
                     continue
-            td = m(td, **kwargs)
+            if plain and hookless(m):  # all that m(td) would do
+                out = m._simple(td, True) if isinstance(m, TensorDictModuleBase) else NotImplemented
+                td = m.forward(td) if out is NotImplemented else out
+            else:
+                td = m(td, **kwargs)
         if tensordict_out is not None:
             _copy_keys(td, tensordict_out, self.out_keys)
             return tensordict_out

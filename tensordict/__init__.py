@@ -1,19 +1,25 @@
 """tensordict: dictionaries of tensors that behave like one tensor."""
 
+# the public face ``tensordict.memmap`` is loaded first, so that the name ``memmap`` below
+# stays the function (as upstream), and ``from tensordict.memmap import ...`` still works
+import tensordict.memmap as _memmap_face  # noqa: F401
+from tensordict._append import append_memmap
 from tensordict._archive import (
     is_memmap_archive,
     pack_memmap,
     refresh_archive_checksums,
     unpack_memmap,
 )
-from tensordict._base import TensorDictBase
+from tensordict._base import TensorCollection, TensorDictBase
 from tensordict._batching import collate, group_by, unpad_sequence
-from tensordict._checkpoint_functions import load, load_memmap, save
+from tensordict._checkpoint_functions import load, load_memmap, memmap, save
 from tensordict._cloudpickle import CloudpickleWrapper
 from tensordict._consolidate import from_consolidated
 from tensordict._construct import (
     from_any,
     from_dict,
+    from_module,
+    from_modules,
     from_namedtuple,
     from_struct_array,
     from_tuple,
@@ -44,6 +50,7 @@ from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
+from tensordict._pad import pad
 from tensordict._predicates import (
     default_is_leaf,
     is_batchedtensor,
@@ -56,7 +63,6 @@ from tensordict._predicates import (
 from tensordict._printoptions import get_printoptions, set_printoptions
 from tensordict._pytree import register as _register_pytree
 from tensordict._repr_parse import parse_tensor_dict_string
-from tensordict._shape import pad
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
 from tensordict._switches import (
@@ -109,8 +115,10 @@ __all__ = [
     "TensorAttrs",
     "TensorClass",
     "TensorDict",
+    "TensorCollection",
     "TensorDictBase",
     "TensorDictFuture",
+    "append_memmap",
     "is_memmap_archive",
     "load",
     "load_memmap",
@@ -135,7 +143,10 @@ __all__ = [
     "from_safetensors",
     "from_struct_array",
     "from_tuple",
+    "from_module",
+    "from_modules",
     "fromkeys",
+    "memmap",
     "get_defaults_to_none",
     "get_printoptions",
     "group_by",

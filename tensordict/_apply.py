@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -14,31 +14,38 @@ from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 _NOT_GIVEN: Any = object()
+_Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 
 
-def tensor_leaves(td: TensorDict, out: list[Tensor]) -> list[Tensor]:
+def tensor_leaves(td: DenseTensorDictBase, out: list[Tensor]) -> list[Tensor]:
     """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first)."""
     for value in td._tensordict.values():
         if isinstance(value, Tensor):
             out.append(value)
         elif not isinstance(value, NonTensor):
-            tensor_leaves(value, out)
+            value._tensor_leaves(out)  # a nested TensorDict or a ragged lazy stack
     return out
 
 
-def tensor_leaf_paths(td: TensorDict, prefix: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+def tensor_leaf_paths(
+    td: DenseTensorDictBase, prefix: tuple[str, ...], out: list[tuple[str, ...]]
+) -> None:
     """Append the key paths of the tensor leaves, in the order of :func:`tensor_leaves`."""
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             out.append((*prefix, key))
-        elif not isinstance(value, NonTensor):
+        elif isinstance(value, NonTensor):
+            continue
+        elif value._stack_parts() is None:
             tensor_leaf_paths(value, (*prefix, key), out)
+        else:  # a ragged lazy stack: one path stands for all its leaves
+            out.append((*prefix, key))
 
 
-def rebuild(td: TensorDict, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
+def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | None = None) -> Any:
     """A collection of dense ``td``'s kind and structure whose tensor leaves are taken from
     ``new_leaves``.
 
@@ -52,13 +59,13 @@ def rebuild(td: TensorDict, new_leaves: Iterator[Tensor], check: str | None = No
         elif isinstance(value, NonTensor):
             entries[key] = value
         else:
-            entries[key] = rebuild(value, new_leaves, check)
+            entries[key] = value._rebuild(new_leaves, check)
     if check is not None:
         return td._checked_from_entries(entries, td._batch_size, td._device, td._names, check)
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
+def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor]:
     """The tensor leaves of ``other`` in the order of dense ``td``'s leaves, checking the
     key sets (a stacked ``other`` is densified first)."""
     if other._stack_parts() is not None:
@@ -69,6 +76,11 @@ def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
     missing = []
     for path in paths:
         value = other._get_path_or_none(path)
+        if isinstance(value, CollectionPrimitives):  # under a ragged lazy stack of td's
+            mine = td._get_path_or_none(path)
+            if isinstance(mine, CollectionPrimitives):
+                out += mine._other_leaves(call, value)
+                continue
         if value is None or not isinstance(value, Tensor):
             missing.append(path[0] if len(path) == 1 else path)
         else:
@@ -85,9 +97,9 @@ def others_leaves(call: str, td: TensorDict, other: Any) -> list[Tensor]:
 
 
 def apply_nested(
-    td: TensorDict,
+    td: _Dense,
     fn: Callable[..., Any],
-    others: tuple[TensorDict, ...],
+    others: tuple[DenseTensorDictBase, ...],
     *,
     batch_size: torch.Size | None,
     device: Any,
@@ -97,7 +109,7 @@ def apply_nested(
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     prefix: tuple[str, ...],
     call: str,
-) -> TensorDict | None:
+) -> _Dense | None:
     """Map ``fn`` over every tensor leaf of ``td`` (and the matching leaves of ``others``).
 
     A leaf for which ``fn`` returns None is dropped; a nested collection left with no
@@ -124,6 +136,18 @@ def apply_nested(
                 entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
+        elif value._stack_parts() is not None:  # a ragged lazy stack applies member-wise
+            entries[key] = _apply_stack(
+                value,
+                fn,
+                tuple(_other_value(call, o, key, prefix) for o in others),
+                batch_size,
+                device,
+                filter_empty,
+                call_on_nested,
+                key_fn,
+                (*prefix, key),
+            )
         else:
             sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
             for other in sub_others:
@@ -152,7 +176,7 @@ def apply_nested(
     return td._checked_from_entries(entries, out_bs, out_device, out_names, call, prefix)
 
 
-def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]) -> Any:
+def _other_value(call: str, other: DenseTensorDictBase, key: str, prefix: tuple[str, ...]) -> Any:
     try:
         return other._tensordict[key]
     except KeyError:
@@ -164,7 +188,7 @@ def _other_value(call: str, other: TensorDict, key: str, prefix: tuple[str, ...]
 
 
 def _apply_simple(
-    td: TensorDict,
+    td: _Dense,
     fn: Callable[[Tensor], Any],
     batch_size: torch.Size | None,
     out_bs: torch.Size,
@@ -174,7 +198,7 @@ def _apply_simple(
     filter_empty: bool,
     prefix: tuple[str, ...],
     call: str,
-) -> TensorDict | None:
+) -> _Dense | None:
     """:func:`apply_nested` for one function of one leaf: checks results in the same pass."""
     entries: dict[str, Any] = {}
     n = len(out_bs)
@@ -198,6 +222,10 @@ def _apply_simple(
             entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
+        elif value._stack_parts() is not None:  # a ragged lazy stack applies member-wise
+            entries[key] = _apply_stack(
+                value, fn, (), batch_size, device, filter_empty, False, None, (*prefix, key)
+            )
         else:
             sub_names = value._names if batch_size is None else None
             sub_device = value._device if device is _NOT_GIVEN else out_device
@@ -218,3 +246,30 @@ def _apply_simple(
     if filter_empty and not entries and prefix and td._tensordict:
         return None
     return td._new_unsafe(entries, out_bs, out_device, out_names)
+
+
+def _apply_stack(
+    stack: Any,
+    fn: Callable[..., Any],
+    others: tuple[Any, ...],
+    batch_size: torch.Size | None,
+    device: Any,
+    filter_empty: bool,
+    call_on_nested: bool,
+    key_fn: Callable[[tuple[str, ...]], Any] | None,
+    path: tuple[str, ...],
+) -> Any:
+    """``apply`` on a ragged lazy stack nested under ``path``: member by member, the keys
+    that ``key_fn`` sees still starting with ``path``."""
+    inner_fn = None if key_fn is None else (lambda p: key_fn((*path, *p)))
+    return stack._apply_impl(
+        fn,
+        others,
+        inner_fn,
+        batch_size,
+        None if device is _NOT_GIVEN else device,
+        None,
+        False,
+        filter_empty,
+        call_on_nested,
+    )

@@ -26,6 +26,7 @@ _PAD_ID = 0x6474  # the extra field padding local headers ("td")
 _LOCAL = struct.Struct("<4s5H3I2H")  # a local file header's fixed part (30 bytes)
 _CENTRAL = struct.Struct("<4s6H3I5H2I")  # a central directory record's fixed part (46 bytes)
 _EOCD = struct.Struct("<4s4H2IH")  # the end of central directory record (22 bytes)
+_LENGTHS = struct.Struct("<3H")  # a central record's name, extra and comment lengths (at 28)
 _LOCATOR = struct.Struct("<4sIQI")  # the zip64 end of central directory locator (20 bytes)
 _EOCD64 = struct.Struct("<4sQ2H2I4Q")  # the zip64 end of central directory record
 _CHUNK = 16 << 20
@@ -107,6 +108,8 @@ def pack_memmap(
     from tensordict._survey import checkpoint_problem, survey
 
     folder = os.path.abspath(os.fspath(prefix))
+    if os.path.isfile(folder):
+        raise ValueError(f"{call}: {folder!r} is a file; pack_memmap packs a checkpoint folder")
     problem = checkpoint_problem(folder, call)
     if problem is not None:
         raise ValueError(problem)
@@ -284,22 +287,24 @@ class Archive:
         directory = self._read(cd_offset, cd_size)
         self.start_dir, self.count = cd_offset, count
         pos, size, scope = 0, len(directory), self.scope
+        lengths, central, sig = _LENGTHS.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
         for _ in range(count):
             if pos + _CENTRAL.size > size:
                 raise self._bad("its central directory is truncated")
-            fixed = _CENTRAL.unpack_from(directory, pos)
-            if fixed[0] != b"PK\x01\x02":
+            if not directory.startswith(sig, pos):
                 raise self._bad("a central directory record has a bad signature")
-            flags, method = fixed[3], fixed[4]
-            csize, usize, name_len, extra_len, comment_len = fixed[8:13]
-            offset = fixed[16]
+            name_len, extra_len, comment_len = lengths(directory, pos + 28)
             start = pos + _CENTRAL.size
-            raw_name = directory[start : start + name_len]
             pos = start + name_len + extra_len + comment_len
             if pos > size:
                 raise self._bad("its central directory is truncated")
-            if not raw_name.startswith(scope) and raw_name != b"meta.json":
-                continue  # (a load of a sub-folder does not use it)
+            if not directory.startswith(scope, start) and not (
+                name_len == 9 and directory.startswith(b"meta.json", start)
+            ):
+                continue  # (a load of a sub-folder does not use it: only its lengths are read)
+            fixed = central(directory, start - _CENTRAL.size)
+            flags, method, csize, usize, offset = fixed[3], fixed[4], fixed[8], fixed[9], fixed[16]
+            raw_name = directory[start : start + name_len]
             if 0xFFFFFFFF in (usize, csize, offset):
                 extra = directory[start + name_len : start + name_len + extra_len]
                 usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
@@ -321,6 +326,16 @@ class Archive:
                 self.entries[name] = (offset, usize, method, raw_name)
 
     def _check_name(self, name: str) -> None:
+        if (
+            name
+            and name[0] != "/"
+            and "//" not in name
+            and "/." not in name
+            and name[0] != "."
+            and "\\" not in name
+            and "\0" not in name
+        ):
+            return  # (the common case: no part can be empty, "." or "..")
         parts = name.rstrip("/").split("/")
         if (
             not name
@@ -344,17 +359,18 @@ class Archive:
             return None
         offset, size, method, raw_name = entry
         self._check_name(name)
-        fixed = self._read(offset, _LOCAL.size) if offset + _LOCAL.size <= self.size else b""
-        if len(fixed) != _LOCAL.size or fixed[:4] != b"PK\x03\x04":
+        want = _LOCAL.size + len(raw_name)  # the local header and its name: one read
+        head = self._read(offset, want) if offset + want <= self.size else b""
+        if len(head) != want or head[:4] != b"PK\x03\x04":
             raise FormatError(f"{self.call}: {self.path!r} member {name!r} has no local header")
-        local = _LOCAL.unpack(fixed)
+        local = _LOCAL.unpack_from(head)
         name_len, extra_len = local[9], local[10]
         if method != zipfile.ZIP_STORED or local[3] != zipfile.ZIP_STORED:
             raise FormatError(
                 f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
                 "members uncompressed"
             )
-        if self._read(offset + _LOCAL.size, name_len) != raw_name:
+        if name_len != len(raw_name) or head[_LOCAL.size :] != raw_name:
             raise FormatError(f"{self.call}: {self.path!r} member {name!r}: headers disagree")
         start = offset + _LOCAL.size + name_len + extra_len
         if start + size > self.size:
@@ -416,6 +432,7 @@ class _ArchiveLoader(_Loader):
         super().__init__(call, verify, allow_pickle)
         self.archive = archive
         self.writable = mode == "r+"
+        self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
 
     def _read_meta(self, folder: str, path: str) -> bytes:
         found = self.archive.span(self.archive.member(path))
@@ -457,18 +474,25 @@ class _ArchiveLoader(_Loader):
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         offset, size = self.archive.spans[self.archive.member(leaf.path)]
-        storage = self.archive.storage(self.writable)
-        itemsize = leaf.dtype.itemsize
+        dtype = leaf.dtype
+        itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
+            storage = self.archive.storage(self.writable)
             flat = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (size,), (1,))
-            return MemoryMappedTensor._wrap(flat.clone().view(leaf.dtype).view(leaf.shape))
-        empty = torch.empty(0, dtype=torch.uint8).view(leaf.dtype)  # (warning-free: complex32)
+            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(leaf.shape))
+        base = self._bases.get(dtype)
+        if base is None:  # the whole file as one flat tensor of this dtype, made once
+            storage = self.archive.storage(self.writable)
+            empty = torch.empty(0, dtype=torch.uint8).view(dtype)  # (warning-free: complex32)
+            base = empty.set_(storage, 0, (storage.nbytes() // itemsize,), (1,))
+            self._bases[dtype] = base
         strides, step = [], 1
         for dim in reversed(leaf.shape):
             strides.append(step)
             step *= max(dim, 1)
-        view = empty.set_(storage, offset // itemsize, leaf.shape, strides[::-1])
-        return MemoryMappedTensor._wrap(view)
+        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], offset // itemsize)
+        view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
+        return view
 
 
 class _Checker(_ArchiveLoader):

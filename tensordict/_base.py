@@ -22,7 +22,7 @@ from tensordict._math_ops import MathOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
 from tensordict._pointwise import PointwiseOps
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, DenseStorage
 from tensordict._reduce import ReduceOps
 from tensordict._shape import ShapeOps
 from tensordict._shape_more import MoreShapeOps
@@ -34,7 +34,6 @@ from tensordict._torch_fn import TorchFunctionOps
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -253,6 +252,11 @@ class TensorDictBase(
             )
         return (self._index(i) for i in range(self._batch_size[0]))
 
+    if TYPE_CHECKING:  # each concrete class has its own, over its storage
+
+        def __getitem__(self, key: Any) -> Any: ...
+        def __setitem__(self, key: Any, value: Any) -> None: ...
+
     def __bool__(self) -> bool:
         raise RuntimeError(
             f"{type(self).__name__}: Converting a tensordict to boolean value is not "
@@ -260,16 +264,28 @@ class TensorDictBase(
             "use td.is_empty(), (td == x).all() or .any()"
         )
 
-    def densify(self) -> TensorDict:
+    def densify(self, layout: torch.layout | None = None) -> DenseTensorDictBase:
         """A dense TensorDict with the same content (a lazy stack's members must share a
         structure; a dense collection is returned as it is).
+
+        With ``layout`` (``torch.strided`` or ``torch.jagged``) ragged stacks, nested ones
+        included, densify too: leaves that differ in shape become nested tensors of that
+        layout, keys some members lack are zero-filled.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
         >>> s = lazy_stack([TensorDict({"a": torch.zeros(2)}, [2])] * 3)
         >>> type(s.densify()).__name__, s.densify().batch_size
         ('TensorDict', torch.Size([3, 2]))
+        >>> r = lazy_stack([TensorDict(a=torch.ones(1)), TensorDict(a=torch.ones(2))])
+        >>> d = r.densify(layout=torch.jagged)
+        >>> d["a"].is_nested, d[1]["a"].shape
+        (True, torch.Size([2]))
         """
+        if layout is not None:
+            from tensordict._densify import densify
+
+            return densify(self, layout, self._call("densify"))  # type: ignore[no-any-return]
         return self._as_dense(self._call("densify"))
 
     # -------------------------------------------------------------- stacking
@@ -318,3 +334,25 @@ class TensorDictBase(
         out = kwargs.pop("out", None)
         stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
         return stacked if out is None else out.update_(stacked)
+
+
+class DenseTensorDictBase(DenseStorage, TensorDictBase):
+    """The abstract base of the collections that hold their entries in one dict
+    (``TensorDict``): the type the dense-only helpers of the operation modules are
+    written against, so that none of them names the concrete class.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, lazy_stack
+    >>> from tensordict._base import DenseTensorDictBase
+    >>> td = TensorDict({"a": torch.zeros(3)}, [3])
+    >>> isinstance(td, DenseTensorDictBase), isinstance(lazy_stack([td, td]), DenseTensorDictBase)
+    (True, False)
+    """
+
+    __slots__ = ()
+    _abstract: ClassVar[bool] = True
+
+
+#: Upstream's name for the root of the tensor collections. Every collection here (a
+#: tensorclass included) derives from :class:`TensorDictBase`, so it is that class.
+TensorCollection = TensorDictBase

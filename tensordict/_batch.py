@@ -55,9 +55,9 @@ def as_device(device: DeviceLike) -> torch.device | None:
     return torch.device(device)
 
 
-class ShapeMismatchError(ValueError, RuntimeError):
-    """A value whose shape does not start with the batch size: a ``ValueError`` here, and
-    a ``RuntimeError`` too, the type upstream raises for it."""
+class BatchDimMismatchError(ValueError, RuntimeError):
+    """A leaf's shape does not start with the batch size: a ValueError here, and the
+    RuntimeError ("batch dimension mismatch") that upstream's users catch."""
 
 
 class KeysMismatchError(KeyError, RuntimeError):
@@ -85,11 +85,11 @@ def dim_error(call: str, dim: int, ndim: int) -> DimOutOfRangeError:
 
 def leaf_shape_error(
     call: str, key: object, shape: torch.Size, batch_size: torch.Size
-) -> ShapeMismatchError:
+) -> BatchDimMismatchError:
     """The error for a leaf whose shape does not start with the batch size."""
-    return ShapeMismatchError(
+    return BatchDimMismatchError(
         f"{call}: shape {tuple(shape)} of key {key!r} does not start with "
-        f"batch_size {tuple(batch_size)}"
+        f"batch_size {tuple(batch_size)} (batch dimension mismatch)"
     )
 
 

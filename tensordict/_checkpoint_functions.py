@@ -61,3 +61,17 @@ def load(
     torch.Size([1])
     """
     return load_memmap(prefix, device, non_blocking, **kwargs)
+
+
+def memmap(data: Any, prefix: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+    """Function form of ``data.memmap(prefix, ...)``: a memory-mapped copy of ``data``
+    (a TensorDict, lazy stack or tensorclass), saved under ``prefix`` when one is given.
+
+    >>> import tempfile, torch
+    >>> import tensordict
+    >>> td = tensordict.TensorDict({"a": torch.ones(2)}, [2])
+    >>> out = tensordict.memmap(td, tempfile.mkdtemp())
+    >>> out.is_memmap(), out["a"].tolist()
+    (True, [1.0, 1.0])
+    """
+    return data.memmap(prefix, **kwargs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import filecmp
 import json
 import os
 from collections.abc import Iterator
@@ -101,9 +100,7 @@ def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
             if line:
                 yield f"{where}: {line}"
     elif a.kind == "pickle":
-        assert a.path is not None
-        assert b.path is not None
-        if not filecmp.cmp(a.path, b.path, shallow=False):
+        if a.read() != b.read():
             yield f"{where}: pickled data differs (compared as bytes, not unpickled)"
     else:
         va, vb = a.json_elements(), b.json_elements()
@@ -123,12 +120,12 @@ def _value_difference(a: Leaf, b: Leaf) -> str | None:
     """
     assert a.path is not None
     assert b.path is not None
-    if a.nbytes == 0 or os.path.samefile(a.path, b.path):
+    if a.nbytes == 0 or (a.offset == b.offset and os.path.samefile(a.path, b.path)):
         return None
     dtype = a.torch_dtype
     size, numel = dtype.itemsize, a.nbytes // dtype.itemsize
-    xa = np.memmap(a.path, dtype=np.uint8, mode="r").reshape(numel, size)
-    xb = np.memmap(b.path, dtype=np.uint8, mode="r").reshape(numel, size)
+    xa = np.memmap(a.path, dtype=np.uint8, mode="r", offset=a.offset, shape=(numel, size))
+    xb = np.memmap(b.path, dtype=np.uint8, mode="r", offset=b.offset, shape=(numel, size))
     count, largest = 0, None
     for start in range(0, numel, _CHUNK):
         ca, cb = xa[start : start + _CHUNK], xb[start : start + _CHUNK]

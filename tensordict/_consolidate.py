@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -44,28 +45,63 @@ _TRAILER = 8  # the int64 length of the JSON description at the end of a file
 # a run: dtype, shape of one leaf, number of leaves, first byte, leaf indices (walk order)
 Run = tuple[torch.dtype, torch.Size, int, int, list[int]]
 
+_RECENT_MAX = 8
+
+
+class _Recent:
+    """The last few entries of a cache, most recent first; the tuple is replaced whole,
+    never mutated, so a thread always reads a consistent one."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: tuple[Any, ...] = ()
+
+    def add(self, entry: Any) -> None:
+        self.items = (entry, *self.items[: _RECENT_MAX - 1])
+
+
+_PLANS = _Recent()  # (shapes, dtypes, plan) of the last plans made
+
 
 class Plan:
-    """Where each leaf of a structure lies in its consolidated storage."""
+    """Where each leaf of a structure lies in its consolidated storage (immutable: plans
+    are shared between collections of the same dtypes and shapes, see :meth:`of`)."""
 
-    __slots__ = ("_desc", "nbytes", "nleaves", "runs")
+    __slots__ = ("nbytes", "nleaves", "runs")
 
     def __init__(self, runs: list[Run], nleaves: int, nbytes: int) -> None:
         self.runs = runs
         self.nleaves = nleaves
         self.nbytes = nbytes
-        self._desc: tuple[bytes, tuple[int, int, int]] | None = None
 
     @classmethod
     def of(cls, leaves: Sequence[Tensor]) -> Plan:
-        groups: dict[tuple[torch.dtype, torch.Size], list[int]] = {}
-        for i, leaf in enumerate(leaves):
-            key = (leaf.dtype, leaf.shape)
-            run = groups.get(key)
-            if run is None:
-                groups[key] = [i]
-            else:
-                run.append(i)
+        """The plan of ``leaves`` (walk order); the last few plans are reused when the
+        dtypes and shapes match, which costs one read of each leaf's dtype and shape."""
+        dtypes = [leaf.dtype for leaf in leaves]
+        shapes = [leaf.shape for leaf in leaves]
+        for seen_shapes, seen_dtypes, seen in _PLANS.items:
+            if seen_shapes == shapes and seen_dtypes == dtypes:
+                return seen  # type: ignore[no-any-return]
+        plan = cls._group(dtypes, shapes)
+        _PLANS.add((shapes, dtypes, plan))
+        return plan
+
+    @classmethod
+    def _group(cls, dtypes: list[torch.dtype], shapes: list[torch.Size]) -> Plan:
+        n = len(shapes)
+        groups: dict[tuple[torch.dtype, torch.Size], list[int]]
+        if n and dtypes.count(dtypes[0]) == n and shapes.count(shapes[0]) == n:
+            groups = {(dtypes[0], shapes[0]): list(range(n))}
+        else:
+            groups = {}
+            for i, key in enumerate(zip(dtypes, shapes, strict=True)):
+                run = groups.get(key)
+                if run is None:
+                    groups[key] = [i]
+                else:
+                    run.append(i)
         runs: list[Run] = []
         cursor = 0
         first: dict[torch.dtype, int] = {}
@@ -76,7 +112,7 @@ class Plan:
         for (dtype, shape), idx in order:
             runs.append((dtype, shape, len(idx), cursor, idx))
             cursor += shape.numel() * dtype.itemsize * len(idx)
-        return cls(runs, len(leaves), cursor)
+        return cls(runs, n, cursor)
 
     def fill(
         self,
@@ -114,14 +150,39 @@ class Plan:
                     bar.update(count)
 
     def views(self, storage: Tensor) -> list[Tensor]:
-        """The leaves as views of ``storage``, in walk order."""
+        """The leaves as views of ``storage``, in walk order (one ``unbind`` per run)."""
         out: list[Any] = [None] * self.nleaves
         for dtype, shape, count, start, idx in self.runs:
             size = shape.numel() * dtype.itemsize * count
-            block = storage[start : start + size].view(dtype).view(count, *shape)
-            for i, view in zip(idx, block.unbind(0), strict=True):
-                out[i] = view
+            block = storage[start : start + size].view(dtype).view(count, *shape).unbind(0)
+            first = idx[0] if count else 0
+            if count and idx[-1] - first == count - 1:  # indices ascend, so they are a range
+                out[first : first + count] = block
+            else:
+                for i, view in zip(idx, block, strict=True):
+                    out[i] = view
         return out
+
+    def unpack(self, storage: Tensor, leaves: Sequence[Tensor]) -> None:
+        """Copy ``storage`` into ``leaves`` (walk order): one ``unbind_copy`` per run, no
+        view per leaf (a run whose leaves ``unbind_copy`` refuses, e.g. on another device,
+        is copied leaf by leaf)."""
+        with torch.no_grad():
+            for dtype, shape, count, start, idx in self.runs:
+                size = shape.numel() * dtype.itemsize * count
+                if not size:
+                    continue
+                block = storage[start : start + size].view(dtype).view(count, *shape)
+                first = idx[0]
+                if idx[-1] - first == count - 1:
+                    outs = list(leaves[first : first + count])
+                else:
+                    outs = [leaves[i] for i in idx]
+                try:
+                    torch.unbind_copy(block, 0, out=outs)
+                except RuntimeError:
+                    for out, view in zip(outs, block.unbind(0), strict=True):
+                        out.copy_(view)
 
     def dtype_spans(self) -> list[tuple[torch.dtype, int, int]]:
         """``(dtype, first byte, end byte)`` of each dtype's range of the storage."""
@@ -156,6 +217,8 @@ class Plan:
             _check_ints(call, "leaf indices", idx)
             if type(count) is not int or count != len(idx) or start != cursor:
                 raise ValueError(f"{call}: run {item[:4]!r} does not follow the previous runs")
+            if any(later <= earlier for earlier, later in itertools.pairwise(idx)):
+                raise ValueError(f"{call}: run {item[:4]!r} lists its leaves out of walk order")
             size = torch.Size(shape)
             runs.append((dtype, size, count, start, idx))
             cursor += size.numel() * dtype.itemsize * count
@@ -173,24 +236,20 @@ def _check_ints(call: str, what: str, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ structure description
-def describe(td: Any, call: str, for_file: bool, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The structure of ``td`` without its tensor data (leaves are taken in walk order).
-
-    With ``for_file`` the description is JSON (types by their registered names, non-tensor
-    values as JSON); otherwise it is for pickle and holds classes and values as they are.
-    """
+def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The structure of ``td`` without its tensor data, as JSON for a consolidated file
+    (leaves are taken in walk order; types by their registered names, non-tensor values
+    as JSON). Pickling uses the lighter :func:`template`."""
     cls = type(td)
     node: dict[str, Any] = {
-        "type": type_name(cls) if for_file or not _importable(cls) else cls,
+        "type": type_name(cls),
         "batch_size": list(td._batch_size),
         "device": None if td._device is None else str(td._device),
     }
     parts = td._stack_parts()
     if parts is not None:
         node["stack_dim"] = parts[0]
-        node["members"] = [
-            describe(m, call, for_file, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])
-        ]
+        node["members"] = [describe(m, call, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])]
         return node
     node["names"] = td._names
     entries: dict[str, Any] = {}
@@ -198,9 +257,9 @@ def describe(td: Any, call: str, for_file: bool, prefix: tuple[str, ...] = ()) -
         if isinstance(value, Tensor):
             entries[key] = 0
         elif isinstance(value, NonTensor):
-            entries[key] = _describe_nontensor(value, call, for_file, (*prefix, key))
+            entries[key] = _describe_nontensor(value, call, (*prefix, key))
         else:
-            entries[key] = describe(value, call, for_file, (*prefix, key))
+            entries[key] = describe(value, call, (*prefix, key))
     node["entries"] = entries
     return node
 
@@ -213,9 +272,7 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
-def _describe_nontensor(value: NonTensor, call: str, for_file: bool, path: tuple[str, ...]) -> Any:
-    if not for_file:
-        return [value]
+def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> Any:
     try:
         if isinstance(value, NonTensorData):
             json.dumps(value.data, allow_nan=False)
@@ -231,12 +288,13 @@ def _describe_nontensor(value: NonTensor, call: str, for_file: bool, path: tuple
     )
 
 
-def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> Any:
-    """The collection a description stands for, its tensor leaves taken from ``leaves``."""
+def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
+    """The collection an untrusted file description stands for, its tensor leaves taken
+    from ``leaves`` (every field checked)."""
     if not isinstance(node, dict):
         raise ValueError(f"{call}: a node of the description is not a mapping")
     cls = node["type"]
-    if isinstance(cls, str):  # a registered name (files; classes pickle cannot import)
+    if isinstance(cls, str):
         cls = lookup_type(cls, call, "the description")
     if not (isinstance(cls, type) and issubclass(cls, CollectionPrimitives)):
         raise ValueError(f"{call}: the description names {cls!r}, not a tensor collection")
@@ -245,16 +303,13 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> An
     size = torch.Size(bs)
     device = None if node["device"] is None else torch.device(node["device"])
     if "members" in node:
-        members = [build(m, leaves, call, from_file) for m in node["members"]]
+        members = [build(m, leaves, call) for m in node["members"]]
         return cls(*members, stack_dim=node["stack_dim"])  # type: ignore[call-arg]
     entries: dict[str, Any] = {}
     n = len(size)
     for key, entry in node["entries"].items():
         if entry == 0:
             leaf = next(leaves)
-            if not from_file:
-                entries[key] = leaf
-                continue
             if leaf.shape[:n] != size:
                 raise ValueError(
                     f"{call}: key {key!r} has shape {tuple(leaf.shape)}, which does not start "
@@ -263,15 +318,13 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> An
             if device is not None and leaf.device != device:
                 device = leaf.device
             entries[key] = leaf
-        elif isinstance(entry, list):
-            entries[key] = entry[0]
         elif "data" in entry:
             entries[key] = NonTensorData(entry["data"], batch_size=entry["batch_size"])
         elif "values" in entry:
             positions = torch.tensor(entry["positions"], dtype=torch.long)
             entries[key] = NonTensorStack._from_positions(entry["values"], positions)
         else:
-            entries[key] = build(entry, leaves, call, from_file)
+            entries[key] = build(entry, leaves, call)
     names = node["names"]
     return cls._new_unsafe(entries, size, device, names)  # type: ignore[attr-defined]
 
@@ -280,13 +333,14 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, from_file: bool) -> An
 class Record:
     """What a consolidated collection remembers: its storage, plan and descriptions."""
 
-    __slots__ = ("_pickled", "metadata", "plan", "storage")
+    __slots__ = ("_pickled", "metadata", "plan", "storage", "wire")
 
     def __init__(self, storage: Tensor, plan: Plan, metadata: dict[str, Any] | None) -> None:
         self.storage = storage
         self.plan = plan
         self.metadata = metadata
-        self._pickled: dict[str, Any] | None = None
+        self._pickled: tuple[Any, ...] | None = None  # see template
+        self.wire: tuple[bytes, tuple[int, int, int]] | None = None  # see wire_description
 
     def __getitem__(self, key: str) -> Any:  # upstream reads ``_consolidated["storage"]``
         if key in ("storage", "metadata"):
@@ -317,17 +371,116 @@ def _replace_leaves(td: Any, leaves: Iterator[Tensor]) -> None:
             _replace_leaves(value, leaves)
 
 
-def attach(td: Any, record: Record) -> Any:
-    """Mark ``td`` consolidated on ``record`` and lock it (the keys must not change)."""
-    td.lock_()
-    td._consolidated = record
+def attach(td: Any, record: Record, locked: bool = False) -> Any:
+    """Mark ``td`` consolidated on ``record`` and lock it (the keys must not change);
+    ``locked`` says the caller built it locked already (see :func:`locked_copy`)."""
+    if not locked:
+        td.lock_()
+    _SET_CONSOLIDATED(td, record)
     return td
 
 
-def _unpickle(storage: Tensor, runs: list[Run], nleaves: int, node: dict[str, Any]) -> Any:
+# the slots every collection lays out (set through the descriptors: a tensorclass routes
+# its own attribute writes to fields)
+_SLOTS = CollectionPrimitives.__dict__
+_SET_LOCKED = _SLOTS["_is_locked"].__set__
+_SET_LAST_OP = _SLOTS["_last_op"].__set__
+_SET_CONSOLIDATED = _SLOTS["_consolidated"].__set__
+_LOCKED_BY = ("lock_", (), None)  # what lock_() records (see _context.record)
+
+
+def _lock_one(td: Any) -> Any:
+    """What ``lock_()`` does to one node whose children are locked already."""
+    _SET_LOCKED(td, True)
+    _SET_LAST_OP(td, _LOCKED_BY)
+    return td
+
+
+def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
+    """A locked collection of ``td``'s kind and structure whose tensor leaves are
+    ``views[pos:]`` in walk order (one walk: the rebuild and the lock of a consolidate);
+    returns it and the position after its leaves."""
+    parts = td._stack_parts()
+    if parts is not None:
+        members = []
+        for member in parts[1]:
+            built, pos = locked_copy(member, views, pos)
+            members.append(built)
+        return _lock_one(td._restack(members)), pos
+    store = td._tensordict
+    n = len(store)
+    chunk = views[pos : pos + n]
+    if len(chunk) == n and all(isinstance(v, Tensor) for v in store.values()):
+        entries = dict(zip(store, chunk, strict=True))
+        pos += n
+    else:
+        entries = {}
+        for key, value in store.items():
+            if isinstance(value, Tensor):
+                entries[key] = views[pos]
+                pos += 1
+            elif isinstance(value, NonTensor):
+                entries[key] = value
+            else:
+                entries[key], pos = locked_copy(value, views, pos)
+    out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
+    return _lock_one(out), pos
+
+
+def template(td: Any) -> tuple[Any, ...]:
+    """The structure of ``td`` for pickling, built from by :func:`from_template`: a dense
+    node is ``("d", class, batch_size, device, names, keys, subs)`` with ``subs`` None
+    when every entry is a tensor leaf, else per key None (a leaf), ``("v", value)`` (a
+    non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``.
+    A class pickle cannot import by name is given by its registered name."""
+    cls = type(td)
+    kind: Any = cls if _importable(cls) else type_name(cls)
+    parts = td._stack_parts()
+    if parts is not None:
+        return ("s", kind, parts[0], tuple(template(m) for m in parts[1]))
+    store = td._tensordict
+    subs: tuple[Any, ...] | None = None
+    if not all(isinstance(v, Tensor) for v in store.values()):
+        subs = tuple(
+            None if isinstance(v, Tensor) else ("v", v) if isinstance(v, NonTensor) else template(v)
+            for v in store.values()
+        )
+    return ("d", kind, td._batch_size, td._device, td._names, tuple(store), subs)
+
+
+def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple[Any, int]:
+    """The locked collection a :func:`template` stands for, its leaves ``views[pos:]``."""
+    cls = node[1]
+    if isinstance(cls, str):
+        cls = lookup_type(cls, "pickle", "the pickled structure")
+    if node[0] == "s":
+        members = []
+        for member in node[3]:
+            built, pos = from_template(member, views, pos)
+            members.append(built)
+        return _lock_one(cls(*members, stack_dim=node[2])), pos
+    _, _, batch_size, device, names, keys, subs = node
+    if subs is None:
+        end = pos + len(keys)
+        entries = dict(zip(keys, views[pos:end], strict=True))
+        pos = end
+    else:
+        entries = {}
+        for key, sub in zip(keys, subs, strict=True):
+            if sub is None:
+                entries[key] = views[pos]
+                pos += 1
+            elif sub[0] == "v":
+                entries[key] = sub[1]
+            else:
+                entries[key], pos = from_template(sub, views, pos)
+    return _lock_one(cls._new_unsafe(entries, batch_size, device, names)), pos
+
+
+def _unpickle(storage: Tensor, runs: list[Run], nleaves: int, node: tuple[Any, ...]) -> Any:
     plan = Plan(runs, nleaves, storage.numel())
-    td = build(node, iter(plan.views(storage)), "pickle", False)
-    return attach(td, Record(storage, plan, None))
+    td, _ = from_template(node, plan.views(storage), 0)
+    return attach(td, Record(storage, plan, None), locked=True)
 
 
 def _from_file_bytes(data: Tensor, call: str) -> Any:
@@ -352,7 +505,7 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
     plan = Plan.from_json(meta.get("runs"), end, call)
     try:
         leaves = iter(plan.views(storage))
-        td = build(meta.get("root"), leaves, call, True)
+        td = build(meta.get("root"), leaves, call)
         if next(leaves, None) is not None:
             raise ValueError("the runs hold more leaves than the structure uses")
     except (KeyError, TypeError, IndexError, AttributeError, StopIteration, ValueError) as err:
@@ -431,7 +584,7 @@ class ConsolidateOps(CollectionPrimitives):
         dev = _storage_device(self, leaves, device)
         meta = None
         if filename is not None or metadata:
-            meta = {"version": _VERSION, "root": describe(self, call, True), "runs": plan.to_json()}
+            meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
         if filename is not None:
             if dev.type != "cpu":
                 raise ValueError(
@@ -458,7 +611,7 @@ class ConsolidateOps(CollectionPrimitives):
             _replace_leaves(self, iter(views))
             out: Any = self
         else:
-            out = self._rebuild(iter(views))
+            out, _ = locked_copy(self, views)
         if dev != self._device and (self._device is not None or device is not None):
             _set_device(out, dev)
         record = Record(storage, plan, meta)
@@ -468,10 +621,10 @@ class ConsolidateOps(CollectionPrimitives):
             pool = concurrent.futures.ThreadPoolExecutor(1)
             job = pool.submit(plan.fill, storage, leaves, False, bar)
             pool.shutdown(wait=False)
-            future: TensorDictFuture = TensorDictFuture([job], attach(out, record))
+            future: TensorDictFuture = TensorDictFuture([job], attach(out, record, not inplace))
             return future
         plan.fill(storage, leaves, non_blocking, bar)
-        return attach(out, record)
+        return attach(out, record, not inplace)
 
     @classmethod
     def from_consolidated(cls, filename: str | os.PathLike[str] | Tensor) -> Any:
@@ -509,20 +662,20 @@ class ConsolidateOps(CollectionPrimitives):
         if device == record.storage.device:
             if self._device == device:
                 return self
-            out = self._rebuild(iter(self._tensor_leaves([])))
+            out, _ = locked_copy(self, self._tensor_leaves([]))
             _set_device(out, device)
-            return attach(out, record)  # type: ignore[no-any-return]
+            return attach(out, record, True)  # type: ignore[no-any-return]
         storage = record.storage.to(device, non_blocking=non_blocking)
-        out = self._rebuild(iter(record.plan.views(storage)))
+        out, _ = locked_copy(self, record.plan.views(storage))
         _set_device(out, device)
-        return attach(out, Record(storage, record.plan, record.metadata))  # type: ignore[no-any-return]
+        return attach(out, Record(storage, record.plan, record.metadata), True)  # type: ignore[no-any-return]
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         record = getattr(self, "_consolidated", None)
         if record is None or not self._is_locked:
             return self.__reduce__()
         if record._pickled is None:
-            record._pickled = describe(self, self._call("__reduce__"), False)
+            record._pickled = template(self)
         plan = record.plan
         return (_unpickle, (record.storage, plan.runs, plan.nleaves, record._pickled))
 
@@ -557,56 +710,91 @@ def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.dev
 
 
 # ------------------------------------------------------------------ for the wire
-def plan_of(td: Any) -> tuple[Plan, Tensor | None]:
-    """The plan of ``td`` and its storage when it is consolidated (else None)."""
+def plan_of(td: Any) -> tuple[Plan, Tensor | None, list[Tensor] | None]:
+    """The plan of ``td`` and either its storage (consolidated) or its tensor leaves."""
     record = getattr(td, "_consolidated", None)
     if record is not None and td._is_locked:
-        return record.plan, record.storage
-    return Plan.of(td._tensor_leaves([])), None
+        return record.plan, record.storage, None
+    leaves = td._tensor_leaves([])
+    return Plan.of(leaves), None, leaves
 
 
 def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
-    """The structure of ``td`` as a receiver checks it (JSON: the tensor leaves' key paths
-    in walk order, the other entries' paths, the plan's dtype and shape runs) and three
-    64-bit fingerprints of it; cached on a consolidated collection's plan."""
-    if plan._desc is not None:
-        return plan._desc
-    leaves: list[str] = []
-    others: list[str] = []
-    _paths(td, "", leaves, others)
-    runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
-    raw = json.dumps({"leaves": leaves, "others": others, "runs": runs}).encode()
-    digest = hashlib.blake2b(raw, digest_size=24).digest()
-    fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
-    plan._desc = (raw, fps)  # type: ignore[assignment]
-    return plan._desc  # type: ignore[return-value]
+    """The structure of ``td`` as a receiver checks it (JSON: its entry tokens, see
+    :func:`_tokens`, and the plan's dtype and shape runs) and three 64-bit fingerprints of
+    it; kept on a consolidated collection's record, and the last few are reused when the
+    tokens and plan match (a walk over the keys, no JSON, no hashing)."""
+    record = getattr(td, "_consolidated", None)
+    if record is not None and record.wire is not None and record.plan is plan and td._is_locked:
+        return record.wire  # type: ignore[no-any-return]
+    tokens: list[str] = []
+    _tokens(td, tokens)
+    desc = next((d for p, t, d in _WIRES.items if p is plan and t == tokens), None)
+    if desc is None:
+        runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
+        raw = json.dumps({"tokens": tokens, "runs": runs}, separators=(",", ":")).encode()
+        digest = hashlib.blake2b(raw, digest_size=24).digest()
+        fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
+        desc = (raw, (fps[0], fps[1], fps[2]))
+        _WIRES.add((plan, tokens, desc))
+    if record is not None and record.plan is plan and td._is_locked:
+        record.wire = desc
+    return desc
 
 
-def _paths(td: Any, prefix: str, leaves: list[str], others: list[str]) -> None:
+_WIRES = _Recent()  # (plan, tokens, (raw, fingerprints)) of the last descriptions made
+_LEAF_OTHER, _LEAF_STACK, _LEAF_CLOSE, _LEAF_OPEN = "\x1c", "\x1b", "\x1d", "\x1e"
+
+
+def _tokens(td: Any, out: list[str]) -> None:
+    """The entries of ``td`` in walk order: a tensor leaf is its key; a non-tensor entry
+    its key after ``\\x1c``; a nested collection ``\\x1e`` + key, its entries, ``\\x1d``; a
+    lazy stack ``\\x1b`` + "dim x count", then each member as a nested ``#i``."""
     parts = td._stack_parts()
     if parts is not None:
-        others.append(f"{prefix}<stack {parts[0]} x {len(parts[1])}>")
+        out.append(f"{_LEAF_STACK}{parts[0]} x {len(parts[1])}")
         for i, member in enumerate(parts[1]):
-            _paths(member, f"{prefix}#{i}\x1f", leaves, others)
+            out.append(f"{_LEAF_OPEN}#{i}")
+            _tokens(member, out)
+            out.append(_LEAF_CLOSE)
         return
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
-            leaves.append(prefix + key)
+            out.append(key)
         elif isinstance(value, NonTensor):
-            others.append(prefix + key)
+            out.append(_LEAF_OTHER + key)
         else:
-            _paths(value, f"{prefix}{key}\x1f", leaves, others)
+            out.append(_LEAF_OPEN + key)
+            _tokens(value, out)
+            out.append(_LEAF_CLOSE)
 
 
-def _by_key(raw: bytes) -> tuple[dict[tuple[str, ...], tuple[str, tuple[int, ...]]], list[str]]:
+def _by_key(
+    raw: bytes,
+) -> tuple[dict[tuple[str, ...], tuple[str, tuple[int, ...]]], list[tuple[str, ...]]]:
+    """The tensor leaves of a wire description by key path (with dtype name and shape),
+    and the paths of the other entries (non-tensors, stacks as ``<stack dim x count>``)."""
     desc = json.loads(raw.decode())
-    paths = desc["leaves"]
-    out: dict[tuple[str, ...], tuple[str, tuple[int, ...]]] = {}
+    paths: list[tuple[str, ...]] = []
+    others: list[tuple[str, ...]] = []
+    prefix: list[str] = []
+    for token in desc["tokens"]:
+        head = token[:1]
+        if head == _LEAF_CLOSE:
+            prefix.pop()
+        elif head == _LEAF_OPEN:
+            prefix.append(token[1:])
+        elif head == _LEAF_OTHER:
+            others.append((*prefix, token[1:]))
+        elif head == _LEAF_STACK:
+            others.append((*prefix, f"<stack {token[1:]}>"))
+        else:
+            paths.append((*prefix, token))
+    kinds: dict[int, tuple[str, tuple[int, ...]]] = {}
     for name, shape, idx in desc["runs"]:
         for i in idx:
-            out[tuple(paths[i].split("\x1f"))] = (name, tuple(shape))
-    by_path = {tuple(p.split("\x1f")): out[tuple(p.split("\x1f"))] for p in paths}
-    return by_path, list(desc["others"])
+            kinds[i] = (str(name), tuple(shape))
+    return {path: kinds[i] for i, path in enumerate(paths)}, others
 
 
 def explain_mismatch(theirs: bytes, mine: bytes) -> str:
@@ -630,8 +818,7 @@ def explain_mismatch(theirs: bytes, mine: bytes) -> str:
                 f"key {key!r} is {kind} {shape} on the sender, {mine_row[0]} {mine_row[1]} here"
             )
     if sender_others != here_others:
-        show = [tuple(o.split("\x1f")) for o in sender_others]
-        problems.append(f"the non-tensor entries and stacks differ (the sender's: {show})")
+        problems.append(f"the non-tensor entries and stacks differ (the sender's: {sender_others})")
     if not problems:
         problems.append("the keys come in a different order")
     return "; ".join(problems)

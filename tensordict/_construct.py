@@ -138,6 +138,13 @@ def from_any(
     """
     if isinstance(obj, Tensor) or is_tensor_collection(obj):
         return obj
+    if type(obj) is list:  # as upstream: a tensor if it is one, else a non-tensor stack
+        try:
+            return torch.tensor(obj, device=device)
+        except (TypeError, ValueError, RuntimeError):
+            from tensordict._nontensor import NonTensorStack
+
+            return NonTensorStack.from_list(obj, device) if _regular(obj) else NonTensorStack(*obj)
     if isinstance(obj, Mapping):
         return from_dict(
             _tree(obj),
@@ -150,6 +157,13 @@ def from_any(
     if not isinstance(tree, Mapping):
         raise TypeError(f"from_any: cannot convert {type(obj).__name__} to a TensorDict")
     return _build("from_any", tree, auto_batch_size, batch_dims, device, batch_size)
+
+
+def _regular(obj: Any) -> bool:
+    """Whether a nested list has the same length at every level (a batch shape)."""
+    if not isinstance(obj, list) or not obj or not all(isinstance(x, list) for x in obj):
+        return True
+    return len({len(x) for x in obj}) == 1 and all(_regular(x) for x in obj)
 
 
 def from_tuple(
@@ -278,3 +292,28 @@ def fromkeys(keys: Iterable[NestedKey], value: Any = 0) -> TensorDict:
     for key in keys:
         td.set(key, leaf.clone() if isinstance(leaf, Tensor) else leaf)
     return td
+
+
+def from_module(module: Any, *args: Any, **kwargs: Any) -> Any:
+    """Function form of :meth:`TensorDict.from_module`: the parameters and buffers of
+    ``module`` as a nested TensorDict (the module's own tensors, not copies).
+
+    >>> import torch
+    >>> from tensordict import from_module
+    >>> params = from_module(torch.nn.Linear(3, 2))
+    >>> sorted(params.keys()), params["weight"].shape
+    (['bias', 'weight'], torch.Size([2, 3]))
+    """
+    return TensorDict.from_module(module, *args, **kwargs)
+
+
+def from_modules(*modules: Any, **kwargs: Any) -> Any:
+    """Function form of :meth:`TensorDict.from_modules`: the parameters of same-structure
+    ``modules`` stacked along a new first dim.
+
+    >>> import torch
+    >>> from tensordict import from_modules
+    >>> from_modules(torch.nn.Linear(3, 2), torch.nn.Linear(3, 2))["weight"].shape
+    torch.Size([2, 2, 3])
+    """
+    return TensorDict.from_modules(*modules, **kwargs)

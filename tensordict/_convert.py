@@ -19,7 +19,7 @@ C = TypeVar("C", bound=CollectionPrimitives)
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 
 def map_leaves(td: C, fn: Callable[[Tensor], Tensor], device: Any = False) -> C:
@@ -31,7 +31,9 @@ def map_leaves(td: C, fn: Callable[[Tensor], Tensor], device: Any = False) -> C:
     return td._per_member(_map_dense, fn, device)
 
 
-def _map_dense(td: TensorDict, fn: Callable[[Tensor], Tensor], device: Any) -> TensorDict:
+def _map_dense(
+    td: DenseTensorDictBase, fn: Callable[[Tensor], Tensor], device: Any
+) -> DenseTensorDictBase:
     entries: dict[str, Any] = {}
     out_device = td._device if device is False else device
     for key, value in td._tensordict.items():
@@ -40,7 +42,7 @@ def _map_dense(td: TensorDict, fn: Callable[[Tensor], Tensor], device: Any) -> T
         elif isinstance(value, NonTensor):
             entries[key] = value._with(value.batch_size, out_device)
         else:
-            entries[key] = _map_dense(value, fn, device)
+            entries[key] = value._per_member(_map_dense, fn, device)
     return td._new_unsafe(entries, td._batch_size, out_device, td._names)
 
 
@@ -93,7 +95,8 @@ class ConvertOps(CollectionPrimitives):
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
         ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
-        dtype its leaves share when they share one).
+        dtype its leaves share when they share one); ``inplace=True`` makes this
+        collection hold the result and returns it.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -101,6 +104,8 @@ class ConvertOps(CollectionPrimitives):
         >>> td.device, td["a"].dtype
         (device(type='cpu'), torch.float64)
         """
+        if kwargs.pop("inplace", False):
+            return _to_inplace(self, self.to(*args, non_blocking=non_blocking, **kwargs))  # type: ignore[no-any-return]
         batch_size = kwargs.pop("batch_size", None)
         if batch_size is not None:
             return self._to_batch_size(batch_size, args, non_blocking, kwargs)
@@ -110,9 +115,17 @@ class ConvertOps(CollectionPrimitives):
         if device is None and dtype is None:
             return self
         if device is None:
-            return _cast(self, dtype)
-        caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
-        return map_leaves(self, caster, device)
+            out = _cast(self, dtype)
+        else:
+            caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
+            out = map_leaves(self, caster, device)
+        return out
+
+    def _sync_all(self) -> None:
+        """Wait for the non-blocking copies queued on accelerators (upstream's hook of this
+        name; a no-op when no accelerator is in use)."""
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            torch.cuda.synchronize()
 
     def attrs(self, fields: Sequence[str] = ("device", "dtype", "shape")) -> Any:
         """A TensorDict (empty batch) holding, for every tensor leaf, a
@@ -238,12 +251,23 @@ class ConvertOps(CollectionPrimitives):
             leaf.detach_()
         return self
 
-    def contiguous(self, inplace: builtins.bool = False) -> Self:
+    def contiguous(
+        self, inplace: builtins.bool = False, *, canonical: builtins.bool = False
+    ) -> Self:
         """Every leaf made contiguous (leaves already contiguous are kept as they are);
-        ``inplace=True`` makes this collection the result."""
+        ``inplace=True`` makes this collection the result. ``canonical=True`` also copies
+        the leaves that torch calls contiguous but whose strides are not the row-major
+        ones (size-1 dims with other strides).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> x = torch.empty_strided((1, 2), (5, 1))
+        >>> TensorDict(a=x).contiguous(canonical=True)["a"].stride()
+        (2, 1)
+        """
         from tensordict._context import adopt
 
-        out = map_leaves(self, Tensor.contiguous)
+        out = map_leaves(self, _canonical if canonical else Tensor.contiguous)
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
@@ -294,7 +318,7 @@ class ConvertOps(CollectionPrimitives):
         return self.clear_device_()
 
 
-def _clear_device_dense(td: TensorDict) -> TensorDict:
+def _clear_device_dense(td: DenseTensorDictBase) -> DenseTensorDictBase:
     td._device = None
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):
@@ -331,3 +355,31 @@ def _cast(td: C, dtype: torch.dtype) -> C:
 
 def _identity(x: Tensor) -> Tensor:
     return x
+
+
+def _canonical(x: Tensor) -> Tensor:
+    """``x`` with row-major strides (a copy only when its strides differ)."""
+    expected, step = [], 1
+    for size in reversed(x.shape):
+        expected.append(step)
+        step *= size
+    if x.stride() == tuple(reversed(expected)):
+        return x
+    return x.clone(memory_format=torch.contiguous_format)
+
+
+def _to_inplace(td: Any, out: Any) -> Any:
+    """``td`` made, in place, what ``to`` returned (nested collections keep identity)."""
+    from tensordict._context import adopt
+
+    adopt(td, out, td._call("to"))
+    _take_devices(td, out)
+    return td
+
+
+def _take_devices(td: Any, out: Any) -> None:
+    td._device = out._device
+    for key, value in td._tensordict.items():
+        other = out._tensordict.get(key)
+        if hasattr(value, "_tensordict") and hasattr(other, "_tensordict"):
+            _take_devices(value, other)

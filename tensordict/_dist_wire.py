@@ -4,9 +4,10 @@ Every transfer starts with a fixed-size int64 *header*: a magic number, the kind
 message, three 64-bit fingerprints of the structure, the number of entries, the length
 of the description that follows and the element count of each dtype's buffer.
 
-``send``/``isend`` then send the *wire description* (JSON: every key with its kind and
-shape, cached on a consolidated TensorDict) and ONE byte buffer: the consolidated
-storage (see ``_consolidate.py``), or the leaves consolidated on the fly. A receiver
+``send``/``isend`` then send the *wire description* (JSON: the keys in walk order and
+the dtype and shape runs, see ``_consolidate.wire_description``) and ONE byte buffer:
+the consolidated storage (see ``_consolidate.py``), or the leaves consolidated on the
+fly. A receiver
 whose fingerprints match receives straight into its own storage when it is consolidated,
 else into one buffer copied into its leaves. The calls that send a structure
 (``init_remote``, ``scatter``) send JSON and one buffer per dtype instead.
@@ -40,7 +41,7 @@ from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import flatten_dense, foreach
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 # The position of a dtype in this table is its code on the wire: append, never reorder.
 _DTYPE_NAMES = (
@@ -451,10 +452,9 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage = plan_of(td)
-    if storage is None:
-        leaves = td._tensor_leaves([])
-        if any(leaf.dtype not in _CODES for leaf in leaves):
+    plan, storage, leaves = plan_of(td)
+    if leaves is not None:
+        if any(run[0] not in _CODES for run in plan.runs):
             _check_dtypes(td, call)
         storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
         plan.fill(storage, leaves)
@@ -487,7 +487,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage = plan_of(td)
+    plan, storage, leaves = plan_of(td)
     mine_desc, mine = wire_description(td, plan)
     pending = Pending([work])
 
@@ -505,11 +505,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         works = [dist.irecv(raw, src, group=group, tag=tags[1])]
         fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
-        leaves: list[Tensor] | None = None
         if storage is not None:
             buf = storage if fits else torch.empty(nbytes, dtype=torch.uint8, device=storage.device)
         else:
-            leaves = td._tensor_leaves([])
+            assert leaves is not None
             buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
         if nbytes:  # the description and the buffer are received together
             tag = _payload_tag(tags[2], info[2:5], DATA)
@@ -528,20 +527,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
                 "receiver does not know, use init_remote/from_remote_init)"
             )
         if leaves is not None:
-            copy_into(leaves, plan.views(buf))
+            plan.unpack(buf, leaves)
 
     pending._finish = finish
     return pending
-
-
-def copy_into(leaves: list[Tensor], views: list[Tensor]) -> None:
-    copy_ = foreach("copy_")
-    with torch.no_grad():
-        if copy_ is not None and leaves and leaves[0].device.type == "cpu":
-            copy_(leaves, views)
-        else:
-            for leaf, view in zip(leaves, views, strict=True):
-                leaf.copy_(view)
 
 
 def _recv_buffers(
@@ -584,7 +573,7 @@ def drain(src: int, group: Any, call: str) -> None:
     _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
 
 
-def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDict:
+def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDictBase:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
     dist, tags, info = _recv_header(src, group, call)
     dev = torch.device("cpu") if device is None else torch.device(device)
@@ -637,7 +626,7 @@ def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
     return {"batch_size": list(td._batch_size), "device": device, "entries": entries}
 
 
-def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDict:
+def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDictBase:
     """A TensorDict from a received structure; its leaves are views of the received buffers."""
     try:
         spec = json.loads(bytes(raw.cpu().numpy()).decode())
@@ -645,7 +634,7 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
         raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
     try:
         cursors, used = wire_order(spec)
-        td: TensorDict = _build(spec, bufs, cursors, device)
+        td: TensorDictBase = _build(spec, bufs, cursors, device)
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is malformed ({err!r})") from None
     short = {c: (used.get(c, 0), b.numel()) for c, b in bufs.items() if used.get(c, 0) != b.numel()}

@@ -26,7 +26,6 @@ from tensordict._dist_wire import (
     as_bytes,
     build,
     check_magic,
-    copy_into,
     drain,
     empty_buffers,
     post_recv,
@@ -41,7 +40,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 
 def _ranks(dist: Any, group: Any) -> list[int]:
@@ -199,7 +198,7 @@ class DistributedOps(CollectionPrimitives):
     @classmethod
     def from_remote_init(
         cls, src: int, group: Any = None, device: Any = None, use_broadcast: bool = False
-    ) -> TensorDict:
+    ) -> TensorDictBase:
         """The TensorDict that rank ``src`` sends with :meth:`init_remote`.
 
         The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
@@ -302,11 +301,10 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage = plan_of(self)
-        leaves = None
+        plan, storage, leaves = plan_of(self)
         receives = dst is None or dist.get_rank() == dst
         if storage is None:
-            leaves = self._tensor_leaves([])
+            assert leaves is not None
             storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
             plan.fill(storage, leaves)
         elif not receives:  # the other ranks keep their values: reduce a copy
@@ -335,11 +333,10 @@ class DistributedOps(CollectionPrimitives):
                 works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
         if receives and leaves is not None:
-            views = plan.views(storage)
-            kept = leaves
+            kept, reduced = leaves, storage
 
             def finish() -> None:
-                copy_into(kept, views)
+                plan.unpack(reduced, kept)
 
         pending = Pending(works, finish, storage)
         if async_op:
@@ -347,7 +344,7 @@ class DistributedOps(CollectionPrimitives):
         pending.wait()
         return None
 
-    def all_gather(self, *, group: Any = None) -> list[TensorDict]:
+    def all_gather(self, *, group: Any = None) -> list[TensorDictBase]:
         """Every rank's TensorDict, in rank order, on every rank (structures may differ).
 
         The entries are new TensorDicts whose leaves are views of the gathered buffers.
@@ -424,7 +421,7 @@ class DistributedOps(CollectionPrimitives):
             p.wait()
         return tensordicts[ranks.index(src)]  # type: ignore[no-any-return]
 
-    def gather_and_stack(self, dst: int, group: Any = None) -> TensorDict | None:
+    def gather_and_stack(self, dst: int, group: Any = None) -> TensorDictBase | None:
         """Write the TensorDicts of the other ranks into rank ``dst``'s, stacked along dim 0.
 
         Every rank calls it. On ``dst`` the TensorDict has one row per *other* rank

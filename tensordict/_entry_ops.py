@@ -17,7 +17,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -50,7 +50,7 @@ class EntryOps(CollectionPrimitives):
         def _index(self, index: Any) -> Any: ...
 
     # ------------------------------------------------------------- conversion
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+    def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """A plain, dense :class:`~tensordict.TensorDict` holding a copy of every leaf
         (nested collections, tensorclasses and lazy stacks converted too).
 
@@ -191,15 +191,24 @@ class EntryOps(CollectionPrimitives):
         batch_dims: int | None = None,
         names: Any = None,
     ) -> Any:
-        """:meth:`from_dict` called from an instance (the class's own constructor).
+        """:meth:`from_dict` called from an instance (the class's own constructor); a
+        nested dict whose key holds a collection here is rebuilt by that collection's own
+        ``from_dict_instance`` (so a tensorclass entry comes back as that tensorclass).
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> TensorDict().from_dict_instance({"a": torch.zeros(2)}, auto_batch_size=True).batch_size
         torch.Size([2])
         """
+        entries = dict(input_dict)
+        for key, value in entries.items():
+            current: Any = self.get(key, None) if isinstance(key, str) else None
+            if isinstance(value, Mapping) and hasattr(current, "from_dict_instance"):
+                entries[key] = current.from_dict_instance(
+                    value, auto_batch_size=auto_batch_size, device=device
+                )
         return type(self).from_dict(  # type: ignore[attr-defined]
-            input_dict,
+            entries,
             batch_size=batch_size,
             device=device,
             batch_dims=batch_dims,
@@ -268,13 +277,17 @@ class EntryOps(CollectionPrimitives):
         (['a'], ['b'])
         """
         out = self.empty()
+        missing = object()
         for key in keys:
             if strict and default is _NO_DEFAULT:
                 value = self.pop(key)
             else:
-                value = self.pop(key, None if default is _NO_DEFAULT else default)
-            if value is not None:
-                out.set(key, value)
+                value = self.pop(key, missing)
+                if value is missing:
+                    if default is _NO_DEFAULT:
+                        continue
+                    value = default  # the default stands in for a missing key
+            out.set(key, value)
         if filter_empty:
             self.filter_empty_()
         return out
@@ -339,9 +352,11 @@ class EntryOps(CollectionPrimitives):
         """
         if len(args) > 1:
             raise TypeError(f"{self._call('replace')}: at most one mapping, got {len(args)}")
-        if not kwargs and (not args or not args[0]):
+        if not kwargs and (
+            not args or args[0] is None or (isinstance(args[0], Mapping) and not args[0])
+        ):
             return self
-        out = self.clone(recurse=False)
+        out: Self = self.__copy__()  # type: ignore[attr-defined]  # new levels: merges stay
         if args:
             out.update(args[0])
         if kwargs:
@@ -363,11 +378,12 @@ class EntryOps(CollectionPrimitives):
         self.set(key, TensorDict({}, self._batch_size, self._device, names=names))
         return self
 
+    @property
     def depth(self) -> int:
         """The number of nesting levels below this one (0 without nested collections).
 
         >>> from tensordict import TensorDict
-        >>> TensorDict(a={"b": {"c": 1}}).depth()
+        >>> TensorDict(a={"b": {"c": 1}}).depth
         2
         """
         deepest = 0

@@ -116,10 +116,12 @@ def checked_name(folder: str, name: Any, call: str, key: str, what: str) -> str:
     check with :func:`check_link` (the loader learns it from the ``lstat`` it needs anyway).
     """
     if (
-        not isinstance(name, str)
+        type(name) is not str
         or not name
         or name in (".", "..")
-        or any(c in name for c in "/\\\0")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
     ):
         raise FormatError(f"{call}: {what} name {name!r} of key {key!r} in {folder!r} is not valid")
     return folder + os.sep + name

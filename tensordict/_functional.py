@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._keys import NestedKey, unravel_key
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor, NonTensorStack
+from tensordict._primitives import CollectionPrimitives
 from tensordict._stack import _check_members, _dense_stack, _NotDense, stack
 from tensordict._td import TensorDict
 from tensordict._tensorclass import is_tensorclass
@@ -234,7 +235,12 @@ def make_tensordict(
     >>> make_tensordict({"a": torch.zeros(3)}).batch_size
     torch.Size([])
     """
-    data: dict[Any, Any] = dict(input_dict or {})
+    if input_dict is None:
+        data: dict[Any, Any] = {}
+    elif isinstance(input_dict, CollectionPrimitives):  # a TensorDict: its entries
+        data = input_dict.to_dict()  # type: ignore[attr-defined]
+    else:
+        data = dict(input_dict)
     overlap = [k for k in kwargs if k in data]
     if overlap:
         raise ValueError(

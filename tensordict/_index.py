@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._memmap_views import MappedViews, index_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
 from tensordict._torch_compat import disable_subclass_dispatch
@@ -97,6 +98,11 @@ class BatchBroadcastError(RuntimeError, ValueError):
     (a RuntimeError as upstream raises, and a ValueError as a bad value is)."""
 
 
+class ZeroDimIndexError(IndexError, RuntimeError):
+    """An index into a collection without batch dims (an IndexError as a tensor's, and
+    the RuntimeError upstream raises)."""
+
+
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
     try:
@@ -115,6 +121,11 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
     try:
         return torch.zeros(()).expand(bs)[idx].shape
     except (IndexError, TypeError, RuntimeError, ValueError) as err:
+        if not bs:
+            raise ZeroDimIndexError(
+                f"{call}: index {index!r} is not valid for batch_size (): indexing a "
+                "tensordict with td.batch_dims==0 is not permitted"
+            ) from None
         kind = TypeError if isinstance(err, TypeError) else IndexError
         raise kind(
             f"{call}: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
@@ -170,19 +181,33 @@ class IndexOps(DenseStorage):
                 entries[key] = value.index_select(0, rows)
             elif isinstance(value, NonTensor):
                 entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
-            else:
+            elif hasattr(value, "_tensordict"):
                 entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
+            else:  # a ragged lazy stack indexes itself
+                entries[key] = value[rows]
 
     def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
+        mapped_keys: list[str] = []  # memory-mapped leaves: indexed together below
+        mapped: list[Tensor] = []
         for key, value in self._tensordict.items():
-            if isinstance(value, Tensor):
+            if value.__class__ is Tensor:
+                entries[key] = value[idx]
+            elif isinstance(value, MappedViews):
+                entries[key] = None  # keeps the key's place
+                mapped_keys.append(key)
+                mapped.append(value)
+            elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif isinstance(value, NonTensor):
                 entries[key] = value._remap(lambda p: p[idx], new_bs)
-            else:
+            elif hasattr(value, "_tensordict"):
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
+            else:  # a ragged lazy stack indexes itself
+                entries[key] = value[idx]
+        if mapped:
+            entries.update(zip(mapped_keys, index_mapped(mapped, idx), strict=True))
         return self._new_unsafe(entries, new_bs, self._device, names)
 
     def _set_at_index(self, index: Any, value: Any) -> None:
@@ -241,6 +266,9 @@ class IndexOps(DenseStorage):
                         self._set_path((key,), {}, "TensorDict[]=")
                         current = self._tensordict[key]
                         current.batch_size = self._batch_size + extra_bs
+                    if not hasattr(current, "_tensordict"):  # a ragged lazy stack writes itself
+                        current[idx] = item  # type: ignore[index]
+                        continue
                     extra = current._batch_size[ndim:]
                     current._write_at(idx, sub_bs + extra, item, (*prefix, key))  # type: ignore[union-attr]
                     continue
@@ -275,4 +303,7 @@ class IndexOps(DenseStorage):
             if isinstance(leaf, Tensor):
                 leaf[idx] = value
             elif not isinstance(leaf, NonTensor):
-                leaf._write_at(idx, sub_bs, value, prefix)
+                if hasattr(leaf, "_tensordict"):
+                    leaf._write_at(idx, sub_bs, value, prefix)
+                else:  # a ragged lazy stack writes itself
+                    leaf[idx] = value

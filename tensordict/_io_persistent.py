@@ -19,7 +19,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, is_n
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase, TensorDictBase
 
 _ATTR = "tensordict"  # per group: JSON {"batch_size": [...], "non_tensor": {...}}
 
@@ -40,18 +40,22 @@ class _Handle:
     """The open file of one process: reopened (never shared) after a fork or unpickling,
     so each ``map`` worker reads through its own handle."""
 
-    __slots__ = ("backend", "filename", "meta", "mode", "pid", "root")
+    __slots__ = ("backend", "filename", "meta", "mode", "nodes", "pid", "root")
 
     def __init__(self, backend: Any, filename: Any, mode: str, root: Any = None) -> None:
         self.backend, self.filename, self.mode = backend, filename, mode
         self.root, self.pid = root, os.getpid() if root is not None else -1
         self.meta: dict[tuple[str, ...], dict[str, Any]] = {}  # group attributes, as read
+        # checked array and group nodes by full path (opening one costs more than a small
+        # read); cleared with ``meta`` by every write through this library
+        self.nodes: dict[tuple[str, ...], Any] = {}
 
     def get(self) -> Any:
         if self.root is None or self.pid != os.getpid():
             self.root = self.backend.open(self.filename, self.mode)
             self.pid = os.getpid()
             self.meta = {}
+            self.nodes = {}
         return self.root
 
     def __getstate__(self) -> dict[str, Any]:
@@ -278,6 +282,7 @@ class PersistentTensorDict(TensorDictBase):
         _write_tree(out._handle.backend, out._node(), td, kwargs)
         out._handle.backend.flush(out._handle.root)
         out._handle.meta.clear()
+        out._handle.nodes.clear()
         return out
 
     # ------------------------------------------------------------------ storage access
@@ -323,6 +328,7 @@ class PersistentTensorDict(TensorDictBase):
         doc.update(update)
         backend.set_attr(node, _ATTR, json.dumps(doc))
         self._handle.meta.clear()
+        self._handle.nodes.clear()
 
     def _common_batch(self) -> list[int]:
         shapes: list[tuple[int, ...]] = []
@@ -365,6 +371,16 @@ class PersistentTensorDict(TensorDictBase):
 
     def _entry(self, path: tuple[str, ...]) -> Any:
         """The node at ``path`` (array or group), a non-tensor record, or None."""
+        handle = self._handle
+        known = handle.nodes.get((*self._path, *path)) if handle.root is not None else None
+        if known is not None and handle.pid == os.getpid():
+            return known
+        node = self._find(path)
+        if node is not None and not isinstance(node, dict):
+            handle.nodes[(*self._path, *path)] = node
+        return node
+
+    def _find(self, path: tuple[str, ...]) -> Any:
         backend = self._handle.backend
         try:
             parent = self._node(path[:-1])
@@ -532,6 +548,7 @@ class PersistentTensorDict(TensorDictBase):
         path = key_path(key, call)
         backend = self._handle.backend
         self._handle.meta.clear()
+        self._handle.nodes.clear()
         parent = self._node()
         for part in path[:-1]:
             parent = backend.create_group(parent, part)
@@ -587,6 +604,7 @@ class PersistentTensorDict(TensorDictBase):
         """Remove ``key`` from the file."""
         path = key_path(key, self._call("del_"))
         self._handle.meta.clear()
+        self._handle.nodes.clear()
         node = self._entry(path)
         if node is None:
             raise KeyError(f"{self._call('del_')}: key {key!r} is not in {self.filename!r}")
@@ -597,6 +615,7 @@ class PersistentTensorDict(TensorDictBase):
             self._handle.backend.set_attr(parent, _ATTR, json.dumps(record))
         else:
             self._handle.backend.delete(parent, path[-1])
+        self._handle.nodes.clear()  # (the lookup above cached the deleted node)
         return self
 
     def update(self, other: Any, inplace: bool = False) -> Self:
@@ -637,7 +656,7 @@ class PersistentTensorDict(TensorDictBase):
                 backend.write(node, plan, array)
 
     # ------------------------------------------------------------------ in memory
-    def to_tensordict(self, *, retain_none: bool | None = None) -> TensorDict:
+    def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """Every entry read into an in-memory TensorDict.
 
         >>> import tempfile, torch
@@ -677,14 +696,14 @@ class PersistentTensorDict(TensorDictBase):
                 entries[name] = self._read_planned(node, plan, self._handle.backend.shape(node))
         return TensorDict(entries, batch_size=batch, device=self._device)
 
-    def _as_dense(self, call: str) -> TensorDict:
+    def _as_dense(self, call: str) -> DenseTensorDictBase:
         return self.to_tensordict()
 
     def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:
         return self.to_tensordict()._tensor_leaves(out)
 
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Self:
-        return self.to_tensordict()._rebuild(leaves, check)  # type: ignore[no-any-return]
+        return self.to_tensordict()._rebuild(leaves, check)  # type: ignore[return-value]
 
     def _other_leaves(self, call: str, other: Any) -> list[Tensor]:
         return self.to_tensordict()._other_leaves(call, other)
@@ -721,7 +740,7 @@ class PersistentTensorDict(TensorDictBase):
         names: Any,
         nontensor: Callable[[Any], Any] | None = None,
     ) -> Self:
-        return self.to_tensordict()._remap(call, fn, new_bs, names, nontensor)  # type: ignore[no-any-return]
+        return self.to_tensordict()._remap(call, fn, new_bs, names, nontensor)  # type: ignore[return-value]
 
     def _remap_many(
         self,
@@ -730,7 +749,7 @@ class PersistentTensorDict(TensorDictBase):
         new_bss: Sequence[torch.Size],
         names: Any,
     ) -> tuple[Self, ...]:
-        return self.to_tensordict()._remap_many(call, fn, new_bss, names)
+        return self.to_tensordict()._remap_many(call, fn, new_bss, names)  # type: ignore[return-value]
 
     def unbind(self, dim: int = 0) -> tuple[Self, ...]:
         """The slices along a batch dim, read from the file."""

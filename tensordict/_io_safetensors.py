@@ -144,11 +144,11 @@ def _map(header: _Header, names: list[str], lazy: bool) -> dict[str, Tensor]:
     return out
 
 
-def _is_within(folder: str, name: str) -> bool:
+def _is_within(folder: str, name: str, real_folder: str | None = None) -> bool:
     if os.path.isabs(name) or not name:
         return False
     real = os.path.realpath(os.path.join(folder, name))
-    return real.startswith(os.path.realpath(folder) + os.sep)
+    return real.startswith((real_folder or os.path.realpath(folder)) + os.sep)
 
 
 def _resolve(path: str) -> tuple[str, bool]:
@@ -190,14 +190,23 @@ def _index_shards(index: str) -> tuple[dict[str, list[str]], dict[str, Any]]:
     if not isinstance(weight_map, dict):
         raise FormatError(f"from_safetensors: {index!r} has no 'weight_map' object")
     folder = os.path.dirname(os.path.abspath(index))
-    shards: dict[str, list[str]] = {}
+    by_shard: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if not isinstance(shard, str) or not _is_within(folder, shard):
+        if not isinstance(shard, str):
             raise FormatError(
                 f"from_safetensors: {index!r} maps tensor {name!r} to {shard!r}, which is not "
                 f"a file inside {folder!r}"
             )
-        shards.setdefault(os.path.join(folder, shard), []).append(name)
+        by_shard.setdefault(shard, []).append(name)
+    shards: dict[str, list[str]] = {}
+    real = os.path.realpath(folder)
+    for shard, names in by_shard.items():  # each shard name checked once, not once per tensor
+        if not _is_within(folder, shard, real):
+            raise FormatError(
+                f"from_safetensors: {index!r} maps tensor {names[0]!r} to {shard!r}, which is "
+                f"not a file inside {folder!r}"
+            )
+        shards[os.path.join(folder, shard)] = names
     meta = doc.get("metadata")
     return shards, meta if isinstance(meta, dict) else {}
 

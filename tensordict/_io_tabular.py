@@ -15,7 +15,7 @@ from tensordict._io_common import require, write_atomically
 from tensordict._nontensor import NonTensorData, NonTensorStack, is_non_tensor
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 _NUMERIC_KINDS = frozenset("iufbc")
 
@@ -65,7 +65,7 @@ def build(
     batch_size: Any = None,
     auto_batch_size: bool = False,
     batch_dims: int | None = None,
-) -> TensorDict:
+) -> TensorDictBase:
     """A TensorDict with one entry per column (nested on ``separator``), batch = rows."""
     from tensordict._td import TensorDict  # the concrete class sits above this module
 
@@ -125,7 +125,9 @@ def _flat_columns(prefix: str, node: dict[str, Any], out: dict[str, Any], sep: s
             out[f"{prefix}{name}"] = value
 
 
-def from_table(call: str, table: Any, *, separator: str | None = None, **kwargs: Any) -> TensorDict:
+def from_table(
+    call: str, table: Any, *, separator: str | None = None, **kwargs: Any
+) -> TensorDictBase:
     """A TensorDict of an Arrow table or record batch (struct columns become nested)."""
     columns = {name: _struct_leaf(table.column(name)) for name in table.column_names}
     flat: dict[str, Any] = {}
@@ -198,7 +200,7 @@ def to_dataframe(call: str, td: Any, separator: str | None) -> Any:
     return pd.DataFrame(columns_of(call, td, separator))
 
 
-def from_dataframe(call: str, frame: Any, **kwargs: Any) -> TensorDict:
+def from_dataframe(call: str, frame: Any, **kwargs: Any) -> TensorDictBase:
     """A TensorDict of a pandas DataFrame (categoricals become their codes)."""
     columns: dict[str, Any] = {}
     for name in frame.columns:
@@ -315,7 +317,7 @@ def from_struct_array(
     auto_batch_size: bool,
     batch_dims: int | None,
     device: Any,
-) -> TensorDict:
+) -> TensorDictBase:
     """A TensorDict of a structured array: numeric fields as tensors (views where the
     record layout allows), string fields as NonTensorStacks, nested fields nested."""
     from tensordict._td import TensorDict  # the concrete class sits above this module

@@ -90,3 +90,29 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
         hint = "; that level has no keys"
     owner = call.split(".", 1)[0].split("[", 1)[0]
     return KeyError(f"{call}: key {key!r} not found in the {owner}{hint}")
+
+
+def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:
+    """The RuntimeError of a write that would change the keys of a locked collection."""
+    return RuntimeError(
+        f"{call}: Cannot modify locked TensorDict: cannot {what} key {key!r}. For in-place "
+        "modification of an existing key use set_() / update_(), or call unlock_() first"
+    )
+
+
+def is_string_key(key: tuple[Any, ...]) -> bool:
+    """Whether a tuple holds only strings, in nested tuples too (a key, not an index).
+
+    >>> is_string_key(("a", ("b",))), is_string_key(((0, 1),))
+    (True, False)
+    """
+    return all(type(k) is str or (type(k) is tuple and k and is_string_key(k)) for k in key)
+
+
+def sort_key(key: str | tuple[str, ...]) -> str:
+    """The order of ``keys(sort=True)``: by the ``"."``-joined key.
+
+    >>> sorted(["b", ("a", "c")], key=sort_key)
+    [('a', 'c'), 'b']
+    """
+    return key if type(key) is str else ".".join(key)

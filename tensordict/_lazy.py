@@ -25,13 +25,22 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    is_string_key,
+    join_path,
+    key_path,
+    locked_error,
+    sort_key,
+)
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
-from tensordict._switches import set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
+from tensordict._update_batch import batch_sizes_clash, check_resize
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -96,13 +105,12 @@ class LazyStackedTensorDict(TensorDictBase):
             member_bs = tds[0].batch_size
         elif batch_size is not None:  # an empty stack of a known batch size
             full = torch.Size(batch_size)
-            d = _norm(call, stack_dim, len(full))
-            if full[d] != 0:
-                raise ValueError(
-                    f"{call}: without members, batch_size {tuple(full)} must be 0 at the "
-                    f"stack dim {stack_dim}"
-                )
-            member_bs = torch.Size([*full[:d], *full[d + 1 :]])
+            if -len(full) <= stack_dim < len(full) and full[stack_dim] == 0:
+                d = stack_dim % len(full)  # the stack's own batch size, 0 at the stack dim
+                member_bs = torch.Size([*full[:d], *full[d + 1 :]])
+            else:  # the members' batch size (upstream's reading)
+                member_bs = full
+            batch_size = None
         else:
             member_bs = torch.Size([])
         self.stack_dim = _norm(call, stack_dim, len(member_bs) + 1)
@@ -118,6 +126,9 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         first = tds[0].device if tds else None
         self._device = first if all(td.device == first for td in tds) else None
+        if not tds and device is not None:
+            self._device = torch.device(device)
+            device = None
         self._names = None  # the names live on the members; the stack dim's is _stack_name
         self._stack_name: str | None = None
         self._is_locked = False
@@ -186,9 +197,17 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ----------------------------------------------------------------- keys
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> list[str | tuple[str, ...]]:
-        """The keys present in every member, in the first member's order."""
+        """The keys present in every member, in the first member's order (``sort=True``:
+        sorted by the ``"."``-joined key)."""
+        if sort:
+            return sorted(self.keys(include_nested, leaves_only, is_leaf), key=sort_key)
         if not self.tensordicts:
             return []
         first, *others = self.tensordicts
@@ -210,18 +229,31 @@ class LazyStackedTensorDict(TensorDictBase):
         return list(seen)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """``(key, stacked value)`` for the common keys."""
-        return ((k, self.get(k)) for k in self.keys(include_nested, leaves_only, is_leaf))
+        keys = self.keys(include_nested, leaves_only, is_leaf, sort=sort)
+        return ((k, self.get(k)) for k in keys)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: Any = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: Any = None,
+        *,
+        sort: bool = False,
     ) -> Iterator[Any]:
         """Stacked values of the common keys."""
-        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf))
+        return (self.get(k) for k in self.keys(include_nested, leaves_only, is_leaf, sort=sort))
 
     def __contains__(self, key: object) -> bool:
+        if isinstance(key, CollectionPrimitives):  # a member, by identity
+            return any(key is m for m in self.tensordicts)
         return all(key in m for m in self.tensordicts)
 
     # ------------------------------------------------------------------ get
@@ -233,7 +265,9 @@ class LazyStackedTensorDict(TensorDictBase):
         as_list: bool = False,
         as_padded_tensor: bool = False,
         as_nested_tensor: bool = False,
+        padding_side: str = "right",
         padding_value: float = 0.0,
+        layout: Any = None,
     ) -> Any:
         """The stacked entry at ``key``.
 
@@ -242,8 +276,12 @@ class LazyStackedTensorDict(TensorDictBase):
         need ``as_list``, ``as_padded_tensor`` or ``as_nested_tensor``.
         """
         call = self._call("get")
+        if padding_side not in ("left", "right"):
+            raise ValueError(
+                f"{call}: padding_side must be 'left' or 'right', got {padding_side!r}"
+            )
         path = key_path(key, call)
-        missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
+        missing = [i for i, m in enumerate(self.tensordicts) if not _holds(m, path)]
         if missing:
             if default is not _NO_DEFAULT:
                 return default
@@ -253,13 +291,21 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
             )
-        values = [m.get(path) for m in self.tensordicts]
+        if as_list or as_padded_tensor:  # lazy members answer in the same form
+            kw: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
+            kw.update(padding_side=padding_side, padding_value=padding_value)
+            values = [
+                m.get(path, **kw) if m._stack_parts() is not None else m.get(path)
+                for m in self.tensordicts
+            ]
+        else:
+            values = [m.get(path) for m in self.tensordicts]
         if as_list:
             return values
         first = values[0]
         if isinstance(first, Tensor):
             if as_padded_tensor:
-                return _padded_stack(values, self.stack_dim, padding_value)
+                return _padded_stack(values, self.stack_dim, padding_value, padding_side)
             if as_nested_tensor:
                 if self.stack_dim != 0:
                     raise ValueError(f"{call}: as_nested_tensor needs stack_dim=0")
@@ -298,13 +344,15 @@ class LazyStackedTensorDict(TensorDictBase):
         return self.get(key, default, as_nested_tensor=True)
 
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str) or (isinstance(key, tuple) and key and isinstance(key[0], str)):
+        if isinstance(key, str) or (
+            isinstance(key, tuple) and key and (isinstance(key[0], str) or is_string_key(key))
+        ):
             value = self.get(key)
             return value._public() if isinstance(value, NonTensor) else value
         return self._index(key)
 
     def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
-        return self.get(path, None)
+        return self.get(path, None) if _holds(self, path) else None
 
     def get_item_shape(self, key: NestedKey) -> torch.Size:
         """The stacked shape of ``key``, with -1 where members differ."""
@@ -324,6 +372,8 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> LazyStackedTensorDict:
         """Write ``value`` (batch-shaped, or non-tensor) into every member along the stack."""
         call = self._call("set")
+        if not inplace and self.tensordicts and self.is_locked:
+            raise locked_error(call, key)
         if isinstance(value, np.ndarray):  # a numeric array splits along the stack like a tensor
             numeric = _as_tensor_or_none(value, None)
             if numeric is not None:
@@ -336,6 +386,11 @@ class LazyStackedTensorDict(TensorDictBase):
             parts: Sequence[Any] = value.unbind(self.stack_dim)
         elif isinstance(value, Mapping):
             return self.set(key, TensorDict(value, self._batch_size), inplace)
+        elif isinstance(value, list) and self._batch_size and list_to_stack():
+            if len(value) != self._batch_size[0]:
+                raise leaf_shape_error(call, key, torch.Size([len(value)]), self._batch_size)
+            # one element per batch entry: the members take their slice of the nesting
+            parts = [_list_part(value, self.stack_dim, i) for i in range(len(self.tensordicts))]
         else:
             parts = [value] * len(self.tensordicts)
         for member, part in zip(self.tensordicts, parts, strict=True):
@@ -366,7 +421,7 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | Any,
+        other: Mapping[Any, Any] | Any = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -374,10 +429,26 @@ class LazyStackedTensorDict(TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            return self._update_resized(other, inplace)
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
+        if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
+            call = self._call("update")  # member by member: ragged entries need no stacking
+            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+                member.update(part, inplace)
+            return self
         items = other.items() if isinstance(other, Mapping) else other.items(True, True)
         for key, value in items:
             current = self.get(key, None) if isinstance(value, Mapping) else None
@@ -387,15 +458,47 @@ class LazyStackedTensorDict(TensorDictBase):
                 self.set(key, value, inplace=inplace)
         return self
 
+    def _update_resized(self, other: Any, inplace: bool) -> LazyStackedTensorDict:
+        """``update(other, update_batch_size=True)``: the stack takes ``other``'s batch size,
+        one member per entry of ``other`` along the stack dim (existing members updated)."""
+        call = self._call("update")
+        if len(other.batch_size) != len(self._batch_size):
+            raise ValueError(
+                f"{call}: update_batch_size needs the same number of batch dims; got "
+                f"{tuple(other.batch_size)} for a stack of {tuple(self._batch_size)}"
+            )
+        parts = other._stack_parts()
+        if parts is not None and parts[0] == self.stack_dim:
+            pieces = list(parts[1])
+        else:
+            pieces = list(other.unbind(self.stack_dim))
+        members = []
+        for i, piece in enumerate(pieces):
+            member = self.tensordicts[i] if i < len(self.tensordicts) else piece.empty()
+            members.append(member.update(piece, inplace, update_batch_size=True))
+        self.__init__(*members, stack_dim=self.stack_dim)  # type: ignore[misc]
+        return self
+
     def update_(
         self,
-        other: Any,
+        other: Any = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> LazyStackedTensorDict:
-        """Copy every entry of ``other`` into the existing entries."""
+        """Copy every entry of ``other`` (then of ``kwargs``) into the existing entries."""
+        if kwargs:
+            self.update_(other, keys_to_update=keys_to_update)
+            return self.update_(kwargs, keys_to_update=keys_to_update)
+        if other is None:
+            return self
+        if keys_to_update is None and isinstance(other, CollectionPrimitives):
+            call = self._call("update_")  # member by member: ragged entries need no stacking
+            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+                member.update_(part)
+            return self
         if keys_to_update is not None or isinstance(other, Mapping):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)
@@ -422,10 +525,20 @@ class LazyStackedTensorDict(TensorDictBase):
     def insert(self, index: int, td: Any) -> None:
         """Add a member at ``index`` of the stack (the first member of an empty stack sets
         the members' batch size)."""
+        call = self._call("insert")
+        if not isinstance(td, CollectionPrimitives):
+            raise TypeError(
+                f"{call}: Expected new value to be TensorDictBase instance, got {type(td).__name__}"
+            )
         if self.tensordicts and td.batch_size != self._member_bs:
             raise ValueError(
-                f"{self._call('insert')}: batch size {tuple(td.batch_size)} differs "
-                f"from the members' {tuple(self._member_bs)}"
+                f"{call}: batch size {tuple(td.batch_size)} differs from the members' "
+                f"{tuple(self._member_bs)} (Batch sizes in tensordicts differs)"
+            )
+        if self.tensordicts and self._device is not None and td.device != self._device:
+            raise ValueError(
+                f"{call}: Devices differ: the stack is on {self._device}, the new member "
+                f"on {td.device}"
             )
         members = list(self.tensordicts)
         members.insert(index, td)
@@ -516,8 +629,11 @@ class LazyStackedTensorDict(TensorDictBase):
     ) -> tuple[Any, ...]:
         return self._as_dense(call)._remap_many(call, fn, new_bss, names)
 
-    def contiguous(self, inplace: bool = False) -> TensorDict:  # type: ignore[override]
-        """A dense TensorDict of the same content (see :meth:`densify`)."""
+    def contiguous(  # type: ignore[override]
+        self, inplace: bool = False, *, canonical: bool = False
+    ) -> TensorDict:
+        """A dense TensorDict of the same content (see :meth:`densify`); ``canonical`` is
+        taken for upstream's signature."""
         if inplace:
             raise NotImplementedError(
                 f"{self._call('contiguous')}: inplace=True is not supported on a "
@@ -662,8 +778,8 @@ class LazyStackedTensorDict(TensorDictBase):
         None when the index needs the dense path (None, masks or arrays off the stack dim).
         """
         idx = _normalise(index, len(self._batch_size))
-        if any(i is None for i in idx):
-            return None
+        if any(i is None or (isinstance(i, (Tensor, np.ndarray)) and i.ndim > 1) for i in idx):
+            return None  # a mask over several dims: the dense path
         idx = idx + (slice(None),) * (len(self._batch_size) - len(idx))
         if len(idx) > len(self._batch_size):
             return None
@@ -674,10 +790,15 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{type(self).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
                 "use an int, a slice, a range, a list or a tensor"
             )
-        for item in (*pre, *post):
-            if not isinstance(item, (int, slice)):
+        arrays = [i for i in (*pre, *post) if not isinstance(i, (int, slice))]
+        if arrays:
+            # one 1-d mask or index off the stack dim, with slices elsewhere: it indexes
+            # each member at the same place (its result dim stays where it is)
+            if len(arrays) > 1 or not isinstance(at, slice) or not _one_dim_array(arrays[0]):
                 return None
-        kept = sum(1 for item in pre if isinstance(item, slice))
+            if any(isinstance(i, int) for i in (*pre, *post)):
+                return None
+        kept = sum(1 for item in pre if not isinstance(item, int))
         return at, (*pre, *post), kept
 
     def _member(self, call: str, at: int) -> Any:
@@ -687,6 +808,13 @@ class LazyStackedTensorDict(TensorDictBase):
         return self.tensordicts[at]
 
     def _index(self, index: Any) -> Any:
+        if type(index) is bool:  # a Python bool is a 0-dim mask, as for a tensor
+            index = torch.tensor(index)
+        elif type(index) is tuple and any(_false_scalar(i) for i in index):
+            raise NotImplementedError(
+                f"{type(self).__name__}[]: a scalar False inside a tuple index is not "
+                "supported on a lazy stack; index with the bare scalar False instead"
+            )
         split = self._split_index(index)
         if split is None:
             return self._as_dense(f"{type(self).__name__}[]")[index]
@@ -699,10 +827,11 @@ class LazyStackedTensorDict(TensorDictBase):
         if chosen.ndim != 1:
             return self._as_dense(f"{type(self).__name__}[]")[index]
         ids = chosen.tolist()
-        if not ids:  # nothing selected: an empty dense result shaped by member 0
+        if not ids:  # nothing selected: a stack without members, shaped by member 0
             first = self.tensordicts[0]
             view = first if _whole(member_index) else first[member_index]
-            return view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
+            bs = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)].batch_size
+            return type(self)(stack_dim=kept, batch_size=bs)
         members = [self.tensordicts[i] for i in ids]
         if not _whole(member_index):
             members = [m[member_index] for m in members]
@@ -850,7 +979,12 @@ class LazyStackedTensorDict(TensorDictBase):
         d = _norm(self._call("split"), dim, len(self._batch_size))
         if d == self.stack_dim:
             index = torch.arange(len(self.tensordicts)).split(split_size)  # type: ignore[no-untyped-call]
-            return tuple(self._restack([self.tensordicts[i] for i in g.tolist()]) for g in index)
+            return tuple(
+                self._restack([self.tensordicts[i] for i in g.tolist()])
+                if len(g)
+                else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
+                for g in index
+            )
         md = d if d < self.stack_dim else d - 1
         per_member = [m.split(split_size, md) for m in self.tensordicts]
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
@@ -920,6 +1054,31 @@ def _whole(index: tuple[Any, ...]) -> bool:
     return all(isinstance(i, slice) and i == slice(None) for i in index)
 
 
+def _false_scalar(item: Any) -> bool:
+    if isinstance(item, Tensor):
+        return item.dtype == torch.bool and item.ndim == 0 and not bool(item)
+    return item is False
+
+
+def _holds(td: Any, path: tuple[str, ...]) -> bool:
+    """Whether every member (of every nested stack) holds ``path``, without stacking."""
+    parts = td._stack_parts()
+    if parts is None:
+        return td._get_path_or_none(path) is not None
+    return all(_holds(m, path) for m in parts[1])
+
+
+def _list_part(value: list[Any], dim: int, i: int) -> Any:
+    """Entry ``i`` along ``dim`` of a nested list (dim 0: ``value[i]``)."""
+    if dim == 0:
+        return value[i]
+    return [_list_part(v, dim - 1, i) for v in value]
+
+
+def _one_dim_array(item: Any) -> bool:
+    return isinstance(item, (Tensor, np.ndarray, list, range)) and np.ndim(item) == 1
+
+
 def _nested(values: list[Tensor]) -> Tensor:
     """A nested tensor of the members' leaves: jagged when only the first dim differs."""
     if all(v.shape[1:] == values[0].shape[1:] for v in values) and values[0].ndim:
@@ -929,7 +1088,9 @@ def _nested(values: list[Tensor]) -> Tensor:
         return torch.nested.nested_tensor(values)
 
 
-def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tensor:
+def _padded_stack(
+    values: list[Tensor], dim: int, padding_value: float, side: str = "right"
+) -> Tensor:
     ndim = values[0].ndim
     if any(v.ndim != ndim for v in values):
         raise RuntimeError("LazyStackedTensorDict.get: as_padded_tensor needs leaves of one ndim")
@@ -938,7 +1099,8 @@ def _padded_stack(values: list[Tensor], dim: int, padding_value: float) -> Tenso
     for v in values:
         pad: list[int] = []
         for i in reversed(range(ndim)):
-            pad += [0, target[i] - v.shape[i]]
+            gap = target[i] - v.shape[i]
+            pad += [gap, 0] if side == "left" else [0, gap]
         padded.append(torch.nn.functional.pad(v, pad, value=padding_value))
     return torch.stack(padded, dim)
 

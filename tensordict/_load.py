@@ -22,7 +22,6 @@ from tensordict._format import (
     PickleRefusedError,
     check_link,
     checked_name,
-    checked_path,
     left_by_interrupted_save,
     lookup_type,
 )
@@ -31,6 +30,7 @@ from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
+_INTS = {int}  # the element types a valid shape holds (``bool`` is not ``int`` here)
 
 
 def _not_json(constant: str) -> Any:
@@ -48,12 +48,28 @@ _TOP: dict[str, Any] = {
 }
 
 
+def _well_typed(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` has every member of :data:`_TOP`, each of its JSON type."""
+    get = meta.get
+    device, names = get("device", 0), get("names", 0)
+    return (
+        type(get("format")) is str
+        and type(get("version")) is int
+        and type(get("type")) is str
+        and type(get("batch_size")) is list
+        and (device is None or type(device) is str)
+        and (names is None or type(names) is list)
+        and type(get("entries")) is dict
+    )
+
+
 class _Loader:
     def __init__(self, call: str, verify: bool, allow_pickle: bool | None) -> None:
         self.call = call
         self.verify = verify
         self.allow_pickle = allow_pickle
         self.seen: set[Any] = set()  # the meta.json files read so far
+        self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
         self.depth = 0
         self.version = VERSION  # of the metadata file being read
 
@@ -74,11 +90,12 @@ class _Loader:
                 raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
-        for member, kind in _TOP.items():
-            if member not in meta:
-                raise FormatError(f"{self.call}: {path!r} lacks the member {member!r}")
-            if not isinstance(meta[member], kind) or isinstance(meta[member], bool):
-                raise FormatError(f"{self.call}: {path!r} member {member!r} has the wrong type")
+        if not _well_typed(meta):  # (the common case passes in one expression)
+            for member, kind in _TOP.items():
+                if member not in meta:
+                    raise FormatError(f"{self.call}: {path!r} lacks the member {member!r}")
+                if not isinstance(meta[member], kind) or isinstance(meta[member], bool):
+                    raise FormatError(f"{self.call}: {path!r} member {member!r} has the wrong type")
         if meta["format"] != FORMAT:
             raise FormatError(f"{self.call}: {path!r} is not a tensordict checkpoint")
         if meta["version"] > VERSION or meta["version"] < 1:
@@ -121,8 +138,11 @@ class _Loader:
                     hint = "; an interrupted save left it as a '.old' folder beside it"
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
             self._visit((info.st_dev, info.st_ino), folder)
-            chunks = []
-            while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+            first = os.read(fd, info.st_size + 1)  # (one read: the size is known)
+            if len(first) <= info.st_size:
+                return first
+            chunks = [first]  # (it grew meanwhile: read on to its end)
+            while chunk := os.read(fd, 1 << 16):
                 chunks.append(chunk)
             return b"".join(chunks)
         finally:
@@ -132,6 +152,9 @@ class _Loader:
     # ---- where the files live: a folder here; an archive overrides these (_archive.py)
     def _folder_identity(self, folder: str) -> Any:
         """What tells ``folder`` apart from every other (its device and inode)."""
+        known = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
+        if known is not None:
+            return known
         try:
             info = os.stat(folder)
         except OSError:
@@ -139,8 +162,21 @@ class _Loader:
         return (info.st_dev, info.st_ino)
 
     def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
-        """The checked path of the entry ``name`` in ``folder`` (not leaving it)."""
-        return checked_path(folder, name, self.call, key, what)
+        """The checked path of the entry ``name`` in ``folder`` (not leaving it); one
+        ``lstat`` checks for a link and gives the identity :meth:`_folder_identity` needs."""
+        path = checked_name(folder, name, self.call, key, what)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return path  # (missing: the caller says so, naming what it expected)
+        if stat.S_ISLNK(info.st_mode):
+            check_link(folder, path, self.call, key, what)
+            try:
+                info = os.stat(path)
+            except OSError:
+                return path
+        self.identities[path] = (info.st_dev, info.st_ino)
+        return path
 
     def _leaf_size(self, folder: str, leaf_path: str, key: str) -> int:
         """The size of a leaf file, after checking it is a regular file in ``folder``."""
@@ -200,7 +236,7 @@ class _Loader:
 
     def _collection(self, folder: str, device: Any, inline: Any) -> Any:
         meta = self.meta(folder, inline)
-        path = os.path.join(folder, META)
+        path = folder + os.sep + META
         version = meta["version"]
         if inline is not None and version != self.version:
             raise FormatError(
@@ -282,12 +318,16 @@ class _Loader:
                     f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
                 )
             shape: Any = record.get("shape")
-            _check_shape(self.call, path, "shape of key", shape, key)
+            if type(shape) is not list or (
+                shape
+                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
+            ):
+                _check_shape(self.call, path, "shape of key", shape, key)  # (raises)
             nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
             span = nbytes  # the strides' reach, zero dims counted as one
             if 0 in shape:
                 span = math.prod(max(s, 1) for s in shape) * dtype.itemsize
-            if max(nbytes, span) > MAX_BYTES:
+            if nbytes > MAX_BYTES or span > MAX_BYTES:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
                     f"{MAX_BYTES} bytes"
@@ -299,20 +339,21 @@ class _Loader:
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
                     f"shape {shape} of {record['dtype']} needs {nbytes}"
                 )
-            if list(shape[: len(bs)]) != list(bs):
+            if shape[: len(bs)] != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
                     f"start with batch_size {list(bs)}"
                 )
-            if "sha256" in record and type(record["sha256"]) is not str:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
-                    f"{record['sha256']!r}"
-                )
-            if self.verify and "sha256" in record and self._sha256(leaf_path) != record["sha256"]:
-                raise FormatError(
-                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
-                )
+            if "sha256" in record:
+                if type(record["sha256"]) is not str:
+                    raise FormatError(
+                        f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
+                        f"{record['sha256']!r}"
+                    )
+                if self.verify and self._sha256(leaf_path) != record["sha256"]:
+                    raise FormatError(
+                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                    )
             return _Leaf(leaf_path, dtype, torch.Size(shape))
         if kind == "collection":
             sub = self._sub_folder(folder, record.get("dir"), key, "folder")
@@ -436,9 +477,18 @@ def load(
             td = _load_once(
                 target, call, device, num_threads, verify, allow_pickle, mode, non_blocking, pbar
             )
-        except (FormatError, RuntimeError, OSError):
+        except (FormatError, RuntimeError, OSError) as err:
             if _identity(target) != before:
                 continue  # the folder was replaced while we read it: read the new one
+            if type(err) is FormatError:
+                from tensordict._append import interrupted_append
+
+                where = interrupted_append(target)
+                if where is not None:
+                    raise FormatError(
+                        f"{err}; an append_memmap to {where!r} was interrupted: the next "
+                        "append_memmap there finishes or undoes it"
+                    ) from None
             raise
         if _identity(target) == before:
             return td

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._pointwise import Operand, _is_collection
+from tensordict._pointwise_extra import broadcast_all, broadcasts_with_batch, expand_to_leaf
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import _batch_dims
 
@@ -27,6 +28,8 @@ def _leaves_of(call: str, self: Any, other: Any) -> list[Any]:
     """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself."""
     if _is_collection(other):
         return list(self._other_leaves(call, other))
+    if isinstance(other, Tensor) and other.ndim and broadcasts_with_batch(self, other):
+        return [expand_to_leaf(other, x) for x in self._tensor_leaves([])]
     return [other] * len(self._tensor_leaves([]))
 
 
@@ -191,10 +194,11 @@ class MathOps(CollectionPrimitives):
         tensor([0.2500, 0.2500])
         """
         call = self._call("lerp")
-        ends, weights = _leaves_of(call, self, end), _leaves_of(call, self, weight)
-        leaves = self._tensor_leaves([])
+        src, end, weight = broadcast_all(self, call, end, weight)
+        ends, weights = _leaves_of(call, src, end), _leaves_of(call, src, weight)
+        leaves = src._tensor_leaves([])
         out = [torch.lerp(x, e, w) for x, e, w in zip(leaves, ends, weights, strict=True)]
-        return self._rebuild(iter(out), check=call)
+        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
 
     def lerp_(self, end: Operand, weight: Operand) -> Self:
         """In-place :meth:`lerp`."""
@@ -213,10 +217,11 @@ class MathOps(CollectionPrimitives):
         tensor([2., 2.])
         """
         call = self._call("addcdiv")
-        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
-        leaves = self._tensor_leaves([])
+        src, other1, other2 = broadcast_all(self, call, other1, other2)
+        a, b = _leaves_of(call, src, other1), _leaves_of(call, src, other2)
+        leaves = src._tensor_leaves([])
         out = [torch.addcdiv(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
-        return self._rebuild(iter(out), check=call)
+        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
 
     def addcdiv_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """In-place :meth:`addcdiv`."""
@@ -229,10 +234,11 @@ class MathOps(CollectionPrimitives):
     def addcmul(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """``self + value * other1 * other2``, leaf by leaf."""
         call = self._call("addcmul")
-        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
-        leaves = self._tensor_leaves([])
+        src, other1, other2 = broadcast_all(self, call, other1, other2)
+        a, b = _leaves_of(call, src, other1), _leaves_of(call, src, other2)
+        leaves = src._tensor_leaves([])
         out = [torch.addcmul(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
-        return self._rebuild(iter(out), check=call)
+        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
 
     def addcmul_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """In-place :meth:`addcmul`."""
@@ -328,12 +334,20 @@ class MathOps(CollectionPrimitives):
             if reduce:
                 joined = torch.cat([x.reshape(*bs, -1) for x in src._tensor_leaves([])], -1)
                 return torch.quantile(joined, q, -1, keepdim, interpolation=interpolation)
-            return src.apply(  # type: ignore[no-any-return]
-                lambda x: torch.quantile(
-                    x.reshape(*bs, -1), q, -1, keepdim, interpolation=interpolation
-                ),
-                batch_size=bs,
-            )
+            n = len(bs)
+
+            def per_feature(x: Any) -> Any:  # a nested TensorDict keeps its batch size
+                if not isinstance(x, Tensor):
+                    return x.quantile(q, "feature", keepdim, interpolation=interpolation)
+                return torch.quantile(
+                    x.reshape(*x.shape[:n], -1), q, -1, keepdim, interpolation=interpolation
+                )
+
+            return src.apply(per_feature, call_on_nested=True)  # type: ignore[no-any-return]
+        if reduce and dim is not None and not isinstance(dim, str):
+            (d,) = _batch_dims(self._call("quantile"), dim, len(bs))
+            joined = torch.cat(self._tensor_leaves([]), dim=d)  # feature dims kept
+            return torch.quantile(joined, q, d, keepdim, interpolation=interpolation)
         if reduce:
             joined = torch.cat([x.reshape(-1) for x in self._tensor_leaves([])])
             return torch.quantile(joined, q, interpolation=interpolation)

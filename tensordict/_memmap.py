@@ -364,11 +364,13 @@ class MemoryMappedTensor(MappedViews):
         0444) is mapped copy-on-write: writes stay in private memory, the file is untouched.
         """
         try:
-            return cls._wrap(_map_file(path, dtype, shape, normalised=True))
+            mapped = _map_file(path, dtype, shape, normalised=True)
         except RuntimeError:
             if os.access(path, os.W_OK) and not _read_only_mount(path):
                 raise
             return cls._wrap(_map_file(path, dtype, shape, normalised=True, writable=False))
+        mapped.__class__ = cls  # (a fresh object: no alias, as as_subclass makes)
+        return mapped  # type: ignore[return-value]
 
     @classmethod
     def _alloc(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -28,12 +31,16 @@ class Backing:
     __slots__ = ("__weakref__", "_storage", "filename", "nbytes", "shape")
 
     def __init__(
-        self, filename: str | None, storage: torch.UntypedStorage, shape: torch.Size
+        self,
+        filename: str | None,
+        storage: torch.UntypedStorage,
+        shape: torch.Size,
+        on_free: Callable[[Any], None] | None = None,
     ) -> None:
         self.filename = filename
         self.nbytes = storage.nbytes()
         self.shape = shape
-        self._storage = weakref.ref(storage)
+        self._storage = weakref.ref(storage, on_free)
 
     @property
     def buffer(self) -> torch.UntypedStorage:
@@ -56,16 +63,17 @@ class Backing:
 _BACKINGS: dict[int, Backing] = {}
 
 
-def _forget(address: int) -> None:
+def _forget(address: int, _ref: Any = None) -> None:
     _BACKINGS.pop(address, None)
 
 
 def register(storage: torch.UntypedStorage, filename: str | None, shape: torch.Size) -> Backing:
     """Record that ``storage`` is backed by ``filename`` (None: shared memory)."""
     address = storage.data_ptr()
-    backing = Backing(filename, storage, shape)
+    # the record goes when the storage does (a weakref callback: much cheaper than
+    # weakref.finalize, which a loader would pay once per leaf)
+    backing = Backing(filename, storage, shape, functools.partial(_forget, address))
     _BACKINGS[address] = backing
-    weakref.finalize(storage, _forget, address)
     return backing
 
 

@@ -318,12 +318,92 @@ class MemmapOps(CollectionPrimitives):
         return out  # type: ignore[no-any-return]
 
     def make_memmap(
-        self, key: Any, shape: Any, *, dtype: torch.dtype | None = None
+        self, key: Any, shape: Any, *, dtype: torch.dtype | None = None, robust_key: Any = True
     ) -> MemoryMappedTensor:
-        """A new memory-mapped leaf at ``key`` (in shared memory), returned for filling."""
+        """A new memory-mapped leaf at ``key`` (in shared memory), returned for filling;
+        a KeyError when ``key`` is already an entry."""
+        self._check_new_memmap_key("make_memmap", key)
         leaf = MemoryMappedTensor.empty(tuple(shape), dtype=dtype)
         self.set(key, leaf)
         return leaf
+
+    def make_memmap_from_tensor(
+        self, key: Any, tensor: Tensor, *, copy_data: bool = True, robust_key: Any = True
+    ) -> MemoryMappedTensor:
+        """A new memory-mapped leaf at ``key`` with the shape and dtype of ``tensor`` (and
+        its values unless ``copy_data=False``), returned; a KeyError when ``key`` exists.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({}, [2])
+        >>> td.make_memmap_from_tensor("a", torch.ones(2)).tolist(), td.is_memmap()
+        ([1.0, 1.0], True)
+        """
+        self._check_new_memmap_key("make_memmap_from_tensor", key)
+        leaf = MemoryMappedTensor.from_tensor(tensor, copy_data=copy_data)
+        self.set(key, leaf)
+        return leaf
+
+    def make_memmap_from_storage(
+        self,
+        key: Any,
+        storage: torch.UntypedStorage,
+        shape: Any,
+        *,
+        dtype: torch.dtype | None = None,
+        robust_key: Any = True,
+    ) -> MemoryMappedTensor:
+        """A new memory-mapped leaf at ``key`` viewing ``storage`` (a memory-mapped or
+        shared-memory storage) as ``shape`` and ``dtype``, returned; a KeyError when
+        ``key`` exists.
+
+        >>> import torch
+        >>> from tensordict import MemoryMappedTensor, TensorDict
+        >>> source = MemoryMappedTensor.zeros(2, 3)
+        >>> td = TensorDict({}, [2])
+        >>> td.make_memmap_from_storage("a", source.untyped_storage(), (2, 3)).shape
+        torch.Size([2, 3])
+        """
+        self._check_new_memmap_key("make_memmap_from_storage", key)
+        leaf = MemoryMappedTensor.from_storage(storage, shape=tuple(shape), dtype=dtype)
+        self.set(key, leaf)
+        return leaf
+
+    def _check_new_memmap_key(self, op: str, key: Any) -> None:
+        if key in self.keys(include_nested=True):
+            raise KeyError(
+                f"{self._call(op)}: key {key!r} is already an entry; a new memory-mapped "
+                "leaf needs a new key"
+            )
+
+    def memmap_refresh_(self, *, allow_pickle: bool | None = None) -> Self:
+        """Re-read the checkpoint this collection maps (its :attr:`saved_path`) and take
+        its entries as they are on disk now; a RuntimeError when it maps no checkpoint.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/ckpt"
+        >>> td = TensorDict({"a": torch.zeros(2)}, [2]).memmap(path)
+        >>> _ = TensorDict({"a": torch.ones(2)}, [2]).memmap(path, existsok=True)
+        >>> td.memmap_refresh_()["a"].tolist()
+        [1.0, 1.0]
+        """
+        path = self.saved_path
+        if not self.is_memmap() or path is None:
+            raise RuntimeError(
+                f"{self._call('memmap_refresh_')}: not memory-mapped from a checkpoint "
+                "(saved_path is None); nothing to refresh"
+            )
+        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle)
+        locked = self.is_locked
+        if locked:
+            self.unlock_()
+        try:
+            self.update(loaded)
+        finally:
+            if locked:
+                self.lock_()
+        return self
 
     @classmethod
     def load_memmap(
@@ -393,6 +473,28 @@ class MemmapOps(CollectionPrimitives):
     def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Alias of :meth:`memmap` (the checkpoint is written; a memory-mapped copy returned)."""
         return self.memmap(prefix, **kwargs)
+
+    def dumps(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
+        """Alias of :meth:`save` (upstream's other spelling).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.ones(1)}, [1]).dumps(tempfile.mkdtemp()).is_memmap()
+        True
+        """
+        return self.memmap(prefix, **kwargs)
+
+    def load_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
+        """Alias of :meth:`load_memmap_`: copy a checkpoint's values into this collection.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp()
+        >>> _ = TensorDict({"a": torch.ones(2)}, [2]).memmap(path)
+        >>> TensorDict({"a": torch.zeros(2)}, [2]).load_(path)["a"].tolist()
+        [1.0, 1.0]
+        """
+        return self.load_memmap_(prefix, **kwargs)
 
     @classmethod
     def load(cls, prefix: str | os.PathLike[str], **kwargs: Any) -> Any:

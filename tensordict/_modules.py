@@ -171,11 +171,22 @@ class _Swap:
         swapped: Any,
         unflag: list[tuple[set[str], str]] | None = None,
         copy_back: list[tuple[Tensor, Tensor]] | None = None,
+        originals: dict[str, Any] | None = None,
     ) -> None:
         self._restore = restore
         self._unflag = unflag or []
         self._copy_back = copy_back or []  # inplace=True: (module tensor, its saved value)
-        self.swapped = swapped
+        self._swapped = swapped
+        self._originals = originals  # built into ``swapped`` when first asked for
+
+    @property
+    def swapped(self) -> Any:
+        """The module's original tensors, as a TensorDict shaped like the one swapped in."""
+        if self._swapped is None and self._originals is not None:
+            from tensordict._td import TensorDict  # the concrete class sits above this mixin
+
+            self._swapped = _as_tree(TensorDict, self._originals)
+        return self._swapped
 
     def __enter__(self) -> Any:
         return self.swapped
@@ -317,9 +328,12 @@ def _map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any
     return {k: _map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
 
 
+_NO_BATCH = torch.Size([])
+
+
 def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
-    entries = {k: _as_tree(cls, v) if isinstance(v, dict) else v for k, v in nested.items()}
-    return cls._new_unsafe(entries, torch.Size([]), None, None)
+    entries = {k: _as_tree(cls, v) if type(v) is dict else v for k, v in nested.items()}
+    return cls._new_unsafe(entries, _NO_BATCH, None, None)
 
 
 class ModuleOps(CollectionPrimitives):
@@ -461,23 +475,23 @@ class ModuleOps(CollectionPrimitives):
         unflag: list[tuple[set[str], str]] = []
         try:
             for owner, kind, name, current, value, _ in plan:
-                origin: dict[str, Any] = getattr(owner, kind)
+                origin: dict[str, Any] = owner.__dict__[kind]
                 written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
                 del origin[name]
                 restore.append((written, origin, name, current))
                 written[name] = placed
-                flags = owner._non_persistent_buffers_set
-                if kind == "_parameters" and written is owner._buffers and name not in flags:
-                    flags.add(name)
-                    unflag.append((flags, name))
+                if written is not origin and kind == "_parameters":  # a parameter -> a buffer
+                    flags = owner._non_persistent_buffers_set
+                    if name not in flags:
+                        flags.add(name)
+                        unflag.append((flags, name))
         except BaseException:  # (an interrupt mid-way): put back what was swapped
             _Swap(restore, None, unflag).restore()
             raise
         if not return_swap:
             return None
+        if swap_dest is None:  # the TensorDict of originals is built only if asked for
+            return _Swap(restore, None, unflag, None, originals)
         from tensordict._td import TensorDict  # the concrete class sits above this mixin
 
-        swapped = _as_tree(TensorDict, originals)
-        if swap_dest is not None:
-            swapped = swap_dest.update(swapped)
-        return _Swap(restore, swapped, unflag)
+        return _Swap(restore, swap_dest.update(_as_tree(TensorDict, originals)), unflag)

@@ -75,6 +75,16 @@ class NonTensor:
     ) -> list[NonTensor]:
         raise NotImplementedError
 
+    def contiguous(self, *, canonical: bool = False) -> NonTensor:
+        """Non-tensor data is its own contiguous form: ``self``.
+
+        >>> from tensordict import NonTensorStack
+        >>> s = NonTensorStack("a", "b")
+        >>> s.contiguous() is s
+        True
+        """
+        return self
+
     def tolist(self) -> Any:
         raise NotImplementedError
 
@@ -562,7 +572,8 @@ class NonTensorStack(NonTensor):
         values = list(self.values)
         positions = self.positions.clone()
         src = as_stack(other)
-        positions[index] = src.positions.expand(sub_bs) + len(values)
+        shape = positions[index].shape  # sub_bs, and the stack's own extra dims after it
+        positions[index] = src.positions.expand(shape) + len(values)
         values.extend(src.values)
         return NonTensorStack._from_positions(values, positions, self.device)
 

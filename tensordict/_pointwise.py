@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
+from tensordict._nontensor_ops import apply_nontensor
+from tensordict._pointwise_extra import (
+    binary_with_default,
+    broadcast_operands,
+    broadcasts_with_batch,
+    expand_to_leaf,
+)
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import foreach
 
@@ -18,6 +26,7 @@ if TYPE_CHECKING:
 
 Operand = Any  # a TensorDict, a tensor or a Python number
 _ALL_LEAVES: Any = object()
+_COMMUTATIVE = ("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor")
 
 
 def _is_collection(obj: object) -> bool:
@@ -74,24 +83,44 @@ class PointwiseOps(CollectionPrimitives):
 
     # ----------------------------------------------------------------- engine
     def _unary(self, name: str, *args: Any) -> Self:
-        return self._rebuild(iter(_run(name, self._tensor_leaves([]), *args)))
+        out = self._rebuild(iter(_run(name, self._tensor_leaves([]), *args)))
+        return out.lock_() if self.is_locked else out
 
     def _unary_(self, name: str, *args: Any) -> Self:
         _run_(name, self._tensor_leaves([]), *args)
         return self
 
-    def _binary(self, name: str, other: Operand, **kwargs: Any) -> Self:
+    def _binary(self, name: str, other: Operand, default: Any = None, **kwargs: Any) -> Self:
+        out = self._binary_impl(name, other, default, **kwargs)
+        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
+
+    def _binary_impl(self, name: str, other: Operand, default: Any, **kwargs: Any) -> Self:
         call = f"{type(self).__name__}.{name}"
-        leaves = self._tensor_leaves([])
         if _is_collection(other):
-            out = _run(name, leaves, self._other_leaves(call, other), **kwargs)
-            return self._rebuild(iter(out), check=call)
+            if default is not None:
+                return binary_with_default(  # type: ignore[no-any-return]
+                    self, call, name, other, default, **kwargs
+                )
+            src = self
+            if other.shape != self.shape:
+                src, other = broadcast_operands(self, call, other)
+            out = _run(name, src._tensor_leaves([]), src._other_leaves(call, other), **kwargs)
+            result = src._rebuild(iter(out), check=call)
+            if name in NONTENSOR_OPS:
+                return apply_nontensor(name, src, other, result)  # type: ignore[no-any-return]
+            return result
         if isinstance(other, Tensor):
             fn = getattr(torch, name)
-            out = [fn(x, other, **kwargs) for x in leaves]
+            if other.ndim and broadcasts_with_batch(self, other):
+                # its dims line up with the batch dims, as upstream
+                src, other = broadcast_operands(self, call, other)
+                out = [fn(x, expand_to_leaf(other, x), **kwargs) for x in src._tensor_leaves([])]
+                return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+            # a number-like tensor, or one that only broadcasts with each leaf (torch)
+            out = [fn(x, other, **kwargs) for x in self._tensor_leaves([])]
             return self._rebuild(iter(out), check=call)
         if isinstance(other, numbers.Number):
-            return self._rebuild(iter(_run(name, leaves, other, **kwargs)))
+            return self._rebuild(iter(_run(name, self._tensor_leaves([]), other, **kwargs)))
         raise TypeError(
             f"{call}: the other operand must be a TensorDict, a tensor or a number, "
             f"got {type(other).__name__}"
@@ -116,7 +145,7 @@ class PointwiseOps(CollectionPrimitives):
 
     def _reflected(self, name: str, other: Operand) -> Self:
         """``other <op> self`` for a tensor or number on the left."""
-        if isinstance(other, numbers.Number) and name in ("add", "mul"):
+        if isinstance(other, numbers.Number) and name in _COMMUTATIVE:
             return self._binary(name, other)
         fn: Callable[..., Tensor] = getattr(torch, name)
         if not isinstance(other, (Tensor, numbers.Number)):
@@ -196,6 +225,15 @@ class PointwiseOps(CollectionPrimitives):
     def __or__(self, other: Operand) -> Self:
         return self._binary("bitwise_or", other)
 
+    def __rand__(self, other: Operand) -> Self:
+        return self._reflected("bitwise_and", other)
+
+    def __ror__(self, other: Operand) -> Self:
+        return self._reflected("bitwise_or", other)
+
+    def __rxor__(self, other: Operand) -> Self:
+        return self._reflected("bitwise_xor", other)
+
     def __xor__(self, other: Operand) -> Self:
         return self._binary("bitwise_xor", other)
 
@@ -226,7 +264,7 @@ class PointwiseOps(CollectionPrimitives):
         return self._binary("ge", other)
 
     # --------------------------------------------------------------- methods
-    def add(self, other: Operand, *, alpha: float | None = None) -> Self:
+    def add(self, other: Operand, *, alpha: float | None = None, default: Any = None) -> Self:
         """``self + alpha * other``, leaf by leaf.
 
         >>> import torch
@@ -235,8 +273,8 @@ class PointwiseOps(CollectionPrimitives):
         tensor([3., 3.])
         """
         if alpha is None:
-            return self._binary("add", other)
-        return self._binary("add", other, alpha=alpha)
+            return self._binary("add", other, default)
+        return self._binary("add", other, default, alpha=alpha)
 
     def add_(self, other: Operand, *, alpha: float | None = None) -> Self:
         """In-place :meth:`add`."""
@@ -244,11 +282,11 @@ class PointwiseOps(CollectionPrimitives):
             return self._binary_("add", other)
         return self._binary_("add", other, alpha=alpha)
 
-    def sub(self, other: Operand, *, alpha: float | None = None) -> Self:
+    def sub(self, other: Operand, *, alpha: float | None = None, default: Any = None) -> Self:
         """``self - alpha * other``, leaf by leaf."""
         if alpha is None:
-            return self._binary("sub", other)
-        return self._binary("sub", other, alpha=alpha)
+            return self._binary("sub", other, default)
+        return self._binary("sub", other, default, alpha=alpha)
 
     def sub_(self, other: Operand, *, alpha: float | None = None) -> Self:
         """In-place :meth:`sub`."""
@@ -256,41 +294,41 @@ class PointwiseOps(CollectionPrimitives):
             return self._binary_("sub", other)
         return self._binary_("sub", other, alpha=alpha)
 
-    def mul(self, other: Operand) -> Self:
+    def mul(self, other: Operand, *, default: Any = None) -> Self:
         """``self * other``, leaf by leaf."""
-        return self._binary("mul", other)
+        return self._binary("mul", other, default)
 
     def mul_(self, other: Operand) -> Self:
         """In-place :meth:`mul`."""
         return self._binary_("mul", other)
 
-    def div(self, other: Operand) -> Self:
+    def div(self, other: Operand, *, default: Any = None) -> Self:
         """``self / other``, leaf by leaf."""
-        return self._binary("div", other)
+        return self._binary("div", other, default)
 
     def div_(self, other: Operand) -> Self:
         """In-place :meth:`div`."""
         return self._binary_("div", other)
 
-    def pow(self, other: Operand) -> Self:
+    def pow(self, other: Operand, *, default: Any = None) -> Self:
         """``self ** other``, leaf by leaf."""
-        return self._binary("pow", other)
+        return self._binary("pow", other, default)
 
     def pow_(self, other: Operand) -> Self:
         """In-place :meth:`pow`."""
         return self._binary_("pow", other)
 
-    def maximum(self, other: Operand) -> Self:
+    def maximum(self, other: Operand, *, default: Any = None) -> Self:
         """The element-wise maximum with ``other``."""
-        return self._binary("maximum", other)
+        return self._binary("maximum", other, default)
 
     def maximum_(self, other: Operand) -> Self:
         """In-place :meth:`maximum`."""
         return self._binary_("maximum", other)
 
-    def minimum(self, other: Operand) -> Self:
+    def minimum(self, other: Operand, *, default: Any = None) -> Self:
         """The element-wise minimum with ``other``."""
-        return self._binary("minimum", other)
+        return self._binary("minimum", other, default)
 
     def minimum_(self, other: Operand) -> Self:
         """In-place :meth:`minimum`."""
@@ -327,17 +365,17 @@ class PointwiseOps(CollectionPrimitives):
             self._binary_("clamp_max", max)
         return self
 
-    def clamp_min(self, min: float) -> Self:
+    def clamp_min(self, min: Operand, *, default: Any = None) -> Self:
         """Clamp every leaf from below."""
-        return self._binary("clamp_min", min)
+        return self._binary("clamp_min", min, default)
 
     def clamp_min_(self, min: float) -> Self:
         """In-place :meth:`clamp_min`."""
         return self._binary_("clamp_min", min)
 
-    def clamp_max(self, max: float) -> Self:
+    def clamp_max(self, max: Operand, *, default: Any = None) -> Self:
         """Clamp every leaf from above."""
-        return self._binary("clamp_max", max)
+        return self._binary("clamp_max", max, default)
 
     def clamp_max_(self, max: float) -> Self:
         """In-place :meth:`clamp_max`."""

@@ -18,8 +18,8 @@ from torch import Tensor
 if TYPE_CHECKING:
     from typing import Self
 
+    from tensordict._base import DenseTensorDictBase
     from tensordict._keys import NestedKey
-    from tensordict._td import TensorDict
 
 Names = list[str | None] | None
 
@@ -34,6 +34,7 @@ class CollectionPrimitives:
     # the last three belong to mixins (consolidation record, context-manager stack) but
     # live here: only one base of a class may lay out slots
     __slots__ = (
+        "__weakref__",  # weakref.ref(td) works, as for tensors
         "_batch_size",
         "_consolidated",
         "_device",
@@ -171,7 +172,7 @@ class CollectionPrimitives:
         reassembled into the same kind (``self`` when every call returned its input)."""
 
     @abstractmethod
-    def _as_dense(self, call: str) -> TensorDict:
+    def _as_dense(self, call: str) -> DenseTensorDictBase:
         """A dense TensorDict with the same content, or an error naming ``call`` when that
         cannot be (members of different structure)."""
 
@@ -235,7 +236,7 @@ class CollectionPrimitives:
     if TYPE_CHECKING:  # written once on TensorDictBase, used by the operation mixins
 
         def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Self: ...
-        def densify(self) -> TensorDict: ...
+        def densify(self, layout: torch.layout | None = None) -> DenseTensorDictBase: ...
         def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self: ...
 
 
@@ -251,6 +252,15 @@ class DenseStorage(CollectionPrimitives):
         @classmethod
         def _new_unsafe(
             cls, entries: dict[str, Any], batch_size: torch.Size, device: Any, names: Any
+        ) -> Self: ...
+        def _checked_from_entries(
+            self,
+            entries: dict[str, Any],
+            batch_size: torch.Size,
+            device: torch.device | None,
+            names: list[str | None] | None,
+            call: str,
+            prefix: tuple[str, ...] = (),
         ) -> Self: ...
         def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
 

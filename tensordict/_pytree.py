@@ -25,6 +25,7 @@ from tensordict._torch_compat import (
     mapping_key,
     register_pytree_node,
     sequence_key,
+    unwrapping_vmap_outputs,
 )
 
 
@@ -37,7 +38,18 @@ def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
             keys.append(key)
             children.append(value)
             ndims.append(getattr(value, "ndim", 0))  # pytree may rebuild with any leaves
-    context = (type(td), keys, ndims, extras, td._batch_size, td._device, td._names, td._is_locked)
+    tensors = tuple(isinstance(v, Tensor) for v in children)
+    context = (
+        type(td),
+        keys,
+        ndims,
+        extras,
+        td._batch_size,
+        td._device,
+        td._names,
+        td._is_locked,
+        tensors,
+    )
     return children, context
 
 
@@ -46,14 +58,43 @@ def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
     return [(mapping_key(k), v) for k, v in zip(context[1], children, strict=True)], context
 
 
-def _unflatten(values: Any, context: Any) -> TensorDict:
-    cls, keys, ndims, extras, batch_size, device, names, locked = context
-    values = list(values)
+def _keeps_batch_size(
+    values: list[Any], ndims: list[int], tensors: tuple[bool, ...], batch_size: Any
+) -> bool:
+    """A jacobian from ``torch.func`` keeps the batch size: outside vmap, its leaves that
+    were tensors come back with more dims (``(*out_shape, *in_shape)``) or as collections
+    (a jacobian per input), all still starting with the batch size."""
+    if unwrapping_vmap_outputs():
+        return False
+    grew = False
+    n = len(batch_size)
+    for value, ndim, was_tensor in zip(values, ndims, tensors, strict=True):
+        if isinstance(value, Tensor):
+            if value.ndim < ndim or value.shape[:n] != batch_size:
+                return False
+            grew = grew or value.ndim > ndim
+        elif isinstance(value, (TensorDict, LazyStackedTensorDict)):
+            if value.batch_size[:n] != batch_size:
+                return False
+            grew = grew or was_tensor or value.ndim > ndim
+    return grew
+
+
+def _recomputed_batch_size(
+    values: list[Any], ndims: list[int], tensors: tuple[bool, ...], batch_size: Any
+) -> Any:
+    """The batch size grown or shrunk by as many dims as the leaves were (vmap); a
+    collection standing where a tensor was (a jacobian) offers its own batch size."""
     new_bs = batch_size
-    for value, ndim in zip(values, ndims, strict=True):
-        if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
+    for value, ndim, was_tensor in zip(values, ndims, tensors, strict=True):
+        if isinstance(value, Tensor) or (
+            isinstance(value, (TensorDict, LazyStackedTensorDict)) and not was_tensor
+        ):
             n = len(batch_size) + value.ndim - ndim
             new_bs = value.shape[: max(n, 0)]
+            break
+        if isinstance(value, (TensorDict, LazyStackedTensorDict)):
+            new_bs = value.batch_size
             break
     for value in values:
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
@@ -63,6 +104,16 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
                 while common < min(len(shape), len(new_bs)) and shape[common] == new_bs[common]:
                     common += 1
                 new_bs = new_bs[:common]
+    return new_bs
+
+
+def _unflatten(values: Any, context: Any) -> TensorDict:
+    cls, keys, ndims, extras, batch_size, device, names, locked, tensors = context
+    values = list(values)
+    if _keeps_batch_size(values, ndims, tensors, batch_size):
+        new_bs = batch_size
+    else:
+        new_bs = _recomputed_batch_size(values, ndims, tensors, batch_size)
     entries = dict(zip(keys, values, strict=True))
     for key, value in extras.items():
         entries[key] = value._with(torch.Size(new_bs), value.device)

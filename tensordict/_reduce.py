@@ -77,14 +77,16 @@ class ReduceOps(CollectionPrimitives):
         if dim is None:
             return self.apply(lambda x: _reduce(op, x, None, False, **kw), batch_size=[])
         if dim == "feature":
-            return self.apply(
-                lambda x: (
-                    _reduce(op, x, tuple(range(ndim, x.ndim)), keepdim, **kw)
-                    if x.ndim > ndim
-                    else x
-                ),
-                batch_size=bs,
-            )
+            # Each leaf over the dims past its own collection's batch dims (a nested
+            # TensorDict keeps its batch size); a leaf with no feature dim counts as one.
+            def per_feature(x: Any) -> Any:
+                if not isinstance(x, Tensor):
+                    return x._per_leaf(op, call, dim, keepdim, **kw)
+                flat = x.flatten(ndim, -1) if x.ndim > ndim else x.unsqueeze(-1)
+                out = _reduce(op, flat, (ndim,), keepdim, **kw)
+                return out.reshape(*x.shape[:ndim], *[1] * (x.ndim - ndim)) if keepdim else out
+
+            return self.apply(per_feature, call_on_nested=True)
         if isinstance(dim, str):
             raise ValueError(f"{call}: dim must be an int, a tuple of ints, 'feature' or None")
         dims = _batch_dims(call, dim, ndim)
@@ -113,15 +115,25 @@ class ReduceOps(CollectionPrimitives):
         if not leaves:
             raise ValueError(f"{call}: reduce=True needs at least one tensor leaf")
         ndim = len(self._batch_size)
-        # Every leaf becomes [*batch, features]; the leaves are joined on the feature dim.
-        joined = torch.cat([x.reshape(*self._batch_size, -1) for x in leaves], dim=-1)
-        if dim is None:
-            return _reduce(op, joined, None, False, **kw)
-        if dim == "feature":
+        if dim is None or dim == "feature":
+            # Every leaf becomes [*batch, features]; the leaves are joined on the feature dim.
+            joined = torch.cat([x.reshape(*self._batch_size, -1) for x in leaves], dim=-1)
+            if dim is None:
+                return _reduce(op, joined, None, False, **kw)
             return _reduce(op, joined, (ndim,), keepdim, **kw)
         if isinstance(dim, str):
             raise ValueError(f"{call}: dim must be an int, a tuple of ints, 'feature' or None")
-        return _reduce(op, joined, (*_batch_dims(call, dim, ndim), ndim), keepdim, **kw)
+        # Over batch dims: the leaves are joined along the (first) reduced dim and keep
+        # their feature dims, which must then agree.
+        dims = _batch_dims(call, dim, ndim)
+        try:
+            joined = torch.cat(leaves, dim=dims[0])
+        except RuntimeError as err:
+            raise ValueError(
+                f"{call}: reduce=True over batch dims joins the leaves along dim {dims[0]}, "
+                f"which needs them to share their other dims: {err}"
+            ) from None
+        return _reduce(op, joined, dims, keepdim, **kw)
 
     def sum(
         self,

@@ -16,7 +16,7 @@ from tensordict._primitives import CollectionPrimitives, as_collection
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 Names = list[str | None] | None
 
@@ -31,10 +31,50 @@ def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
     return dims
 
 
+def _lazy_legacy() -> bool:
+    from tensordict._switches import lazy_legacy
+
+    return bool(lazy_legacy())
+
+
+class GatherIndexError(ValueError, NotImplementedError):
+    """A gather index whose dims are not the batch dims (upstream: NotImplementedError)."""
+
+
+class PermuteError(ValueError, RuntimeError):
+    """Dims that are not a permutation of the batch dims (either type catches it)."""
+
+
+class PermuteIndexError(ValueError, IndexError):
+    """A permute dim out of range (either type catches it)."""
+
+
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
         raise dim_error(call, dim, ndim)
     return dim % ndim
+
+
+def _split_check(call: str, bs: torch.Size, split_size: Any, dim: int) -> int:
+    """The normalised dim of ``split``, after upstream's checks (and their words)."""
+    n = len(bs)
+    if not -n <= dim < n:
+        raise IndexError(f"{call}: Incompatible dim {dim} for a batch of {n} dims")
+    d = dim % n
+    if isinstance(split_size, int) and not isinstance(split_size, bool):
+        if split_size <= 0:
+            raise ValueError(f"{call}: split_size must be positive, got {split_size}.")
+        return d
+    if not isinstance(split_size, (list, tuple)) or not all(isinstance(s, int) for s in split_size):
+        raise TypeError(f"{call}: split_size must be int or list of ints, got {split_size!r}")
+    if not split_size:
+        raise RuntimeError(f"{call}: Insufficient number of elements in split_size []")
+    if sum(split_size) != bs[d]:
+        raise RuntimeError(
+            f"{call}: split_with_sizes expects split_size to sum exactly to {bs[d]} (the "
+            f"size of batch dim {d}), got {list(split_size)}"
+        )
+    return d
 
 
 def _dummy(bs: torch.Size) -> Tensor:
@@ -141,18 +181,45 @@ class ShapeOps(CollectionPrimitives):
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)
+        if _lazy_legacy():  # upstream's legacy views: undoing a view gives its source back
+            call = self._call("view")
+            new_bs = _infer_shape(call, _dims_arg(call, shape), self._batch_size)
+            if new_bs == self._batch_size:
+                return self
+            last = getattr(self, "_last_op", None)
+            if (
+                last is not None
+                and last[0] == "view"
+                and last[2] is not None
+                and last[2].batch_size == new_bs
+            ):
+                return last[2]  # type: ignore[no-any-return]
         return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
-        call = f"{type(self).__name__}.{method}"
+        call = self._call(method)
         bs = self._batch_size
-        new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
+        if len(shape) == 1 and type(shape[0]) is int and shape[0] == bs.numel():
+            new_bs = torch.Size(shape)  # one dim holding every element: nothing to infer
+        else:
+            new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
         if new_bs == bs:
-            return self._remap(self._call(method), _shallow, bs, self._names_kept())
+            return self._remap(call, _shallow, bs, self._names_kept())
         n = len(bs)
-        if len(new_bs) == 1 and n > 1 and method == "reshape":
+        if len(new_bs) == 1 and n > 1:
             # merging every batch dim: flatten needs no per-leaf target shape
-            return self._remap(self._call(method), lambda x: x.flatten(0, n - 1), new_bs, None)
+            if method == "reshape":
+                return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
+
+            def merged(x: Any) -> Any:
+                if isinstance(x, Tensor):
+                    out = x.flatten(0, n - 1)
+                    if out._is_view() or not out.numel():
+                        return out
+                # a nested collection, or flatten copied (then view raises torch's error)
+                return x.view(*new_bs, *x.shape[n:])
+
+            return self._remap(call, merged, new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
         as_view = method == "view"
 
@@ -165,7 +232,7 @@ class ShapeOps(CollectionPrimitives):
                 return x.view(()) if as_view else x.reshape(())
             return x.view(*target) if as_view else x.reshape(*target)
 
-        return self._remap(self._call(method), fn, new_bs, None)
+        return self._remap(call, fn, new_bs, None)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1, inplace: bool = False) -> Self:
         """Merge batch dims ``start_dim..end_dim`` into one.
@@ -256,15 +323,33 @@ class ShapeOps(CollectionPrimitives):
         """Reorder the batch dims."""
         order = _dims_arg(self._call("permute"), dims)
         n = len(self._batch_size)
-        norm = tuple(_norm(self._call("permute"), d, n) for d in order)
+        if len(order) != n:
+            raise PermuteError(
+                f"{self._call('permute')}: dims {order} name {len(order)} dims, the batch has {n}"
+            )
+        try:
+            norm = tuple(_norm(self._call("permute"), d, n) for d in order)
+        except IndexError as err:
+            raise PermuteIndexError(str(err)) from None
         if sorted(norm) != list(range(n)):
-            raise ValueError(
+            raise PermuteError(
                 f"{self._call('permute')}: dims {order} are not a permutation of the {n} batch dims"
             )
+        swapped = [i for i, d in enumerate(norm) if i != d]
+        if not swapped:  # the identity, as upstream: the collection itself
+            return self
+        last = getattr(self, "_last_op", None)
+        if (
+            last is not None
+            and last[0] == "permute"
+            and last[2] is not None
+            and _lazy_legacy()
+            and all(last[1][0][d] == i for i, d in enumerate(norm))
+        ):
+            return last[2]  # type: ignore[no-any-return]  # legacy: undone, the source
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
         names = None if self._names is None else [self._names[d] for d in norm]
-        swapped = [i for i, d in enumerate(norm) if i != d]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
             out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
@@ -310,8 +395,18 @@ class ShapeOps(CollectionPrimitives):
         )
 
     def expand_as(self, other: Tensor | CollectionPrimitives) -> Self:
-        """Expand to the shape (batch size) of ``other``."""
-        return self.expand(other.shape)
+        """Expand to the shape of ``other``: a tensor's shape as batch size, or, for a
+        TensorDict, each leaf to the shape of ``other``'s leaf at the same key (upstream).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.ones(3, 1), batch_size=[3])
+        >>> td.expand_as(TensorDict(a=torch.zeros(2, 3, 5), batch_size=[2, 3]))["a"].shape
+        torch.Size([2, 3, 5])
+        """
+        if isinstance(other, Tensor):
+            return self.expand(other.shape)
+        return self.apply(lambda x, y: x.expand_as(y), other, batch_size=other.batch_size)
 
     def broadcast_to(self, shape: Sequence[int]) -> Self:
         """Alias of :meth:`expand` with one shape argument."""
@@ -331,14 +426,17 @@ class ShapeOps(CollectionPrimitives):
         bs = self._batch_size
         n = len(bs)
         new_bs = _shape_via(self._call("repeat"), bs, lambda d: d.repeat(reps).shape)
+        names = None
+        if self._names is not None:  # the dims keep their names; new leading dims have none
+            names = [None] * (len(new_bs) - n) + list(self._names)
         return self._remap(
-            self._call("repeat"), lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, None
+            self._call("repeat"), lambda x: x.repeat((*reps, *([1] * (x.ndim - n)))), new_bs, names
         )
 
     # --------------------------------------------------------- slicing kinds
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
-        d = _norm(self._call("split"), dim, len(self._batch_size))
+        d = _split_check(self._call("split"), self._batch_size, split_size, dim)
         sizes = _shape_via(
             self._call("split"),
             self._batch_size,
@@ -438,9 +536,9 @@ class ShapeOps(CollectionPrimitives):
         n = len(self._batch_size)
         d = _norm(self._call("gather"), dim, n)
         if index.ndim != n:
-            raise ValueError(
+            raise GatherIndexError(
                 f"{type(self).__name__}.gather: index must have {n} dims (the batch dims), got "
-                f"shape {tuple(index.shape)}"
+                f"shape {tuple(index.shape)} (index.ndim={index.ndim})"
             )
         new_bs = _shape_via(
             self._call("gather"), self._batch_size, lambda t: t.gather(d, index).shape
@@ -627,7 +725,7 @@ def _padded(td: Any, like: Any, value: Any) -> Any:
     return td
 
 
-def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDict:
+def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:
     """Pad the batch dims: ``pad_size`` holds (before, after) pairs from the first dim on.
 
     >>> import torch

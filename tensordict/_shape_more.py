@@ -38,11 +38,22 @@ class MoreShapeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2, 3, 4), batch_size=[2, 3, 4]).movedim(0, -1).batch_size
         torch.Size([3, 4, 2])
         """
+        call = self._call("movedim")
         n = len(self._batch_size)
+        if isinstance(source, int) != isinstance(destination, int) or (
+            not isinstance(source, int) and len(source) != len(destination)  # type: ignore[arg-type]
+        ):
+            raise ValueError(
+                f"{call}: source {source} and destination {destination} must have the same "
+                "number of elements"
+            )
         # a zero-memory dummy whose dim i has size i + 1: its moved shape spells the order
         dummy = torch.zeros(()).expand(*range(1, n + 1))
-        order = [s - 1 for s in dummy.movedim(source, destination).shape]  # type: ignore[arg-type]
-        return self.permute(*order)
+        try:
+            moved = dummy.movedim(source, destination)  # type: ignore[arg-type]
+        except RuntimeError as err:  # repeated dims: torch's words, without its backticks
+            raise RuntimeError(f"{call}: {str(err).replace('`', '')}") from None
+        return self.permute(*[s - 1 for s in moved.shape])
 
     moveaxis = movedim
 
@@ -64,7 +75,7 @@ class MoreShapeOps(CollectionPrimitives):
                 [3, 2]])
         """
         if len(self._batch_size) < 2:
-            raise RuntimeError(f"{self._call('fliplr')}: needs at least 2 batch dims")
+            raise RuntimeError(f"{self._call('fliplr')}: requires at least 2 batch dims")
         return self.flip(1)
 
     def flipud(self) -> Self:
@@ -84,6 +95,8 @@ class MoreShapeOps(CollectionPrimitives):
         """
         call = self._call("rot90")
         n = len(self._batch_size)
+        if n < 2:
+            raise RuntimeError(f"{call}: requires at least 2 batch dims, got {n}")
         d = tuple(_norm(call, x, n) for x in dims)
         new_bs = _shape_via(call, self._batch_size, lambda t: t.rot90(k, d).shape)
         return self._remap(call, lambda x: x.rot90(k, d), new_bs, None)
@@ -135,7 +148,7 @@ class MoreShapeOps(CollectionPrimitives):
             call,
             lambda x: x.repeat_interleave(repeats, d, output_size=output_size),
             new_bs,
-            None,
+            None if self._names is None else list(self._names),  # the dims keep their names
         )
 
     def tensor_split(
@@ -175,16 +188,18 @@ class MoreShapeOps(CollectionPrimitives):
         return out
 
     def atleast_3d(self) -> Self:
-        """The collection with at least three batch dims (``torch.atleast_3d``: a 1-d
-        batch ``(n,)`` becomes ``(1, n, 1)``, a 2-d one ``(m, n, 1)``)."""
-        n = len(self._batch_size)
-        if n == 0:
-            return self.unsqueeze(0).unsqueeze(0).unsqueeze(0)
-        if n == 1:
-            return self.unsqueeze(0).unsqueeze(-1)
-        if n == 2:
-            return self.unsqueeze(-1)
-        return self
+        """The collection with at least three batch dims, new dims in front as upstream
+        (so ``(n,)`` becomes ``(1, 1, n)`` and ``(m, n)`` becomes ``(1, m, n)``, where
+        ``torch.atleast_3d`` of a tensor gives ``(1, n, 1)`` and ``(m, n, 1)``).
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict(batch_size=[2, 3]).atleast_3d().batch_size
+        torch.Size([1, 2, 3])
+        """
+        out = self
+        while len(out.batch_size) < 3:
+            out = out.unsqueeze(0)
+        return out
 
     # -------------------------------------------- entries joined into one
     def cat_tensors(

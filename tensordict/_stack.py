@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
+from tensordict._nontensor import MetaData, NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._switches import capture_non_tensor_stack
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import TensorDictBase
 
 
 def _check_members(call: str, tds: Sequence[Any]) -> None:
@@ -34,6 +35,11 @@ def _check_members(call: str, tds: Sequence[Any]) -> None:
 
 def same_structure(tds: Sequence[Any]) -> bool:
     """Whether the TensorDicts can be stacked densely (see the module docstring)."""
+    if any(td._stack_parts() is not None for td in tds):  # lazy stacks: by their dense form
+        try:
+            tds = [td._as_dense("same_structure") for td in tds]
+        except RuntimeError:
+            return False
     first = tds[0]
     keys = first._tensordict.keys()
     for td in tds[1:]:
@@ -70,7 +76,11 @@ def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
 
 
 def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
-    if _all_equal(values):
+    # equal values stay one NonTensorData unless set_capture_non_tensor_stack(False) asks
+    # for a stack (MetaData always stays one)
+    flag = capture_non_tensor_stack(allow_none=True)
+    capture = flag is not False or all(isinstance(v, MetaData) for v in values)
+    if capture and _all_equal(values):
         return values[0]._with(new_bs, values[0].device)
     return _joined(values, torch.stack, dim)
 
@@ -87,7 +97,7 @@ class _NotDense(Exception):
     """The members differ in structure: the stack must be lazy."""
 
 
-def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
+def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDictBase:
     """Stack members of one structure; raises _NotDense as soon as they differ.
 
     The structure is checked as the columns are built (same key count, every key present,
@@ -122,11 +132,14 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDict:
                 raise _NotDense
             if any(v._batch_size != value._batch_size for v in column):
                 raise _NotDense
-            entries[key] = _dense_stack(column, dim)
+            try:  # a nested level that differs becomes a lazy stack under a dense parent
+                entries[key] = _dense_stack(column, dim)
+            except _NotDense:
+                entries[key] = stack(column, dim)
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]
-    out: TensorDict = first._new_unsafe(entries, new_bs, _common_device(tds), names)
+    out: TensorDictBase = first._new_unsafe(entries, new_bs, _common_device(tds), names)
     return out
 
 
@@ -170,8 +183,12 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     return LazyStackedTensorDict(tds, stack_dim=dim)
 
 
-def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
-    """Concatenate TensorDicts with the same keys along an existing batch dim.
+def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Concatenate TensorDicts with the same keys along an existing batch dim (written
+    into the leaves of ``out`` when given, which is returned).
+
+    With a lazy stack among them the result is a lazy stack (dense ones are cut along its
+    stack dim); ``out`` receives the result in place and is returned.
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -181,6 +198,54 @@ def cat(tds: Sequence[Any], dim: int = 0) -> TensorDict:
     """
     tds = list(tds)
     _check_members("torch.cat", tds)
+    if any(td._stack_parts() is not None for td in tds):
+        result = _lazy_cat(tds, dim)
+    else:
+        result = _cat_dense(tds, dim)
+    if out is None:
+        return result
+    if out._batch_size != result._batch_size:
+        raise RuntimeError(
+            f"torch.cat: out has batch_size {tuple(out._batch_size)}, the result "
+            f"{tuple(result._batch_size)}"
+        )
+    return out.update_(result)
+
+
+def _lazy_cat(tds: list[Any], dim: int) -> Any:
+    """Concatenate when some are lazy stacks: along their stack dim the members are joined,
+    along another dim the members are concatenated pairwise (one count of members)."""
+    from tensordict._lazy import LazyStackedTensorDict
+
+    n = len(tds[0]._batch_size)
+    if not -n <= dim < n:
+        raise IndexError(f"torch.cat: dim {dim} is out of range for {n} batch dims")
+    dim %= n
+    stack_dim = next(td._stack_parts()[0] for td in tds if td._stack_parts() is not None)
+    groups = []
+    for td in tds:
+        parts = td._stack_parts()
+        if parts is not None and parts[0] == stack_dim:
+            groups.append(list(parts[1]))
+        else:
+            groups.append(list(td.unbind(stack_dim)))
+    if dim == stack_dim:
+        members = [m for g in groups for m in g]
+        bs = list(tds[0]._batch_size)
+        bs[dim] = sum(td._batch_size[dim] for td in tds)
+        return LazyStackedTensorDict(*members, stack_dim=stack_dim, batch_size=bs)
+    counts = {len(g) for g in groups}
+    if len(counts) != 1:
+        raise RuntimeError(
+            f"torch.cat: along dim {dim} (not the stack dim {stack_dim}) the lazy stacks must "
+            f"hold the same number of stacked tensordicts; got {[len(g) for g in groups]}"
+        )
+    inner = dim if dim < stack_dim else dim - 1
+    members = [cat(list(column), inner) for column in zip(*groups, strict=True)]
+    return LazyStackedTensorDict(*members, stack_dim=stack_dim)
+
+
+def _cat_dense(tds: list[Any], dim: int) -> TensorDictBase:
     tds = [td._as_dense("torch.cat") for td in tds]
     n = len(tds[0]._batch_size)
     if n == 0:
@@ -198,19 +263,22 @@ def _mixed_kinds(prefix: tuple[str, ...], key: str, column: list[Any]) -> TypeEr
     )
 
 
-def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDict:
+def _where(prefix: tuple[str, ...]) -> str:
+    return "/".join(prefix) or "the top level"
+
+
+def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDictBase:
     first = tds[0]
     n_keys = len(first._tensordict)
-    where = "/".join(prefix) or "the top level"
-    for i, td in enumerate(tds):
+    bs = first._batch_size
+    names, device = first._names, first._device  # kept when every member has them
+    for i, td in enumerate(tds):  # key counts first: a missing key is the clearer error
         if len(td._tensordict) != n_keys:
             raise KeyError(
-                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at {where}, "
-                f"expected {sorted(first._tensordict)}"
+                f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at "
+                f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             )
-    bs = first._batch_size
-    new_bs = list(bs)
-    new_bs[dim] = 0
+    size = 0
     for i, td in enumerate(tds):
         other = td._batch_size
         if other != bs and (
@@ -220,7 +288,13 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: batch sizes must match except in dim {dim}; got "
                 f"{tuple(bs)} and {tuple(other)} at position {i}"
             )
-        new_bs[dim] += other[dim]
+        size += other[dim]
+        if names is not None and td._names != names:
+            names = None
+        if device is not None and td._device != device:
+            device = None
+    new_bs = list(bs)
+    new_bs[dim] = size
     entries: dict[str, Any] = {}
     for key, value in first._tensordict.items():
         try:
@@ -229,7 +303,7 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
             bad = next(i for i, td in enumerate(tds) if key not in td._tensordict)
             raise KeyError(
                 f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
-                f"{where}, expected {sorted(first._tensordict)}"
+                f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             ) from None
         if isinstance(value, Tensor):
             try:  # torch.cat itself refuses a column that is not all tensors
@@ -243,7 +317,9 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
         else:
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _mixed_kinds(prefix, key, column)
-            entries[key] = _dense_cat(column, dim, (*prefix, key))
-    names = first._names if all(td._names == first._names for td in tds) else None
-    out: TensorDict = first._new_unsafe(entries, torch.Size(new_bs), _common_device(tds), names)
+            if any(v._stack_parts() is not None for v in column):  # ragged lazy entries
+                entries[key] = _lazy_cat(column, dim)
+            else:
+                entries[key] = _dense_cat(column, dim, (*prefix, key))
+    out: TensorDictBase = first._new_unsafe(entries, torch.Size(new_bs), device, names)
     return out

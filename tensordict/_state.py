@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -18,8 +18,9 @@ from tensordict._primitives import CollectionPrimitives, DenseStorage
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
+_Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 _BATCH = "__batch_size"
 _DEVICE = "__device"
 
@@ -28,8 +29,8 @@ def _plain(td: Any) -> dict[str, Any]:
     """The entries as nested (batch_size, device, entries) triples, for pickling."""
     out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, (Tensor, NonTensor)):
-            out[key] = value
+        if isinstance(value, (Tensor, NonTensor)) or type(value) is not type(td):
+            out[key] = value  # a leaf, a tensorclass or a lazy stack: pickled as itself
         else:
             out[key] = (
                 tuple(value._batch_size),
@@ -42,13 +43,13 @@ def _plain(td: Any) -> dict[str, Any]:
 
 
 def _from_plain(
-    cls: type[TensorDict],
+    cls: Callable[..., _Dense],
     batch_size: tuple[int, ...],
     device: torch.device | None,
     entries: dict[str, Any],
     names: list[str | None] | None = None,
     locked: bool = False,
-) -> TensorDict:
+) -> _Dense:
     """Rebuild a pickled TensorDict; validated like construction (pickles may be foreign)."""
     nested = {
         key: _from_plain(cls, *value) if isinstance(value, tuple) else value
@@ -142,6 +143,10 @@ class DenseStateOps(DenseStorage):
         >>> dst.batch_size, dst["b", "c"]
         (torch.Size([3]), tensor([1., 1., 1.]))
         """
+        if "_tensordict" in state_dict and "_non_tensordict" in state_dict:
+            # a tensorclass's legacy state: its entries wrapped under "_tensordict"
+            legacy = state_dict["_tensordict"]
+            state_dict = {**legacy, **state_dict["_non_tensordict"]}
         nested = _nest(state_dict, from_flatten)
         was_empty = not self._tensordict
         if self._is_locked and was_empty and _paths_of_nested(nested):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from torch import Size, Tensor
 
 from tensordict._batch import starts_with
-from tensordict._keys import NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import NestedKey, join_path, key_path, locked_error, missing_key_error
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import default_is_leaf
@@ -15,11 +15,30 @@ from tensordict._views import default_is_leaf
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
+
+
+class KeyCollisionError(KeyError, ValueError):
+    """Keys that collide when flattened or unflattened (upstream raises KeyError)."""
+
+    def __str__(self) -> str:  # the message as written, not the repr KeyError gives
+        return str(self.args[0]) if self.args else ""
 
 
 def _is_nested(value: Any) -> bool:
     return not isinstance(value, (Tensor, NonTensor))
+
+
+def _stack_at(td: DenseTensorDictBase, path: tuple[str, ...]) -> int:
+    """How many parts of ``path`` lead to a ragged lazy stack nested in ``td`` (0: none)."""
+    node: Any = td
+    for i, part in enumerate(path[:-1]):
+        node = node._tensordict.get(part)
+        if node is None or not _is_nested(node):
+            return 0
+        if not hasattr(node, "_tensordict"):
+            return i + 1
+    return 0
 
 
 class StructureOps(CollectionPrimitives):
@@ -27,7 +46,13 @@ class StructureOps(CollectionPrimitives):
 
     __slots__ = ()
 
-    def select(self, *keys: NestedKey, inplace: bool = False, strict: bool = True) -> Self:
+    def select(
+        self,
+        *keys: NestedKey,
+        inplace: bool = False,
+        strict: bool = True,
+        as_tensordict: bool = False,
+    ) -> Self:
         """A TensorDict holding only ``keys`` (nested ones keep their path).
 
         With ``strict=False`` missing keys are ignored; with ``inplace`` the others are removed.
@@ -41,6 +66,8 @@ class StructureOps(CollectionPrimitives):
         """
         call = self._call("select")
         paths = [key_path(k, call) for k in keys]
+        if as_tensordict:  # a plain TensorDict (a tensorclass gives its entries)
+            return self.to_tensordict()._per_member(_select, paths, inplace, strict, call)  # type: ignore[attr-defined,no-any-return]
         return self._per_member(_select, paths, inplace, strict, call)
 
     def exclude(self, *keys: NestedKey, inplace: bool = False) -> Self:
@@ -90,8 +117,18 @@ class StructureOps(CollectionPrimitives):
         """
         return self._per_member(_unflatten_keys, separator, inplace, self._call("unflatten_keys"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(
+        self,
+        *,
+        retain_none: bool = True,
+        convert_tensors: bool | str = False,
+        tolist_first: bool = False,
+    ) -> dict[str, Any]:
         """Nested plain dicts of the entries (non-tensor entries as their values).
+
+        ``retain_none=False`` leaves out None entries; ``convert_tensors`` turns the
+        tensors into lists (``"numpy"``: arrays); ``tolist_first`` turns nested
+        TensorDicts with more batch dims into lists (see :meth:`tolist`).
 
         ``td.flatten_keys(".").to_dict()`` is what ``torch.func.functional_call`` takes.
 
@@ -99,8 +136,21 @@ class StructureOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict({"a": {"b": torch.zeros(1)}, "s": "x"}, [1]).to_dict()
         {'a': {'b': tensor([0.])}, 's': 'x'}
+
+        ``convert_tensors=True`` gives tensors as lists; ``retain_none`` is taken for
+        upstream's signature (None entries are never stored here).
         """
-        return _to_dict(self._as_dense(self._call("to_dict")))
+        dense = self._as_dense(self._call("to_dict"))
+        if retain_none and not convert_tensors and not tolist_first:
+            return _to_dict(dense)
+        from tensordict._tolist import to_dict
+
+        return to_dict(
+            dense,
+            retain_none=retain_none,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def empty(self, recurse: bool = False) -> Self:
         """A collection of the same kind, batch size and device, with no entries.
@@ -120,16 +170,21 @@ class StructureOps(CollectionPrimitives):
         return not any(leaf(type(v)) for v in self.values(True, True))
 
 
-def _shell(td: TensorDict) -> TensorDict:
+def _shell(td: DenseTensorDictBase) -> DenseTensorDictBase:
     return td._new_unsafe({}, td._batch_size, td._device, td._names)
 
 
 def _select(
-    td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
-) -> TensorDict:
+    td: DenseTensorDictBase, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
+) -> DenseTensorDictBase:
     out = _shell(td)
     missing = []
+    under: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # paths below ragged stacks
     for path in paths:
+        i = _stack_at(td, path)
+        if i:
+            under.setdefault(path[:i], []).append(path[i:])
+            continue
         value = td._get_path_or_none(path)
         if value is None:
             missing.append(join_path(path))
@@ -143,7 +198,17 @@ def _select(
                     {}, src._batch_size, src._device, src._names
                 )
             node = node._tensordict[part]
-        node._tensordict[path[-1]] = _copy_structure(value) if _is_nested(value) else value
+        node._tensordict[path[-1]] = (
+            value._per_member(_copy_structure) if _is_nested(value) else value
+        )
+    for prefix, rest in under.items():
+        stack = td._get_path_or_none(prefix).select(*rest, strict=strict)
+        if prefix[:-1] and out._get_path_or_none(prefix[:-1]) is None:
+            out._set_path(prefix, stack, call)
+        else:
+            (out._get_path_or_none(prefix[:-1]) if prefix[:-1] else out)._tensordict[prefix[-1]] = (
+                stack
+            )
     if missing and strict:
         raise KeyError(
             f"{call}: keys not found: {missing} (pass strict=False to ignore missing keys)"
@@ -154,9 +219,16 @@ def _select(
     return out
 
 
-def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: str) -> TensorDict:
+def _exclude(
+    td: DenseTensorDictBase, paths: list[tuple[str, ...]], inplace: bool, call: str
+) -> DenseTensorDictBase:
     out = _copy_structure(td)
     for path in paths:
+        i = _stack_at(out, path)
+        if i:  # below a ragged lazy stack: it excludes the rest itself
+            holder = out._get_path_or_none(path[: i - 1]) if i > 1 else out
+            holder._tensordict[path[i - 1]] = holder._tensordict[path[i - 1]].exclude(path[i:])
+            continue
         parent = out._get_path_or_none(path[:-1]) if len(path) > 1 else out
         if parent is not None and _is_nested(parent):
             parent._tensordict.pop(path[-1], None)
@@ -166,19 +238,17 @@ def _exclude(td: TensorDict, paths: list[tuple[str, ...]], inplace: bool, call: 
     return out
 
 
-def _replace_entries(td: TensorDict, other: TensorDict, call: str) -> None:
+def _replace_entries(td: DenseTensorDictBase, other: DenseTensorDictBase, call: str) -> None:
     if td._is_locked:
-        raise RuntimeError(
-            f"{call}: cannot remove keys in place: the {type(td).__name__} is locked "
-            "(call unlock_() first)"
-        )
+        removed = [k for k in td._tensordict if k not in other._tensordict]
+        raise locked_error(call, removed[0] if removed else (), "remove")
     td._tensordict.clear()
     td._tensordict.update(other._tensordict)
 
 
 def _rename_key(
-    td: TensorDict, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
-) -> TensorDict:
+    td: DenseTensorDictBase, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
+) -> DenseTensorDictBase:
     value = td._get_path_or_none(old)
     if value is None:
         parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
@@ -186,7 +256,8 @@ def _rename_key(
     if old == new:
         return td
     shorter = min(len(old), len(new))
-    if old[:shorter] == new[:shorter]:
+    moves_up = len(new) < len(old) and old[: len(new)] == new  # replaces its own ancestor
+    if old[:shorter] == new[:shorter] and not moves_up:
         raise ValueError(
             f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
             "lies inside the other"
@@ -194,14 +265,18 @@ def _rename_key(
     if safe and td._get_path_or_none(new) is not None:
         raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
     if td._is_locked:
-        raise RuntimeError(f"{call}: cannot rename keys: the {type(td).__name__} is locked")
+        raise locked_error(call, join_path(old), "rename")
     td._set_path(new, value, call)
+    if moves_up:  # the old key went with the ancestor it replaced
+        return td
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
     del parent._tensordict[old[-1]]
     return td
 
 
-def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+def _flatten_keys(
+    td: DenseTensorDictBase, separator: str, inplace: bool, call: str
+) -> DenseTensorDictBase:
     entries: dict[str, Any] = {}
     _flatten_into(td, "", separator, entries, call)
     out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
@@ -212,7 +287,7 @@ def _flatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> T
 
 
 def _unflatten_node(
-    root: dict[str, Any], td: TensorDict, prefix: str, key: str, separator: str, call: str
+    root: dict[str, Any], td: DenseTensorDictBase, prefix: str, key: str, separator: str, call: str
 ) -> tuple[dict[str, Any], Size]:
     """The entries (and batch size) of the nested level ``prefix``, made where missing."""
     node, owner_bs = root, td._batch_size
@@ -229,20 +304,23 @@ def _unflatten_node(
             child = node[part] = td._new_unsafe({}, owner_bs, td._device, td._names)
             node = child._tensordict
         except AttributeError:  # a tensor or non-tensor leaf holds that name
-            raise ValueError(
-                f"{call}: key {key!r} needs {part!r} to be nested, but it holds a leaf"
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} needs {part!r} to be nested, but it holds a leaf"
             ) from None
     return node, owner_bs
 
 
-def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) -> TensorDict:
+def _unflatten_keys(
+    td: DenseTensorDictBase, separator: str, inplace: bool, call: str
+) -> DenseTensorDictBase:
     bs, device, names = td._batch_size, td._device, td._names
     new = td._new_unsafe
     root: dict[str, Any] = {}
     dotted = []
     for key, value in td._tensordict.items():
-        if type(value) is not Tensor and _is_nested(value):
-            value = _unflatten_keys(value, separator, False, call)  # new: safe to merge into
+        if type(value) is not Tensor and _is_nested(value):  # new: safe to merge into
+            value = value._per_member(_unflatten_keys, separator, False, call)
         if separator in key:
             dotted.append((key, value))
         else:
@@ -259,7 +337,10 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
                 f"{call}: key {key!r} splits into an empty part on separator {separator!r}"
             )
         if last in node:
-            raise ValueError(f"{call}: key {key!r} collides with an existing entry")
+            raise KeyCollisionError(
+                f"{call}: Unflattening key(s) in tensordict will override an existing for "
+                f"unflattened key: key {key!r} collides with an existing entry"
+            )
         if owner_bs is not bs:  # merged into a nested level with a longer batch size
             if isinstance(value, NonTensor):
                 value = value._with(owner_bs, value.device)
@@ -276,42 +357,49 @@ def _unflatten_keys(td: TensorDict, separator: str, inplace: bool, call: str) ->
     return out
 
 
-def _to_dict(td: TensorDict) -> dict[str, Any]:
+def _to_dict(td: DenseTensorDictBase) -> dict[str, Any]:
     return {
         key: value._public()
         if isinstance(value, NonTensor)
         else value
         if isinstance(value, Tensor)
         else _to_dict(value)
+        if hasattr(value, "_tensordict")
+        else value.to_dict()
         for key, value in td._tensordict.items()
     }
 
 
-def _empty(td: TensorDict, recurse: bool) -> TensorDict:
+def _empty(td: DenseTensorDictBase, recurse: bool) -> DenseTensorDictBase:
     out = _shell(td)
     if recurse:
         for key, value in td._tensordict.items():
             if _is_nested(value):
-                out._tensordict[key] = _empty(value, True)
+                out._tensordict[key] = value._per_member(_empty, True)
     return out
 
 
-def _copy_structure(td: TensorDict) -> TensorDict:
+def _copy_structure(td: DenseTensorDictBase) -> DenseTensorDictBase:
     entries = {
-        key: _copy_structure(value) if _is_nested(value) else value
+        key: value._per_member(_copy_structure) if _is_nested(value) else value
         for key, value in td._tensordict.items()
     }
     return td._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def _flatten_into(td: TensorDict, prefix: str, sep: str, out: dict[str, Any], call: str) -> None:
+def _flatten_into(
+    td: DenseTensorDictBase, prefix: str, sep: str, out: dict[str, Any], call: str
+) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
-        if _is_nested(value) and value._tensordict:
+        if _is_nested(value) and not hasattr(value, "_tensordict"):  # a ragged lazy stack
+            value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
+        elif _is_nested(value) and value._tensordict:
             _flatten_into(value, name + sep, sep, out, call)
             continue
         if name in out:
-            raise ValueError(
-                f"{call}: key {name!r} appears twice after flattening with separator {sep!r}"
+            raise KeyCollisionError(
+                f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "
+                f"appears twice after flattening with separator {sep!r}"
             )
-        out[name] = _copy_structure(value) if _is_nested(value) else value
+        out[name] = value._per_member(_copy_structure) if _is_nested(value) else value

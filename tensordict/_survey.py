@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from tensordict._archive import Archive, _ArchiveLoader
 from tensordict._format import (
     DTYPES,
     META,
@@ -28,8 +29,16 @@ class Leaf:
 
     kind: str  # "tensor", "json", "json_stack" or "pickle"
     record: dict[str, Any]  # its member of meta.json's entries
-    path: str | None = None  # the leaf file (tensor, pickle)
+    path: str | None = None  # the leaf file (tensor, pickle), or the archive holding it
     nbytes: int = 0  # the leaf file's size
+    offset: int = 0  # where its bytes start in ``path`` (non-zero inside an archive)
+
+    def read(self) -> bytes:
+        """The leaf file's bytes (a pickle's: compared, never unpickled)."""
+        assert self.path is not None
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            return handle.read(self.nbytes)
 
     @property
     def dtype(self) -> str:
@@ -119,11 +128,19 @@ class _Surveyor(_Loader):
     ) -> Any:
         if record["kind"] != "pickle":
             return super().entry(folder, path, key, record, bs, device)
+        self._pickle_file(folder, record, key)
+        self.notes.append(f"{path!r} key {key!r} holds pickled data, not loaded")
+        return NonTensorData(None, bs)  # a stand-in: nothing is unpickled
+
+    def _pickle_file(self, folder: str, record: dict[str, Any], key: str) -> str:
         file = checked_path(folder, record.get("file"), self.call, key, "file")
         if not os.path.isfile(file):
             raise FormatError(f"{self.call}: pickle file {file!r} of key {key!r} is missing")
-        self.notes.append(f"{path!r} key {key!r} holds pickled data, not loaded")
-        return NonTensorData(None, bs)  # a stand-in: nothing is unpickled
+        return file
+
+    def locate(self, file: str) -> tuple[str, int, int]:
+        """Where a validated leaf or pickle file's bytes are: (file, offset, size)."""
+        return file, 0, os.stat(file).st_size
 
     def tree(self, folder: str) -> Collection:
         """The surveyed structure under ``folder`` (after :meth:`collection` ran on it)."""
@@ -139,13 +156,35 @@ class _Surveyor(_Loader):
                 node.entries[key] = self.tree(os.path.join(folder, record["dir"]))
             elif kind == "tensor":
                 nbytes = math.prod(record["shape"]) * DTYPES[record["dtype"]].itemsize
-                node.entries[key] = Leaf(kind, record, os.path.join(folder, record["file"]), nbytes)
+                where, offset, _ = self.locate(os.path.join(folder, record["file"]))
+                node.entries[key] = Leaf(kind, record, where, nbytes, offset)
             elif kind == "pickle":
-                file = os.path.join(folder, record["file"])
-                node.entries[key] = Leaf(kind, record, file, os.stat(file).st_size)
+                where, offset, size = self.locate(os.path.join(folder, record["file"]))
+                node.entries[key] = Leaf(kind, record, where, size, offset)
             else:
                 node.entries[key] = Leaf(kind, record)
         return node
+
+
+class _ArchiveSurveyor(_Surveyor, _ArchiveLoader):
+    """The surveyor reading an archive's members (docs/format.md, section 10)."""
+
+    def __init__(self, call: str, verify: bool, archive: Archive) -> None:
+        _ArchiveLoader.__init__(self, call, verify, False, archive)
+        self.metas = {}
+        self.notes = []
+
+    def _pickle_file(self, folder: str, record: dict[str, Any], key: str) -> str:
+        file = self._sub_folder(folder, record.get("file"), key, "file")
+        if self.archive.span(self.archive.member(file)) is None:
+            raise FormatError(
+                f"{self.call}: pickle file {file!r} of key {key!r} is missing from the archive"
+            )
+        return file
+
+    def locate(self, file: str) -> tuple[str, int, int]:
+        offset, size = self.archive.spans[self.archive.member(file)]
+        return self.archive.path, offset, size
 
 
 def survey(path: str, call: str, verify: bool = False) -> Survey:
@@ -162,13 +201,23 @@ def survey(path: str, call: str, verify: bool = False) -> Survey:
     ('TensorDict', [4, 2], 32, ['c'])
     """
     target = os.path.abspath(path)
+    if os.path.isfile(target):  # an archive (docs/format.md, section 10)
+        archive = Archive(target, call)
+        try:
+            surveyor: _Surveyor = _ArchiveSurveyor(call, verify, archive)
+            surveyor.collection(target, None)
+            archive.check_overlaps()
+            return Survey(surveyor.tree(target), surveyor.notes)
+        finally:
+            archive.close()
     surveyor = _Surveyor(call, verify)
     surveyor.collection(target, None)
     return Survey(surveyor.tree(target), surveyor.notes)
 
 
 def checkpoint_problem(path: str, call: str) -> str | None:
-    """Why ``path`` is not a checkpoint folder at all (missing, a file, no meta.json), or None.
+    """Why ``path`` is not a checkpoint folder or archive at all (missing, another file, no
+    meta.json), or None.
 
     >>> checkpoint_problem("/no/such/folder", "demo")
     "demo: '/no/such/folder' does not exist"
@@ -185,7 +234,13 @@ def checkpoint_problem(path: str, call: str) -> str | None:
     except OSError as err:
         return f"{call}: cannot read {path!r}: {err.strerror}"
     if not stat.S_ISDIR(info.st_mode):
-        return f"{call}: {path!r} is a file, not a checkpoint folder"
+        try:
+            with open(path, "rb") as handle:
+                if handle.read(4) == b"PK\x03\x04":  # a ZIP file: validated as an archive
+                    return None
+        except OSError as err:
+            return f"{call}: cannot read {path!r}: {err.strerror}"
+        return f"{call}: {path!r} is a file, not a checkpoint folder or archive"
     if not os.path.isfile(os.path.join(path, META)):
         return f"{call}: {path!r} is not a checkpoint (no meta.json in it)"
     return None

@@ -76,7 +76,9 @@ class set_lazy_legacy(_Switch):
     Upstream tensordict once returned lazy views from ``permute``, ``unsqueeze``, ... when
     this was on; upstream itself no longer does, and neither do we: every shape method
     returns a plain TensorDict (the ``set_lazy_legacy(False)`` behaviour) whatever the flag.
-    The flag is only recorded, for code that reads ``lazy_legacy()``. Use it as
+    One trace of the legacy views is kept while it is on: a ``view`` or ``permute`` that
+    undoes the one that made a collection returns the collection it came from (and a
+    ``view`` to the same shape returns the collection itself). Use it as
     ``set_lazy_legacy(mode)`` in a ``with`` statement, as a decorator, or ``.set()`` it.
 
     >>> from tensordict import lazy_legacy, set_lazy_legacy
@@ -136,9 +138,11 @@ def list_to_stack(allow_none: bool = False) -> bool | None:
 class set_capture_non_tensor_stack(_Switch):
     """Whether stacking equal non-tensor values yields one ``NonTensorData`` (the legacy way).
 
-    Off (the default): stacking ``NonTensorData("a")`` twice gives a ``NonTensorStack`` of two
-    entries. On: equal values are captured into a single ``NonTensorData``. Use it as a
-    context manager, a decorator, or ``.set()`` it.
+    Off: stacking ``NonTensorData("a")`` twice gives a ``NonTensorStack`` of two entries.
+    On: equal values are captured into a single ``NonTensorData``. Never set (None), the
+    stack captures equal values too (our rule, see docs/shapes.md; upstream stacks them),
+    though the getter reports False as upstream's does. ``MetaData`` is always captured.
+    Use it as a context manager, a decorator, or ``.set()`` it.
 
     >>> from tensordict import capture_non_tensor_stack, set_capture_non_tensor_stack
     >>> with set_capture_non_tensor_stack(True):

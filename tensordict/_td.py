@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from tensordict._apply import others_leaves, rebuild, tensor_leaves
-from tensordict._base import TensorDictBase
+from tensordict._base import DenseTensorDictBase
 from tensordict._batch import (
     BatchSizeLike,
     DeviceLike,
@@ -23,14 +23,24 @@ from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
 from tensordict._index import IndexOps
-from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path, missing_key_error
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    is_string_key,
+    join_path,
+    key_path,
+    locked_error,
+    missing_key_error,
+    sort_key,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
-from tensordict._switches import set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._torch_compat import foreach
-from tensordict._views import IsLeaf, ItemsView, KeysView, ValuesView
+from tensordict._update_batch import batch_sizes_clash, check_resize, resize_update
+from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_values
@@ -42,15 +52,9 @@ _COPY: Callable[[list[Tensor], list[Tensor]], Any] = foreach("copy_") or (
 _NUMBER_TYPES = (bool, int, float, complex)
 
 
-# torch.Size([n]) for the n seen so far (a Size is immutable; a few hundred at most).
-_SIZES: dict[int, torch.Size] = {}
-
-
-def _one_dim_size(n: int) -> torch.Size:
-    size = torch.Size([n])
-    if len(_SIZES) < 512:
-        _SIZES[n] = size
-    return size
+# torch.Size([n]) for the common n, built once at import (a Size is immutable). Never
+# grown afterwards: torch.compile guards on this dict, and a new entry would recompile.
+_SIZES: dict[int, torch.Size] = {n: torch.Size([n]) for n in range(1024)}
 
 
 def is_tensor_collection(obj: object) -> bool:
@@ -110,11 +114,16 @@ def _is_td(value: object) -> TypeGuard[TensorDict]:
     return isinstance(value, TensorDict)
 
 
+def _is_ragged(value: Any) -> bool:
+    """Whether ``value`` is a lazy stack (kept as such when nested, see ``_convert_stack``)."""
+    return isinstance(value, CollectionPrimitives) and value._stack_parts() is not None
+
+
 def _is_mapping(value: object) -> bool:
     return isinstance(value, (Mapping, TensorDict))
 
 
-class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
+class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     """A dictionary of tensors sharing leading dimensions, the ``batch_size``.
 
     Every leaf's shape starts with ``batch_size``; a nested TensorDict's batch size
@@ -145,10 +154,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         if (  # the common [N] and torch.Size: checked here, no call
             type(batch_size) is list
             and len(batch_size) == 1
-            and type(batch_size[0]) is int
-            and batch_size[0] >= 0
+            and type(b0 := batch_size[0]) is int
+            and b0 >= 0
         ):
-            bs = _SIZES.get(batch_size[0]) or _one_dim_size(batch_size[0])
+            bs = _SIZES.get(b0) or torch.Size(batch_size)
         elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
         else:
@@ -158,18 +167,45 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         self._device = dev
         self._names = None
         self._is_locked = False
-        self._tensordict = {}
-        if type(source) is dict:  # the common case: no type check, one call less
-            self._fill_pairs(source.items())
-        elif source is not None:
-            if not _is_mapping(source):
-                raise TypeError(
-                    f"TensorDict: source must be a mapping (dict or TensorDict), got "
-                    f"{type(source).__name__}"
-                )
-            self._fill(source.clone(recurse=False) if _is_td(source) else source)
-        for key, value in kwargs.items():
-            self._set_path((key,), value, "TensorDict")
+        if kwargs and source is not None:
+            raise ValueError(
+                "TensorDict: pass the entries as source or as keyword arguments, not both "
+                f"(got source and {sorted(kwargs)})"
+            )
+        if type(source) is dict and dev is None and len(bs) == 1:
+            # The hot path: copied in one C call, then each entry checked once. Under a
+            # plain key, an entry that is not a plain tensor with the batch's first dim is
+            # nested, converted or reported by _fill_one, which replaces it in place; any
+            # other key sends the whole source to the general path.
+            self._tensordict = store = dict(source)
+            b0 = bs[0]
+            for key, value in store.items():
+                if type(key) is str and key:
+                    if type(value) is Tensor:
+                        try:
+                            if value.shape[0] == b0:
+                                continue
+                        except IndexError:  # a 0-dim tensor: reported by _fill_one
+                            pass
+                    self._fill_one(key, value)
+                else:
+                    self._tensordict = {}
+                    self._fill_pairs(source.items())
+                    break
+        else:
+            self._tensordict = {}
+            if type(source) is dict:
+                self._fill_pairs(source.items())
+            elif source is not None:
+                if not _is_mapping(source):
+                    raise TypeError(
+                        f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                        f"{type(source).__name__}"
+                    )
+                self._fill(source.clone(recurse=False) if _is_td(source) else source)
+        if kwargs:
+            for key, value in kwargs.items():
+                self._set_path((key,), value, "TensorDict")
         if names is not None:
             self.names = names
         if lock:
@@ -250,7 +286,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                     raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
             elif isinstance(value, NonTensor):
                 continue
-            elif _is_td(value):
+            elif isinstance(value, CollectionPrimitives):  # nested, or a ragged lazy stack
                 if not starts_with(value._batch_size, batch_size):
                     raise leaf_shape_error(
                         call, join_path((*prefix, key)), value._batch_size, batch_size
@@ -395,23 +431,18 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             return value
         if isinstance(value, NonTensor):
             return value._with(bs, self._device)
-        if isinstance(value, CollectionPrimitives):  # a lazy stack: stored dense
-            try:
-                value = value._as_dense(call)
-            except RuntimeError as err:
-                raise TypeError(
-                    f"{call}: key {key!r}: a {type(value).__name__} whose members differ in "
-                    f"structure cannot be nested in a TensorDict; keep it at the top level ({err})"
-                ) from None
-            return self._convert(value, key, call)
+        if isinstance(value, CollectionPrimitives):  # a lazy stack
+            return _convert_stack(self, value, key, call)
         if isinstance(value, Mapping):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
+        if tensor is None and not bs and type(value) is list and not value:
+            tensor = torch.tensor([], device=self._device)  # as upstream: an empty tensor
         if tensor is not None:
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
             return tensor
-        if isinstance(value, list) and bs and len(value) == bs[0]:
+        if isinstance(value, list) and bs and len(value) == bs[0] and list_to_stack():
             try:  # a (nested) list shaped like the batch: one value per element
                 stack = NonTensorStack.from_list(value, self._device)
             except ValueError:
@@ -419,14 +450,13 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             else:
                 if stack.batch_size == bs:
                     return stack
+                if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
+                    raise leaf_shape_error(call, key, stack.batch_size, bs)
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:
         if self._is_locked:
-            raise RuntimeError(
-                f"{call}: cannot add, remove or replace key {key!r}: the TensorDict is locked "
-                "(call unlock_() first, or write in place with set_ / update_)"
-            )
+            raise locked_error(call, key)
 
     def _subtd(self, part: str, call: str, create: bool) -> TensorDict:
         """The nested TensorDict under ``part``, created empty when missing and ``create``."""
@@ -439,6 +469,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             self._tensordict[part] = node
             return node
         if not _is_td(node):
+            if isinstance(node, CollectionPrimitives) and not isinstance(node, NonTensor):
+                return node  # type: ignore[return-value]  # a ragged lazy stack
             raise KeyError(
                 f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
             )
@@ -447,26 +479,22 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None:
         node = self
         locked = self._is_locked
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             if locked and part not in node._tensordict:
                 self._check_unlocked(call, join_path(path))
             node = node._subtd(part, call, create=True)
+            if not _is_td(node):  # a ragged lazy stack sets the rest in its members
+                node.set(path[i + 1 :], value)
+                return
             locked = locked or node._is_locked
-        if locked and path[-1] not in node._tensordict:
-            raise RuntimeError(
-                f"{call}: cannot add, remove or replace key {join_path(path)!r}: the "
-                "TensorDict is locked (call unlock_() first, or write in place with set_ / update_)"
-            )
-        node._set_str(path[-1], value, call, locked)
+        if locked:
+            raise locked_error(call, join_path(path))
+        node._set_str(path[-1], value, call)
 
-    def _set_str(self, key: str, value: Any, call: str, locked: bool = False) -> None:
-        store = self._tensordict
-        if self._is_locked or locked:
-            if key not in store:
-                self._check_unlocked(call, key)
-            self._set_inplace(key, value, call)
-            return
-        store[key] = self._convert(value, key, call)
+    def _set_str(self, key: str, value: Any, call: str) -> None:
+        if self._is_locked:
+            self._check_unlocked(call, key)
+        self._tensordict[key] = self._convert(value, key, call)
 
     def _set_inplace(self, key: str, value: Any, call: str) -> None:
         """Write ``value`` into the existing entry ``key`` without replacing it."""
@@ -485,7 +513,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
             if value.shape != current.shape:
                 raise ValueError(
                     f"{call}: shape {tuple(value.shape)} does not match the shape "
-                    f"{tuple(current.shape)} of key {key!r}"
+                    f"{tuple(current.shape)} of key {key!r} (Failed to update {key!r} in place)"
                 )
             if value.dtype != current.dtype:
                 raise TypeError(
@@ -511,8 +539,10 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     # ----------------------------------------------------------------- reading
     def _get_path_or_none(self, path: tuple[str, ...]) -> Any:
         node: Any = self
-        for part in path:
+        for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node._get_path_or_none(path[i:])
                 return None
             node = node._tensordict.get(part)
             if node is None:
@@ -523,6 +553,8 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         node: Any = self
         for i, part in enumerate(path):
             if not _is_td(node):
+                if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
+                    return node.get(path[i:])
                 raise KeyError(
                     f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
                     f"{type(node).__name__}, not a nested TensorDict"
@@ -534,8 +566,21 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                 raise missing_key_error(call, shown, node._tensordict) from None
         return node
 
-    def get(self, key: NestedKey, default: Any = _NO_DEFAULT) -> Any:
+    def get(
+        self,
+        key: NestedKey,
+        default: Any = _NO_DEFAULT,
+        as_list: bool = False,
+        as_padded_tensor: bool = False,
+        as_nested_tensor: bool = False,
+        padding_side: str = "right",
+        padding_value: float = 0.0,
+        layout: Any = None,
+    ) -> Any:
         """The entry at ``key`` (a NonTensorData wrapper for non-tensor data), or ``default``.
+
+        Keywords such as ``as_list=True`` or ``as_padded_tensor=True`` reach a ragged lazy
+        stack on the way (see :meth:`LazyStackedTensorDict.get`).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -543,7 +588,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td.get("b", None) is None
         True
         """
-        if type(key) is str:
+        if type(key) is str:  # one level: no lazy stack on the way, the keywords do nothing
             try:
                 return self._tensordict[key]
             except KeyError:
@@ -552,6 +597,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
+        if as_list or as_padded_tensor or as_nested_tensor:
+            stacked: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
+            stacked.update(as_nested_tensor=as_nested_tensor, padding_side=padding_side)
+            stacked.update(padding_value=padding_value, layout=layout)
+            return _get_stacked(self, key, default, stacked)
         path = key_path(key, self._call("get"))
         if default is _NO_DEFAULT:
             if set_get_defaults_to_none._state:
@@ -579,7 +629,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
             raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
-        if type(key) is tuple and key and type(key[0]) is str:
+        if type(key) is tuple and key and (type(key[0]) is str or is_string_key(key)):
             node: Any = self
             try:
                 for part in key:
@@ -600,6 +650,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def __contains__(self, key: object) -> bool:
         if type(key) is str:
             return key in self._tensordict
+        if not isinstance(key, tuple):
+            raise RuntimeError(
+                f"TensorDict.__contains__: expected a NestedKey (a str or a tuple of str), "
+                f"got {type(key).__name__}; to look for a value, compare the leaves"
+            )
         return key in KeysView(self, True, False, None)
 
     # ----------------------------------------------------------------- writing
@@ -692,8 +747,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         """Remove the entry at ``key``."""
         path = key_path(key, self._call("del_"))
         node = self
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             node = node._subtd(part, self._call("del_"), create=False)
+            if not _is_td(node):  # a ragged lazy stack removes the rest from its members
+                node.del_(path[i + 1 :])
+                return self
         if path[-1] not in node._tensordict:
             raise missing_key_error(self._call("del_"), join_path(path), node._tensordict)
         self._check_unlocked(self._call("del_"), join_path(path))
@@ -703,7 +761,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         inplace: bool = False,
         *,
         clone: bool = False,
@@ -711,6 +769,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         non_blocking: bool = False,
         is_leaf: Any = None,
         update_batch_size: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Write every entry of ``other``; nested mappings merge into nested TensorDicts.
 
@@ -720,14 +779,32 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
+        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
+            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
+        if batch_sizes_clash(self, other):
+            check_resize(
+                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
+            )
+            return resize_update(self, other, is_leaf, self._call("update"))  # type: ignore[no-any-return]
         if clone or keys_to_update is not None:
             other = update_source(other, clone, keys_to_update, self._call("update"))
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))
             target = self._get_path_or_none(path)
-            if _is_td(target) and _is_mapping(value):
-                target.update(value, inplace)
+            if (
+                _is_td(target)
+                and _is_mapping(value)
+                and (is_leaf is None or not is_leaf(type(value)))
+            ):
+                target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
+            elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
+                dim = value._stack_parts()[0]
+                lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
+                self._set_path(path, lazy, self._call("update"))
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
@@ -738,11 +815,12 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     def update_(
         self,
-        other: Mapping[Any, Any] | TensorDict,
+        other: Mapping[Any, Any] | TensorDict | None = None,
         *,
         clone: bool = False,
         keys_to_update: Sequence[NestedKey] | None = None,
         non_blocking: bool = False,
+        **kwargs: Any,
     ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
@@ -756,6 +834,11 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> td["a"].tolist(), td["n", "b"].tolist()
         ([1.0, 1.0], [2.0, 2.0])
         """
+        if kwargs:  # keyword entries, written after ``other``
+            self.update_(other, clone=clone, keys_to_update=keys_to_update)
+            return self.update_(kwargs, clone=clone, keys_to_update=keys_to_update)
+        if other is None:
+            return self
         call = self._call("update_")
         if keys_to_update is not None:
             other = update_source(other, False, keys_to_update, call)
@@ -805,9 +888,15 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
 
     # -------------------------------------------------------------- containers
     def keys(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> KeysView:
-        """The keys; nested ones as tuples when ``include_nested``.
+        """The keys; nested ones as tuples when ``include_nested``; ``sort=True`` gives a
+        list sorted by the ``"."``-joined key.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -815,20 +904,40 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         >>> list(td.keys(include_nested=True, leaves_only=True))
         ['a', ('b', 'c')]
         """
+        if sort:
+            return sorted(KeysView(self, include_nested, leaves_only, is_leaf), key=sort_key)  # type: ignore[return-value]
+        if not include_nested and not leaves_only:  # is_leaf only matters for leaves_only
+            return FlatKeysView(self)
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
     def values(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ValuesView | dict_values[str, Any]:
         """The values, in the order of :meth:`keys` (the storage's own view when flat)."""
+        if sort:
+            items = self.items(include_nested, leaves_only, is_leaf, sort=True)
+            return [value for _, value in items]  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.values()
         return ValuesView(self, include_nested, leaves_only, is_leaf)
 
     def items(
-        self, include_nested: bool = False, leaves_only: bool = False, is_leaf: IsLeaf | None = None
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        is_leaf: IsLeaf | None = None,
+        *,
+        sort: bool = False,
     ) -> ItemsView | dict_items[str, Any]:
         """``(key, value)`` pairs in the order of :meth:`keys` (the storage's own view if flat)."""
+        if sort:
+            items = ItemsView(self, include_nested, leaves_only, is_leaf)
+            return sorted(items, key=lambda kv: sort_key(kv[0]))  # type: ignore[return-value]
         if not include_nested and not leaves_only:
             return self._tensordict.items()
         return ItemsView(self, include_nested, leaves_only, is_leaf)
@@ -853,7 +962,7 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
     def _apply_impl(
         self,
         fn: Callable[..., Any],
-        others: tuple[TensorDict, ...],
+        others: tuple[DenseTensorDictBase, ...],
         key_fn: Callable[[tuple[str, ...]], Any] | None,
         batch_size: BatchSizeLike,
         device: Any,
@@ -953,6 +1062,37 @@ class TensorDict(IndexOps, DenseStateOps, TensorDictBase):
         )
 
 
+def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str, Any]) -> Any:
+    """``get`` with the keywords of a lazy stack's get, handed to the first one on the path."""
+    path = key_path(key, td._call("get"))
+    node: Any = td
+    for i, part in enumerate(path):
+        if not _is_td(node):
+            if i and isinstance(node, CollectionPrimitives):
+                return node.get(path[i:], default, **stacked)
+            break
+        node = node._tensordict.get(part)
+        if node is None:
+            break
+    return td.get(key) if default is _NO_DEFAULT else td.get(key, default)
+
+
+def _convert_stack(td: TensorDict, value: Any, key: str, call: str) -> Any:
+    """A lazy stack as ``td`` stores it: dense when its members share one structure, else
+    kept as the stack itself (a ragged entry), its batch size checked like a nested one's."""
+    try:
+        dense = value._as_dense(call)
+    except RuntimeError:
+        dense = None
+    if dense is not None:
+        return td._convert(dense, key, call)
+    if not starts_with(value._batch_size, td._batch_size):
+        raise leaf_shape_error(call, key, value._batch_size, td._batch_size)
+    if td._device is not None and value._device != td._device:
+        value = value.to(td._device)
+    return value
+
+
 def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, Any]) -> None:
     """Place the entries of ``d`` (tuple keys, nested mappings) into one nested dict."""
     for key, value in d.items():
@@ -1001,7 +1141,7 @@ def _common_prefix(shapes: list[torch.Size]) -> torch.Size:
     return first[:n]
 
 
-def _dense_other(call: str, other: Any) -> TensorDict:
+def _dense_other(call: str, other: Any) -> DenseTensorDictBase:
     """A dense TensorDict for an ``apply`` operand: another collection (a lazy stack) is
     densified, which names its differing keys if it cannot be."""
     if _is_td(other):

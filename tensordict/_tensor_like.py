@@ -16,7 +16,7 @@ from tensordict._primitives import CollectionPrimitives
 if TYPE_CHECKING:
     from typing import Self
 
-    from tensordict._lazy import LazyStackedTensorDict
+    from tensordict._base import TensorDictBase
 
 _NO_DEVICE: Any = object()
 
@@ -25,6 +25,29 @@ def _size_arg(size: tuple[Any, ...]) -> tuple[int, ...]:
     if len(size) == 1 and not isinstance(size[0], int):
         return tuple(size[0])
     return tuple(size)
+
+
+def _gradients(
+    call: str, td: Any, gradient: Any, leaves: list[Tensor], pick: list[int]
+) -> list[Tensor]:
+    """The gradient of each differentiable leaf (``pick``), looked up by its key in
+    ``gradient``; the other leaves need none."""
+    from tensordict._apply import tensor_leaf_paths
+
+    paths: list[tuple[str, ...]] = []
+    if td._stack_parts() is None:
+        tensor_leaf_paths(td, (), paths)
+    if len(paths) != len(leaves):  # lazy stacks: every leaf, in member order
+        others = td._other_leaves(call, gradient)
+        return [others[i] for i in pick]
+    out = []
+    for i in pick:
+        grad = gradient._get_path_or_none(paths[i])
+        if not isinstance(grad, Tensor):
+            key = paths[i][0] if len(paths[i]) == 1 else paths[i]
+            raise KeyError(f"{call}: Missing gradient entry for key {key!r}")
+        out.append(grad)
+    return out
 
 
 def _dense(self: Any, call: str) -> Any:
@@ -48,7 +71,13 @@ class TensorLikeOps(CollectionPrimitives):
     if TYPE_CHECKING:
 
         def to(self, *args: Any, **kwargs: Any) -> Self: ...
-        def to_dict(self) -> dict[str, Any]: ...
+        def to_dict(
+            self,
+            *,
+            retain_none: builtins.bool = True,
+            convert_tensors: builtins.bool | str = False,
+            tolist_first: builtins.bool = False,
+        ) -> dict[str, Any]: ...
         def _index(self, index: Any) -> Any: ...
 
     # ---------------------------------------------------------- autograd
@@ -61,12 +90,13 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2, requires_grad=True)).data["a"].requires_grad
         False
         """
-        return self.apply(lambda x: x.data)
+        out = self.apply(lambda x: x.data)
+        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
 
     @property
     def grad(self) -> Self | None:
-        """The ``.grad`` of every leaf (leaves without one are left out); None when no
-        leaf has one, as upstream.
+        """The ``.grad`` of every leaf (leaves without one are left out; None when no
+        leaf has one, as upstream).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -78,7 +108,9 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([1., 1.])
         """
         out = self.apply(lambda x: x.grad)
-        return out if out._tensor_leaves([]) else None
+        if not out._tensor_leaves([]):
+            return None
+        return out.lock_() if self.is_locked else out
 
     @grad.setter
     def grad(self, grad: Any) -> None:
@@ -124,12 +156,21 @@ class TensorLikeOps(CollectionPrimitives):
         >>> x.grad
         tensor([5., 5.])
         """
+        call = self._call("backward")
         leaves = self._tensor_leaves([])
         pick = [i for i, x in enumerate(leaves) if x.requires_grad]
+        if not pick:
+            raise RuntimeError(
+                f"{call}: there is no leaf tensor requiring gradients to back-propagate from"
+            )
         grads = None
         if gradient is not None:
-            others = self._other_leaves(self._call("backward"), gradient)
-            grads = [others[i] for i in pick]
+            if not isinstance(gradient, CollectionPrimitives):
+                raise TypeError(
+                    f"{call}: gradient must be a TensorDictBase of the same keys, got "
+                    f"{type(gradient).__name__}"
+                )
+            grads = _gradients(call, self, gradient, leaves, pick)
         if isinstance(inputs, CollectionPrimitives):
             inputs = inputs._tensor_leaves([])
         torch.autograd.backward(
@@ -159,7 +200,12 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2, 3), b=torch.zeros(4, dtype=torch.int8)).bytes()
         28
         """
-        return sum(x.numel() * x.element_size() for x in self._leaves_once(count_duplicates))
+        parts: list[Tensor] = []
+        for leaf in self._tensor_leaves([]):
+            _byte_parts(leaf, parts)
+        if not count_duplicates:  # the same tensor object counted once
+            parts = list({id(x): x for x in parts}.values())
+        return sum(x.numel() * x.element_size() for x in parts)
 
     def _leaves_once(self, count_duplicates: builtins.bool) -> list[Tensor]:
         leaves = self._tensor_leaves([])
@@ -360,7 +406,16 @@ class TensorLikeOps(CollectionPrimitives):
         device = kw.get("device", _NO_DEVICE)
         src = _dense(self, self._call(name))
         if device is _NO_DEVICE:
-            return src.apply(fn, batch_size=shape)  # type: ignore[no-any-return]
+            # non-tensor entries take the new batch: a stack repeats its first value
+            def refill(v: Any) -> Any:
+                new_bs = torch.Size([*shape, *v.batch_size[n:]])
+                if isinstance(v, NonTensorStack):
+                    first = v.values[int(v.positions.reshape(-1)[0])] if v.numel() else None
+                    blank = torch.zeros(new_bs, dtype=torch.long)
+                    return NonTensorStack._from_positions([first], blank, v.device)
+                return v._with(new_bs, v.device)
+
+            return src._remap(self._call(name), fn, torch.Size(shape), None, refill)  # type: ignore[no-any-return]
         return src.apply(fn, batch_size=shape, device=device)  # type: ignore[no-any-return]
 
     def new_zeros(
@@ -369,6 +424,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """A collection of batch size ``size`` whose leaves are zeros (each leaf keeps its
         feature shape and, unless ``dtype`` is given, its dtype).
@@ -377,6 +433,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
+
+        ``empty_lazy`` is taken for upstream's signature: the result is dense here.
         """
         return self._new("new_zeros", size, (), _kw(dtype, device, requires_grad))
 
@@ -386,6 +444,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
         return self._new("new_ones", size, (), _kw(dtype, device, requires_grad))
@@ -396,6 +455,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
         return self._new("new_empty", size, (), _kw(dtype, device, requires_grad))
@@ -457,7 +517,7 @@ class TensorLikeOps(CollectionPrimitives):
         """
         return self.apply(lambda x: x.as_tensor() if hasattr(x, "as_tensor") else x)
 
-    def to_lazystack(self, dim: builtins.int = 0) -> LazyStackedTensorDict:
+    def to_lazystack(self, dim: builtins.int = 0) -> TensorDictBase:
         """A lazy stack of the slices along batch ``dim``.
 
         >>> import torch
@@ -471,18 +531,33 @@ class TensorLikeOps(CollectionPrimitives):
         d = dim % len(self._batch_size) if self._batch_size else dim
         return LazyStackedTensorDict(*self.unbind(d), stack_dim=d)
 
-    def tolist(self) -> Any:
+    def tolist(
+        self,
+        *,
+        convert_nodes: builtins.bool = True,
+        convert_tensors: builtins.bool | str = False,
+        tolist_first: builtins.bool = False,
+    ) -> Any:
         """A nested list shaped like the batch, of plain dicts (the dict itself without
-        batch dims).
+        batch dims). ``convert_nodes=False`` keeps the elements as TensorDicts;
+        ``convert_tensors`` turns the tensors into lists too (``"numpy"``: arrays);
+        ``tolist_first`` turns nested TensorDicts with more batch dims into lists first.
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> TensorDict(a=torch.arange(2), batch_size=[2]).tolist()
         [{'a': tensor(0)}, {'a': tensor(1)}]
+        >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2]).tolist(convert_tensors=True)
+        [{'a': [0, 1]}, {'a': [2, 3]}]
         """
-        if not self._batch_size:
-            return self.to_dict()
-        return [self._index(i).tolist() for i in range(self._batch_size[0])]
+        from tensordict._tolist import tolist
+
+        return tolist(
+            self,
+            convert_nodes=convert_nodes,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
 
     def numpy(self) -> dict[str, Any]:
         """A nested dict of numpy arrays (non-tensor data as it is).
@@ -564,6 +639,7 @@ class TensorLikeOps(CollectionPrimitives):
         value: builtins.float = 0.0,
         *,
         inplace: builtins.bool = False,
+        safe: builtins.bool = True,
     ) -> Any:
         """The batch padded with ``value``: ``pad_size`` holds (before, after) pairs from
         the first batch dim on (see :func:`tensordict.pad`).
@@ -573,11 +649,9 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2), batch_size=[2]).pad([1, 0])["a"]
         tensor([0., 1., 1.])
         """
-        from tensordict._context import adopt
-        from tensordict._shape import pad
+        from tensordict._pad import pad
 
-        out = pad(self, pad_size, value)
-        return adopt(self, out, self._call("pad")) if inplace else out
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
@@ -670,3 +744,19 @@ def _kw(dtype: Any, device: Any, requires_grad: builtins.bool) -> dict[str, Any]
     if device is not _NO_DEVICE:
         kw["device"] = device
     return kw
+
+
+def _byte_parts(tensor: Tensor, out: list[Tensor]) -> None:
+    """The plain tensors holding ``tensor``'s bytes, as upstream counts them: a nested
+    (or other wrapper) tensor's inner tensors, and a gradient beside its tensor."""
+    if type(tensor) not in (Tensor, torch.nn.Parameter) and hasattr(tensor, "__tensor_flatten__"):
+        attrs, _ = tensor.__tensor_flatten__()
+        for attr in attrs:
+            _byte_parts(getattr(tensor, attr), out)
+        return
+    grad = tensor.grad if tensor.requires_grad and tensor.is_leaf else None
+    if grad is not None:
+        _byte_parts(grad, out)
+        out.append(tensor.data)
+    else:
+        out.append(tensor)

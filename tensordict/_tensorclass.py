@@ -26,7 +26,7 @@ from tensordict._format import register_type
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._repr import tc_repr
-from tensordict._td import TensorDict
+from tensordict._td import _SIZES, TensorDict
 from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
 
 T = TypeVar("T", bound=type)
@@ -53,19 +53,32 @@ def _field_property(name: str) -> property:
     def get(self: Any) -> Any:
         try:
             value = self._tensordict[name]
-        except KeyError:  # an unset optional field
+        except KeyError:  # an unset optional field (None), or one deleted with del
+            if name in vars(self).get("_deleted", ()):
+                raise AttributeError(
+                    f"{type(self).__name__}.{name}: the field was deleted (assign it again)"
+                ) from None
             return None
         if value.__class__ is Tensor:
             return value
-        return value._public() if isinstance(value, NonTensor) else value
+        if isinstance(value, NonTensor):  # the value, unless the field asks for the wrapper
+            return value if _wants_wrapper(type(self), name) else value._public()
+        return value
 
     def set_(self: Any, value: Any) -> None:
         _set_field(self, name, value)
+        vars(self).get("_deleted", set()).discard(name)
 
     def del_(self: Any) -> None:
         _set_field(self, name, None)
+        vars(self).setdefault("_deleted", set()).add(name)
 
     return property(get, set_, del_, doc=f"The field {name!r}.")
+
+
+def _wants_wrapper(cls: Any, name: str) -> bool:
+    hints = cls._field_hints()[name]
+    return any(isinstance(h, type) and issubclass(h, NonTensor) for h in hints)
 
 
 def _set_field(obj: Any, name: str, value: Any) -> None:
@@ -177,18 +190,47 @@ class TensorClass(TensorDict):
             names = None if "names" in cls._shadowed else names
         fields = cls._fields
         # the slot descriptors directly: no per-attribute __setattr__ hop
-        _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
+        if (  # the common [N], checked here: no call, no message built
+            type(batch_size) is list
+            and len(batch_size) == 1
+            and type(b0 := batch_size[0]) is int
+            and b0 >= 0
+        ):
+            _SET_BS(self, _SIZES.get(b0) or torch.Size(batch_size))
+        else:
+            _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
         _SET_DEVICE(self, None if device is None else as_device(device))
         _SET_NAMES(self, None)
         _SET_LOCKED(self, False)
-        _SET_STORE(self, {})
         if cls._custom_setattr:  # the class's own __setattr__ sees every field
+            _SET_STORE(self, {})
             for key, value in _collect(cls, args, kwargs):
                 setattr(self, key, value)
         elif kwargs or len(args) != len(fields):
+            _SET_STORE(self, {})
             self._fill_pairs(_collect(cls, args, kwargs))
-        else:  # every field given positionally: the common, fast case
-            self._fill_pairs(zip(fields, args, strict=True))
+        else:  # every field given positionally: the common case
+            bs = self._batch_size
+            store = None
+            if len(bs) == 1 and device is None:
+                # plain tensors with the batch's first dim are stored as given, as
+                # _fill_pairs would store them; anything else goes through it
+                b0 = bs[0]
+                for value in args:
+                    if type(value) is not Tensor:
+                        break
+                    try:
+                        if value.shape[0] != b0:
+                            break
+                    except IndexError:  # a 0-dim tensor: reported by _fill_pairs
+                        break
+                else:
+                    store = dict(zip(fields, args, strict=True))
+            if store is not None:
+                _SET_STORE(self, store)
+            else:
+                _SET_STORE(self, {})
+                self._fill_pairs(zip(fields, args, strict=True))
         if names is not None:
             TensorDict.names.__set__(self, names)  # type: ignore[attr-defined]
         if cls._post_init is not None:
@@ -269,10 +311,8 @@ class TensorClass(TensorDict):
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
-            inferred = TensorDict.from_dict(
-                plain, batch_dims=batch_dims, auto_batch_size=True
-            ).batch_size
-            TensorDict.batch_size.__set__(out, inferred)  # type: ignore[attr-defined]
+            inferred = TensorDict.from_dict(plain, batch_dims=batch_dims, auto_batch_size=True)
+            _adopt_batch_sizes(out, inferred)
         if names is not None:
             TensorDict.names.__set__(out, names)  # type: ignore[attr-defined]
         return out
@@ -290,6 +330,10 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
+        parts = tensordict._stack_parts()
+        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
+            members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
+            return type(tensordict)(*members, stack_dim=parts[0])
         out = cls._new_unsafe(
             dict(tensordict._tensordict),
             tensordict._batch_size,
@@ -320,6 +364,11 @@ class TensorClass(TensorDict):
         cls = type(self)
         if name in cls._field_set:
             _set_field(self, name, value)
+        elif name == "device":
+            raise RuntimeError(
+                f"{cls.__name__}.device: device cannot be set using tensorclass.device = device; "
+                "use .to(device) (or clear_device_())"
+            )
         elif name in _SLOTS or name.startswith("_") or _class_attr(cls, name):
             # storage slots, properties such as batch_size, and ordinary attributes
             object.__setattr__(self, name, value)
@@ -350,6 +399,15 @@ class TensorClass(TensorDict):
 
 
 _PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
+def _adopt_batch_sizes(target: Any, source: Any) -> None:
+    """Give ``target`` and its nested levels the batch sizes of ``source``'s, deepest first."""
+    for key, value in target._tensordict.items():
+        theirs = source._tensordict.get(key)
+        if hasattr(value, "_tensordict") and hasattr(theirs, "_tensordict"):
+            _adopt_batch_sizes(value, theirs)
+    TensorDict.batch_size.__set__(target, source._batch_size)  # type: ignore[attr-defined]
 
 
 def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -541,6 +599,7 @@ def tensorclass(
         namespace = {
             k: v for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__")
         }
+        namespace["__qualname__"] = klass.__qualname__  # pickle finds nested classes by it
         bases = tuple(b for b in klass.__bases__ if b is not object)
         if not any(issubclass(b, TensorClass) for b in bases):
             bases = (*bases, TensorClass)

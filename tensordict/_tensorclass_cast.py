@@ -110,6 +110,10 @@ def _collection_type(hints: tuple[Any, ...]) -> Any:
     return None
 
 
+def _wants_nontensor(hints: tuple[Any, ...]) -> bool:
+    return any(isinstance(h, type) and issubclass(h, NonTensor) for h in hints)
+
+
 def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: Any) -> Any:
     """Prepare a value for the field ``name`` following the class's casting rules.
 
@@ -130,7 +134,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
         return value
     if isinstance(value, Mapping):
         target = _collection_type(hints)
-        if target is None and not cls._tensor_only:
+        if target is None and (not cls._tensor_only or _wants_nontensor(hints)):
             return NonTensorData(value)
         return _from_mapping(target, value, batch_size, device)
     if isinstance(value, _CASTABLE):

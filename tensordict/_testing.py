@@ -15,7 +15,15 @@ __all__ = ["assert_allclose_td", "assert_close"]
 
 
 def _leaves(td: Any) -> dict[Any, Any]:
-    return {key: td.get(key) for key in td.keys(include_nested=True, leaves_only=True)}
+    return {key: _leaf(td, key) for key in td.keys(include_nested=True, leaves_only=True)}
+
+
+def _leaf(td: Any, key: Any) -> Any:
+    """The leaf at ``key``; a ragged one of a lazy stack as the (nested) list of its parts."""
+    try:
+        return td.get(key)
+    except RuntimeError:
+        return td.get(key, as_list=True)
 
 
 def assert_close(
@@ -65,13 +73,13 @@ def assert_close(
     prefix = (prefix,) if isinstance(prefix, str) else tuple(prefix)
     for key in sorted(keys, key=str):
         a, b = mine[key], theirs[key]
-        if isinstance(a, NonTensor) or not isinstance(a, Tensor):
+        if isinstance(a, NonTensor) or not isinstance(a, (Tensor, list)):
             continue
         path = prefix + ((key,) if isinstance(key, str) else tuple(key))
         label = ".".join(path)
         try:
             torch.testing.assert_close(
-                a.detach(), b.detach(), rtol=rtol, atol=atol, equal_nan=equal_nan
+                _detached(a), _detached(b), rtol=rtol, atol=atol, equal_nan=equal_nan
             )
         except AssertionError as err:
             extra = f" ({msg})" if msg else ""
@@ -80,3 +88,9 @@ def assert_close(
 
 
 assert_allclose_td = assert_close
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    return value.detach() if isinstance(value, Tensor) else value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,15 @@ def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
     return bool(torch._C._functorch.is_functorch_wrapped_tensor(tensor))
 
 
+_VMAP_OUT = threading.local()
+
+
+def unwrapping_vmap_outputs() -> bool:
+    """Whether vmap is now putting the mapped dim back into its outputs (the leaves a
+    pytree node is rebuilt from then gained that dim)."""
+    return getattr(_VMAP_OUT, "depth", 0) > 0
+
+
 def let_vmap_take_one_out_dim(
     is_collection: Callable[[Any], bool],
     finish: Callable[[Any, Any, Any], Any] | None = None,
@@ -95,12 +105,16 @@ def let_vmap_take_one_out_dim(
         batch_size: int,
         func: Callable[..., Any],
     ) -> tuple[Any, ...]:
-        if not is_collection(batched_outputs):
-            return original(batched_outputs, out_dims, vmap_level, batch_size, func)
-        if isinstance(out_dims, tuple) and len(out_dims) == 1:
-            out_dims = out_dims[0]
-        out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
-        return out if finish is None else finish(batched_outputs, out, out_dims)
+        _VMAP_OUT.depth = getattr(_VMAP_OUT, "depth", 0) + 1
+        try:
+            if not is_collection(batched_outputs):
+                return original(batched_outputs, out_dims, vmap_level, batch_size, func)
+            if isinstance(out_dims, tuple) and len(out_dims) == 1:
+                out_dims = out_dims[0]
+            out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
+            return out if finish is None else finish(batched_outputs, out, out_dims)
+        finally:
+            _VMAP_OUT.depth -= 1
 
     unwrap_batched._tensordict_one_out_dim = True  # type: ignore[attr-defined]
     _vmap._unwrap_batched = unwrap_batched

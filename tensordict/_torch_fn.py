@@ -26,9 +26,10 @@ def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
 def _where(condition: torch.Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
     """``torch.where`` through the collection's own ``where`` (a lazy stack's goes member
     by member, cutting the condition along its stack dim)."""
-    if out is not None or not isinstance(input, CollectionPrimitives):
+    if not isinstance(input, CollectionPrimitives):
         return where(condition, input, other, out=out)
-    return input.where(condition, other)  # type: ignore[attr-defined]
+    result = input.where(condition, other)  # type: ignore[attr-defined]
+    return result if out is None else out.update_(result)
 
 
 HANDLED: dict[Callable[..., Any], Callable[..., Any]] = {

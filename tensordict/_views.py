@@ -11,7 +11,7 @@ from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
 
 if TYPE_CHECKING:
-    from tensordict._td import TensorDict
+    from tensordict._base import DenseTensorDictBase
 
 IsLeaf = Callable[[type], bool]
 
@@ -62,6 +62,9 @@ def walk(
                     name = (*prefix, key) if prefix else key
                     yield name if mode == _KEYS else (name, value)
             if include_nested and not leaf:
+                if not hasattr(value, "_tensordict"):  # a ragged lazy stack: its common keys
+                    yield from _walk_stack(value, (*prefix, key), mode, leaves_only, is_leaf)
+                    continue
                 stack.append((prefix, entries))
                 prefix = (*prefix, key)
                 entries = iter(value._tensordict.items())
@@ -87,8 +90,24 @@ def _count(
         if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
             n += 1
         if include_nested and not leaf:
-            n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+            if hasattr(value, "_tensordict"):
+                n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+            else:  # a ragged lazy stack: its common keys
+                n += len(value.keys(True, leaves_only, is_leaf))
     return n
+
+
+def _walk_stack(
+    stack: Any, prefix: tuple[str, ...], mode: int, leaves_only: bool, is_leaf: IsLeaf | None
+) -> Iterator[Any]:
+    """``walk`` below a lazy stack nested in a TensorDict: the keys every member holds."""
+    for key in stack.keys(True, leaves_only, is_leaf):
+        name = (*prefix, *key) if type(key) is tuple else (*prefix, key)
+        if mode == _KEYS:
+            yield name
+        else:
+            value = stack.get(key)
+            yield value if mode == _VALUES else (name, value)
 
 
 class _View:
@@ -96,7 +115,11 @@ class _View:
     _mode = _KEYS
 
     def __init__(
-        self, td: TensorDict, include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
+        self,
+        td: DenseTensorDictBase,
+        include_nested: bool,
+        leaves_only: bool,
+        is_leaf: IsLeaf | None,
     ) -> None:
         self._td = td
         self._include_nested = include_nested
@@ -150,6 +173,28 @@ class KeysView(_View):
         if not self._leaves_only:
             return True
         return (default_is_leaf if self._is_leaf is None else self._is_leaf)(type(value))
+
+
+class FlatKeysView(KeysView):
+    """``keys()`` without options: iteration and length go straight to the storage."""
+
+    __slots__ = ()
+    # the options, fixed: these class attributes shadow the (unused) slots of _View
+    _include_nested = False
+    _leaves_only = False
+    _is_leaf = None
+
+    def __init__(self, td: DenseTensorDictBase) -> None:
+        self._td = td
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._td._tensordict)
+
+    def __len__(self) -> int:
+        return len(self._td._tensordict)
+
+    def __repr__(self) -> str:
+        return f"KeysView({list(self)!r})"
 
 
 class ValuesView(_View):

@@ -7,7 +7,7 @@ from tensordict._functional import (
     merge_tensordicts,
     pad_sequence,
 )
-from tensordict._shape import pad
+from tensordict._pad import pad
 
 __all__ = [
     "collate",

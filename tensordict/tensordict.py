@@ -5,7 +5,7 @@ from tensordict._functional import dense_stack_tds, make_tensordict, merge_tenso
 from tensordict._keys import NestedKey
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._memmap import MemoryMappedTensor
-from tensordict._shape import pad
+from tensordict._pad import pad
 from tensordict._td import _NO_DEFAULT as NO_DEFAULT
 from tensordict._td import TensorDict, is_tensor_collection
 from tensordict._tensor_utils import (

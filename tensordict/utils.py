@@ -3,6 +3,7 @@ test assertions, and a printer for checkpoint folders."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tensordict._future import TensorDictFuture
@@ -44,6 +45,8 @@ from tensordict._tensor_utils import (
 from tensordict._tensorclass import is_tensorclass
 from tensordict._testing import assert_allclose_td, assert_close
 from tensordict._timeit import timeit
+
+logger = logging.getLogger("tensordict")  # upstream's library logger (no handler added)
 
 __all__ = [
     "KEY_SEPARATOR",

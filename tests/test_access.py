@@ -139,18 +139,21 @@ def test_lock(td: TensorDict) -> None:
     td.lock_()
     assert td.is_locked and td["nested"].is_locked
     leaf = td["a"]
-    td["a"] = torch.ones(3, 2)  # in place while locked
+    td.set("a", torch.ones(3, 2), inplace=True)  # in place while locked
     assert td["a"] is leaf and (leaf == 1).all()
     td.set_(("nested", "b"), torch.zeros(3))
+    td[0] = TensorDict({"a": torch.full((2,), 2.0)}, [])  # an indexed write is in place too
+    assert td["a"] is leaf and leaf[0].tolist() == [2.0, 2.0]
     with pytest.raises(
         RuntimeError,
-        match=r"TensorDict\[\]=: cannot add, remove or replace key 'new': the TensorDict is locked",
+        match=r"TensorDict\[\]=: Cannot modify locked TensorDict: cannot add, remove or "
+        r"replace key 'new'\. For in-place modification",
     ):
         td["new"] = torch.zeros(3)
-    with pytest.raises(RuntimeError, match="is locked"):
+    with pytest.raises(RuntimeError, match=r"Cannot modify locked.*key \('nested', 'new'\)"):
         td["nested", "new"] = torch.zeros(3)
     with pytest.raises(
-        RuntimeError, match="TensorDict.del_: cannot add, remove or replace key 'a'"
+        RuntimeError, match="TensorDict.del_: Cannot modify locked TensorDict: .* key 'a'"
     ):
         del td["a"]
     with pytest.raises(RuntimeError, match="locked"):

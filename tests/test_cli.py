@@ -304,7 +304,7 @@ def test_checksums_are_checked_by_verify_only(
     ("where", "message"),
     [
         ("missing", "'{p}' does not exist"),
-        ("file", "'{p}' is a file, not a checkpoint folder"),
+        ("file", "'{p}' is a file, not a checkpoint folder or archive"),
         ("empty", "'{p}' is not a checkpoint \\(no meta.json in it\\)"),
     ],
 )

@@ -194,6 +194,10 @@ def _collectives(rank: int) -> None:
         _raises(lambda: TensorDict().scatter(0, parts[:1]), ValueError, "one tensordict per rank")
         bad = [parts[0], TensorDict({"c": torch.zeros(2, dtype=torch.complex32)}, [2])]
         _raises(lambda: TensorDict().scatter(0, bad), TypeError, "cannot be sent")  # nothing sent
+        unsendable = TensorDict({"n": {"c": torch.zeros(2, dtype=torch.complex32)}}, [2])
+        _raises(
+            lambda: unsendable.send(1), TypeError, "TensorDict.send: key ('n', 'c') has dtype"
+        )  # refused before any message
         out = TensorDict().scatter(0, parts)
     else:
         out = TensorDict().scatter(0)

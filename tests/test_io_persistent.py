@@ -277,3 +277,20 @@ def test_map_workers_read_their_own_rows(tmp_path: Path) -> None:
     ptd = TensorDict({"x": torch.arange(8.0)}, [8]).to_h5(tmp_path / "f.h5")
     out = ptd.map(_double, num_workers=2, chunksize=2)
     assert torch.equal(out["y"], torch.arange(8.0) * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reads_see_every_write_after_nodes_were_cached(tmp_path: Path, backend: str) -> None:
+    td = TensorDict({"a": torch.arange(6.0), "nested": {"b": torch.ones(6, 2)}}, [6])
+    ptd = _write(td, tmp_path, backend)
+    idx = torch.tensor([4, 1])
+    assert torch.equal(ptd[idx]["a"], td["a"][idx])  # the nodes are now cached
+    ptd.set("a", torch.arange(6) * 10)  # replaced with another dtype
+    assert ptd[idx]["a"].dtype == torch.int64
+    assert torch.equal(ptd[idx]["a"], torch.tensor([40, 10]))
+    assert torch.equal(ptd.get_at(("nested", "b"), idx), torch.ones(2, 2))
+    ptd.del_(("nested", "b"))
+    assert ("nested", "b") not in ptd
+    with pytest.raises(KeyError):
+        ptd.get(("nested", "b"))
+    ptd.close()

@@ -114,3 +114,39 @@ def test_init_modules_only_re_export() -> None:
             assert isinstance(
                 node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.Expr)
             ), f"{package}/__init__.py holds a {type(node).__name__}"
+
+
+_CONCRETE = {
+    "tensordict._td": {"TensorDict"},
+    "tensordict._lazy": {"LazyStackedTensorDict"},
+    "tensordict._tensorclass": {"TensorClass", "tensorclass"},
+    "tensordict._io_persistent": {"PersistentTensorDict"},
+}
+
+
+def _type_only_imports(tree: ast.Module) -> list[tuple[str, str]]:
+    """``(module, name)`` imported inside an ``if TYPE_CHECKING:`` block."""
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    found.extend((inner.module, alias.name) for alias in inner.names)
+    return found
+
+
+def test_operation_modules_type_against_the_abstract_bases() -> None:
+    # the operations are written once against TensorDictBase (or DenseTensorDictBase for
+    # the dense-storage helpers): no module names a concrete collection for its types
+    offenders = sorted(
+        f"{p.name}: {module}.{name}"
+        for p in (ROOT / "tensordict").glob("_*.py")
+        for module, name in _type_only_imports(ast.parse(p.read_text()))
+        if name in _CONCRETE.get(module, set())
+    )
+    assert offenders == []
+
+
+def test_the_type_only_import_check_sees_a_concrete_import() -> None:
+    source = "if TYPE_CHECKING:\n    from tensordict._td import TensorDict\n"
+    assert _type_only_imports(ast.parse(source)) == [("tensordict._td", "TensorDict")]

@@ -141,10 +141,9 @@ def test_upstream_constructor_spellings() -> None:
     sized = LazyStackedTensorDict(stack_dim=1, batch_size=[2, 0])
     sized.append(a)
     assert sized.batch_size == (2, 1)
-    with pytest.raises(
-        ValueError, match=r"LazyStackedTensorDict: without members, batch_size \(2, 3\) must be 0"
-    ):
-        LazyStackedTensorDict(stack_dim=1, batch_size=[2, 3])
+    # without a 0 at the stack dim, batch_size is the members' (upstream's reading)
+    assert LazyStackedTensorDict(stack_dim=1, batch_size=[2, 3]).batch_size == (2, 0, 3)
+    assert LazyStackedTensorDict(stack_dim=0, device="cpu").device == torch.device("cpu")
     with pytest.raises(
         ValueError, match=r"LazyStackedTensorDict.insert: batch size \(3,\) differs"
     ):
@@ -163,8 +162,9 @@ def test_nesting_a_lazy_stack() -> None:
     td = TensorDict({"s": same}, [3])
     assert isinstance(td["s"], TensorDict) and td["s", "x"].shape == (3, 2)
     mixed = lazy_stack([TensorDict({"x": torch.zeros(2)}, [2]), TensorDict({}, [2])])
-    with pytest.raises(TypeError, match="members differ in structure cannot be nested"):
-        TensorDict({"s": mixed}, [2])
+    assert TensorDict({"s": mixed}, [2])["s"] is mixed  # ragged: kept as the stack itself
+    with pytest.raises(ValueError, match="shape \\(2, 2\\) of key 's' does not start with"):
+        TensorDict({"s": mixed}, [3])
 
 
 def test_remaining_container_methods() -> None:
@@ -273,3 +273,14 @@ def test_torch_where_on_a_lazy_stack_matches_the_dense_result() -> None:
         want = torch.where(mask, dense, 0.0 if isinstance(other, float) else torch.ones_like(dense))
         assert isinstance(got, LazyStackedTensorDict)
         assert (got == want).all()
+
+
+def test_torch_where_with_out_on_a_lazy_stack_cuts_the_condition_per_member() -> None:
+    dense, lazy = _dense_and_lazy()
+    mask = torch.rand(4, 3) > 0.5
+    out = lazy.clone()
+    returned = torch.where(mask, lazy, torch.ones_like(lazy), out=out)
+    assert returned is out
+    want = torch.where(mask, dense, torch.ones_like(dense))
+    for key in dense.keys(True, True):
+        torch.testing.assert_close(out[key], want[key])

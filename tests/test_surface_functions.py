@@ -25,10 +25,10 @@ from tensordict import (
 
 
 def test_faces_reexport_the_same_objects() -> None:
-    import tensordict.memmap
     import tensordict.tensordict as face
+    from tensordict.memmap import MemoryMappedTensor
 
-    assert tensordict.memmap.MemoryMappedTensor is tensordict.MemoryMappedTensor
+    assert MemoryMappedTensor is tensordict.MemoryMappedTensor
     assert face.TensorDict is TensorDict and face.LazyStackedTensorDict is LazyStackedTensorDict
     for name in ("dense_stack_tds", "make_tensordict", "merge_tensordicts", "pad", "pad_sequence"):
         assert getattr(functional, name) is getattr(tensordict, name)
@@ -302,3 +302,25 @@ def test_timeit_accumulates() -> None:
     utils.timeit.erase()
     assert utils.timeit._REG["t"] == [0.0, 0.0, 0]
     del utils.timeit._REG["t"]
+
+
+def test_memmap_is_the_function_and_its_module_still_imports() -> None:
+    # as upstream: ``tensordict.memmap`` names the function, also after importing the face
+    import importlib
+
+    face = importlib.import_module("tensordict.memmap")
+    assert face.MemoryMappedTensor is tensordict.MemoryMappedTensor
+    assert callable(tensordict.memmap) and tensordict.memmap.__module__.startswith("tensordict._")
+
+
+def test_tensor_collection_is_the_root_of_every_collection() -> None:
+    from tensordict import TensorCollection, tensorclass
+
+    @tensorclass
+    class Point:
+        x: torch.Tensor
+
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    for value in (td, lazy_stack([td, td]), Point(x=torch.zeros(2), batch_size=[2])):
+        assert isinstance(value, TensorCollection)
+    assert not isinstance(torch.zeros(2), TensorCollection)

@@ -67,6 +67,22 @@ def test_tensordict_params_loads_a_tensordict_state_dict() -> None:
         params.load_state_dict({"a": torch.zeros(2)})
 
 
+def test_tensordict_params_takes_keys_named_like_tensordict_methods() -> None:
+    # nn.Transformer has submodules named "norm": a TensorDict method name
+    net = nn.Module()
+    net.norm = nn.LayerNorm(3)
+    net.register_buffer("sum", torch.ones(2))
+    params = TensorDict.from_module(net, as_module=True)
+    assert isinstance(params, TensorDictParams)
+    assert params["norm", "weight"] is net.norm.weight
+    assert torch.equal(params["sum"], torch.ones(2))
+    assert sorted(params.state_dict()) == sorted(net.state_dict())
+    zeros = params.clone().zero_()
+    with zeros.to_module(net):
+        assert net.norm.weight.eq(0).all() and net.sum.eq(0).all()
+    assert net.norm.weight.eq(1).all()
+
+
 def test_from_module_keeps_a_held_tensordict_params_and_clone_keeps_batch_sizes() -> None:
     net = nn.Linear(2, 2)
     params = TensorDict.from_modules(net, net, as_module=True)

@@ -1,0 +1,71 @@
+"""``densify(layout=...)``: one dense TensorDict from a ragged lazy stack, padded or nested."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor
+
+
+def densify(td: Any, layout: torch.layout, call: str) -> Any:
+    """``td`` with every lazy stack (at any level) made dense: leaves of one shape are
+    stacked, ragged ones joined into a nested tensor of ``layout`` (``torch.strided`` or
+    ``torch.jagged``); a key some members lack is filled with zeros there."""
+    if layout not in (torch.strided, torch.jagged):
+        raise ValueError(f"{call}: layout must be torch.strided or torch.jagged, got {layout}")
+    parts = td._stack_parts()
+    if parts is None:
+        entries = {
+            key: value if isinstance(value, (Tensor, NonTensor)) else densify(value, layout, call)
+            for key, value in td._tensordict.items()
+        }
+        return td._new_unsafe(entries, td._batch_size, td._device, td._names)
+    dim, members = parts
+    members = [densify(m, layout, call) for m in members]
+    stacked = type(td)(*members, stack_dim=dim)
+    try:
+        return stacked._as_dense(call)
+    except RuntimeError:
+        pass
+    from tensordict._td import TensorDict
+
+    keys: dict[Any, None] = {}
+    for m in members:
+        keys.update(dict.fromkeys(m.keys(True, True)))
+    tree: dict[str, Any] = {}
+    for key in keys:
+        values = [m.get(key, None) for m in members]
+        present = [v for v in values if v is not None]
+        if not all(isinstance(v, Tensor) for v in present):
+            continue  # non-tensor leaves of a ragged stack are left out
+        filled = [torch.zeros_like(present[0]) if v is None else v for v in values]
+        path = key if isinstance(key, tuple) else (key,)
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        # stored as built: a strided nested tensor has no shape to check against the batch
+        node[path[-1]] = _join(filled, dim, layout, call, key)
+    return _build(TensorDict, tree, td.batch_size, td.device)
+
+
+def _build(cls: Any, tree: dict[str, Any], batch_size: torch.Size, device: Any) -> Any:
+    entries = {
+        k: _build(cls, v, batch_size, device) if isinstance(v, dict) else v for k, v in tree.items()
+    }
+    return cls._new_unsafe(entries, batch_size, device, None)
+
+
+def _join(values: list[Tensor], dim: int, layout: torch.layout, call: str, key: Any) -> Tensor:
+    if all(v.shape == values[0].shape for v in values):
+        return torch.stack(values, dim)
+    if dim != 0:
+        raise ValueError(
+            f"{call}: key {key!r} is ragged; a nested tensor needs the stack dim 0, got {dim}"
+        )
+    with warnings.catch_warnings():  # torch warns that the strided layout is a prototype
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor(values, layout=layout)

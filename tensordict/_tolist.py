@@ -1,0 +1,84 @@
+"""``to_dict`` and ``tolist`` with upstream's options: tensors as lists, nodes as dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from tensordict._nontensor import NonTensor
+
+
+def _leaf(value: Tensor, convert_tensors: bool | str) -> Any:
+    if convert_tensors == "numpy":
+        return value.detach().cpu().numpy()
+    return value.tolist() if convert_tensors else value
+
+
+def to_dict(
+    td: Any, *, retain_none: bool, convert_tensors: bool | str, tolist_first: bool
+) -> dict[str, Any]:
+    """Nested dicts of a dense TensorDict's entries (see ``TensorDict.to_dict``)."""
+    out: dict[str, Any] = {}
+    for key, value in td._tensordict.items():
+        if isinstance(value, NonTensor):
+            public = value._public()
+            if public is None and not retain_none:
+                continue
+            out[key] = public
+        elif isinstance(value, Tensor):
+            out[key] = _leaf(value, convert_tensors)
+        elif tolist_first and len(value.batch_size) > len(td.batch_size):
+            out[key] = tolist(
+                value,
+                convert_nodes=True,
+                convert_tensors=convert_tensors,
+                tolist_first=True,
+                retain_none=retain_none,
+                skip=len(td.batch_size),
+            )
+        else:
+            out[key] = to_dict(
+                value._as_dense("to_dict"),
+                retain_none=retain_none,
+                convert_tensors=convert_tensors,
+                tolist_first=tolist_first,
+            )
+    return out
+
+
+def tolist(
+    td: Any,
+    *,
+    convert_nodes: bool,
+    convert_tensors: bool | str,
+    tolist_first: bool,
+    retain_none: bool = True,
+    skip: int = 0,
+) -> Any:
+    """A nested list over the batch dims (after the first ``skip``) of ``td``'s elements."""
+    if convert_tensors and not convert_nodes:
+        raise TypeError(
+            f"{type(td).__name__}.tolist: convert_tensors=True needs convert_nodes=True "
+            "(a TensorDict element keeps its tensors)"
+        )
+    if len(td.batch_size) == skip:
+        if not convert_nodes:
+            return td
+        return to_dict(
+            td._as_dense("tolist"),
+            retain_none=retain_none,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+        )
+    return [
+        tolist(
+            part,
+            convert_nodes=convert_nodes,
+            convert_tensors=convert_tensors,
+            tolist_first=tolist_first,
+            retain_none=retain_none,
+            skip=skip,
+        )
+        for part in td.unbind(skip)
+    ]

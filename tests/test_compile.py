@@ -1,0 +1,82 @@
+"""torch.compile over TensorDicts: one graph, no graph break, no recompile on same-shape inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from benchmarks._cases_compile import PlainChain, _linears, chain, chain_dict, sequence
+from tensordict import TensorDict
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _seq_run() -> tuple[Callable[[torch.Tensor], TensorDict], PlainChain]:
+    linears = _linears()
+    seq = sequence(linears)
+
+    def run(x: torch.Tensor) -> TensorDict:
+        return seq(TensorDict({"h0": x}, [x.shape[0]]))
+
+    return run, PlainChain(linears)
+
+
+def _one_graph(fn: Callable[..., Any], *args: Any) -> None:
+    explained = torch._dynamo.explain(fn)(*args)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
+def test_sequence_of_four_modules_is_one_graph() -> None:
+    run, plain = _seq_run()
+    x = torch.randn(32, 16)
+    _one_graph(run, x)
+    torch._dynamo.reset()
+    out = torch.compile(run, fullgraph=True, backend="aot_eager")(x)
+    expected = plain(x)
+    assert sorted(out.keys()) == sorted(expected)
+    for key, value in expected.items():
+        torch.testing.assert_close(out[key], value)
+    assert out.batch_size == torch.Size([32])
+
+
+def test_op_chain_is_one_graph() -> None:
+    d = {f"k{i}": torch.randn(32, 8) for i in range(4)}
+    td = TensorDict(d, [32])
+    _one_graph(chain, td)
+    torch._dynamo.reset()
+    out = torch.compile(chain, fullgraph=True, backend="aot_eager")(td)
+    expected = chain_dict(d)
+    assert isinstance(out, TensorDict) and out.batch_size == td.batch_size
+    for key, value in expected.items():
+        torch.testing.assert_close(out[key], value)
+
+
+@pytest.mark.parametrize("batch", [37, 5000])  # inside and past the batch-size cache
+def test_new_inputs_of_the_same_shape_do_not_recompile(batch: int) -> None:
+    run, plain = _seq_run()
+    compiled = torch.compile(run, fullgraph=True, backend="aot_eager")
+    compiled(torch.randn(batch, 16))
+    x = torch.randn(batch, 16)
+    with torch.compiler.set_stance("fail_on_recompile"):
+        out = compiled(x)
+    torch.testing.assert_close(out["h4"], plain(x)["h4"])
+
+
+def test_a_recompile_is_reported_by_the_stance() -> None:
+    """The check above can fail: a changed guard does raise under this stance."""
+    compiled = torch.compile(lambda td: td + 1, fullgraph=True, backend="aot_eager")
+    compiled(TensorDict({"a": torch.zeros(3)}, [3]))
+    with (
+        torch.compiler.set_stance("fail_on_recompile"),
+        pytest.raises(RuntimeError, match="[Rr]ecompil"),
+    ):
+        compiled(TensorDict({"a": torch.zeros(3), "b": torch.zeros(3)}, [3]))

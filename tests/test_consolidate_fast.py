@@ -1,0 +1,178 @@
+"""The fast paths of consolidation (issue 17): shared plans, the one-walk locked rebuild,
+the pickled template and the token wire description, each checked against plain torch."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import TensorClass, TensorDict, lazy_stack
+from tensordict._consolidate import Plan, explain_mismatch, wire_description
+from tests.catalogue import CATALOGUE, assert_same
+
+
+class Cell(TensorClass):
+    """A tensorclass nested in the consolidation tests."""
+
+    w: torch.Tensor
+    tag: str
+
+
+def _mixed() -> TensorDict:
+    return TensorDict(
+        {
+            "a": torch.randn(3, 2),
+            "b": torch.arange(3),
+            "n": {"c": torch.randn(3, 2), "text": "hello", "d": torch.rand(3) > 0.5},
+            "cell": Cell(w=torch.randn(3, 4), tag="x", batch_size=[3]),
+        },
+        [3],
+    )
+
+
+def _leaf_list(td: Any) -> list[torch.Tensor]:
+    return list(td._tensor_leaves([]))
+
+
+def test_plans_are_shared_by_structure_and_never_mixed() -> None:
+    td = _mixed()
+    first = Plan.of(_leaf_list(td))
+    again = Plan.of(_leaf_list(td.clone()))
+    assert again is first
+    other = td.clone()
+    other["a"] = torch.randn(3, 5)  # one shape differs: a new plan
+    assert Plan.of(_leaf_list(other)) is not first
+    cast = td.clone()
+    cast["b"] = cast["b"].int()  # one dtype differs: a new plan
+    assert Plan.of(_leaf_list(cast)) is not first
+    for source in (td, other, cast):
+        assert_same(source.consolidate(), source)
+
+
+def test_a_uniform_run_is_one_range() -> None:
+    leaves = [torch.full((2, 3), float(i)) for i in range(7)]
+    plan = Plan.of(leaves)
+    assert [(r[2], r[4]) for r in plan.runs] == [(7, list(range(7)))]
+    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
+    plan.fill(storage, leaves)
+    for view, leaf in zip(plan.views(storage), leaves, strict=True):
+        torch.testing.assert_close(view, leaf, rtol=0, atol=0)
+
+
+def test_interleaved_runs_put_every_view_in_its_place() -> None:
+    leaves = [torch.full((2,) * (1 + i % 3), float(i)) for i in range(10)]
+    leaves[4] = leaves[4].double()
+    plan = Plan.of(leaves)
+    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
+    plan.fill(storage, leaves)
+    views = plan.views(storage)
+    for view, leaf in zip(views, leaves, strict=True):
+        assert view.dtype == leaf.dtype and view.shape == leaf.shape
+        torch.testing.assert_close(view, leaf, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_the_result_is_locked_like_lock_does(name: str) -> None:
+    ctd = CATALOGUE[name]().consolidate()
+    assert ctd.is_locked
+    with ctd.unlock_():  # the context restores the lock on exit, as after lock_()
+        assert not ctd.is_locked
+    assert ctd.is_locked
+
+
+def test_nested_collections_are_locked_and_keep_their_kind() -> None:
+    ctd = _mixed().consolidate()
+    assert ctd["n"].is_locked and ctd["cell"].is_locked
+    assert type(ctd["cell"]) is Cell and ctd["cell"].tag == "x"
+    with pytest.raises(RuntimeError, match="locked"):
+        ctd["n"]["new"] = torch.zeros(3)
+
+
+@pytest.mark.parametrize("kind", ["mixed", "stack", "tensorclass"])
+def test_pickle_round_trip_against_the_source(kind: str) -> None:
+    if kind == "mixed":
+        td: Any = _mixed()
+    elif kind == "stack":
+        td = lazy_stack([TensorDict({"a": torch.randn(2), "s": str(i)}) for i in range(3)])
+    else:
+        td = Cell(w=torch.randn(4, 2), tag="t", batch_size=[4])
+    ctd = td.consolidate()
+    back = pickle.loads(pickle.dumps(ctd))
+    assert type(back) is type(td) and back.is_consolidated() and back.is_locked
+    got, want = _leaf_list(back), _leaf_list(td)
+    assert len(got) == len(want)
+    for x, y in zip(got, want, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+    storage = back._consolidated["storage"]
+    assert {x.untyped_storage().data_ptr() for x in got} == {storage.untyped_storage().data_ptr()}
+
+
+def test_the_wire_description_is_reused_and_tells_the_differences() -> None:
+    td = _mixed()
+    raw, fps = wire_description(td, Plan.of(_leaf_list(td)))
+    again = td.clone()
+    assert wire_description(again, Plan.of(_leaf_list(again))) == (raw, fps)
+    renamed = td.clone()
+    renamed.rename_key_("b", "z")
+    raw2, fps2 = wire_description(renamed, Plan.of(_leaf_list(renamed)))
+    assert fps2 != fps
+    text = explain_mismatch(raw2, raw)
+    assert "keys only on the sender [('z',)]" in text and "keys only here [('b',)]" in text
+    reshaped = td.clone()
+    reshaped["n", "c"] = torch.zeros(3, 7)
+    raw3, _ = wire_description(reshaped, Plan.of(_leaf_list(reshaped)))
+    text = explain_mismatch(raw3, raw)
+    assert "key ('n', 'c') is float32 (3, 7) on the sender, float32 (3, 2) here" in text
+    no_text = td.clone()
+    del no_text["n", "text"]
+    raw4, _ = wire_description(no_text, Plan.of(_leaf_list(no_text)))
+    assert explain_mismatch(raw4, raw) == (
+        "the non-tensor entries and stacks differ (the sender's: [('cell', 'tag')])"
+    )
+    stack = lazy_stack([TensorDict({"a": torch.zeros(2)}) for _ in range(2)])
+    raw5, _ = wire_description(stack, Plan.of(_leaf_list(stack)))
+    three = lazy_stack([TensorDict({"a": torch.zeros(2)}) for _ in range(3)])
+    raw6, _ = wire_description(three, Plan.of(_leaf_list(three)))
+    assert "keys only on the sender [('#2', 'a')]" in explain_mismatch(raw6, raw5)
+    assert "(the sender's: [('<stack 0 x 3>',)])" in explain_mismatch(raw6, raw5)
+    assert explain_mismatch(b"not json", raw) == "the sender's description is unreadable"
+
+
+def test_a_consolidated_collection_keeps_its_wire_description() -> None:
+    ctd = _mixed().consolidate()
+    record = ctd._consolidated
+    first = wire_description(ctd, record.plan)
+    assert record.wire is first and wire_description(ctd, record.plan) is first
+
+
+def test_a_file_whose_run_lists_leaves_out_of_order_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "td.bin"
+    TensorDict({"a": torch.zeros(2), "b": torch.ones(2), "c": torch.ones(2)}, [2]).consolidate(path)
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:], "little")
+    meta = json.loads(data[-8 - length : -8])
+    meta["runs"][0][4] = [0, 2, 1]
+    raw = json.dumps(meta, separators=(",", ":")).encode()
+    blob = data[: -8 - length] + raw + len(raw).to_bytes(8, "little")
+    with pytest.raises(ValueError, match="from_consolidated: run .* lists its leaves out of"):
+        TensorDict.from_consolidated(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
+
+
+def test_unpack_writes_every_leaf_in_place() -> None:
+    sources = [torch.randn(3, 2) if i % 2 else torch.arange(4.0).double() for i in range(9)]
+    plan = Plan.of(sources)
+    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
+    plan.fill(storage, sources)
+    targets = [torch.zeros_like(s) for s in sources]
+    targets[1] = torch.zeros(2, 3).t()  # a non-contiguous leaf is written through its strides
+    kept = [t.data_ptr() for t in targets]
+    plan.unpack(storage, targets)
+    assert [t.data_ptr() for t in targets] == kept
+    for got, want in zip(targets, sources, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

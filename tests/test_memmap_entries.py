@@ -1,0 +1,69 @@
+"""New memory-mapped entries (make_memmap*), refreshing from disk, and the save/load aliases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tensordict import MemoryMappedTensor, TensorDict
+
+
+def test_make_memmap_from_tensor_copies_or_only_shapes() -> None:
+    td = TensorDict({}, [3])
+    source = torch.arange(6, dtype=torch.int16).reshape(3, 2)
+    leaf = td.make_memmap_from_tensor("a", source)
+    assert isinstance(leaf, MemoryMappedTensor) and td["a"] is leaf
+    assert torch.equal(leaf, source)
+    empty = td.make_memmap_from_tensor(("n", "b"), source, copy_data=False)
+    assert (empty.shape, empty.dtype) == (source.shape, source.dtype)
+    assert isinstance(td["n", "b"], MemoryMappedTensor)
+
+
+def test_make_memmap_from_storage_shares_the_storage() -> None:
+    source = MemoryMappedTensor.zeros(2, 3)
+    td = TensorDict({}, [2])
+    leaf = td.make_memmap_from_storage("a", source.untyped_storage(), (2, 3), dtype=torch.float32)
+    source.fill_(5.0)
+    assert torch.equal(leaf, torch.full((2, 3), 5.0))
+
+
+@pytest.mark.parametrize(
+    "op", ["make_memmap", "make_memmap_from_tensor", "make_memmap_from_storage"]
+)
+def test_a_new_memmap_entry_refuses_an_existing_key(op: str) -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    args: dict[str, tuple[object, ...]] = {
+        "make_memmap": ((2,),),
+        "make_memmap_from_tensor": (torch.zeros(2),),
+        "make_memmap_from_storage": (MemoryMappedTensor.zeros(2).untyped_storage(), (2,)),
+    }
+    with pytest.raises(KeyError, match=f"TensorDict.{op}: key 'a' is already an entry"):
+        getattr(td, op)("a", *args[op])
+    assert not isinstance(td["a"], MemoryMappedTensor)
+
+
+def test_memmap_refresh_takes_what_is_on_disk_now(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt"
+    td = TensorDict({"a": torch.zeros(2)}, [2]).memmap(path)
+    TensorDict({"a": torch.ones(2), "b": torch.full((2,), 7)}, [2]).memmap(path, existsok=True)
+    assert td["a"].tolist() == [0.0, 0.0]  # still the mapping taken at load
+    td.lock_()
+    out = td.memmap_refresh_()
+    assert out is td and td.is_locked  # the lock is kept
+    assert td["a"].tolist() == [1.0, 1.0] and td["b"].tolist() == [7, 7]
+
+
+def test_memmap_refresh_needs_a_checkpoint() -> None:
+    with pytest.raises(RuntimeError, match=r"TensorDict.memmap_refresh_: not memory-mapped"):
+        TensorDict({"a": torch.zeros(2)}, [2]).memmap_refresh_()
+
+
+def test_dumps_and_load_are_save_and_load_memmap_(tmp_path: Path) -> None:
+    src = TensorDict({"a": torch.arange(3.0), "n": {"b": torch.ones(3, 2)}}, [3])
+    saved = src.dumps(tmp_path / "x")
+    assert saved.is_memmap()
+    dst = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3, 2)}}, [3])
+    assert dst.load_(tmp_path / "x") is dst
+    assert (dst == src).all()

@@ -1,0 +1,191 @@
+"""Tensorclass behaviours upstream code relies on: keywords, errors, state and nesting."""
+
+from __future__ import annotations
+
+import collections
+import pickle
+from collections import UserDict
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    TensorClass,
+    TensorDict,
+    TensorDictBase,
+    lazy_stack,
+    tensorclass,
+)
+
+
+@tensorclass
+class Pair:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+@tensorclass
+class Labelled:
+    obs: torch.Tensor
+    label: str
+
+
+@tensorclass
+class Words:
+    a: str
+    b: str
+
+
+def test_device_cannot_be_assigned() -> None:
+    p = Pair(a=torch.zeros(2), b=torch.zeros(2), batch_size=[2])
+    with pytest.raises(RuntimeError, match=r"Pair.device: device cannot be set using"):
+        p.device = torch.device("cpu")
+
+
+def test_update_and_update__take_keyword_entries() -> None:
+    p = Pair(a=torch.zeros(3), b=torch.zeros(3), batch_size=[3])
+    p.update(a=torch.ones(3))
+    p.update_(b=torch.full((3,), 2.0))
+    assert p.a.tolist() == [1.0] * 3 and p.b.tolist() == [2.0] * 3
+    other = Pair(a=torch.full((3,), 5.0), b=torch.full((3,), 7.0), batch_size=[3])
+    p.update(other, b=torch.full((3,), 9.0))  # the keywords win
+    assert p.a.tolist() == [5.0] * 3 and p.b.tolist() == [9.0] * 3
+
+
+def test_select_as_tensordict_drops_the_class() -> None:
+    t = Labelled(obs=torch.randn(4), label="cat", batch_size=[])
+    kept = t.select("obs")
+    assert type(kept) is Labelled and kept.label is None
+    plain = t.select("obs", as_tensordict=True)
+    assert type(plain) is TensorDict and list(plain.keys()) == ["obs"]
+    assert torch.equal(plain["obs"], t.obs)
+
+
+def test_from_dict_infers_nested_batch_sizes() -> None:
+    @tensorclass
+    class Holder:
+        a: TensorDictBase
+
+    d = TensorDict({("a", "b", "c"): 1, ("a", "d"): 2}, []).expand(10).to_dict()
+    h = Holder.from_dict(d, auto_batch_size=True)
+    assert h.batch_size == (10,) and h.a.batch_size == (10,) and h.a["b"].batch_size == (10,)
+
+
+def test_legacy_state_dict_loads() -> None:
+    p = Pair(a=torch.zeros(3), b=torch.zeros(3), batch_size=[])
+    legacy: collections.OrderedDict[str, Any] = collections.OrderedDict()
+    legacy["_tensordict"] = {"a": torch.ones(3), "b": torch.full((3,), 2.0)}
+    legacy["_non_tensordict"] = {}
+    p.load_state_dict(legacy)
+    assert p.a.tolist() == [1.0] * 3 and p.b.tolist() == [2.0] * 3
+
+
+def test_batch_mismatch_is_a_runtime_error_too() -> None:
+    with pytest.raises(RuntimeError, match="batch dimension mismatch"):
+        Pair(a=torch.zeros(3, 4), b=torch.zeros(3, 4), batch_size=[4])
+    with pytest.raises(ValueError, match=r"shape \(3, 4\) of key 'a' does not start with"):
+        Pair(a=torch.zeros(3, 4), b=torch.zeros(3, 4), batch_size=[4])
+
+
+def test_non_tensor_fields_compare_and_bitwise_ops_reflect() -> None:
+    x = Labelled(obs=torch.ones(3), label="cat", batch_size=[3])
+    y = Labelled(obs=torch.ones(3), label="dog", batch_size=[3])
+    assert torch.equal((x == x).label, torch.ones(3, dtype=torch.bool))
+    assert torch.equal((x == y).label, torch.zeros(3, dtype=torch.bool))
+    flags = x.obs.bool()
+    t = Pair(a=flags, b=~flags, batch_size=[3])
+    assert torch.equal((True ^ t).a, ~flags) and torch.equal((False | t).b, ~flags)
+
+
+def test_pickle_keeps_a_nested_tensorclass() -> None:
+    stacked = torch.stack([Words(a="a", b="b"), Words(a="c", b="d")])
+    holder = TensorDict(tc=stacked)
+    back = pickle.loads(pickle.dumps(holder))
+    assert type(back["tc"]) is Words and back["tc"].a == ["a", "c"]
+
+
+def test_from_tensordict_of_a_lazy_stack() -> None:
+    stack = lazy_stack([TensorDict(obs=torch.ones(3)), TensorDict(obs=torch.ones(2) * 2)])
+    out = Labelled.from_tensordict(stack)
+    assert isinstance(out, LazyStackedTensorDict)
+    assert all(type(m) is Labelled for m in out.tensordicts)
+    padded = out.get("obs", as_padded_tensor=True)
+    assert padded.tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 0.0]]
+    holder = TensorDict(b=out)
+    assert set(holder.keys(include_nested=True)) == {"b", ("b", "obs")}
+
+
+def test_tensor_only_non_tensor_annotation_keeps_a_mapping() -> None:
+    class Meta(TensorClass["tensor_only"]):
+        data: NonTensorData
+
+    value = UserDict({"k": "v"})
+    m = Meta(data=value)
+    assert isinstance(m.data, NonTensorData) and m.data.data is value  # the wrapper: asked for
+
+
+class Outer:
+    @tensorclass
+    class Inner:
+        a: str
+        b: torch.Tensor
+
+
+def test_a_class_nested_in_a_class_pickles() -> None:
+    assert Outer.Inner.__qualname__ == "Outer.Inner"
+    td = TensorDict(a=TensorDict(b=Outer.Inner(a="s", b=torch.arange(3.0))))
+    back = pickle.loads(pickle.dumps(td))
+    assert type(back["a", "b"]) is Outer.Inner and torch.equal(back["a", "b"].b, torch.arange(3.0))
+
+
+def test_replace_keeps_the_original_whole() -> None:
+    @tensorclass
+    class Node:
+        x: torch.Tensor
+        z: str
+        y: Any = None
+
+    inner = Node(x=torch.ones(2), z="in", batch_size=[2])
+    data = Node(x=torch.ones(2), y=inner, z="out", batch_size=[2])
+    other = data.clone().zero_()
+    other.z = "new"
+    other.y.z = "new"
+    out = data.replace(other)
+    assert type(out) is Node and out.z == "new" and out.y.z == "new"
+    assert data.z == "out" and data.y.z == "in" and data.y.x.tolist() == [1.0, 1.0]
+    td = TensorDict({"a": {"b": torch.zeros(1)}}, [])
+    merged = td.replace({"a": {"c": torch.ones(1)}})
+    assert ("a", "c") in merged.keys(include_nested=True)
+    assert ("a", "c") not in td.keys(include_nested=True)
+
+
+def test_backward_needs_gradients_of_differentiable_leaves_only() -> None:
+    x = torch.randn(3, requires_grad=True)
+    TensorDict(a=x * 2, b=torch.ones(4)).backward(TensorDict(a=torch.ones(3)))
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    with pytest.raises(KeyError, match="Missing gradient entry for key 'a'"):
+        TensorDict(a=x * 2).backward(TensorDict(b=torch.ones(3)))
+    with pytest.raises(TypeError, match="gradient must be a TensorDictBase"):
+        TensorDict(a=x * 2).backward(torch.ones(3))
+    with pytest.raises(RuntimeError, match="no leaf tensor requiring gradients"):
+        TensorDict(a=torch.randn(3)).backward()
+
+
+def test_deleted_field_is_gone_until_assigned() -> None:
+    @tensorclass
+    class Opt:
+        a: torch.Tensor
+        c: torch.Tensor | None = None
+
+    x = Opt(a=torch.zeros(()))
+    assert x.c is None  # unset: None, as the default says
+    x.c = torch.ones(())
+    del x.c
+    assert not hasattr(x, "c")
+    with pytest.raises(AttributeError, match=r"Opt.c: the field was deleted"):
+        _ = x.c
+    x.c = torch.full((), 2.0)
+    assert x.c.item() == 2.0
