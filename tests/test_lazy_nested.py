@@ -323,7 +323,7 @@ def test_update_batch_size() -> None:
         stack.update(src.to_lazystack(0) if make_lazy else src, update_batch_size=True)
         assert stack.batch_size == (2, 4) and torch.equal(stack["a"], torch.ones(2, 4))
     td = TensorDict(a=torch.zeros(3), c=torch.zeros(3), batch_size=[3])
-    with pytest.raises(ValueError, match=r"cannot set batch_size \(2,\): shapes of 'c'"):
+    with pytest.raises(RuntimeError, match=r"keys \['c'\] are not in the source"):
         td.update(TensorDict(a=torch.ones(2), batch_size=[2]), update_batch_size=True)
     assert td.batch_size == (3,) and torch.equal(td["a"], torch.zeros(3))  # left unchanged
     td.update(TensorDict(a=torch.ones(2), c=torch.ones(2), batch_size=[2]), update_batch_size=True)
