@@ -74,7 +74,7 @@ class EnsembleModule(TensorDictModuleBase):
 
     def forward(self, *args: Any) -> Any:
         dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
-        params = self.params_td.data
+        params = self.params_td._tree()  # the parameters themselves: gradients reach them
         if args and is_tensor_collection(args[0]):
             td = args[0]
             if self.expand_input:

@@ -8,8 +8,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tensordict import TensorDict, is_tensor_collection
+from tensordict import NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
 from tensordict.utils import register_params_module
+
+#: Methods that change the entries without returning the collection itself: their
+#: effect on the TensorDict of leaves is written back into the registrations.
+_STRUCTURAL = frozenset(
+    {"clear", "pop", "popitem", "setdefault", "create_nested", "set_non_tensor", "update"}
+)
 
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
@@ -53,7 +59,7 @@ class TensorDictParams(nn.Module):
         elif isinstance(parameters, dict):
             parameters = TensorDict(parameters)
         elif isinstance(parameters, TensorDictParams):
-            parameters = parameters.data
+            parameters = parameters._tree(hooks=False)
         if not is_tensor_collection(parameters):
             raise TypeError(
                 "TensorDictParams: expected a TensorDict or a dict, got "
@@ -63,65 +69,217 @@ class TensorDictParams(nn.Module):
         self.__dict__["_device"] = parameters.device
         self.__dict__["no_convert"] = no_convert
         self.__dict__["_hooks_get"] = []
+        self.__dict__["_extras"] = {}  # non-tensor entries, in no module registry
+        self.__dict__["_order"] = {}  # every key, in the order it was first set
+        self.__dict__["_locked"] = lock
+        self.__dict__["_lock_ops"] = []  # lock_/unlock_ calls a `with` block undoes
         memo: dict[int, Tensor] = {}
         for key in list(parameters.keys()):
             self._put(key, parameters.get(key), memo)
 
     def _put(self, key: str, value: Any, memo: dict[int, Any]) -> None:
-        # the registries are written directly: a key may be the name of a TensorDict method
-        # ("norm", "apply"), which add_module / register_* refuse as an existing attribute
-        if is_tensor_collection(value):
-            self._parameters.pop(key, None)
-            self._buffers.pop(key, None)
-            self._modules[key] = TensorDictParams(value, no_convert=self.no_convert)
-            return
-        if not isinstance(value, Tensor):
-            value = torch.as_tensor(value)
-        leaf = memo.get(id(value))
-        if leaf is None:
-            leaf = memo[id(value)] = _convert(value, self.no_convert)
+        # Registered straight into the module's dicts, as upstream does: a key may be any
+        # TensorDict key, even the name of a method ("numpy", "sub").
         self._parameters.pop(key, None)
         self._buffers.pop(key, None)
         self._modules.pop(key, None)
+        self.__dict__["_extras"].pop(key, None)
+        self.__dict__["_order"].setdefault(key, None)
+        if isinstance(value, Mapping) and not is_tensor_collection(value):
+            value = TensorDict(value, self.__dict__["_batch_size"])
+        if isinstance(value, (NonTensorData, NonTensorStack)):
+            self.__dict__["_extras"][key] = value
+            return
+        if is_tensor_collection(value):
+            self._modules[key] = TensorDictParams(value, no_convert=self.no_convert)
+            return
+        if not isinstance(value, Tensor):
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):  # a non-tensor entry
+                self.__dict__["_extras"][key] = value
+                return
+        leaf = memo.get(id(value))
+        if leaf is None:
+            leaf = memo[id(value)] = _convert(value, self.no_convert)
         if isinstance(leaf, nn.Parameter):
             self._parameters[key] = leaf
         else:
             self._buffers[key] = leaf
             self._non_persistent_buffers_set.discard(key)
 
+    def _sync(self, tree: Any) -> None:
+        """Make the registrations what ``tree`` (a TensorDict of them, changed in place by
+        a TensorDict method) now holds: same leaves kept, new ones converted."""
+        memo: dict[int, Any] = {}
+        seen = set()
+        for key, value in tree.items():
+            seen.add(key)
+            sub = self._modules.get(key)
+            if isinstance(sub, TensorDictParams) and isinstance(value, TensorDict):
+                sub._sync(value)
+                continue
+            current = self._parameters.get(key, self._buffers.get(key))
+            if current is None or current is not value:
+                self._put(key, value, memo)
+        for store in (self._parameters, self._buffers, self._modules, self.__dict__["_extras"]):
+            for key in [k for k in store if k not in seen]:
+                del store[key]
+        self.__dict__["_order"] = dict.fromkeys(tree.keys())
+        self.__dict__["_batch_size"] = tree.batch_size
+        self.__dict__["_device"] = tree.device
+
     @property
     def data(self) -> Any:
-        """The TensorDict of the registered leaves (the same tensor objects)."""
+        """The TensorDict of the leaves' ``.data``: detached, sharing their storage, so
+        in-place writes into it reach the parameters (as ``TensorDict.data``, and upstream).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.zeros(2))
+        >>> _ = p.data.fill_("a", 1.0)
+        >>> p["a"].requires_grad, p.data["a"].requires_grad, p["a"].tolist()
+        (True, False, [1.0, 1.0])
+        """
+        return self._tree(hooks=False).data
+
+    def _tree(self, hooks: bool = True) -> Any:
+        """The TensorDict of the registered leaves themselves (gradients flow through it)."""
         entries: dict[str, Any] = {}
-        hooks = self.__dict__["_hooks_get"]
+        hooks_get = self.__dict__["_hooks_get"] if hooks else ()
         for key, value in self._parameters.items():
             entries[key] = value
         for key, buffer in self._buffers.items():
             entries[key] = buffer
         for key, sub in self._modules.items():
             if isinstance(sub, TensorDictParams):
-                entries[key] = sub.data
-        if hooks:
-            for hook in hooks:
+                entries[key] = sub._tree(hooks)
+        entries.update(self.__dict__["_extras"])
+        order = self.__dict__["_order"]  # the keys in the order they were set, as a dict has
+        if list(entries) != [k for k in order if k in entries]:
+            entries = {k: entries[k] for k in (*order, *entries) if k in entries}
+        if hooks_get:
+            for hook in hooks_get:
                 entries = {
-                    k: v if is_tensor_collection(v) else hook(self, v) for k, v in entries.items()
+                    k: hook(self, v) if isinstance(v, Tensor) else v for k, v in entries.items()
                 }
         try:
-            return TensorDict(
+            tree = TensorDict(
                 entries, self.__dict__["_batch_size"], device=self.__dict__["_device"]
             )
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
-            return TensorDict(entries, [], device=self.__dict__["_device"])
+            tree = TensorDict(entries, [], device=self.__dict__["_device"])
+        return tree.lock_() if self.__dict__["_locked"] else tree
+
+    @property
+    def batch_size(self) -> torch.Size:
+        """The batch size of the TensorDict of leaves; settable as a TensorDict's is.
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.zeros(3, 2))
+        >>> p.batch_size = [3]
+        >>> p.batch_size
+        torch.Size([3])
+        """
+        return torch.Size(self.__dict__["_batch_size"])
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        tree = self._tree(hooks=False)
+        tree.batch_size = value  # validated against every leaf
+        self.__dict__["_batch_size"] = tree.batch_size
 
     @property
     def _param_td(self) -> Any:
         """The parameters as a locked TensorDict (new keys go through this module)."""
-        return self.data.lock_()
+        return self._tree().lock_()
 
     @property
     def is_locked(self) -> bool:
-        """False: keys are added and removed through the module."""
-        return False
+        """Whether keys may not be added, removed or replaced (``lock_``/``unlock_``)."""
+        return bool(self.__dict__["_locked"])
+
+    def lock_(self) -> TensorDictParams:
+        """Refuse new, removed or replaced keys until ``unlock_()`` (or the end of a
+        ``with params.lock_():`` block).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.zeros(1))
+        >>> with p.lock_():
+        ...     p.is_locked
+        True
+        >>> p.is_locked
+        False
+        """
+        self._set_lock(True, "lock_")
+        return self
+
+    def unlock_(self) -> TensorDictParams:
+        """Allow new, removed and replaced keys again (see :meth:`lock_`).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> TensorDictParams(a=torch.zeros(1), lock=True).unlock_().is_locked
+        False
+        """
+        self._set_lock(False, "unlock_")
+        return self
+
+    def _set_lock(self, value: bool, op: str) -> None:
+        before = self.__dict__["_locked"]
+        self.__dict__["_locked"] = value
+        self.__dict__["_lock_ops"].append(None if before == value else op)
+        del self.__dict__["_lock_ops"][:-1]  # only the latest call is what a `with` undoes
+        for sub in self._modules.values():
+            if isinstance(sub, TensorDictParams):
+                sub.__dict__["_locked"] = value
+
+    def __enter__(self) -> TensorDictParams:
+        ops = self.__dict__["_lock_ops"]
+        self.__dict__.setdefault("_entered", []).append(ops.pop() if ops else None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        op = self.__dict__["_entered"].pop()
+        if op == "lock_":
+            self._set_lock(False, "unlock_")
+        elif op == "unlock_":
+            self._set_lock(True, "lock_")
+        self.__dict__["_lock_ops"].clear()
+
+    def _check_unlocked(self, call: str, key: object) -> None:
+        if self.__dict__["_locked"]:
+            raise RuntimeError(
+                f"TensorDictParams.{call}: cannot add, remove or replace key {key!r}: the "
+                "TensorDictParams is locked (call unlock_() first)"
+            )
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """A torch function given a TensorDictParams runs on its TensorDict of leaves
+        (``torch.stack([p, p])``, ``torch.mean(p, 0)``, ``torch.clone(p)``...)."""
+
+        def unwrap(value: Any) -> Any:
+            if isinstance(value, TensorDictParams):
+                return value._tree()
+            if isinstance(value, (list, tuple)):
+                return type(value)(unwrap(v) for v in value)
+            return value
+
+        kwargs = dict(kwargs or {})
+        target = kwargs.get("out")
+        if isinstance(target, TensorDictParams):  # written through its detached leaves
+            kwargs["out"] = target.data
+        result = func(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
+        return target if isinstance(target, TensorDictParams) else result
 
     def register_get_post_hook(self, hook: Callable[[Any, Tensor], Tensor]) -> None:
         """Pass every leaf read through ``hook(self, leaf)`` (e.g. ``lambda _, x: x.data``).
@@ -139,10 +297,18 @@ class TensorDictParams(nn.Module):
                 sub.register_get_post_hook(hook)
 
     def __getitem__(self, key: Any) -> Any:
-        return self.data[key]
+        return self._tree()[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, tuple) and len(key) > 1:
+        if isinstance(key, tuple) and len(key) == 1:
+            key = key[0]
+        if self.__dict__["_locked"] and isinstance(key, (str, tuple)):
+            self._check_unlocked("__setitem__", key)
+        if isinstance(key, tuple) and any(isinstance(k, tuple) for k in key):
+            from tensordict.utils import unravel_key
+
+            key = unravel_key(key)
+        if isinstance(key, tuple) and len(key) > 1 and all(isinstance(k, str) for k in key):
             sub = self._modules.get(key[0])
             if not isinstance(sub, TensorDictParams):
                 sub = TensorDictParams(
@@ -151,11 +317,20 @@ class TensorDictParams(nn.Module):
                 self._modules[key[0]] = sub
             sub[key[1:] if len(key) > 2 else key[1]] = value
             return
-        name = key[0] if isinstance(key, tuple) else key
-        if isinstance(name, str):
-            self._put(name, value, {})
+        if isinstance(key, str):
+            bs = self.__dict__["_batch_size"]
+            shape = None if is_tensor_collection(value) else getattr(value, "shape", None)
+            if isinstance(value, TensorDict) and len(value.batch_size) < len(bs):
+                value = value.clone(False)  # a shorter batch is refined, as TensorDict does
+                value.batch_size = bs
+            if shape is not None and tuple(shape[: len(bs)]) != tuple(bs):
+                raise RuntimeError(
+                    f"TensorDictParams.set: shape {tuple(shape)} of key {key!r} does not start "
+                    f"with batch_size {tuple(bs)}"
+                )
+            self._put(key, value, {})
             return
-        self.data[key] = value  # (an index: written into the leaves)
+        self._tree()[key] = _unwrap(value)  # (an index: written into the leaves)
 
     def __delitem__(self, key: Any) -> None:
         if isinstance(key, tuple) and len(key) > 1:
@@ -165,8 +340,10 @@ class TensorDictParams(nn.Module):
             del sub[key[1:] if len(key) > 2 else key[1]]
             return
         name = key[0] if isinstance(key, tuple) else key
-        for store in (self._parameters, self._buffers, self._modules):
+        self._check_unlocked("__delitem__", name)
+        for store in (self._parameters, self._buffers, self._modules, self.__dict__["_extras"]):
             store.pop(name, None)
+        self.__dict__["_order"].pop(name, None)
 
     def set(self, key: Any, value: Any, **kwargs: Any) -> TensorDictParams:
         """Register ``value`` under ``key`` (converted as at construction).
@@ -177,6 +354,12 @@ class TensorDictParams(nn.Module):
         >>> sorted(name for name, _ in p.named_parameters())
         ['a', 'b']
         """
+        if kwargs.get("inplace") and key in self:
+            with torch.no_grad():
+                self.data.set_(key, value)
+            return self
+        if key in self:
+            self._check_unlocked("set", key)
         self[key] = value
         return self
 
@@ -186,10 +369,12 @@ class TensorDictParams(nn.Module):
         except AttributeError:
             if name.startswith("__") or "_parameters" not in self.__dict__:
                 raise
-        attr = getattr(self.data, name)
+        raw = name in _STRUCTURAL or (name.endswith("_") and not name.endswith("__"))
+        tree = self._tree(hooks=not raw)
+        attr = getattr(tree, name)
         if not callable(attr):
             return attr
-        return _Forwarded(self, name, attr)
+        return _Forwarded(self, name, attr, tree)
 
     def clone(self, recurse: bool = True, **kwargs: Any) -> TensorDictParams:
         """A TensorDictParams of copies (parameters stay parameters, ties stay tied).
@@ -201,7 +386,7 @@ class TensorDictParams(nn.Module):
         False
         """
         if not recurse:
-            return TensorDictParams(self.data.clone(False), no_convert=True)
+            return TensorDictParams(self._tree().clone(False), no_convert=True)
         memo: dict[int, Tensor] = {}
 
         def copy(x: Tensor) -> Tensor:
@@ -213,8 +398,7 @@ class TensorDictParams(nn.Module):
                 memo[id(x)] = out
             return out
 
-        data = self.data
-        copied = data.apply(copy)  # nested batch sizes kept
+        copied = self._tree().apply(copy)  # nested batch sizes kept
         return TensorDictParams(copied, no_convert=True)
 
     def copy(self) -> TensorDictParams:
@@ -226,7 +410,7 @@ class TensorDictParams(nn.Module):
         >>> p.copy()["a"] is p["a"]
         True
         """
-        return TensorDictParams(self.data, no_convert=True)
+        return TensorDictParams(self._tree(), no_convert=True)
 
     def apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
         """``TensorDict.apply`` on the leaves (not ``nn.Module.apply``); with
@@ -237,7 +421,35 @@ class TensorDictParams(nn.Module):
         >>> TensorDictParams(a=torch.ones(1)).apply(lambda x: x.data * 2)["a"]
         tensor([2.])
         """
-        return _Forwarded(self, "apply", self.data.apply)(fn, *others, **kwargs)
+        tree = self._tree(hooks=not kwargs.get("inplace"))
+        try:
+            return _Forwarded(self, "apply", tree.apply, tree)(fn, *others, **kwargs)
+        except RuntimeError as err:
+            if not kwargs.get("inplace"):
+                raise
+            raise ValueError(
+                f"TensorDictParams.apply: Failed to update the leaves in place ({err}); "
+                "write into params.data instead"
+            ) from None
+
+    def named_apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
+        """``TensorDict.named_apply`` on the leaves (not ``nn.Module.named_apply``).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> TensorDictParams(a=torch.ones(1)).named_apply(lambda k, x: x.data * 0)["a"]
+        tensor([0.])
+        """
+        tree = self._tree(hooks=not kwargs.get("inplace"))
+        try:
+            return _Forwarded(self, "named_apply", tree.named_apply, tree)(fn, *others, **kwargs)
+        except RuntimeError as err:
+            if not kwargs.get("inplace"):
+                raise
+            raise ValueError(
+                f"TensorDictParams.named_apply: Failed to update the leaves in place ({err}); "
+                "write into params.data instead"
+            ) from None
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
@@ -257,6 +469,42 @@ class TensorDictParams(nn.Module):
         leaves = {k: v for k, v in state_dict.items() if not k.rpartition(".")[2].startswith("__")}
         return super().load_state_dict(leaves, strict=strict, assign=assign)
 
+    def memmap_(self, *args: Any, **kwargs: Any) -> Any:
+        """Refused: parameters cannot be memory-mapped in place (``memmap()`` copies them
+        into a new TensorDict).
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> TensorDictParams(a=torch.zeros(1)).memmap_()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: TensorDictParams.memmap_: Cannot build a memmap TensorDict in-place ...
+        """
+        raise RuntimeError(
+            "TensorDictParams.memmap_: Cannot build a memmap TensorDict in-place from "
+            "parameters; call memmap() for a memory-mapped copy"
+        )
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """``TensorDict.to`` on the leaves: a TensorDictParams of the moved or cast leaves
+        (this one when nothing changes), as upstream. A module holding this one still
+        moves it in place through ``module.to(...)``.
+
+        >>> import torch
+        >>> from tensordict.nn import TensorDictParams
+        >>> p = TensorDictParams(a=torch.zeros(2))
+        >>> q = p.to(torch.float64)
+        >>> type(q).__name__, q["a"].dtype, p["a"].dtype
+        ('TensorDictParams', torch.float64, torch.float32)
+        """
+        tree = self._tree(hooks=False)
+        out = tree.to(*args, **kwargs)
+        if out is tree:
+            return self
+        if not is_tensor_collection(out):
+            return out
+        return TensorDictParams(out, no_convert=True)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("TensorDictParams holds parameters; it has no forward")
 
@@ -265,37 +513,49 @@ class TensorDictParams(nn.Module):
 
     # Arithmetic and comparison dunders are looked up on the type, not via __getattr__.
     def __eq__(self, other: object) -> Any:
-        return self.data == _unwrap(other)
+        return self._tree() == _unwrap(other)
 
     def __ne__(self, other: object) -> Any:
-        return self.data != _unwrap(other)
+        return self._tree() != _unwrap(other)
 
     __hash__ = nn.Module.__hash__
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self._tree())
 
     def __iter__(self) -> Any:
-        return iter(self.data)
+        return iter(self._tree())
 
     def __contains__(self, key: Any) -> bool:
-        return key in self.data.keys(True)
+        return key in self._tree().keys(True)
 
     def __bool__(self) -> bool:
-        return True
+        return bool(self._tree())  # raises, as a TensorDict's truth value is ambiguous
 
 
 def _unwrap(value: Any) -> Any:
-    return value.data if isinstance(value, TensorDictParams) else value
+    return value._tree() if isinstance(value, TensorDictParams) else value
 
 
 def _binary(name: str) -> Callable[..., Any]:
     def op(self: TensorDictParams, other: Any) -> Any:
-        return getattr(self.data, name)(_unwrap(other))
+        return getattr(self._tree(), name)(_unwrap(other))
 
     op.__name__ = name
     return op
 
+
+def _cast(name: str) -> Callable[..., Any]:
+    def cast(self: TensorDictParams, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._tree(), name)(*args, **kwargs)
+
+    cast.__name__ = name
+    cast.__doc__ = f"``TensorDict.{name}`` of the leaves (a TensorDict), not nn.Module's."
+    return cast
+
+
+for _name in ("float", "double", "half", "bfloat16", "type"):  # nn.Module's cast in place
+    setattr(TensorDictParams, _name, _cast(_name))
 
 for _name in (
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
@@ -303,7 +563,7 @@ for _name in (
     "__neg__", "__abs__", "__invert__",
 ):  # fmt: skip
     if _name in ("__neg__", "__abs__", "__invert__"):
-        setattr(TensorDictParams, _name, lambda self, _n=_name: getattr(self.data, _n)())
+        setattr(TensorDictParams, _name, lambda self, _n=_name: getattr(self._tree(), _n)())
     else:
         setattr(TensorDictParams, _name, _binary(_name))
 
@@ -312,19 +572,32 @@ class _Forwarded:
     """A TensorDict method called on a TensorDictParams: runs on its ``data``; a result
     that is that same TensorDict (in-place methods) gives back the module."""
 
-    def __init__(self, owner: TensorDictParams, name: str, method: Callable[..., Any]) -> None:
-        self._owner, self._name, self._method = owner, name, method
+    def __init__(
+        self, owner: TensorDictParams, name: str, method: Callable[..., Any], tree: Any
+    ) -> None:
+        self._owner, self._name, self._method, self._tree = owner, name, method, tree
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = tuple(_unwrap(a) for a in args)
-        data = getattr(self._method, "__self__", None)
-        if self._name.endswith("_") and not self._name.endswith("__"):
+        kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+        tree, name, owner = self._tree, self._name, self._owner
+        structural = name in _STRUCTURAL
+        if structural and owner.__dict__["_locked"]:
+            owner._check_unlocked(name, args[0] if args else None)
+        if name.endswith("_") and not name.endswith("__"):
             with torch.no_grad():  # in-place writes into parameters, as an optimiser does
                 out = self._method(*args, **kwargs)
         else:
             out = self._method(*args, **kwargs)
-        if out is data and data is not None:
-            return self._owner
+        if out is tree:
+            if not owner.__dict__["_hooks_get"] or name != "apply":
+                owner._sync(tree)
+            return owner
+        if isinstance(out, tuple) and any(part is tree for part in out):  # split_keys(inplace)
+            owner._sync(tree)
+            return tuple(owner if part is tree else part for part in out)
+        if structural:
+            owner._sync(tree)
         return out
 
 

@@ -60,9 +60,32 @@ class BatchDimMismatchError(ValueError, RuntimeError):
     RuntimeError ("batch dimension mismatch") that upstream's users catch."""
 
 
+class KeysMismatchError(KeyError, RuntimeError):
+    """A strict ``load_state_dict`` whose keys differ: a ``KeyError`` here, and the
+    ``RuntimeError`` that ``nn.Module`` and upstream raise for it."""
+
+
+class DimOutOfRangeError(IndexError, ValueError):
+    """A batch dim out of range: an ``IndexError`` as in torch, and the ``ValueError``
+    upstream raises for it."""
+
+
+def dim_error(call: str, dim: int, ndim: int) -> DimOutOfRangeError:
+    """The error for ``dim`` outside a batch of ``ndim`` dims."""
+    also = (
+        "; dim0 and dim1 must be within the range of the number of dimensions"
+        if call.endswith("transpose")
+        else ""
+    )
+    return DimOutOfRangeError(
+        f"{call}: dim {dim} is out of range for a batch of {ndim} dims "
+        f"(expected one of [{-ndim}, {ndim - 1}]){also}"
+    )
+
+
 def leaf_shape_error(
     call: str, key: object, shape: torch.Size, batch_size: torch.Size
-) -> ValueError:
+) -> BatchDimMismatchError:
     """The error for a leaf whose shape does not start with the batch size."""
     return BatchDimMismatchError(
         f"{call}: shape {tuple(shape)} of key {key!r} does not start with "

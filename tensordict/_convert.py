@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -46,6 +46,24 @@ def _map_dense(
     return td._new_unsafe(entries, td._batch_size, out_device, td._names)
 
 
+def _is_attrs_leaf(cls: type) -> bool:
+    from tensordict._tensor_attrs import TensorAttrs
+
+    return issubclass(cls, (Tensor, TensorAttrs))
+
+
+def _is_attrs_spec(arg: Any) -> bool:
+    """Whether ``to``'s first argument is a collection of TensorAttrs (``td.attrs()``)."""
+    if not isinstance(arg, CollectionPrimitives) or isinstance(arg, Tensor):
+        return False
+    from tensordict._tensor_attrs import TensorAttrs
+
+    if isinstance(arg, TensorAttrs):
+        return False
+    values = arg.values(True, True, is_leaf=_is_attrs_leaf)
+    return any(isinstance(v, TensorAttrs) for v in values)
+
+
 def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """Split ``to``'s arguments into (device or None, dtype or None)."""
     device = kwargs.pop("device", None)
@@ -59,8 +77,9 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
             dtype = arg
         elif isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, CollectionPrimitives):
+        elif isinstance(arg, CollectionPrimitives):  # its device, and its dtype if common
             device = arg._device
+            dtype = getattr(arg, "dtype", None) or dtype
         elif isinstance(arg, (str, int, torch.device)):
             device = arg
         else:
@@ -75,8 +94,9 @@ class ConvertOps(CollectionPrimitives):
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device);
-        ``inplace=True`` makes this collection hold the result and returns it.
+        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
+        dtype its leaves share when they share one); ``inplace=True`` makes this
+        collection hold the result and returns it.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -86,6 +106,11 @@ class ConvertOps(CollectionPrimitives):
         """
         if kwargs.pop("inplace", False):
             return _to_inplace(self, self.to(*args, non_blocking=non_blocking, **kwargs))  # type: ignore[no-any-return]
+        batch_size = kwargs.pop("batch_size", None)
+        if batch_size is not None:
+            return self._to_batch_size(batch_size, args, non_blocking, kwargs)
+        if args and _is_attrs_spec(args[0]):
+            return self._to_attrs(args[0], args[1:], non_blocking, kwargs)
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
@@ -101,6 +126,70 @@ class ConvertOps(CollectionPrimitives):
         name; a no-op when no accelerator is in use)."""
         if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             torch.cuda.synchronize()
+
+    def attrs(self, fields: Sequence[str] = ("device", "dtype", "shape")) -> Any:
+        """A TensorDict (empty batch) holding, for every tensor leaf, a
+        :class:`~tensordict.TensorAttrs` of the ``fields`` asked for; ``to(attrs)`` moves
+        and casts a collection to match it.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.zeros(2), n=TensorDict(b=torch.zeros(2, dtype=torch.int32)))
+        >>> spec = td.attrs()
+        >>> spec["n", "b"].tgt_dtype, td.float().to(spec)["n", "b"].dtype
+        (torch.int32, torch.int32)
+        """
+        from tensordict._td import TensorDict
+        from tensordict._tensor_attrs import TensorAttrs
+
+        out = TensorDict({}, [])
+        for key, leaf in self.items(True, True):
+            if isinstance(leaf, Tensor):
+                out.set(key, TensorAttrs.from_tensor(leaf, fields=fields))
+        return out
+
+    def _to_attrs(
+        self, spec: Any, args: tuple[Any, ...], non_blocking: bool, kwargs: dict[str, Any]
+    ) -> Self:
+        """``to(attrs_td)``: each leaf named in ``spec`` moved to its device and cast to its
+        dtype (the attributes it records); the other leaves are kept as they are."""
+        from tensordict._tensor_attrs import TensorAttrs
+
+        call = self._call("to")
+        if args:
+            raise TypeError(
+                f"{call}: a TensorAttrs collection does not accept additional positional "
+                f"arguments, got {args!r}"
+            )
+        if kwargs.pop("non_blocking_pin", False):
+            raise NotImplementedError(f"{call}: non_blocking_pin is not supported with TensorAttrs")
+        if kwargs:
+            raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
+        targets = dict(spec.items(True, True, is_leaf=_is_attrs_leaf))
+
+        def fn(key: Any, x: Tensor) -> Tensor:
+            target = targets.get(key)
+            if not isinstance(target, TensorAttrs):
+                return x
+            return x.to(device=target.tgt_device, dtype=target.tgt_dtype, non_blocking=non_blocking)
+
+        return self.named_apply(fn, nested_keys=True)  # type: ignore[attr-defined,no-any-return]
+
+    def _to_batch_size(
+        self, batch_size: Any, args: tuple[Any, ...], non_blocking: bool, kwargs: dict[str, Any]
+    ) -> Self:
+        """``to(..., batch_size=)``: the moved or cast copy, given that batch size."""
+        call = self._call("to")
+        if self._stack_parts() is not None:
+            raise TypeError(
+                f"{call}: Cannot pass batch-size to a {type(self).__name__} (its batch size "
+                "comes from its members); reshape the result instead"
+            )
+        out = self.to(*args, non_blocking=non_blocking, **kwargs)
+        if out is self:
+            out = self.copy()  # type: ignore[attr-defined]
+        out.batch_size = batch_size  # type: ignore[misc]
+        return out
 
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""

@@ -6,6 +6,8 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import torch
 from torch import Tensor
 
 from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
@@ -403,6 +405,8 @@ class EntryOps(CollectionPrimitives):
         tensor([0., 1., 0.])
         """
         target = self.get(key)
+        if isinstance(value, np.ndarray):  # torch refuses an array on the right of []=
+            value = torch.as_tensor(value)
         target[index] = value
         if self._stack_parts() is not None:  # a stack's get is a copy: write it back
             self.set_(key, target)

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from tensordict._memmap_views import MappedViews, index_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
-from tensordict._primitives import CollectionPrimitives, DenseStorage
+from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
 from tensordict._torch_compat import disable_subclass_dispatch
 
 if TYPE_CHECKING:
@@ -57,19 +57,38 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
 
 
 def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
-    """Names after a basic index (ints, slices, None); None for advanced indexing."""
-    if names is None or not all(i is None or isinstance(i, (int, slice)) for i in idx):
+    """Names after an index: a sliced or 1-d tensor-indexed dim keeps its name, an int or
+    0-d tensor drops it, a new (None) or mask-made dim is unnamed. None when the index
+    holds several advanced parts, or one of more than one dim (its dims would share a name)."""
+    if names is None:
         return None
     out: list[str | None] = []
     dim = 0
+    advanced = 0
     for item in idx:
         if item is None:
             out.append(None)
         elif isinstance(item, slice):
             out.append(names[dim])
             dim += 1
-        else:
+        elif isinstance(item, int):
             dim += 1
+        elif isinstance(item, Tensor):
+            advanced += 1
+            if advanced > 1:
+                return None
+            if item.dtype == torch.bool:
+                out.append(None)
+                dim += max(item.ndim, 1)
+            elif item.ndim == 0:
+                dim += 1
+            elif item.ndim == 1:
+                out.append(names[dim])
+                dim += 1
+            else:
+                return None
+        else:
+            return None
     out.extend(names[dim:])
     return out if len(out) == new_ndim else None
 
@@ -194,6 +213,7 @@ class IndexOps(DenseStorage):
     def _set_at_index(self, index: Any, value: Any) -> None:
         bs = self._batch_size
         idx = _normalise(index, len(bs))
+        value = as_collection(value)
         self._write_at(idx, _indexed_shape("TensorDict[]=", index, idx, bs), value, ())
 
     def _write_nontensor(self, key: str, idx: Any, sub_bs: torch.Size, item: NonTensor) -> None:

@@ -88,7 +88,8 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
         hint = f"; keys at that level: {shown}{more}"
     else:
         hint = "; that level has no keys"
-    return KeyError(f"{call}: key {key!r} not found{hint}")
+    owner = call.split(".", 1)[0].split("[", 1)[0]
+    return KeyError(f"{call}: key {key!r} not found in the {owner}{hint}")
 
 
 def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import TensorDictBase
-from tensordict._batch import leaf_shape_error
+from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -39,7 +39,7 @@ from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
-from tensordict._td import TensorDict, _as_tensor_or_none
+from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 from tensordict._update_batch import batch_sizes_clash, check_resize
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
@@ -47,7 +47,7 @@ _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
-        raise IndexError(f"{call}: dim {dim} is out of range for a batch of {ndim} dims")
+        raise dim_error(call, dim, ndim)
     return dim % ndim
 
 
@@ -83,7 +83,7 @@ class LazyStackedTensorDict(TensorDictBase):
     tensor([1., 1.])
     """
 
-    __slots__ = ("_member_bs", "stack_dim", "tensordicts")
+    __slots__ = ("_member_bs", "_stack_name", "stack_dim", "tensordicts")
     _abstract = False
 
     def __init__(
@@ -129,7 +129,8 @@ class LazyStackedTensorDict(TensorDictBase):
         if not tds and device is not None:
             self._device = torch.device(device)
             device = None
-        self._names = None
+        self._names = None  # the names live on the members; the stack dim's is _stack_name
+        self._stack_name: str | None = None
         self._is_locked = False
         if device is not None:
             moved = self.to(device)
@@ -141,10 +142,47 @@ class LazyStackedTensorDict(TensorDictBase):
         """The members' batch size with the stack dim inserted."""
         return self._batch_size
 
+    def _names_kept(self) -> list[str | None] | None:
+        names = self.names
+        return names if any(n is not None for n in names) else None
+
     @property
     def names(self) -> list[str | None]:
-        """Batch dims are unnamed on a lazy stack."""
-        return [None] * len(self._batch_size)
+        """The members' dimension names, with the stack dim's own (None unless set).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> s = lazy_stack([TensorDict(batch_size=[2], names=["x"])] * 3, 1)
+        >>> s.names
+        ['x', None]
+        >>> s.names = ["x", "copies"]
+        >>> s.names, s.tensordicts[0].names
+        (['x', 'copies'], ['x'])
+        """
+        inner = self.tensordicts[0].names if self.tensordicts else [None] * len(self._member_bs)
+        inner.insert(self.stack_dim, getattr(self, "_stack_name", None))
+        return inner
+
+    @names.setter
+    def names(self, value: Sequence[str | None] | None) -> None:
+        call = self._call("names")
+        if value is None:
+            self._stack_name = None
+            for member in self.tensordicts:
+                member.names = None
+            return
+        names = list(value)
+        if len(names) != len(self._batch_size):
+            raise ValueError(
+                f"{call}: got {len(names)} names {names} for {len(self._batch_size)} batch "
+                f"dims {tuple(self._batch_size)}"
+            )
+        given = [n for n in names if n is not None]
+        if len(set(given)) != len(given):
+            raise ValueError(f"{call}: names must be unique, got {names}")
+        self._stack_name = names.pop(self.stack_dim)
+        for member in self.tensordicts:
+            member.names = names
 
     @property
     def is_locked(self) -> bool:
@@ -152,7 +190,10 @@ class LazyStackedTensorDict(TensorDictBase):
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
-        return type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
+        out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
+        if stack_dim is None:  # the same stack dim keeps its name
+            out._stack_name = self._stack_name
+        return out
 
     # ----------------------------------------------------------------- keys
     def keys(
@@ -339,10 +380,9 @@ class LazyStackedTensorDict(TensorDictBase):
                 value = numeric
         if isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)):
             if value.shape[: len(self._batch_size)] != self._batch_size:
-                raise ValueError(
-                    f"{call}: shape {tuple(value.shape)} of key {key!r} does not start with "
-                    f"batch_size {tuple(self._batch_size)}"
-                )
+                if not isinstance(value, TensorDict):
+                    raise leaf_shape_error(call, key, value.shape, self._batch_size)
+                value = _fit_batch(value, self._batch_size, call, key)
             parts: Sequence[Any] = value.unbind(self.stack_dim)
         elif isinstance(value, Mapping):
             return self.set(key, TensorDict(value, self._batch_size), inplace)
@@ -365,6 +405,16 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def set_(self, key: NestedKey, value: Any) -> LazyStackedTensorDict:
         """Copy ``value`` into the members' existing entries."""
+        call = self._call("set_")
+        if self._get_path_or_none(key_path(key, call)) is None:
+            raise KeyError(
+                f"{call}: key {key!r} not found in the LazyStackedTensorDict (setting a value "
+                "in-place on a stack of TensorDict needs the key in every member)"
+            )
+        if isinstance(value, Mapping):
+            value = TensorDict(value, self._batch_size)
+        elif not isinstance(value, (Tensor, CollectionPrimitives)):
+            value = torch.as_tensor(value)
         for member, part in zip(self.tensordicts, value.unbind(self.stack_dim), strict=True):
             member.set_(key, part)
         return self
@@ -521,6 +571,8 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         dense = stack([m._as_dense(call) for m in self.tensordicts], self.stack_dim)
         assert isinstance(dense, TensorDict)
+        if self._stack_name is not None:  # the stack dim's name goes with it
+            dense.names = self.names
         return dense
 
     def _tensor_leaves(self, out: list[Tensor]) -> list[Tensor]:
@@ -656,7 +708,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if strict:
             ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
             if ours != theirs or self.partial_keys(True):
-                raise KeyError(
+                raise KeysMismatchError(
                     f"{type(self).__name__}.load_state_dict: missing keys "
                     f"{sorted(map(str, ours - theirs))}, unexpected keys "
                     f"{sorted(map(str, theirs - ours))}, keys in some members only "
@@ -970,15 +1022,22 @@ class LazyStackedTensorDict(TensorDictBase):
             member.masked_fill_(part, value)
         return self
 
-    def where(self, condition: Tensor, other: Any) -> Any:
+    def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
         """Member-wise ``where``."""
+        if out is not None:
+            from tensordict._shape import where
+
+            return where(condition, self, other, out=out, pad=pad)  # (back here without out)
         conds = condition.expand(self._batch_size).unbind(self.stack_dim)
         covers = isinstance(other, (Tensor, TensorDict, LazyStackedTensorDict)) and (
             other.shape[: len(self._batch_size)] == self._batch_size
         )
         others = other.unbind(self.stack_dim) if covers else [other] * len(conds)
         return self._restack(
-            [m.where(c, o) for m, c, o in zip(self.tensordicts, conds, others, strict=True)]
+            [
+                m.where(c, o, pad=pad)
+                for m, c, o in zip(self.tensordicts, conds, others, strict=True)
+            ]
         )
 
 

@@ -263,3 +263,12 @@ class DenseStorage(CollectionPrimitives):
             prefix: tuple[str, ...] = (),
         ) -> Self: ...
         def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
+
+
+def as_collection(value: Any) -> Any:
+    """A collection-like object (a ``tensordict.nn.TensorDictParams``: a module that
+    reads as a TensorDict) as the TensorDict it reads as; anything else unchanged."""
+    if isinstance(value, (CollectionPrimitives, Tensor)):
+        return value
+    to_td = getattr(value, "to_tensordict", None)
+    return to_td() if callable(to_td) else value

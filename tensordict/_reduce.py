@@ -95,7 +95,15 @@ class ReduceOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
-        return self.apply(lambda x: _reduce(op, x, dims, keepdim, **kw), batch_size=new_bs)
+        old = self.names
+        names = (
+            (old if keepdim else [n for i, n in enumerate(old) if i not in dims])
+            if any(n is not None for n in old)
+            else None
+        )
+        return self.apply(
+            lambda x: _reduce(op, x, dims, keepdim, **kw), batch_size=new_bs, names=names
+        )
 
     def _reduction(
         self, op: str, dim: Dim, keepdim: bool, reduce: bool, **kw: Any

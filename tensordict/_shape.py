@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
 
+from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, as_collection
 
 if TYPE_CHECKING:
     from typing import Self
@@ -50,10 +51,7 @@ class PermuteIndexError(ValueError, IndexError):
 
 def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
-        raise IndexError(
-            f"{call}: dim {dim} is out of range for a batch of {ndim} dims "
-            f"(expected one of [{-ndim}, {ndim - 1}])"
-        )
+        raise dim_error(call, dim, ndim)
     return dim % ndim
 
 
@@ -124,6 +122,22 @@ def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size
     return torch.Size(dims)
 
 
+def _keep_lock(source: Any, out: _T) -> _T:
+    """``out``, locked when ``source`` is (upstream's reshape and permute keep the lock)."""
+    result: Any = out
+    if source._is_locked and not result._is_locked:
+        result.lock_()
+    return out
+
+
+_T = TypeVar("_T")
+
+
+class RefineNamesError(ValueError, RuntimeError):
+    """``refine_names`` asked to rename a named dim: a ``ValueError`` here, and the
+    ``RuntimeError`` upstream raises."""
+
+
 def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
     return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
@@ -153,10 +167,17 @@ class ShapeOps(CollectionPrimitives):
         torch.Size([12, 5])
         """
         out = self._reshape("reshape", shape if size is None else (size,))
-        return adopt(self, out, self._call("reshape")) if inplace else out
+        if inplace:
+            return adopt(self, out, self._call("reshape"))  # type: ignore[no-any-return]
+        return _keep_lock(self, out)
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
-        """Like :meth:`reshape`, but every leaf must be viewable (no copy)."""
+        """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,
+        every leaf is viewed as that dtype (``batch_size`` then names the result's)."""
+        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+            dtype = shape[0]
+            bs = self._batch_size if batch_size is None else batch_size
+            return self.apply(lambda x: x.view(dtype), batch_size=bs)
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)
@@ -332,7 +353,7 @@ class ShapeOps(CollectionPrimitives):
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
             out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
-            return record(out, "permute", (norm,), self)
+            return record(_keep_lock(self, out), "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -342,7 +363,7 @@ class ShapeOps(CollectionPrimitives):
             return x.permute(*order)
 
         out = self._remap(self._call("permute"), fn, new_bs, names)
-        return record(out, "permute", (norm,), self)
+        return record(_keep_lock(self, out), "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
@@ -530,11 +551,27 @@ class ShapeOps(CollectionPrimitives):
         result = self._remap(self._call("gather"), fn, new_bs, self._names_kept())
         if out is None:
             return result
+        if torch.is_grad_enabled() and any(x.requires_grad for x in result._tensor_leaves([])):
+            raise RuntimeError(  # as torch.gather(..., out=) says for a tensor
+                f"{self._call('gather')}: functions with out=... arguments don't support "
+                "automatic differentiation, but one of the arguments requires grad"
+            )
         return out.update_(result)  # type: ignore[no-any-return]
 
     def masked_fill(self, mask: Tensor, value: float | bool) -> Self:
-        """Fill the batch elements where ``mask`` is true with ``value``."""
+        """Fill the batch elements where ``mask`` is true with ``value``; a mask over the
+        leading batch dims covers the dims after them too (upstream).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2, 3)}, [2, 3])
+        >>> td.masked_fill(torch.tensor([True, False]), 1.0)["a"]
+        tensor([[1., 1., 1.],
+                [0., 0., 0.]])
+        """
         n = len(self._batch_size)
+        if mask.ndim < n and mask.shape == self._batch_size[: mask.ndim]:
+            n = mask.ndim  # left-aligned: viewed with singleton dims for the rest
         self._check_mask(self._call("masked_fill"), mask)
         return self._remap(
             self._call("masked_fill"),
@@ -547,6 +584,8 @@ class ShapeOps(CollectionPrimitives):
     def masked_fill_(self, mask: Tensor, value: float | bool) -> Self:
         """In-place :meth:`masked_fill`."""
         n = len(self._batch_size)
+        if mask.ndim < n and mask.shape == self._batch_size[: mask.ndim]:
+            n = mask.ndim
         self._check_mask(self._call("masked_fill_"), mask)
         for leaf in self._tensor_leaves([]):
             leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
@@ -564,6 +603,8 @@ class ShapeOps(CollectionPrimitives):
     def _check_mask(self, call: str, mask: Tensor) -> None:
         if mask.dtype != torch.bool:
             raise TypeError(f"{call}: mask must be a bool tensor, got {mask.dtype}")
+        if mask.shape == self._batch_size[: mask.ndim]:
+            return
         try:
             torch.broadcast_shapes(mask.shape, self._batch_size)  # type: ignore[no-untyped-call]
         except RuntimeError:
@@ -577,14 +618,26 @@ class ShapeOps(CollectionPrimitives):
                 f"{len(self._batch_size)} batch dims"
             )
 
-    def where(self, condition: Tensor, other: Any) -> Self:
-        """``self`` where ``condition`` (batch-shaped) holds, else ``other``."""
-        return where(condition, self, other)  # type: ignore[no-any-return]
+    def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Self:
+        """``self`` where ``condition`` (batch-shaped) holds, else ``other``; ``pad`` stands
+        in for the leaves only one side has, ``out`` receives the result in place."""
+        return where(condition, self, other, out=out, pad=pad)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ names
-    def refine_names(self, *names: str | None) -> Self:
-        """Name the unnamed batch dims; named ones must keep their name. Acts in place."""
+    def refine_names(self, *names: Any) -> Self:
+        """Name the unnamed batch dims; named ones must keep their name. Acts in place.
+        One ``...`` stands for the dims in between, left as they are.
+
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[3, 4, 5])
+        >>> td.refine_names(..., "c").refine_names("a", ...).names
+        ['a', None, 'c']
+        """
         current = self.names
+        if names.count(...) == 1:
+            at = names.index(...)
+            fill = len(current) - len(names) + 1
+            names = (*names[:at], *current[at : at + fill], *names[at + 1 :])
         if len(names) != len(current):
             raise ValueError(
                 f"{self._call('refine_names')}: got {len(names)} names for "
@@ -592,9 +645,9 @@ class ShapeOps(CollectionPrimitives):
             )
         for i, (old, new) in enumerate(zip(current, names, strict=True)):
             if old is not None and new is not None and old != new:
-                raise ValueError(
-                    f"{self._call('refine_names')}: dim {i} is named {old!r}; "
-                    f"cannot refine to {new!r}"
+                raise RefineNamesError(
+                    f"{self._call('refine_names')}: cannot coerce TensorDict names: dim {i} "
+                    f"is named {old!r}; cannot refine to {new!r}"
                 )
         self.names = [old if new is None else new for old, new in zip(current, names, strict=True)]  # type: ignore[misc]
         return self
@@ -623,13 +676,31 @@ class ShapeOps(CollectionPrimitives):
         return self
 
 
-def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
+def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: Any = None) -> Any:
     """``torch.where`` over the batch: ``input`` where ``condition`` holds, else ``other``
-    (written into ``out`` in place when given)."""
+    (written into ``out`` in place when given). With ``pad``, a tensor leaf only one of
+    ``input``/``other`` holds meets a tensor of ``pad`` values on the other side."""
     if out is not None:
-        return out.update_(where(condition, input, other))
+        if isinstance(input, CollectionPrimitives):  # a lazy stack's where goes by member
+            result = input.where(condition, other, pad=pad)  # type: ignore[attr-defined]
+        else:
+            result = where(condition, input, other, pad=pad)
+        if isinstance(out, CollectionPrimitives) and out.is_empty():  # type: ignore[attr-defined]
+            return out.update(result)
+        return out.update_(result)
     if not isinstance(input, CollectionPrimitives):
         raise TypeError("tensordict where: input must be a TensorDict")
+    other = as_collection(other)
+    if isinstance(other, CollectionPrimitives):
+        if pad is not None:
+            input, other = _padded(input, other, pad), _padded(other, input, pad)
+        else:
+            mine, theirs = set(input.keys(True, True)), set(other.keys(True, True))
+            if mine != theirs:
+                raise KeyError(
+                    f"{input._call('where')}: keys {sorted(mine ^ theirs, key=str)} of one side "
+                    "not found and no pad value provided (pass pad=)"
+                )
     n = len(input._batch_size)
     if condition.dtype != torch.bool:
         raise TypeError(
@@ -641,6 +712,17 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None) -> Any:
             other,
         )
     return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
+
+
+def _padded(td: Any, like: Any, value: Any) -> Any:
+    """``td``, given a leaf of ``value`` for every tensor leaf only ``like`` holds."""
+    missing = [(key, leaf) for key, leaf in like.items(True, True) if td.get(key, None) is None]
+    if not missing:
+        return td
+    td = td.copy()
+    for key, leaf in missing:
+        td.set(key, torch.full_like(leaf, value) if isinstance(leaf, Tensor) else leaf)
+    return td
 
 
 def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:

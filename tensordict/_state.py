@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch import Tensor
 
+from tensordict._batch import KeysMismatchError
 from tensordict._keys import join_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
 from tensordict._primitives import CollectionPrimitives, DenseStorage
@@ -157,7 +158,7 @@ class DenseStateOps(DenseStorage):
             theirs = {join_path(p) for p in _paths_of_nested(nested)}
             missing, unexpected = sorted(ours - theirs, key=str), sorted(theirs - ours, key=str)
             if missing or unexpected:
-                raise KeyError(
+                raise KeysMismatchError(
                     f"{type(self).__name__}.load_state_dict: missing keys {missing}, "
                     f"unexpected keys {unexpected} (pass strict=False to load what matches)"
                 )

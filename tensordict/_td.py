@@ -69,6 +69,47 @@ def is_tensor_collection(obj: object) -> bool:
     return issubclass(cls, CollectionPrimitives)
 
 
+def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> TensorDict:
+    """A shallow copy of ``value`` given the batch size ``bs`` its leaves allow, as upstream
+    does for a nested TensorDict of another batch size (``value`` itself is left alone).
+    Only a batch size that ``bs`` extends is refined so; any other one is an error."""
+    have = value._batch_size
+    if len(have) >= len(bs) or bs[: len(have)] != have:
+        raise leaf_shape_error(call, key, have, bs)
+    try:
+        out = value.clone(False)
+        out.batch_size = bs
+    except (ValueError, RuntimeError):
+        raise leaf_shape_error(call, key, value._batch_size, bs) from None
+    return out
+
+
+def _name_nested(td: TensorDict) -> None:
+    """Give the nested TensorDicts of ``td`` its dimension names on their leading dims, as
+    upstream keeps them (their own extra dims keep theirs)."""
+    n = len(td._batch_size)
+    lead = td._names if td._names is not None else [None] * n
+    for value in td._tensordict.values():
+        if _is_td(value):
+            current = value._names
+            if current is None and td._names is None:
+                continue
+            extra = current[n:] if current is not None else [None] * (len(value._batch_size) - n)
+            value.names = [*lead, *extra]
+
+
+def _adopt_names(td: TensorDict, value: TensorDict) -> None:
+    """Names across a nested write: the value takes the parent's names, or an unnamed
+    parent takes those of the value's leading dims (upstream)."""
+    n = len(td._batch_size)
+    if td._names is not None:
+        if value._names is None or value._names[:n] != td._names:
+            extra = value._names[n:] if value._names is not None else None
+            value.names = [*td._names, *(extra or [None] * (len(value._batch_size) - n))]
+    elif value._names is not None and any(x is not None for x in value._names[:n]):
+        td.names = value._names[:n]
+
+
 def _is_td(value: object) -> TypeGuard[TensorDict]:
     return isinstance(value, TensorDict)
 
@@ -334,7 +375,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if isinstance(value, NonTensor):
                 self._tensordict[key] = value._with(size, value.device)
         if self._names is not None and len(self._names) != len(size):
-            self._names = None
+            # the dims kept keep their names, new trailing dims are unnamed (upstream)
+            kept = [*self._names[: len(size)], *[None] * (len(size) - len(self._names))]
+            self._names = kept if any(n is not None for n in kept) else None
         self._batch_size = size
 
     @property
@@ -348,17 +391,20 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def names(self, value: Sequence[str | None] | None) -> None:
         if value is None:
             self._names = None
+            _name_nested(self)
             return
         names = list(value)
         if len(names) != len(self._batch_size):
             raise ValueError(
                 f"{type(self).__name__}.names: got {len(names)} names {names} for "
-                f"{len(self._batch_size)} batch dims {tuple(self._batch_size)}"
+                f"{len(self._batch_size)} batch dims {tuple(self._batch_size)} (the length "
+                "of the dimension names must equate the tensordict batch_dims)"
             )
         given = [n for n in names if n is not None]
         if len(set(given)) != len(given):
             raise ValueError(f"{type(self).__name__}.names: names must be unique, got {names}")
         self._names = None if not given else names
+        _name_nested(self)
 
     @property
     def is_locked(self) -> bool:
@@ -377,7 +423,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             return value
         if _is_td(value):
             if not starts_with(value._batch_size, bs):
-                raise leaf_shape_error(call, key, value._batch_size, bs)
+                value = _fit_batch(value, bs, call, key)
+            if (self._names is not None or value._names is not None) and bs:
+                _adopt_names(self, value)
             if self._device is not None and value._device != self._device:
                 value = value.to(self._device)
             return value

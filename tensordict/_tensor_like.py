@@ -101,6 +101,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict(a=torch.ones(2, requires_grad=True))
+        >>> td.grad is None
+        True
         >>> td["a"].sum().backward()
         >>> td.grad["a"]
         tensor([1., 1.])

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor
+from tensordict._primitives import as_collection
 from tensordict._td import is_tensor_collection
 
 __all__ = ["assert_allclose_td", "assert_close"]
@@ -52,6 +53,7 @@ def assert_close(
     AssertionError: assert_close: key 'n.y'... not close...
     """
     call = "assert_close"
+    actual, expected = as_collection(actual), as_collection(expected)
     if not is_tensor_collection(actual) or not is_tensor_collection(expected):
         raise TypeError(
             f"{call}: expected two tensor collections, got {type(actual).__name__} and "

@@ -25,10 +25,13 @@ def test_get_and_getitem(td: TensorDict) -> None:
 
 
 def test_missing_key_errors_suggest(td: TensorDict) -> None:
-    with pytest.raises(KeyError, match=r"TensorDict\[\]: key 'aa' not found; did you mean 'a'"):
+    with pytest.raises(
+        KeyError, match=r"TensorDict\[\]: key 'aa' not found in the TensorDict; did you mean 'a'"
+    ):
         td["aa"]
     with pytest.raises(
-        KeyError, match=r"TensorDict.get: key \('nested', 'bb'\) not found; did you mean 'b'"
+        KeyError,
+        match=r"TensorDict.get: key \('nested', 'bb'\) not found in the TensorDict; did you mean 'b'",
     ):
         td.get(("nested", "bb"))
     with pytest.raises(KeyError, match=r"'a' holds a Tensor, not a nested TensorDict"):

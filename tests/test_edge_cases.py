@@ -97,11 +97,12 @@ def test_locked_structure_cannot_change() -> None:
     assert empty.batch_size == (2,) and empty.device is None
 
 
-def test_apply_names_do_not_leak_into_nested() -> None:
+def test_apply_names_reach_nested_leading_dims_only() -> None:
     td = TensorDict({"n": TensorDict({"y": torch.zeros(2, 3)}, [2, 3])}, [2])
     out = td.named_apply(lambda k, x: x, names=["b"])
     assert out.names == ["b"]
-    assert out["n"].names == [None, None]
+    assert out["n"].names == ["b", None]  # a nested level shares its parent's names (upstream)
+    assert td["n"].names == [None, None]  # the source is left alone
 
 
 def test_state_dict_metadata_keys_and_dotted_nested_keys() -> None:

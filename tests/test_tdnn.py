@@ -216,7 +216,7 @@ def test_from_module_as_module_gives_tensordict_params() -> None:
     assert [p.shape[0] for p in stacked.parameters()] == [2, 2, 2, 2]
     opt = torch.optim.Adam(stacked.parameters(), lr=0.1)
     before = stacked["1", "bias"].detach().clone()
-    with stacked.data[0].to_module(model):
+    with stacked[0].to_module(model):
         model(torch.randn(6, 3)).sum().backward()
     opt.step()
     assert not torch.equal(stacked["1", "bias"][0], before[0])
@@ -231,10 +231,12 @@ def test_tensordict_params_is_a_module_and_a_tensordict() -> None:
     assert names == ["0.bias", "0.weight", "1.bias", "1.weight"]
     buffers = sorted(n for n, _ in params.named_buffers())
     assert buffers == ["1.num_batches_tracked", "1.running_mean", "1.running_var"]
-    assert params["0", "weight"] is params.data["0", "weight"]
+    # data: the leaves detached, sharing storage (upstream's TensorDictParams.data)
+    assert not params.data["0", "weight"].requires_grad
+    assert params.data["0", "weight"].data_ptr() == params["0", "weight"].data_ptr()
     opt = torch.optim.SGD(params.parameters(), lr=0.1)
     before = params["0", "weight"].detach().clone()
-    with params.data[0].to_module(model):
+    with params[0].to_module(model):
         loss = model(torch.randn(8, 3)).sum()
     loss.backward()
     opt.step()
@@ -247,7 +249,8 @@ def test_tensordict_params_is_a_module_and_a_tensordict() -> None:
     result = other.load_state_dict(sd, strict=False)
     assert not result.missing_keys and not result.unexpected_keys
     torch.testing.assert_close(other["0", "weight"], params["0", "weight"])
-    params.to(torch.float64)
+    params = params.to(torch.float64)  # a new TensorDictParams, as upstream
+    assert isinstance(params, TensorDictParams)
     assert params.data["0", "weight"].dtype == torch.float64
     assert params.data["1", "running_mean"].dtype == torch.float64  # buffers re-synced
     with pytest.raises(TypeError, match="expected a TensorDict"):
