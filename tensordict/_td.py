@@ -597,7 +597,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         leaf_key = key
         if type(key) is not str:
             if isinstance(key, str):  # a str subclass such as a StrEnum member
-                self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+                call = f"{type(self).__name__}[]="
+                self._set_path(key_path(key, call), value, call)
                 return
             if type(key) is not tuple or not key or not isinstance(key[0], str):
                 self._set_at_index(key, value)
@@ -629,12 +630,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 except IndexError:  # a 0-dim tensor
                     bad = True
                 if bad:
-                    raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
+                    raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
             elif n and value.shape[:n] != bs:
-                raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
+                raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
             node._tensordict[leaf_key] = value
         else:
-            self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+            call = f"{type(self).__name__}[]="
+            self._set_path(key_path(key, call), value, call)
 
     def set_(self, key: NestedKey, value: Any) -> TensorDict:
         """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.
