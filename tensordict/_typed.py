@@ -31,6 +31,12 @@ if typing.TYPE_CHECKING:
 _STRING_WRAPPER = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*(NotRequired|Required|ClassVar)\s*\[")
 
 
+_OPTIONS = ("frozen",)
+# upstream's other class options, refused by name
+_UPSTREAM_ONLY = ("shadow", "autocast", "nocast", "tensor_only")
+_PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
+
+
 def _kind(annotation: Any) -> str:
     """``"required"``, ``"optional"`` (``NotRequired[...]``) or ``"classvar"``."""
     if isinstance(annotation, str):
@@ -102,9 +108,44 @@ class TypedTensorDict(TensorDict):
     __optional_keys__: ClassVar[frozenset[str]] = frozenset()
     _fields: ClassVar[tuple[str, ...]] = ()
     _required: ClassVar[tuple[str, ...]] = ()
+    _frozen: ClassVar[bool] = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __class_getitem__(cls, item: str | tuple[str, ...]) -> Any:
+        """A subclass with the named options on; only ``"frozen"`` (locked once built).
+
+        >>> import torch
+        >>> from torch import Tensor
+        >>> from tensordict import TypedTensorDict
+        >>> class Fixed(TypedTensorDict["frozen"]):
+        ...     x: Tensor
+        >>> Fixed(x=torch.zeros(2), batch_size=[2]).is_locked
+        True
+        """
+        items = item if isinstance(item, tuple) else (item,)
+        for option in items:
+            if option in _UPSTREAM_ONLY:
+                raise ValueError(
+                    f"{cls.__name__}[...]: the option {option!r} is not supported here; "
+                    f"supported: {list(_OPTIONS)}"
+                )
+            if option not in _OPTIONS:
+                raise ValueError(
+                    f"{cls.__name__}[...]: unknown option {option!r}; supported: {list(_OPTIONS)}"
+                )
+        key = (cls, tuple(sorted(set(items))))
+        base = _PARAMETRIZED.get(key)
+        if base is None:
+            name = f"{cls.__name__}_{'_'.join(key[1])}"
+            namespace = {"__module__": cls.__module__, "__qualname__": name}
+            base = _PARAMETRIZED[key] = type(cls)(  # type: ignore[misc]
+                name, (cls,), namespace, **dict.fromkeys(key[1], True)
+            )
+        return base
+
+    def __init_subclass__(cls, frozen: bool | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if frozen is not None:
+            cls._frozen = frozen
         kinds: dict[str, str] = {}
         for base in reversed(cls.__mro__):
             if base is TypedTensorDict or not issubclass(base, TypedTensorDict):
@@ -164,7 +205,9 @@ class TypedTensorDict(TensorDict):
                 f"{call}: unexpected field(s) {unknown}; fields are {list(cls._fields)}"
             )
         bs = as_batch_size(batch_size, call)
-        super().__init__(fields, batch_size=bs, device=device, names=names, lock=lock)
+        super().__init__(
+            fields, batch_size=bs, device=device, names=names, lock=lock or cls._frozen
+        )
 
     @classmethod
     def from_tensordict(cls, td: TensorDict, *, check: bool = True) -> Self:

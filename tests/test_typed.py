@@ -309,3 +309,40 @@ def test_from_tensordict_refuses_a_lazy_stack() -> None:
         Predictor.from_tensordict(stack)  # type: ignore[arg-type]
     dense = Predictor.from_tensordict(stack.to_tensordict())
     assert dense.eta.shape == (2, 3)
+
+
+# ------------------------------------------------------------------ class options
+class Frozen(TypedTensorDict["frozen"]):
+    x: Tensor
+
+
+class FrozenChild(Frozen):
+    y: Tensor
+
+
+class Thawed(FrozenChild, frozen=False):
+    pass
+
+
+def test_frozen_option() -> None:
+    assert TypedTensorDict["frozen"] is TypedTensorDict["frozen"]
+    assert Frozen._fields == ("x",) and FrozenChild._fields == ("x", "y")
+    frozen = Frozen(x=torch.zeros(2), batch_size=[2])
+    assert frozen.is_locked
+    with pytest.raises(RuntimeError, match=r"Frozen.x: Cannot modify locked TensorDict"):
+        frozen.x = torch.ones(2)
+    both = {"x": torch.zeros(2), "y": torch.zeros(2)}
+    assert FrozenChild(**both, batch_size=[2]).is_locked  # the option is inherited
+    assert not Thawed(**both, batch_size=[2]).is_locked  # and can be turned off
+
+
+@pytest.mark.parametrize(
+    ("option", "match"),
+    [
+        ("shadow", r"TypedTensorDict\[...\]: the option 'shadow' is not supported here"),
+        ("bogus", r"TypedTensorDict\[...\]: unknown option 'bogus'; supported: \['frozen'\]"),
+    ],
+)
+def test_unsupported_options(option: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        TypedTensorDict[option]
