@@ -31,9 +31,9 @@ if typing.TYPE_CHECKING:
 _STRING_WRAPPER = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*(NotRequired|Required|ClassVar)\s*\[")
 
 
-_OPTIONS = ("frozen",)
-# upstream's other class options, refused by name
-_UPSTREAM_ONLY = ("shadow", "autocast", "nocast", "tensor_only")
+# frozen: locked once built; shadow: fields may hide TensorDict attributes; the last three
+# are recorded on the class and change nothing (as upstream's TypedTensorDict)
+_OPTIONS = ("frozen", "shadow", "autocast", "nocast", "tensor_only")
 _PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
 
 
@@ -109,9 +109,19 @@ class TypedTensorDict(TensorDict):
     _fields: ClassVar[tuple[str, ...]] = ()
     _required: ClassVar[tuple[str, ...]] = ()
     _frozen: ClassVar[bool] = False
+    _shadow: ClassVar[bool] = False
+    _autocast: ClassVar[bool] = False
+    _nocast: ClassVar[bool] = False
+    _tensor_only: ClassVar[bool] = False
 
     def __class_getitem__(cls, item: str | tuple[str, ...]) -> Any:
-        """A subclass with the named options on; only ``"frozen"`` (locked once built).
+        """A subclass with the named options on, inherited by its subclasses.
+
+        ``"frozen"``: every instance is locked once built. ``"shadow"``: fields may take
+        the name of a TensorDict attribute (``data``, ``clone``, ...), which the field then
+        hides on that class, so operations needing that attribute no longer work there.
+        ``"autocast"``, ``"nocast"``, ``"tensor_only"`` are recorded and change nothing, as
+        upstream. ``class C(Base, frozen=False)`` turns an inherited option off.
 
         >>> import torch
         >>> from torch import Tensor
@@ -123,14 +133,10 @@ class TypedTensorDict(TensorDict):
         """
         items = item if isinstance(item, tuple) else (item,)
         for option in items:
-            if option in _UPSTREAM_ONLY:
-                raise ValueError(
-                    f"{cls.__name__}[...]: the option {option!r} is not supported here; "
-                    f"supported: {list(_OPTIONS)}"
-                )
             if option not in _OPTIONS:
                 raise ValueError(
-                    f"{cls.__name__}[...]: unknown option {option!r}; supported: {list(_OPTIONS)}"
+                    f"{cls.__name__}[...]: Unknown TypedTensorDict option {option!r}; options "
+                    f"are {list(_OPTIONS)}"
                 )
         key = (cls, tuple(sorted(set(items))))
         base = _PARAMETRIZED.get(key)
@@ -142,10 +148,20 @@ class TypedTensorDict(TensorDict):
             )
         return base
 
-    def __init_subclass__(cls, frozen: bool | None = None, **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls,
+        frozen: bool | None = None,
+        shadow: bool | None = None,
+        autocast: bool | None = None,
+        nocast: bool | None = None,
+        tensor_only: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init_subclass__(**kwargs)
-        if frozen is not None:
-            cls._frozen = frozen
+        options = (frozen, shadow, autocast, nocast, tensor_only)
+        for option, value in zip(_OPTIONS, options, strict=True):
+            if value is not None:
+                setattr(cls, f"_{option}", bool(value))
         kinds: dict[str, str] = {}
         for base in reversed(cls.__mro__):
             if base is TypedTensorDict or not issubclass(base, TypedTensorDict):
@@ -155,10 +171,11 @@ class TypedTensorDict(TensorDict):
                     kinds[name] = _kind(annotation)
         fields = tuple(name for name, kind in kinds.items() if kind != "classvar")
         shadowing = [name for name in fields if hasattr(TensorDict, name)]
-        if shadowing:
+        if shadowing and not cls._shadow:
             raise AttributeError(
-                f"{cls.__name__}: field(s) {shadowing} shadow a TensorDict attribute of the "
-                "same name; rename them (they stay reachable as entries: obj['name'])"
+                f"{cls.__name__}: field(s) {shadowing}: each shadows a TensorDictBase attribute "
+                "of the same name; rename them, or derive from TypedTensorDict['shadow'] to "
+                "let the fields hide those attributes"
             )
         cls._fields = fields
         cls._required = tuple(name for name in fields if kinds[name] == "required")

@@ -71,7 +71,10 @@ def test_string_annotations() -> None:
 
 
 def test_field_shadowing_a_method_is_refused() -> None:
-    with pytest.raises(AttributeError, match=r"Bad: field\(s\) \['data', 'keys'\] shadow"):
+    with pytest.raises(
+        AttributeError,
+        match=r"Bad: field\(s\) \['data', 'keys'\]: each shadows a TensorDictBase attribute",
+    ):
         type("Bad", (TypedTensorDict,), {"__annotations__": {"data": Tensor, "keys": Tensor}})
 
 
@@ -336,13 +339,32 @@ def test_frozen_option() -> None:
     assert not Thawed(**both, batch_size=[2]).is_locked  # and can be turned off
 
 
-@pytest.mark.parametrize(
-    ("option", "match"),
-    [
-        ("shadow", r"TypedTensorDict\[...\]: the option 'shadow' is not supported here"),
-        ("bogus", r"TypedTensorDict\[...\]: unknown option 'bogus'; supported: \['frozen'\]"),
-    ],
-)
-def test_unsupported_options(option: str, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        TypedTensorDict[option]
+class Shadow(TypedTensorDict["shadow", "frozen"]):
+    data: Tensor
+    other: Tensor
+
+
+def test_shadow_option() -> None:
+    assert Shadow._shadow and Shadow._frozen
+    assert TypedTensorDict["frozen", "shadow"] is TypedTensorDict["shadow", "frozen"]
+    data = torch.randn(3, 2)
+    shadow = Shadow(data=data, other=torch.zeros(3), batch_size=[3])
+    assert shadow.data is data and shadow.is_locked
+    shadow.unlock_()
+    shadow.data = torch.ones(3, 2)
+    assert torch.equal(shadow["data"], torch.ones(3, 2))
+    assert torch.equal(shadow.reshape(3, 1)["other"], torch.zeros(3, 1))
+
+
+def test_recorded_options() -> None:
+    cls = TypedTensorDict["autocast", "nocast", "tensor_only"]
+    assert cls._autocast and cls._nocast and cls._tensor_only and not cls._frozen
+
+
+def test_unknown_option() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"TypedTensorDict\[...\]: Unknown TypedTensorDict option 'bogus'; options are "
+        r"\['frozen', 'shadow', 'autocast', 'nocast', 'tensor_only'\]",
+    ):
+        TypedTensorDict["bogus"]
