@@ -543,14 +543,16 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
-            raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
+            call = f"{type(self).__name__}[]"
+            raise missing_key_error(call, str.__str__(key), self._tensordict)
         if type(key) is tuple and key and type(key[0]) is str:
             node: Any = self
             try:
                 for part in key:
                     node = node._tensordict[part]
             except (KeyError, TypeError, AttributeError):
-                node = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
+                call = f"{type(self).__name__}[]"
+                node = self._get_path(key_path(key, call), call)
         else:
             return self._index(key)
         if isinstance(node, NonTensor):

@@ -368,3 +368,11 @@ def test_unknown_option() -> None:
         r"\['frozen', 'shadow', 'autocast', 'nocast', 'tensor_only'\]",
     ):
         TypedTensorDict["bogus"]
+
+
+def test_missing_key_errors_name_the_class() -> None:
+    state = _state()
+    with pytest.raises(KeyError, match=r"Predictor\[\]: key 'nope' not found"):
+        _ = state["nope"]
+    with pytest.raises(KeyError, match=r"Predictor\[\]: .*'nope'"):
+        _ = state["nope", "deeper"]
