@@ -15,6 +15,9 @@ import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import torch
+from torch import Tensor
+
 from tensordict._batch import as_batch_size
 from tensordict._format import register_type
 from tensordict._primitives import CollectionPrimitives
@@ -24,8 +27,6 @@ from tensordict._td import TensorDict
 if typing.TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Self
-
-    import torch
 
 # a string annotation (``from __future__ import annotations``) wrapped in one of these
 _STRING_WRAPPER = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*(NotRequired|Required|ClassVar)\s*\[")
@@ -66,6 +67,11 @@ def _field_property(name: str) -> property:
             ) from None
 
     def setter(self: TypedTensorDict, value: Any) -> None:
+        if type(value) is Tensor and self._device is None and not self._is_locked:
+            bs = self._batch_size  # the common case, checked inline as TensorDict[]= does
+            if value.shape[: len(bs)] == bs:
+                self._tensordict[name] = value
+                return
         self._set_str(name, value, f"{type(self).__name__}.{name}")
 
     def deleter(self: TypedTensorDict) -> None:
@@ -78,6 +84,31 @@ def _unpickle(cls: type[TypedTensorDict], args: tuple[Any, ...]) -> TypedTensorD
     """Rebuild a pickled TypedTensorDict: the entries as a TensorDict, then retyped."""
     td = _from_plain(TensorDict, *args[1:])  # args[0] is the class, retyped below
     return cls.from_tensordict(td, check=False)
+
+
+def _merge_source(
+    cls: type[TypedTensorDict], source: Any, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """The fields given as a mapping and by keyword, together."""
+    call = f"{cls.__name__}.__init__"
+    if not isinstance(source, Mapping):
+        raise TypeError(f"{call}: source must be a mapping of fields, got {type(source).__name__}")
+    twice = [key for key in fields if key in source]
+    if twice:
+        raise TypeError(f"{call}: field(s) {twice} given both in source and by keyword")
+    return {**source, **fields}
+
+
+def _field_error(cls: type[TypedTensorDict], keys: typing.KeysView[str]) -> typing.NoReturn:
+    """The TypeError for missing required fields, or else for undeclared ones."""
+    call = f"{cls.__name__}.__init__"
+    missing = [name for name in cls._required if name not in keys]
+    if missing:
+        raise TypeError(
+            f"{call}: missing required field(s) {missing}; required: {list(cls._required)}"
+        )
+    unknown = [key for key in keys if key not in cls.__expected_keys__]
+    raise TypeError(f"{call}: unexpected field(s) {unknown}; fields are {list(cls._fields)}")
 
 
 class TypedTensorDict(TensorDict):
@@ -198,32 +229,20 @@ class TypedTensorDict(TensorDict):
         **fields: Any,
     ) -> None:
         cls = type(self)
-        call = f"{cls.__name__}.__init__"
         if source is not None:
-            if not isinstance(source, Mapping):
-                raise TypeError(
-                    f"{call}: source must be a mapping of fields, got {type(source).__name__}"
-                )
-            twice = [key for key in fields if key in source]
-            if twice:
-                raise TypeError(f"{call}: field(s) {twice} given both in source and by keyword")
-            fields = {**source, **fields}
-        missing = [
-            name for name in cls._fields if name not in fields and name in cls.__required_keys__
-        ]
-        if missing:
-            raise TypeError(
-                f"{call}: missing required field(s) {missing}; required: "
-                f"{[n for n in cls._fields if n in cls.__required_keys__]}"
-            )
-        unknown = [key for key in fields if key not in cls.__expected_keys__]
-        if unknown:
-            raise TypeError(
-                f"{call}: unexpected field(s) {unknown}; fields are {list(cls._fields)}"
-            )
-        bs = as_batch_size(batch_size, call)
+            fields = _merge_source(cls, source, fields)
+        keys = fields.keys()
+        if not (keys >= cls.__required_keys__ and keys <= cls.__expected_keys__):
+            _field_error(cls, keys)
+        if type(batch_size) is not torch.Size and not (  # [N]: checked by TensorDict inline
+            type(batch_size) is list
+            and len(batch_size) == 1
+            and type(batch_size[0]) is int
+            and batch_size[0] >= 0
+        ):
+            batch_size = as_batch_size(batch_size, f"{cls.__name__}.__init__")
         super().__init__(
-            fields, batch_size=bs, device=device, names=names, lock=lock or cls._frozen
+            fields, batch_size=batch_size, device=device, names=names, lock=lock or cls._frozen
         )
 
     @classmethod
@@ -253,9 +272,7 @@ class TypedTensorDict(TensorDict):
                 f"{type(td).__name__}; densify it first (td.to_tensordict()), which copies"
             )
         if check:
-            missing = [
-                n for n in cls._fields if n in cls.__required_keys__ and n not in td._tensordict
-            ]
+            missing = [name for name in cls._required if name not in td._tensordict]
             if missing:
                 raise TypeError(
                     f"{call}: missing required field(s) {missing}; the TensorDict has keys "
