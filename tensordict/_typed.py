@@ -60,11 +60,12 @@ def _field_property(name: str) -> property:
 
     def getter(self: TypedTensorDict) -> Any:
         try:
-            return self._tensordict[name]
+            value = self._tensordict[name]
         except KeyError:
             raise AttributeError(
                 f"{type(self).__name__}.{name}: the field {name!r} is declared but not set"
             ) from None
+        return value if type(value) is Tensor else self[name]  # a non-tensor: its value
 
     def setter(self: TypedTensorDict, value: Any) -> None:
         if type(value) is Tensor and self._device is None and not self._is_locked:

@@ -376,3 +376,14 @@ def test_missing_key_errors_name_the_class() -> None:
         _ = state["nope"]
     with pytest.raises(KeyError, match=r"Predictor\[\]: .*'nope'"):
         _ = state["nope", "deeper"]
+
+
+def test_non_tensor_field_reads_its_value() -> None:
+    class Tagged(TypedTensorDict):
+        x: Tensor
+        tag: str
+
+    tagged = Tagged(x=torch.zeros(2), tag="a", batch_size=[2])
+    assert tagged.tag == "a" == tagged["tag"]
+    tagged.tag = "b"
+    assert tagged["tag"] == "b"
