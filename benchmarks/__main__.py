@@ -22,6 +22,7 @@ from benchmarks import (
     _cases_repr,
     _cases_shapes,
     _cases_tensorclass,
+    _cases_typed,
 )
 from benchmarks._harness import CLOCK, Case, measure, table
 
@@ -29,6 +30,7 @@ ALL: list[Case] = [
     *_cases_container.CASES,
     *_cases_shapes.CASES,
     *_cases_tensorclass.CASES,
+    *_cases_typed.CASES,
     *_cases_overhead.CASES,
     *_cases_checkpoint.CASES,
     *_cases_checkpoint_v2.CASES,

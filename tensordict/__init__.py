@@ -78,6 +78,7 @@ from tensordict._switches import (
 from tensordict._td import TensorDict, is_tensor_collection
 from tensordict._tensor_utils import KEY_SEPARATOR, unravel_key_to_tuple
 from tensordict._testing import assert_allclose_td, assert_close
+from tensordict._typed import TypedTensorDict
 from tensordict._unbatched import UnbatchedTensor
 
 # one statement: importing the tensordict.tensorclass module binds the package attribute
@@ -118,6 +119,7 @@ __all__ = [
     "TensorCollection",
     "TensorDictBase",
     "TensorDictFuture",
+    "TypedTensorDict",
     "append_memmap",
     "is_memmap_archive",
     "load",

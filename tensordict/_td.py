@@ -628,14 +628,16 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
-            raise missing_key_error("TensorDict[]", str.__str__(key), self._tensordict)
+            call = f"{type(self).__name__}[]"
+            raise missing_key_error(call, str.__str__(key), self._tensordict)
         if type(key) is tuple and key and (type(key[0]) is str or is_string_key(key)):
             node: Any = self
             try:
                 for part in key:
                     node = node._tensordict[part]
             except (KeyError, TypeError, AttributeError):
-                node = self._get_path(key_path(key, "TensorDict[]"), "TensorDict[]")
+                call = f"{type(self).__name__}[]"
+                node = self._get_path(key_path(key, call), call)
         else:
             return self._index(key)
         if isinstance(node, NonTensor):
@@ -687,7 +689,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         leaf_key = key
         if type(key) is not str:
             if isinstance(key, str):  # a str subclass such as a StrEnum member
-                self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+                call = f"{type(self).__name__}[]="
+                self._set_path(key_path(key, call), value, call)
                 return
             if type(key) is not tuple or not key or not isinstance(key[0], str):
                 self._set_at_index(key, value)
@@ -719,12 +722,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 except IndexError:  # a 0-dim tensor
                     bad = True
                 if bad:
-                    raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
+                    raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
             elif n and value.shape[:n] != bs:
-                raise leaf_shape_error("TensorDict[]=", leaf_key, value.shape, bs)
+                raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
             node._tensordict[leaf_key] = value
         else:
-            self._set_path(key_path(key, "TensorDict[]="), value, "TensorDict[]=")
+            call = f"{type(self).__name__}[]="
+            self._set_path(key_path(key, call), value, call)
 
     def set_(self, key: NestedKey, value: Any) -> TensorDict:
         """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.
