@@ -321,20 +321,17 @@ class ShapeOps(CollectionPrimitives):
 
     def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
-        order = _dims_arg(self._call("permute"), dims)
+        call = self._call("permute")
+        order = _dims_arg(call, dims)
         n = len(self._batch_size)
         if len(order) != n:
-            raise PermuteError(
-                f"{self._call('permute')}: dims {order} name {len(order)} dims, the batch has {n}"
-            )
+            raise PermuteError(f"{call}: dims {order} name {len(order)} dims, the batch has {n}")
         try:
-            norm = tuple(_norm(self._call("permute"), d, n) for d in order)
+            norm = tuple(_norm(call, d, n) for d in order)
         except IndexError as err:
             raise PermuteIndexError(str(err)) from None
         if sorted(norm) != list(range(n)):
-            raise PermuteError(
-                f"{self._call('permute')}: dims {order} are not a permutation of the {n} batch dims"
-            )
+            raise PermuteError(f"{call}: dims {order} are not a permutation of the {n} batch dims")
         swapped = [i for i, d in enumerate(norm) if i != d]
         if not swapped:  # the identity, as upstream: the collection itself
             return self
@@ -352,7 +349,7 @@ class ShapeOps(CollectionPrimitives):
         names = None if self._names is None else [self._names[d] for d in norm]
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
-            out = self._remap(self._call("permute"), lambda x: x.transpose(a, b), new_bs, names)
+            out = self._remap(call, lambda x: x.transpose(a, b), new_bs, names)
             return record(_keep_lock(self, out), "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
@@ -362,7 +359,7 @@ class ShapeOps(CollectionPrimitives):
                 order = orders[x.ndim] = (*norm, *range(n, x.ndim))
             return x.permute(*order)
 
-        out = self._remap(self._call("permute"), fn, new_bs, names)
+        out = self._remap(call, fn, new_bs, names)
         return record(_keep_lock(self, out), "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:

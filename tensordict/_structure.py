@@ -392,14 +392,18 @@ def _flatten_into(
 ) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
-        if _is_nested(value) and not hasattr(value, "_tensordict"):  # a ragged lazy stack
+        if isinstance(value, (Tensor, NonTensor)):
+            pass
+        elif not hasattr(value, "_tensordict"):  # a ragged lazy stack
             value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
-        elif _is_nested(value) and value._tensordict:
+        elif value._tensordict:
             _flatten_into(value, name + sep, sep, out, call)
             continue
+        else:  # an empty nested TensorDict stays, as a new one
+            value = _copy_structure(value)
         if name in out:
             raise KeyCollisionError(
                 f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "
                 f"appears twice after flattening with separator {sep!r}"
             )
-        out[name] = value._per_member(_copy_structure) if _is_nested(value) else value
+        out[name] = value
