@@ -503,11 +503,21 @@ class MemmapOps(CollectionPrimitives):
 
     @property
     def saved_path(self) -> str | None:
-        """The checkpoint folder the leaves map, when they all lie in one; else None."""
-        names = [x.filename for x in self._tensor_leaves([]) if isinstance(x, MemoryMappedTensor)]
-        if not names or None in names:
+        """The checkpoint folder this collection was saved as (its root, also when every
+        leaf lies in one sub-folder), when every tensor leaf maps a file of it; else None
+        (leaves in memory or shared memory, mixed checkpoints, an archive).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/ckpt"
+        >>> td = TensorDict({"net": {"w": torch.zeros(2)}}, []).memmap(path)
+        >>> td.saved_path == path, TensorDict({"a": torch.zeros(2)}, [2]).saved_path
+        (True, None)
+        """
+        roots: set[str] = set()
+        if not _checkpoint_roots(self, 0, roots) or len(roots) != 1:
             return None
-        return os.path.commonpath([os.path.dirname(n) for n in names if n])
+        return roots.pop()
 
 
 def _swap_leaves(td: Any, new: Any) -> None:
@@ -523,3 +533,26 @@ def _swap_leaves(td: Any, new: Any) -> None:
             td._tensordict[key] = replacement
         elif isinstance(value, CollectionPrimitives):
             _swap_leaves(value, replacement)
+
+
+def _checkpoint_roots(td: Any, depth: int, roots: set[str]) -> bool:
+    """Add to ``roots`` the folder ``depth`` levels above each leaf file of ``td`` (the
+    checkpoint root: one folder per nesting level, one per member of a stack); False
+    when a tensor leaf maps no file."""
+    parts = td._stack_parts()
+    if parts is not None:  # members are saved as the sub-folders 0, 1, ...
+        return all(_checkpoint_roots(member, depth + 1, roots) for member in parts[1])
+    for value in td._tensordict.values():
+        if isinstance(value, Tensor):
+            name = value.filename if isinstance(value, MemoryMappedTensor) else None
+            if not name:
+                return False
+            root = os.path.dirname(name)
+            for _ in range(depth):
+                root = os.path.dirname(root)
+            roots.add(root)
+        elif isinstance(value, CollectionPrimitives) and not _checkpoint_roots(
+            value, depth + 1, roots
+        ):
+            return False
+    return True

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tensordict import MemoryMappedTensor, TensorDict
+from tensordict import MemoryMappedTensor, TensorDict, lazy_stack
 
 
 def test_make_memmap_from_tensor_copies_or_only_shapes() -> None:
@@ -67,3 +67,29 @@ def test_dumps_and_load_are_save_and_load_memmap_(tmp_path: Path) -> None:
     dst = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3, 2)}}, [3])
     assert dst.load_(tmp_path / "x") is dst
     assert (dst == src).all()
+
+
+def test_saved_path_is_the_checkpoint_root(tmp_path: Path) -> None:
+    nested_only = TensorDict({"net": {"w": torch.zeros(2)}}, []).memmap(tmp_path / "a")
+    assert nested_only.saved_path == str(tmp_path / "a")  # not the sub-folder "net"
+    stack = lazy_stack(
+        [
+            TensorDict({"x": torch.zeros(2)}, [2]),
+            TensorDict({"x": torch.ones(2), "y": torch.ones(2)}, [2]),
+        ]
+    ).memmap(tmp_path / "s")
+    assert stack.saved_path == str(tmp_path / "s")
+    assert TensorDict.load_memmap(tmp_path / "s" / "1").saved_path == str(tmp_path / "s" / "1")
+    mixed = nested_only.clone(recurse=False)
+    with mixed.unlock_():
+        mixed["plain"] = torch.zeros(())
+    assert mixed.saved_path is None  # a leaf in memory: not one checkpoint
+
+
+def test_memmap_refresh_of_a_nested_only_checkpoint_keeps_the_structure(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt"
+    td = TensorDict({"net": {"w": torch.zeros(2)}}, []).memmap(path)
+    TensorDict({"net": {"w": torch.ones(2)}}, []).memmap(path, existsok=True)
+    td.memmap_refresh_()
+    assert set(td.keys(include_nested=True)) == {"net", ("net", "w")}
+    assert td["net", "w"].tolist() == [1.0, 1.0]
