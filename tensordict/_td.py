@@ -33,6 +33,7 @@ from tensordict._keys import (
     missing_key_error,
     sort_key,
 )
+from tensordict._lock_parents import forget_parent, locked_parent, note_parent
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -953,13 +954,21 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 value.lock_()
+                note_parent(value, self)
         return record(self, "lock_", (), None)
 
     def unlock_(self) -> TensorDict:
-        """Allow keys to change again (here and in nested TensorDicts)."""
+        """Allow keys to change again (here and in nested TensorDicts); a RuntimeError for
+        a TensorDict nested in a live, locked one (unlock that one instead)."""
+        if self._is_locked and locked_parent(self) is not None:
+            raise RuntimeError(
+                f"{self._call('unlock_')}: Cannot unlock a TensorDict nested in a locked "
+                "TensorDict; unlock the parent instead"
+            )
         self._is_locked = False
         for value in self._tensordict.values():
             if _is_td(value):
+                forget_parent(value, self)
                 value.unlock_()
         return record(self, "unlock_", (), None)
 

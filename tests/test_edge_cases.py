@@ -84,7 +84,8 @@ def test_locked_structure_cannot_change() -> None:
         td.set_("s", torch.ones(2))
     with pytest.raises(RuntimeError, match="cannot change the batch size of a locked"):
         td.batch_size = []
-    td["n"].unlock_()
+    with pytest.raises(RuntimeError, match="Cannot unlock a TensorDict nested in a locked"):
+        td["n"].unlock_()  # the root's lock holds its nested levels (upstream)
     with pytest.raises(
         RuntimeError, match=r"cannot add, remove or replace key \('n', 'x'\)\. For in-place"
     ):

@@ -102,3 +102,34 @@ def test_to_module_swaps_a_locked_tensordict_and_restores_the_module() -> None:
     with params.to_module(net):
         assert net(x).eq(0).all()
     assert torch.equal(net(x), nn.functional.linear(net[0](x), net[1].weight, net[1].bias))
+
+
+def test_a_nested_tensordict_cannot_be_unlocked_while_its_locked_parent_lives() -> None:
+    import gc
+
+    td = TensorDict({"a": torch.zeros(3)}, [3])
+    td.set(("some", "nested"), torch.zeros(3))
+    td.lock_()
+    some = td.get("some")
+    assert some.is_locked
+    with pytest.raises(
+        RuntimeError, match=r"TensorDict.unlock_: Cannot unlock a TensorDict nested"
+    ):
+        some.unlock_()
+    assert some.is_locked and td.is_locked
+    with td.unlock_():  # unlocking the parent unlocks the child; relocked on exit
+        assert not some.is_locked
+    assert td.is_locked and some.is_locked
+    del td
+    gc.collect()
+    some.unlock_()  # the parent is gone: nothing holds it locked
+    assert not some.is_locked
+
+
+def test_a_nested_tensordict_of_an_unlocked_parent_unlocks() -> None:
+    td = TensorDict({"n": {"x": torch.zeros(2)}}, [2]).lock_()
+    td.unlock_()
+    nested = td["n"]
+    nested.lock_()
+    nested.unlock_()  # its parent is no longer locked
+    assert not nested.is_locked
