@@ -193,20 +193,11 @@ class MathOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(2)).lerp(TensorDict(a=torch.ones(2)), 0.25)["a"]
         tensor([0.2500, 0.2500])
         """
-        call = self._call("lerp")
-        src, end, weight = broadcast_all(self, call, end, weight)
-        ends, weights = _leaves_of(call, src, end), _leaves_of(call, src, weight)
-        leaves = src._tensor_leaves([])
-        out = [torch.lerp(x, e, w) for x, e, w in zip(leaves, ends, weights, strict=True)]
-        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+        return self._ternary("lerp", end, weight)
 
     def lerp_(self, end: Operand, weight: Operand) -> Self:
         """In-place :meth:`lerp`."""
-        call = self._call("lerp_")
-        ends, weights = _leaves_of(call, self, end), _leaves_of(call, self, weight)
-        for x, e, w in zip(self._tensor_leaves([]), ends, weights, strict=True):
-            x.lerp_(e, w)
-        return self
+        return self._ternary_("lerp_", end, weight)
 
     def addcdiv(self, other1: Operand, other2: Operand, value: float = 1) -> Self:
         """``self + value * other1 / other2``, leaf by leaf.
@@ -216,36 +207,36 @@ class MathOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(2)).addcdiv(torch.ones(2), 2 * torch.ones(2), value=2)["a"]
         tensor([2., 2.])
         """
-        call = self._call("addcdiv")
-        src, other1, other2 = broadcast_all(self, call, other1, other2)
-        a, b = _leaves_of(call, src, other1), _leaves_of(call, src, other2)
-        leaves = src._tensor_leaves([])
-        out = [torch.addcdiv(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
-        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+        return self._ternary("addcdiv", other1, other2, value=value)
 
     def addcdiv_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """In-place :meth:`addcdiv`."""
-        call = self._call("addcdiv_")
-        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
-        for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
-            x.addcdiv_(y, z, value=value)
-        return self
+        return self._ternary_("addcdiv_", other1, other2, value=value)
 
     def addcmul(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """``self + value * other1 * other2``, leaf by leaf."""
-        call = self._call("addcmul")
-        src, other1, other2 = broadcast_all(self, call, other1, other2)
-        a, b = _leaves_of(call, src, other1), _leaves_of(call, src, other2)
-        leaves = src._tensor_leaves([])
-        out = [torch.addcmul(x, y, z, value=value) for x, y, z in zip(leaves, a, b, strict=True)]
-        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+        return self._ternary("addcmul", other1, other2, value=value)
 
     def addcmul_(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """In-place :meth:`addcmul`."""
-        call = self._call("addcmul_")
-        a, b = _leaves_of(call, self, other1), _leaves_of(call, self, other2)
+        return self._ternary_("addcmul_", other1, other2, value=value)
+
+    def _ternary(self, name: str, first: Operand, second: Operand, **kwargs: Any) -> Self:
+        """``torch.<name>(leaf, first, second)`` per leaf, the operands broadcast first."""
+        call = self._call(name)
+        src, first, second = broadcast_all(self, call, first, second)
+        a, b = _leaves_of(call, src, first), _leaves_of(call, src, second)
+        fn = getattr(torch, name)
+        leaves = src._tensor_leaves([])
+        out = [fn(x, y, z, **kwargs) for x, y, z in zip(leaves, a, b, strict=True)]
+        return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+
+    def _ternary_(self, name: str, first: Operand, second: Operand, **kwargs: Any) -> Self:
+        """``leaf.<name>(first, second)`` in place, per leaf."""
+        call = self._call(name)
+        a, b = _leaves_of(call, self, first), _leaves_of(call, self, second)
         for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
-            x.addcmul_(y, z, value=value)
+            getattr(x, name)(y, z, **kwargs)
         return self
 
     # ------------------------------------------------ per-leaf over a batch dim
