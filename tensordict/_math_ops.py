@@ -383,10 +383,17 @@ class MathOps(CollectionPrimitives):
         )
         fn = getattr(torch, op)
         src = _dense(self, call)
-        values = src.apply(lambda x: fn(x, d, keepdim).values, batch_size=new_bs)
+        found: dict[int, Tensor] = {}  # each leaf's indices, from the one call per leaf
+
+        def values_of(x: Tensor) -> Tensor:
+            result = fn(x, d, keepdim)
+            found[id(x)] = result.indices
+            return result.values  # type: ignore[no-any-return]
+
+        values = src.apply(values_of, batch_size=new_bs)
         if not return_indices:
             return values
-        indices = src.apply(lambda x: fn(x, d, keepdim).indices, batch_size=new_bs)
+        indices = src.apply(lambda x: found[id(x)], batch_size=new_bs)
         return getattr(torch.return_types, op)((values, indices))
 
     def min(
