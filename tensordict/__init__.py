@@ -50,6 +50,7 @@ from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
+from tensordict._pack import PackLayout
 from tensordict._pad import pad
 from tensordict._predicates import (
     default_is_leaf,
@@ -190,5 +191,6 @@ __all__ = [
     "to_arrow",
     "from_h5",
     "from_zarr",
+    "PackLayout",
     "PersistentTensorDict",
 ]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Self
 
     from tensordict._base import DenseTensorDictBase
+    from tensordict._pack import PackLayout
 
 
 def map_leaves(td: C, fn: Callable[[Tensor], Tensor], device: Any = False) -> C:
@@ -316,6 +317,35 @@ class ConvertOps(CollectionPrimitives):
     def clear_device(self) -> Self:
         """The seeds' spelling of :meth:`clear_device_` (acts in place, returns self)."""
         return self.clear_device_()
+
+    def pack(
+        self, dim: builtins.int = -1, *, layout: PackLayout | None = None
+    ) -> tuple[Tensor, PackLayout]:
+        """Every leaf flattened after the batch dims and concatenated into one contiguous
+        feature tensor, with the :class:`~tensordict.PackLayout` that undoes it.
+
+        The columns follow ``keys(True, True, sort=True)`` (or ``layout.keys`` when a
+        ``layout`` is given: a missing or extra leaf then raises ``KeyError``, a
+        different feature shape ``ValueError``). ``dim`` places the packed dimension
+        among the batch dims as ``torch.stack`` would: the result of ``dim=-1`` has shape
+        ``(*batch_size, F)``. Every leaf must share one dtype and one device; non-tensor
+        entries raise ``TypeError`` (drop them with ``filter_non_tensor_data()``). A lazy
+        stack packs as its dense equivalent. Gradients flow through the packed tensor.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(obs=torch.ones(4, 3), act=torch.zeros(4, 2, 1), batch_size=[4])
+        >>> flat, layout = td.pack()
+        >>> flat.shape, layout.keys, layout.shapes
+        (torch.Size([4, 5]), ('act', 'obs'), (torch.Size([2, 1]), torch.Size([3])))
+        >>> layout.unpack(flat)["obs"].shape
+        torch.Size([4, 3])
+        """
+        from tensordict._pack import PackLayout, pack
+
+        if layout is not None and not isinstance(layout, PackLayout):
+            raise TypeError(f"pack: layout must be a PackLayout, got {type(layout).__name__}")
+        return pack(self, dim, layout)  # type: ignore[arg-type,no-any-return]
 
 
 def _clear_device_dense(td: DenseTensorDictBase) -> DenseTensorDictBase:
