@@ -52,6 +52,7 @@ from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
 from tensordict._pack import PackLayout
 from tensordict._pad import pad
+from tensordict._pipe import TensorDictPipe
 from tensordict._predicates import (
     default_is_leaf,
     is_batchedtensor,
@@ -119,6 +120,7 @@ __all__ = [
     "TensorDict",
     "TensorCollection",
     "TensorDictBase",
+    "TensorDictPipe",
     "TensorDictFuture",
     "TypedTensorDict",
     "append_memmap",

@@ -71,6 +71,25 @@ class DistributedOps(CollectionPrimitives):
 
     __slots__ = ()
 
+    # ------------------------------------------------------------ over a pipe (asyncio)
+    async def asend(self, dst: Any) -> None:
+        """Send this collection through a pipe: ``await dst.asend(self)``.
+
+        ``dst`` is a :class:`~tensordict.TensorDictPipe` (a TCP channel, no process
+        group needed) or any object with the same ``asend`` coroutine, such as
+        upstream's UCXX pipe.
+        """
+        await dst.asend(self)
+
+    async def arecv(self, src: Any, *, device: Any = None) -> Any:
+        """The next collection from a pipe: ``await src.arecv(self, device=device)``.
+
+        With a :class:`~tensordict.TensorDictPipe`, when this collection is the one the
+        pipe received last and the structure is unchanged, the data is written into it
+        and it is returned; otherwise a new collection is returned.
+        """
+        return await src.arecv(self, device=device)
+
     # ------------------------------------------------------------ point to point
     def send(
         self,
