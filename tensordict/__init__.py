@@ -50,6 +50,7 @@ from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
+from tensordict._nontensor_api import install as _install_nontensor_api
 from tensordict._pack import PackLayout
 from tensordict._pad import pad
 from tensordict._pipe import TensorDictPipe
@@ -100,6 +101,7 @@ from tensordict.tensorclass import (
 
 _register_safe_globals(TensorDict)
 _register_pytree()
+_install_nontensor_api()
 
 __version__ = "0.1.0.dev0"
 

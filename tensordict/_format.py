@@ -150,6 +150,7 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
 
 # ------------------------------------------------------------ collection types
 _TYPES: dict[str, type] = {}
+_NAMES: dict[type, str] = {}  # every class ever registered, with its name
 
 
 def register_type(name: str, cls: type) -> None:
@@ -160,6 +161,7 @@ def register_type(name: str, cls: type) -> None:
             f"register_type: {name!r} already names {known.__module__}.{known.__qualname__}"
         )
     _TYPES[name] = cls
+    _NAMES[cls] = name
 
 
 def lookup_type(name: str, call: str, where: str) -> type:
@@ -174,8 +176,11 @@ def lookup_type(name: str, call: str, where: str) -> type:
 
 
 def type_name(cls: type) -> str:
-    """The registered name of ``cls``."""
-    for name, known in _TYPES.items():
-        if known is cls:
-            return name
+    """The registered name of ``cls``. A class redefined under the same name (a notebook
+    cell run twice) replaced it in the registry; the one being written takes it back, so
+    that what is written loads as the class that wrote it."""
+    name = _NAMES.get(cls)
+    if name is not None:
+        _TYPES[name] = cls
+        return name
     raise TypeError(f"{cls.__qualname__} is not a registered tensor collection type")

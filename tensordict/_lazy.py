@@ -218,6 +218,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 keys = [k for k in keys if k in theirs]
         return keys
 
+    valid_keys = keys  # upstream's name for the keys every member has
+
     def partial_keys(self, include_nested: bool = False) -> list[str | tuple[str, ...]]:
         """Keys present in some members but not all."""
         every = set(self.keys(include_nested))

@@ -51,7 +51,7 @@ class PackLayout:
     >>> flat.shape, layout.keys
     (torch.Size([3, 3]), ('a', ('b', 'c')))
     >>> (layout.unpack(flat) == td).all()
-    tensor(True)
+    True
     """
 
     keys: tuple[NestedKey, ...]

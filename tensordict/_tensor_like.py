@@ -537,11 +537,14 @@ class TensorLikeOps(CollectionPrimitives):
         convert_nodes: builtins.bool = True,
         convert_tensors: builtins.bool | str = False,
         tolist_first: builtins.bool = False,
+        as_linked_list: builtins.bool = False,
     ) -> Any:
         """A nested list shaped like the batch, of plain dicts (the dict itself without
         batch dims). ``convert_nodes=False`` keeps the elements as TensorDicts;
         ``convert_tensors`` turns the tensors into lists too (``"numpy"``: arrays);
         ``tolist_first`` turns nested TensorDicts with more batch dims into lists first.
+        ``as_linked_list=True`` returns a :class:`~tensordict.utils.LinkedList`, whose
+        item assignments are written back into this collection.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -550,8 +553,15 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.arange(4).view(2, 2), batch_size=[2]).tolist(convert_tensors=True)
         [{'a': [0, 1]}, {'a': [2, 3]}]
         """
-        from tensordict._tolist import tolist
+        from tensordict._tolist import LinkedList, tolist
 
+        if as_linked_list:
+            out = self.tolist(
+                convert_nodes=convert_nodes,
+                convert_tensors=convert_tensors,
+                tolist_first=tolist_first,
+            )
+            return LinkedList(out, td=self) if isinstance(out, list) else out
         return tolist(
             self,
             convert_nodes=convert_nodes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from torch import Tensor
@@ -82,3 +84,63 @@ def tolist(
         )
         for part in td.unbind(skip)
     ]
+
+
+class LinkedList(list):  # type: ignore[type-arg]
+    """The list ``tolist(as_linked_list=True)`` returns: ``ll[i] = value`` also writes
+    ``td[i] = value`` into the collection it came from (while that collection lives).
+
+    A change of length or order (``append``, ``insert``, ``pop``, ``sort``, ...) cannot be
+    mirrored in a batch of fixed size: it unlinks the list, which is a plain list from
+    then on. Only the outer list is linked.
+
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> td = TensorDict(a=torch.zeros(3), batch_size=[3])
+    >>> rows = td.tolist(convert_nodes=False, as_linked_list=True)
+    >>> rows[1] = TensorDict(a=torch.ones(()))
+    >>> td["a"]
+    tensor([0., 1., 0.])
+    """
+
+    def __init__(self, *args: Any, td: Any) -> None:
+        super().__init__(*args)
+        self._td: Callable[[], Any] = weakref.ref(td)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        td = self._td()
+        if td is not None:
+            td[index] = value
+
+    def _unlink(self) -> None:
+        self._td = _dead
+
+    def __repr__(self) -> str:
+        return f"LinkedList({super().__repr__()})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the link is to this process's object
+        return (list, (list(self),))
+
+
+def _dead() -> None:
+    return None
+
+
+def _unlinking(name: str) -> Callable[..., Any]:
+    method = getattr(list, name)
+
+    def unlink_then(self: LinkedList, *args: Any, **kwargs: Any) -> Any:
+        self._unlink()
+        return method(self, *args, **kwargs)
+
+    unlink_then.__name__ = name
+    unlink_then.__doc__ = f"``list.{name}``; unlinks the list from its collection."
+    return unlink_then
+
+
+for _name in (
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+    "__delitem__", "__iadd__", "__imul__",
+):  # fmt: skip
+    setattr(LinkedList, _name, _unlinking(_name))

@@ -45,11 +45,13 @@ from tensordict._tensor_utils import (
 from tensordict._tensorclass import is_tensorclass
 from tensordict._testing import assert_allclose_td, assert_close
 from tensordict._timeit import timeit
+from tensordict._tolist import LinkedList
 
 logger = logging.getLogger("tensordict")  # upstream's library logger (no handler added)
 
 __all__ = [
     "KEY_SEPARATOR",
+    "LinkedList",
     "NestedKey",
     "TensorDictFuture",
     "assert_allclose_td",

@@ -243,6 +243,7 @@ ALLOWED: dict[str, str] = {
     "extend": "stack membership",
     "insert": "stack membership",
     "partial_keys": "keys present in some members only: only a stack has members",
+    "valid_keys": "upstream's name for the keys every member has: only a stack has members",
     "stack_dim": "the stack's own dim",
     "tensordicts": "the stack's members",
     "get_nestedtensor": "a stack's ragged entry as a nested tensor: only a stack has members",

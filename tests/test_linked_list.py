@@ -1,0 +1,80 @@
+"""``tolist(as_linked_list=True)`` and ``tensordict.utils.LinkedList``; a lazy stack's
+``valid_keys``."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import pytest
+import torch
+
+from tensordict import TensorDict, lazy_stack
+from tensordict.utils import LinkedList
+
+
+def _rows() -> tuple[TensorDict, LinkedList]:
+    td = TensorDict(a=torch.zeros(3, 2), batch_size=[3])
+    rows = td.tolist(convert_nodes=False, as_linked_list=True)
+    assert isinstance(rows, LinkedList)
+    return td, rows
+
+
+def test_item_assignment_is_written_back() -> None:
+    td, rows = _rows()
+    rows[2] = TensorDict(a=torch.ones(2))
+    assert td["a"].tolist() == [[0, 0], [0, 0], [1, 1]]
+    rows[-3] = {"a": torch.full((2,), 5.0)}
+    assert td["a"][0].eq(5).all()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda r: r.append(0),
+        lambda r: r.insert(0, 0),
+        lambda r: r.pop(),
+        lambda r: r.clear(),
+        lambda r: r.reverse(),
+        lambda r: r.__delitem__(0),
+        lambda r: r.extend([1]),
+        lambda r: r.__iadd__([1]),
+    ],
+)
+def test_a_change_of_length_or_order_unlinks(edit: object) -> None:
+    td, rows = _rows()
+    edit(rows)  # type: ignore[operator]
+    if rows:
+        rows[0] = TensorDict(a=torch.ones(2))
+    assert td["a"].eq(0).all()
+
+
+def test_the_link_does_not_keep_the_collection_alive() -> None:
+    td, rows = _rows()
+    del td
+    gc.collect()
+    rows[0] = "anything"  # nothing to write into: a plain item assignment
+    assert rows[0] == "anything"
+
+
+def test_pickle_repr_and_equality() -> None:
+    _, rows = _rows()
+    back = pickle.loads(pickle.dumps(rows))
+    assert type(back) is list and len(back) == 3
+    assert repr(rows).startswith("LinkedList([")
+    assert rows == list(rows)
+
+
+def test_converted_rows_and_no_batch_dims() -> None:
+    td = TensorDict(a=torch.arange(2), batch_size=[2])
+    rows = td.tolist(as_linked_list=True)
+    assert isinstance(rows, LinkedList) and [r["a"].item() for r in rows] == [0, 1]
+    scalar = TensorDict(a=torch.zeros(()))
+    assert scalar.tolist(as_linked_list=True) == scalar.tolist()
+
+
+def test_valid_keys_are_the_keys_every_member_has() -> None:
+    stack = lazy_stack(
+        [TensorDict(a=torch.zeros(()), b=torch.zeros(())), TensorDict(a=torch.ones(()))]
+    )
+    assert stack.valid_keys() == stack.keys() == ["a"]
