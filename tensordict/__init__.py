@@ -68,6 +68,7 @@ from tensordict._pytree import register as _register_pytree
 from tensordict._repr_parse import parse_tensor_dict_string
 from tensordict._stack import cat, stack
 from tensordict._state import register_safe_globals as _register_safe_globals
+from tensordict._store import LazyStackedTensorDictStore, TensorDictStore
 from tensordict._switches import (
     capture_non_tensor_stack,
     get_defaults_to_none,
@@ -109,6 +110,7 @@ __all__ = [
     "KEY_SEPARATOR",
     "CloudpickleWrapper",
     "LazyStackedTensorDict",
+    "LazyStackedTensorDictStore",
     "MetaData",
     "MemmapTensor",
     "MemoryMappedTensor",
@@ -123,6 +125,7 @@ __all__ = [
     "TensorCollection",
     "TensorDictBase",
     "TensorDictPipe",
+    "TensorDictStore",
     "TensorDictFuture",
     "TypedTensorDict",
     "append_memmap",

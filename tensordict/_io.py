@@ -510,6 +510,37 @@ class InteropOps(CollectionPrimitives):
 
         return PersistentTensorDict.from_dict(self, filename, backend="zarr", **kwargs)
 
+    def to_store(
+        self,
+        *,
+        backend: str = "redis",
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        unix_socket_path: str | None = None,
+        prefix: str = "tensordict",
+        device: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Upload this collection to a Redis-protocol server and return the
+        :class:`~tensordict.TensorDictStore` over it (a
+        :class:`~tensordict.LazyStackedTensorDictStore` for a lazy stack); see
+        :meth:`TensorDictStore.from_tensordict <tensordict.TensorDictStore.from_tensordict>`.
+        ``kwargs`` go to ``redis.Redis`` (or ``td_id=``, ``client=``)."""
+        from tensordict._store import TensorDictStore
+
+        return TensorDictStore.from_tensordict(
+            self,
+            backend=backend,  # type: ignore[arg-type]
+            host=host,
+            port=port,
+            db=db,
+            unix_socket_path=unix_socket_path,
+            prefix=prefix,
+            device=device,
+            **kwargs,
+        )
+
     def get_at(self, key: Any, index: Any, default: Any = _MISSING) -> Any:
         """``self.get(key)[index]`` (a ``PersistentTensorDict`` reads only that part).
 

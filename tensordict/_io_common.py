@@ -45,6 +45,10 @@ def _load(module: str) -> ModuleType:
         import pandas  # type: ignore[import-untyped]
 
         return pandas  # type: ignore[no-any-return]
+    if module == "redis":
+        import redis
+
+        return redis
     raise ValueError(f"tensordict: {module!r} is not one of the optional packages")
 
 

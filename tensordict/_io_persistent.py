@@ -64,7 +64,7 @@ class _Handle:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.backend = _backend(state["backend"])
         self.filename, self.mode = state["filename"], state["mode"]
-        self.root, self.pid, self.meta = None, -1, {}
+        self.root, self.pid, self.meta, self.nodes = None, -1, {}, {}
 
 
 def _read_attr(backend: Any, node: Any, where: str) -> dict[str, Any]:
@@ -225,7 +225,10 @@ class PersistentTensorDict(TensorDictBase):
     ) -> Self:
         if auto_batch_size and batch_size is not None:
             raise TypeError(f"{call}: pass batch_size or auto_batch_size=True, not both")
-        out = cls(filename=filename, mode=mode, backend="h5" if call == "from_h5" else "zarr")
+        out = cls.__new__(cls)  # a subclass (TensorDictStore) has its own constructor
+        PersistentTensorDict.__init__(
+            out, filename=filename, mode=mode, backend="h5" if call == "from_h5" else "zarr"
+        )
         if batch_size is None:
             recorded = out._meta().get("batch_size")
             batch_size = recorded if recorded is not None else out._common_batch()
@@ -274,8 +277,9 @@ class PersistentTensorDict(TensorDictBase):
         else:
             td = TensorDict(dict(input_dict), batch_size=batch_size or [])
         attrs = {_ATTR: json.dumps(_meta_of(td))}
-        out = cls(
-            filename=filename, mode="w", backend=backend, device=device, _attrs=attrs, **kwargs
+        out = cls.__new__(cls)
+        PersistentTensorDict.__init__(
+            out, filename=filename, mode="w", backend=backend, device=device, _attrs=attrs, **kwargs
         )
         out._batch_size = td.batch_size
         out._names = td._names if getattr(td, "_names", None) else None
@@ -401,7 +405,7 @@ class PersistentTensorDict(TensorDictBase):
 
     def _sub(self, path: tuple[str, ...]) -> PersistentTensorDict:
         size = self._meta(path).get("batch_size")
-        return PersistentTensorDict._at(
+        return type(self)._at(
             self, (*self._path, *path), self._batch_size if size is None else size
         )
 
@@ -809,7 +813,8 @@ class PersistentTensorDict(TensorDictBase):
     def __reduce__(self) -> tuple[Any, ...]:
         if self._handle.root is not None:  # the other process must see what was written
             self._handle.backend.flush(self._handle.root)
-        return (_restore, (self._handle, self._path, self._batch_size, self._device, self._kwargs))
+        state = (self._handle, self._path, self._batch_size, self._device, self._kwargs)
+        return (_restore, (*state, type(self)))
 
     def __repr__(self) -> str:
         backend = self._handle.backend
@@ -829,16 +834,21 @@ class PersistentTensorDict(TensorDictBase):
                 )
         fields = ",\n        ".join(lines)
         return (
-            f"PersistentTensorDict(\n    fields={{\n        {fields}}},\n"
+            f"{type(self).__name__}(\n    fields={{\n        {fields}}},\n"
             f"    batch_size={self._batch_size},\n    device={self._device},\n"
             "    is_shared=False)"
         )
 
 
 def _restore(
-    handle: _Handle, path: tuple[str, ...], batch: torch.Size, device: Any, kwargs: Any
+    handle: _Handle,
+    path: tuple[str, ...],
+    batch: torch.Size,
+    device: Any,
+    kwargs: Any,
+    cls: type[PersistentTensorDict] = PersistentTensorDict,
 ) -> PersistentTensorDict:
-    sub = PersistentTensorDict.__new__(PersistentTensorDict)
+    sub = cls.__new__(cls)
     sub._handle, sub._path, sub._kwargs = handle, path, kwargs
     sub._batch_size, sub._device, sub._names, sub._is_locked = batch, device, None, False
     return sub
