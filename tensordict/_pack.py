@@ -32,14 +32,12 @@ class PackLayout:
     Frozen, hashable and compared by value: a module can keep one, and ``torch.compile``
     treats it as a constant.
 
-    Attributes:
-        keys: the leaf keys, in column order.
-        shapes: the feature shape of each leaf (its shape after the root's batch dims).
-        dim: where the packed dimension sits, counted from the end (``-1``: last).
-        nested: ``(key, batch_shape, cls)`` for each nested collection: its batch shape
-            after the root's batch dims, and its tensorclass (``None`` for a tensordict).
-        device: the device of the packed tensordict (``None`` if it had none).
-        cls: the tensorclass of the root, or ``None`` for a tensordict.
+    Its fields: ``keys``, the leaf keys in column order; ``shapes``, the feature shape of
+    each leaf (its shape after the root's batch dims); ``dim``, where the packed dimension
+    sits, counted from the end (``-1``: last); ``nested``, one ``(key, batch_shape, cls)``
+    per nested collection (its batch shape after the root's batch dims, and its
+    tensorclass or ``None``); ``device``, the device of the packed tensordict; ``cls``, the
+    tensorclass of the root or ``None``.
 
     Only tensorclasses come back as their class; every other collection (a lazy stack,
     ``TensorDictParams``, ...) comes back as a ``TensorDict``.
@@ -96,10 +94,8 @@ class PackLayout:
         a vmapped batch, ...): they become leading batch dimensions of the result.
         The leaves are views of ``flat`` where its layout allows (always for ``dim=-1``).
 
-        Raises:
-            TypeError: ``flat`` is not a tensor.
-            ValueError: ``flat`` has too few dims, or its packed dim is not
-                ``num_features`` long.
+        ``TypeError`` if ``flat`` is not a tensor; ``ValueError`` if it has too few dims or
+        its packed dim is not ``num_features`` long.
         """
         if not isinstance(flat, Tensor):
             raise TypeError(f"PackLayout.unpack: expected a tensor, got {type(flat).__name__}")

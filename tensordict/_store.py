@@ -66,20 +66,16 @@ class TensorDictStore(PersistentTensorDict):
     worker's copy) reconnects in the receiving process. Loading never unpickles nor
     imports: non-tensor entries are stored as JSON.
 
-    Keyword Args:
-        backend: the kind of server (``"redis"``, ``"dragonfly"``, ``"keydb"``); all
-            speak the Redis protocol.
-        host, port, db: where the server is (defaults ``"localhost"``, 6379, 0).
-        unix_socket_path: a Unix socket to connect through instead of host and port.
-        prefix: the namespace of the server's keys (default ``"tensordict"``).
-        batch_size: the batch size of a new (empty) TensorDict.
-        device: the device the tensors are moved to when read.
-        client: a ``redis.Redis`` client to use instead of connecting.
-        td_id: the identity of an existing TensorDict to reconnect to (a new one by
-            default).
-        cache_metadata: accepted for upstream's signature (metadata is cached per
-            handle and refreshed by every write through this library).
-        **redis_kwargs: more arguments of ``redis.Redis``.
+    The keyword arguments: ``backend``, the kind of server (``"redis"``, ``"dragonfly"``,
+    ``"keydb"``: all speak the Redis protocol); ``host``, ``port``, ``db``, where the
+    server is (``"localhost"``, 6379, 0); ``unix_socket_path``, a Unix socket to connect
+    through instead; ``prefix``, the namespace of the server's keys (``"tensordict"``);
+    ``batch_size``, the batch size of a new, empty TensorDict; ``device``, where tensors
+    go when read; ``client``, a ``redis.Redis`` client to use instead of connecting;
+    ``td_id``, the identity of an existing TensorDict to reconnect to (a new one by
+    default); ``cache_metadata``, accepted for upstream's signature (metadata is cached
+    per handle and refreshed by every write through this library); the rest go to
+    ``redis.Redis``.
 
     Requires the ``redis`` package (``pip install redis``) and a server.
 
