@@ -104,6 +104,11 @@ class _Loader:
                 f"library reads versions 1 to {VERSION}"
             )
         _check_shape(self.call, path, "batch_size", meta["batch_size"])
+        if "shape" in meta and meta["shape"] != meta["batch_size"]:
+            raise FormatError(
+                f"{self.call}: {path!r} member 'shape' {meta['shape']!r} differs from its "
+                f"'batch_size' {meta['batch_size']!r}"
+            )
         names = meta["names"]
         if names is not None and (
             len(names) != len(meta["batch_size"])

@@ -73,6 +73,7 @@ class _Writer:
             "version": VERSION,
             "type": type_name(type(td)),
             "batch_size": list(td.batch_size),
+            "shape": list(td.batch_size),  # upstream's name for it, read by its tools
             "device": None if td.device is None else str(td.device),
             "names": None,
             "entries": {},

@@ -320,7 +320,11 @@ def _edit_meta(prefix: Path, edit) -> None:  # type: ignore[no-untyped-def]
         (lambda m: m["entries"]["a"].update(file="missing.memmap"), "is missing"),
         (lambda m: m["entries"]["a"].update(kind="exec"), "unknown kind 'exec'"),
         (lambda m: m["entries"]["n"].update(dir=".."), "is not valid"),
-        (lambda m: m.update(batch_size=[5]), "does not start with batch_size \\[5\\]"),
+        (lambda m: m.update(batch_size=[5], shape=[5]), "does not start with batch_size \\[5\\]"),
+        (
+            lambda m: m.update(batch_size=[5]),
+            "member 'shape' \\[4\\] differs from its 'batch_size'",
+        ),
         (
             lambda m: m["entries"].update(
                 s={"kind": "json_stack", "values": ["x"], "positions": [0]}
@@ -371,7 +375,7 @@ def test_json_that_is_not_json_and_lazy_stacks_without_stack_dims(tmp_path: Path
     lazy_stack(
         [TensorDict({"a": torch.zeros(2)}, [2]), TensorDict({"a": torch.ones(2)}, [2])]
     ).memmap(stack)
-    _edit_meta(stack, lambda m: m.update(batch_size=[], stack_dim=0))
+    _edit_meta(stack, lambda m: m.update(batch_size=[], shape=[], stack_dim=0))
     with pytest.raises(FormatError, match=r"invalid stack_dim 0 for batch_size \[\]"):
         TensorDict.load_memmap(stack)
 

@@ -108,6 +108,10 @@ def _edit(prefix: Path, edit: Any) -> None:
             lambda m: m["entries"]["layers"]["meta"]["entries"]["1"].update(dir="0"),
             "names '0', which another entry names too",
         ),
+        (
+            lambda m: m["entries"]["layers"]["meta"].update(shape=[9]),
+            r"member 'shape' \[9\] differs from its 'batch_size' \[\]",
+        ),
     ],
 )
 def test_inline_metadata_is_validated_like_a_file(tmp_path: Path, edit: Any, pattern: str) -> None:
@@ -115,6 +119,16 @@ def test_inline_metadata_is_validated_like_a_file(tmp_path: Path, edit: Any, pat
     _edit(tmp_path / "ckpt", edit)
     with pytest.raises(FormatError, match=pattern):
         TensorDict.load_memmap(tmp_path / "ckpt")
+
+
+def test_every_folder_records_its_batch_size_as_shape_too(tmp_path: Path) -> None:
+    """Upstream's tools read ``meta.json["shape"]``; a file without it still loads."""
+    stack = lazy_stack([TensorDict({"a": torch.ones(3, 1)}, [3])] * 2, 1)
+    stack.memmap(tmp_path / "s")
+    assert json.loads((tmp_path / "s" / "meta.json").read_text())["shape"] == [3, 2]
+    assert json.loads((tmp_path / "s" / "0" / "meta.json").read_text())["shape"] == [3]
+    _edit(tmp_path / "s", lambda m: m.pop("shape"))
+    assert TensorDict.load_memmap(tmp_path / "s").batch_size == (3, 2)
 
 
 def test_lazy_stack_without_inline_members_is_refused(tmp_path: Path) -> None:
