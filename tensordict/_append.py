@@ -102,6 +102,8 @@ class _Plan:
             self.problems.append(f"rows have keys the checkpoint lacks at {where}: {extra}")
         self.metas.append((folder, meta))
         meta["batch_size"][0] += self.n
+        if "shape" in meta:  # upstream's name for the batch size (docs/format.md)
+            meta["shape"] = list(meta["batch_size"])
         for key, child in node.entries.items():
             sub = (*path, key)
             if key not in given:

@@ -288,10 +288,11 @@ class ConvertOps(CollectionPrimitives):
         return any(leaf.requires_grad for leaf in self._tensor_leaves([]))
 
     def share_memory_(self) -> Self:
-        """Move every CPU leaf to shared memory, in place (see :meth:`is_shared`)."""
+        """Move every CPU leaf to shared memory, in place (see :meth:`is_shared`), and
+        lock the keys as upstream does: a key added afterwards would not be shared."""
         for leaf in self._tensor_leaves([]):
             leaf.share_memory_()  # type: ignore[no-untyped-call]
-        return self
+        return self.lock_()
 
     def is_shared(self) -> builtins.bool:
         """Whether the TensorDict has tensor leaves and all of them are in shared memory."""

@@ -181,7 +181,7 @@ class MemmapOps(CollectionPrimitives):
                 "leaves uncompressed so that they can be mapped"
             )
 
-        def work() -> Any:
+        def work() -> Any:  # the result is locked, as upstream's: its keys are the files
             return self._memmap(
                 call,
                 prefix,
@@ -195,7 +195,7 @@ class MemmapOps(CollectionPrimitives):
                 inplace=inplace,
                 archive=bool(archive),
                 pbar=args.get("pbar", False),
-            )
+            ).lock_()
 
         if not args["return_early"]:
             return work()
@@ -324,7 +324,7 @@ class MemmapOps(CollectionPrimitives):
         a KeyError when ``key`` is already an entry."""
         self._check_new_memmap_key("make_memmap", key)
         leaf = MemoryMappedTensor.empty(tuple(shape), dtype=dtype)
-        self.set(key, leaf)
+        self._add_memmap_leaf(key, leaf)
         return leaf
 
     def make_memmap_from_tensor(
@@ -341,7 +341,7 @@ class MemmapOps(CollectionPrimitives):
         """
         self._check_new_memmap_key("make_memmap_from_tensor", key)
         leaf = MemoryMappedTensor.from_tensor(tensor, copy_data=copy_data)
-        self.set(key, leaf)
+        self._add_memmap_leaf(key, leaf)
         return leaf
 
     def make_memmap_from_storage(
@@ -366,8 +366,20 @@ class MemmapOps(CollectionPrimitives):
         """
         self._check_new_memmap_key("make_memmap_from_storage", key)
         leaf = MemoryMappedTensor.from_storage(storage, shape=tuple(shape), dtype=dtype)
-        self.set(key, leaf)
+        self._add_memmap_leaf(key, leaf)
         return leaf
+
+    def _add_memmap_leaf(self, key: Any, leaf: MemoryMappedTensor) -> None:
+        """``set`` for the make_memmap family, which adds to a memory-mapped (so locked)
+        collection as upstream's does; the lock, where there was one, is put back."""
+        if not self._is_locked:
+            self.set(key, leaf)
+            return
+        self.unlock_()
+        try:
+            self.set(key, leaf)
+        finally:
+            self.lock_()
 
     def _check_new_memmap_key(self, op: str, key: Any) -> None:
         if key in self.keys(include_nested=True):

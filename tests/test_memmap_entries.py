@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -93,3 +94,46 @@ def test_memmap_refresh_of_a_nested_only_checkpoint_keeps_the_structure(tmp_path
     td.memmap_refresh_()
     assert set(td.keys(include_nested=True)) == {"net", ("net", "w")}
     assert td["net", "w"].tolist() == [1.0, 1.0]
+
+
+# ------------------------------------------------------------ memory-mapped means locked
+@pytest.mark.parametrize(
+    ("make", "writable"),
+    [
+        (lambda td, p: td.memmap(p), True),
+        (lambda td, p: td.memmap_(p), True),
+        (lambda td, p: td.memmap_like(p), True),
+        (lambda td, p: td.memmap(), True),
+        (lambda td, p: td.memmap(str(p) + ".tdz"), False),  # an archive maps read-only
+        (lambda td, p: td.memmap_(p, return_early=True).result(), True),
+        (lambda td, p: td.share_memory_(), True),
+    ],
+)
+def test_memory_mapped_and_shared_collections_are_locked(
+    tmp_path: Path, make: Any, writable: bool
+) -> None:
+    """As upstream: a key added afterwards would live in RAM only, silently missing from
+    the files (or from the other processes); in-place writes still go through."""
+    td = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3)}}, [3])
+    out = make(td, tmp_path / "ckpt")
+    assert out.is_locked and out["n"].is_locked
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        out["c"] = torch.zeros(3)
+    if writable:
+        out.set_("a", torch.ones(3))
+        assert out["a"].eq(1).all()
+    out.unlock_()
+    out["c"] = torch.zeros(3)
+    assert "c" in out.keys()
+
+
+def test_make_memmap_adds_to_a_locked_collection_and_keeps_it_locked(tmp_path: Path) -> None:
+    td = TensorDict({}, []).memmap_(tmp_path / "ckpt")
+    assert td.is_locked
+    td.make_memmap("a", shape=[3, 4], dtype=torch.float32).fill_(1)
+    td.make_memmap_from_tensor(("b", "c"), torch.ones(5))
+    assert td.is_locked and td["b"].is_locked
+    assert td["a"].eq(1).all() and td["b", "c"].eq(1).all()
+    with pytest.raises(KeyError):
+        td.make_memmap("a", shape=[1])
+    assert td.is_locked
