@@ -50,6 +50,7 @@ from tensordict._io_persistent import PersistentTensorDict
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
+from tensordict._module_names import module_layer_name as __getattr__  # noqa: F401  (PEP 562)
 from tensordict._nontensor_api import install as _install_nontensor_api
 from tensordict._pack import PackLayout
 from tensordict._pad import pad

@@ -220,6 +220,18 @@ class LazyStackedTensorDict(TensorDictBase):
 
     valid_keys = keys  # upstream's name for the keys every member has
 
+    @property
+    def hook_out(self) -> None:
+        """Upstream's hook on each tensor read from a lazy stack under ``vmap`` (it adds the
+        vmapped dim back); always None here, where a lazy stack is vmapped member by member
+        and no tensor needs one. Read-only."""
+        return None
+
+    @property
+    def hook_in(self) -> None:
+        """The converse of :attr:`hook_out` (removes the vmapped dim); always None here."""
+        return None
+
     def partial_keys(self, include_nested: bool = False) -> list[str | tuple[str, ...]]:
         """Keys present in some members but not all."""
         every = set(self.keys(include_nested))

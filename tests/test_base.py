@@ -243,6 +243,8 @@ ALLOWED: dict[str, str] = {
     "extend": "stack membership",
     "insert": "stack membership",
     "partial_keys": "keys present in some members only: only a stack has members",
+    "hook_in": "upstream's vmap hook on a lazy stack's tensors: only a stack has one (None)",
+    "hook_out": "upstream's vmap hook on a lazy stack's tensors: only a stack has one (None)",
     "valid_keys": "upstream's name for the keys every member has: only a stack has members",
     "stack_dim": "the stack's own dim",
     "tensordicts": "the stack's members",

@@ -49,8 +49,10 @@ def test_core_import_does_not_load_tdnn_and_the_alias_does() -> None:
 
 
 def test_the_core_never_loads_the_module_layer() -> None:
-    # only the alias module tensordict/nn.py names it; from_module(as_module=True) goes
-    # through a factory the module layer registers (tensordict.utils.register_params_module)
+    # only the alias module tensordict/nn.py names it, and _module_names.py goes through
+    # that alias when one of upstream's four top-level module-layer names is asked for;
+    # from_module(as_module=True) goes through a factory the module layer registers
+    # (tensordict.utils.register_params_module)
     users = sorted(
         p.name
         for p in (ROOT / "tensordict").rglob("*.py")
@@ -59,7 +61,8 @@ def test_the_core_never_loads_the_module_layer() -> None:
         or "tensordict.nn" in {*_imports(p)}
         or any(name == "tdnn" or name.startswith("tdnn.") for name in _imports(p))
     )
-    assert users == ["nn.py"]
+    assert users == ["_module_names.py", "nn.py"]
+    assert '"tensordict.nn"' in (ROOT / "tensordict" / "_module_names.py").read_text()
 
 
 def test_as_module_without_the_module_layer_says_what_to_import() -> None:
@@ -150,3 +153,17 @@ def test_operation_modules_type_against_the_abstract_bases() -> None:
 def test_the_type_only_import_check_sees_a_concrete_import() -> None:
     source = "if TYPE_CHECKING:\n    from tensordict._td import TensorDict\n"
     assert _type_only_imports(ast.parse(source)) == [("tensordict._td", "TensorDict")]
+
+
+def test_module_layer_names_upstream_exports_at_the_top_are_reached_lazily() -> None:
+    code = (
+        "import sys, tensordict; assert 'tdnn' not in sys.modules; "
+        "from tensordict import TensorDictParams, TensorClassModuleBase, "
+        "TensorClassModuleWrapper, as_tensordict_module; import tdnn; "
+        "assert TensorDictParams is tdnn.TensorDictParams; "
+        "assert 'TensorDictParams' not in tensordict.__all__"
+    )
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -78,3 +78,12 @@ def test_valid_keys_are_the_keys_every_member_has() -> None:
         [TensorDict(a=torch.zeros(()), b=torch.zeros(())), TensorDict(a=torch.ones(()))]
     )
     assert stack.valid_keys() == stack.keys() == ["a"]
+
+
+def test_vmap_hooks_are_none_and_read_only() -> None:
+    stack = lazy_stack([TensorDict(a=torch.zeros(2)), TensorDict(a=torch.ones(2))])
+    assert stack.hook_in is None and stack.hook_out is None
+    with pytest.raises(AttributeError):
+        stack.hook_out = lambda x: x  # type: ignore[misc,assignment]
+    out = torch.vmap(lambda t: t["a"] + 1)(stack)
+    torch.testing.assert_close(out, torch.stack([torch.ones(2), torch.full((2,), 2.0)]))
