@@ -112,10 +112,10 @@ class ContextOps(CollectionPrimitives):
         if exc_type is not None or last is None:
             return False
         op, args, source = last
-        if op == "lock_":
-            self.unlock_()
-        elif op == "unlock_":
-            self.lock_()
+        if op in ("lock_", "unlock_"):  # back to the state before (args: (was_locked,))
+            was = bool(args[0]) if args else op == "unlock_"
+            if was != self._is_locked:
+                self.lock_() if was else self.unlock_()
         else:
             back = _undo(self, op, args, source)
             if source.is_locked:

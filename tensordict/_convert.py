@@ -230,6 +230,8 @@ class ConvertOps(CollectionPrimitives):
 
     def clone(self, recurse: builtins.bool = True) -> Self:
         """A copy; with ``recurse=False`` only the structure is new and leaves are shared.
+        The copy is unlocked (as upstream's), but for a shallow copy of a locked,
+        memory-mapped or shared collection.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -238,7 +240,9 @@ class ConvertOps(CollectionPrimitives):
         (False, True)
         """
         out = map_leaves(self, Tensor.clone if recurse else _identity)
-        if self._is_locked:
+        # as upstream, a clone is not locked (one clones to modify), except a shallow one of
+        # a memory-mapped or shared collection: its keys are still those files or segments
+        if self._is_locked and not recurse and (self.is_memmap() or self.is_shared()):
             out.lock_()
         return out
 

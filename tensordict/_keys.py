@@ -95,8 +95,9 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
 def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:
     """The RuntimeError of a write that would change the keys of a locked collection."""
     return RuntimeError(
-        f"{call}: Cannot modify locked TensorDict: cannot {what} key {key!r}. For in-place "
-        "modification of an existing key use set_() / update_(), or call unlock_() first"
+        f"{call}: Cannot modify locked TensorDict. For in-place modification of an "
+        f"existing key use set_() / update_(), or call unlock_() first (cannot {what} "
+        f"key {key!r})"
     )
 
 

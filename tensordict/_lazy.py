@@ -768,17 +768,19 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def lock_(self) -> LazyStackedTensorDict:
         """Lock every member."""
+        was = self._is_locked
         for m in self.tensordicts:
             m.lock_()
         self._is_locked = True
-        return record(self, "lock_", (), None)
+        return record(self, "lock_", (was,), None)
 
     def unlock_(self) -> LazyStackedTensorDict:
         """Unlock every member."""
+        was = self._is_locked
         for m in self.tensordicts:
             m.unlock_()
         self._is_locked = False
-        return record(self, "unlock_", (), None)
+        return record(self, "unlock_", (was,), None)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))

@@ -950,12 +950,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     # ----------------------------------------------------------------- locking
     def lock_(self) -> TensorDict:
         """Forbid adding, removing or replacing keys (here and in nested TensorDicts)."""
+        was = self._is_locked
         self._is_locked = True
         for value in self._tensordict.values():
             if _is_td(value):
                 value.lock_()
                 note_parent(value, self)
-        return record(self, "lock_", (), None)
+        return record(self, "lock_", (was,), None)
 
     def unlock_(self) -> TensorDict:
         """Allow keys to change again (here and in nested TensorDicts); a RuntimeError for
@@ -965,12 +966,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 f"{self._call('unlock_')}: Cannot unlock a TensorDict nested in a locked "
                 "TensorDict; unlock the parent instead"
             )
+        was = self._is_locked
         self._is_locked = False
         for value in self._tensordict.values():
             if _is_td(value):
                 forget_parent(value, self)
                 value.unlock_()
-        return record(self, "unlock_", (), None)
+        return record(self, "unlock_", (was,), None)
 
     def _apply_impl(
         self,

@@ -702,6 +702,11 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(3, 4), b=torch.zeros(3, 5)).auto_batch_size_().batch_size
         torch.Size([3])
         """
+        if self._is_locked:  # as the batch_size setter: a locked collection keeps its own
+            raise RuntimeError(
+                f"{self._call('auto_batch_size_')}: cannot change the batch size of a locked "
+                "TensorDict (call unlock_() first)"
+            )
         nested = [v for v in self.values() if isinstance(v, CollectionPrimitives)]
         for v in nested:
             v.auto_batch_size_(batch_dims)  # type: ignore[attr-defined]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -146,14 +148,14 @@ def test_lock(td: TensorDict) -> None:
     assert td["a"] is leaf and leaf[0].tolist() == [2.0, 2.0]
     with pytest.raises(
         RuntimeError,
-        match=r"TensorDict\[\]=: Cannot modify locked TensorDict: cannot add, remove or "
-        r"replace key 'new'\. For in-place modification",
+        match=r"TensorDict\[\]=: Cannot modify locked TensorDict\. For in-place modification"
+        r".*\(cannot add, remove or replace key 'new'\)",
     ):
         td["new"] = torch.zeros(3)
     with pytest.raises(RuntimeError, match=r"Cannot modify locked.*key \('nested', 'new'\)"):
         td["nested", "new"] = torch.zeros(3)
     with pytest.raises(
-        RuntimeError, match="TensorDict.del_: Cannot modify locked TensorDict: .* key 'a'"
+        RuntimeError, match="TensorDict.del_: Cannot modify locked TensorDict\\. .* key 'a'"
     ):
         del td["a"]
     with pytest.raises(RuntimeError, match="locked"):
@@ -201,3 +203,39 @@ def test_getitems_for_dataloader() -> None:
     batch = td.__getitems__([3, 1, 4])
     assert batch.batch_size == torch.Size([3])
     assert torch.equal(batch["x"], torch.tensor([3, 1, 4]))
+
+
+def test_lock_contexts_restore_the_state_before() -> None:
+    """As upstream: ``with td.lock_()`` on a locked TensorDict leaves it locked."""
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+    with td.lock_():
+        assert td.is_locked
+        with td.unlock_():
+            assert not td.is_locked and not td["n"].is_locked
+        assert td.is_locked and td["n"].is_locked
+        with td.lock_():
+            assert td.is_locked
+        assert td.is_locked
+    assert not td.is_locked
+    with td.unlock_():
+        assert not td.is_locked
+    assert not td.is_locked
+
+
+def test_a_clone_is_unlocked_but_a_shallow_one_of_mapped_data(tmp_path: Any) -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2]).lock_()
+    for copy in (td.clone(), td.clone(False)):
+        assert not copy.is_locked and not copy["n"].is_locked
+        copy["new"] = torch.ones(2)  # one clones to modify
+    mapped = td.memmap(tmp_path / "m")
+    assert mapped.clone(False).is_locked  # its keys are still the files
+    assert not mapped.clone().is_locked
+
+
+def test_auto_batch_size_respects_the_lock() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3)}, []).lock_()
+    with pytest.raises(
+        RuntimeError, match=r"auto_batch_size_: cannot change the batch size of a locked"
+    ):
+        td.auto_batch_size_()
+    assert td.unlock_().auto_batch_size_().batch_size == (2, 3)
