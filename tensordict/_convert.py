@@ -189,8 +189,12 @@ class ConvertOps(CollectionPrimitives):
         out = self.to(*args, non_blocking=non_blocking, **kwargs)
         if out is self:
             out = self.copy()  # type: ignore[attr-defined]
+        if not out._is_locked:
+            out.batch_size = batch_size  # type: ignore[misc]
+            return out
+        out.unlock_()  # a new collection that keeps the lock, made with its batch size
         out.batch_size = batch_size  # type: ignore[misc]
-        return out
+        return out.lock_()
 
     def cpu(self) -> Self:
         """Every leaf on the CPU, and ``device`` set to ``cpu``."""

@@ -237,7 +237,7 @@ class EntryOps(CollectionPrimitives):
             default = _NO_DEFAULT
         elif default is _NO_DEFAULT:
             default = None
-        rest = self.clone(recurse=False)
+        rest = self.clone(recurse=False).unlock_()  # a new collection: not the files' keys
         outs: list[Self] = []
         taken: list[NestedKey] = []
         for key_set in key_sets:

@@ -239,3 +239,13 @@ def test_auto_batch_size_respects_the_lock() -> None:
     ):
         td.auto_batch_size_()
     assert td.unlock_().auto_batch_size_().batch_size == (2, 3)
+
+
+def test_new_collections_from_a_locked_memory_mapped_one(tmp_path: Any) -> None:
+    td = TensorDict({"a": torch.zeros(4, 3), "b": torch.ones(4, 3)}, [4, 3])
+    td.memmap_(tmp_path / "m")
+    first, rest = td.split_keys(["a"])
+    assert list(first.keys()) == ["a"] and list(rest.keys()) == ["b"]
+    assert td.is_locked and sorted(td.keys()) == ["a", "b"]
+    resized = td.to(batch_size=[4])
+    assert resized.batch_size == (4,) and resized.is_locked and td.batch_size == (4, 3)
