@@ -246,7 +246,7 @@ class ConvertOps(CollectionPrimitives):
         out = map_leaves(self, Tensor.clone if recurse else _identity)
         # as upstream, a clone is not locked (one clones to modify), except a shallow one of
         # a memory-mapped or shared collection: its keys are still those files or segments
-        if self._is_locked and not recurse and (self.is_memmap() or self.is_shared()):
+        if self._is_locked and not recurse and (self.is_memmap() or self.is_shared()):  # type: ignore[attr-defined]
             out.lock_()
         return out
 
