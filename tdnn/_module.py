@@ -12,7 +12,14 @@ from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
-from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
+from tensordict import (
+    NestedKey,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    is_leaf_nontensor,
+    is_tensor_collection,
+)
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
@@ -265,7 +272,11 @@ class TensorDictModule(TensorDictModuleBase):
         ):
             out = module(value, **kwargs)
         else:
-            out = self._run(tensordict.get, lambda: tensordict.keys(True, True), kwargs)
+            out = self._run(
+                tensordict.get,
+                lambda: tensordict.keys(True, True, is_leaf=is_leaf_nontensor),
+                kwargs,
+            )
         return self._write(tensordict, tensordict_out, out)
 
     def _write(self, tensordict: Any, tensordict_out: Any, out: Any) -> Any:

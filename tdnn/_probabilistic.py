@@ -14,7 +14,7 @@ from tdnn._fastcall import put
 from tdnn._interaction import InteractionType, _as_type, interaction_type, pick
 from tdnn._module import SKIP_EXISTING
 from tdnn._sequential import TensorDictSequential
-from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
+from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
 
 class ProbabilisticTensorDictModule(TensorDictModuleBase):
@@ -142,9 +142,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         }
         missing = [k for k, v in zip(self.in_keys, args.values(), strict=True) if v is None]
         if missing:
+            have = sorted(map(str, tensordict.keys(True, True, is_leaf=is_leaf_nontensor)))
             raise KeyError(
                 f"{type(self).__name__}.get_dist: parameter keys {missing} are missing; the "
-                f"TensorDict has {sorted(map(str, tensordict.keys(True, True)))}"
+                f"TensorDict has {have}"
             )
         return self.distribution_class(**args, **self.distribution_kwargs)
 
@@ -200,7 +201,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         else:
             value = pick(dist, kind, self.n_empirical_estimate)
         if is_tensor_collection(value):
-            for key in value.keys(True, True):
+            for key in value.keys(True, True, is_leaf=is_leaf_nontensor):
                 tensordict_out.set(key, value.get(key))
             if self.return_log_prob:
                 lp = dist.log_prob(value)

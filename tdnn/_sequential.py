@@ -17,7 +17,7 @@ from tdnn._module import (
     positional_out,
     tensor_inputs,
 )
-from tensordict import NestedKey, TensorDict, is_tensor_collection, unravel_key
+from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
 
 def _io(module: Any) -> tuple[list[Any], list[Any]]:
@@ -200,7 +200,7 @@ class TensorDictSequential(TensorDictModuleBase):
             if self.partial_tolerant and any(k not in env for k in ins):
                 continue
             if type(m).forward not in _TENSOR_CALLS:  # a td -> td callable or module
-                env.update(m(TensorDict(env, [])).items(True, True))
+                env.update(m(TensorDict(env, [])).items(True, True, is_leaf=is_leaf_nontensor))
                 continue
             result = m(*[env.get(k) for k in ins])
             written = [k for k in outs if k != "_"]

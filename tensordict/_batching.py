@@ -13,6 +13,7 @@ from tensordict._keys import NestedKey, key_path
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._td import TensorDict, is_tensor_collection
+from tensordict._views import with_non_tensor
 
 __all__ = ["collate", "group_by", "unpad_sequence"]
 
@@ -86,7 +87,7 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> LazySt
         mask = padded.get("masks")
         padded = padded.exclude("masks")
     samples = []
-    keys = list(padded.keys(include_nested=True, leaves_only=True))
+    keys = list(padded.keys(include_nested=True, leaves_only=True, is_leaf=with_non_tensor))
     sample_ndim = padded.ndim - 1
     for i in range(padded.batch_size[0]):
         row = padded[i]

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._nontensor import NonTensor
+from tensordict._views import with_non_tensor
 
 
 def densify(td: Any, layout: torch.layout, call: str) -> Any:
@@ -35,7 +36,7 @@ def densify(td: Any, layout: torch.layout, call: str) -> Any:
 
     keys: dict[Any, None] = {}
     for m in members:
-        keys.update(dict.fromkeys(m.keys(True, True)))
+        keys.update(dict.fromkeys(m.keys(True, True, is_leaf=with_non_tensor)))
     tree: dict[str, Any] = {}
     for key in keys:
         values = [m.get(key, None) for m in members]

@@ -13,6 +13,7 @@ from torch import Tensor
 from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -111,7 +112,7 @@ class EntryOps(CollectionPrimitives):
         """
         return tuple(
             (k, v)
-            for k, v in self.items(include_nested, leaves_only=True)
+            for k, v in self.items(include_nested, leaves_only=True, is_leaf=with_non_tensor)
             if _is_non_tensor_value(v)
         )
 
@@ -125,7 +126,7 @@ class EntryOps(CollectionPrimitives):
         """
         paths = [
             key_path(k, "filter_non_tensor_data")
-            for k, v in self.items(True, leaves_only=True)
+            for k, v in self.items(True, leaves_only=True, is_leaf=with_non_tensor)
             if _is_non_tensor_value(v)
         ]
         return self.exclude(*paths)  # type: ignore[attr-defined,no-any-return]
@@ -387,7 +388,7 @@ class EntryOps(CollectionPrimitives):
         2
         """
         deepest = 0
-        for key in self.keys(True, leaves_only=True):
+        for key in self.keys(True, leaves_only=True, is_leaf=with_non_tensor):
             if isinstance(key, tuple):
                 deepest = max(deepest, len(key) - 1)
         return deepest
@@ -449,7 +450,7 @@ class EntryOps(CollectionPrimitives):
         wanted = None if keys_to_update is None else {key_path(k, call) for k in keys_to_update}
         non_tensor: list[tuple[str, ...]] = []
         for key, value in (
-            input_dict_or_td.items(True, leaves_only=True)
+            input_dict_or_td.items(True, leaves_only=True, is_leaf=with_non_tensor)
             if isinstance(input_dict_or_td, CollectionPrimitives)
             else _flat_items(input_dict_or_td)
         ):
@@ -528,7 +529,10 @@ def update_source(
     """The leaves of ``other`` an ``update(..., clone=, keys_to_update=)`` writes: a flat
     dict keyed by paths, restricted to ``keys_to_update`` (and what is under them)."""
     if isinstance(other, CollectionPrimitives):
-        items = [(key_path(k, call), v) for k, v in other.items(True, leaves_only=True)]
+        items = [
+            (key_path(k, call), v)
+            for k, v in other.items(True, leaves_only=True, is_leaf=with_non_tensor)
+        ]
     else:
         items = _flat_items(other)
     wanted = None if keys_to_update is None else [key_path(k, call) for k in keys_to_update]
@@ -544,7 +548,7 @@ def update_source(
 
 def _leaf_items(source: Any) -> list[tuple[Any, Any]]:
     if isinstance(source, CollectionPrimitives):
-        return list(source.items(True, leaves_only=True))
+        return list(source.items(True, leaves_only=True, is_leaf=with_non_tensor))
     return _flat_items(source)
 
 

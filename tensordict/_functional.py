@@ -15,6 +15,7 @@ from tensordict._primitives import CollectionPrimitives
 from tensordict._stack import _check_members, _dense_stack, _NotDense, stack
 from tensordict._td import TensorDict
 from tensordict._tensorclass import is_tensorclass
+from tensordict._views import with_non_tensor
 
 __all__ = [
     "dense_stack_tds",
@@ -26,7 +27,7 @@ __all__ = [
 
 
 def _leaf_keys(td: Any) -> list[NestedKey]:
-    return list(td.keys(include_nested=True, leaves_only=True))
+    return list(td.keys(include_nested=True, leaves_only=True, is_leaf=with_non_tensor))
 
 
 def _value(x: Any) -> Any:

@@ -15,6 +15,7 @@ from tensordict._base import _NO_DEFAULT, TensorDictBase
 from tensordict._io_common import FormatError
 from tensordict._keys import NestedKey, key_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, is_non_tensor
+from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -431,15 +432,20 @@ class PersistentTensorDict(TensorDictBase):
         out: list[Any] = []
         backend = self._handle.backend
         here = self._node()
+        rule = is_leaf
         for name in self._names_here():
             node = backend.member(here, name)
             if not backend.is_group(node):  # arrays, non-tensor records, refused nodes
+                if leaves_only and node is None:  # a non-tensor record: a leaf on request
+                    if rule is not None and rule(NonTensorData):
+                        out.append(name)
+                    continue
                 out.append(name)
                 continue
             if not leaves_only:
                 out.append(name)
             if include_nested:
-                for sub in self._sub((name,)).keys(True, leaves_only):
+                for sub in self._sub((name,)).keys(True, leaves_only, is_leaf):
                     out.append((name, *((sub,) if isinstance(sub, str) else sub)))
         return out
 
@@ -597,7 +603,7 @@ class PersistentTensorDict(TensorDictBase):
         if node is None:
             raise KeyError(f"{self._call('set_')}: key {key!r} is not in {self.filename!r}")
         if isinstance(value, TensorDictBase):
-            for sub, item in value.items(True, True):
+            for sub, item in value.items(True, True, is_leaf=with_non_tensor):
                 self.set_((*path, *((sub,) if isinstance(sub, str) else sub)), item)
             return self
         array = _as_numpy(self._call("set_"), key, torch.as_tensor(value))
@@ -637,7 +643,7 @@ class PersistentTensorDict(TensorDictBase):
     def _set_at_index(self, index: Any, value: Any) -> None:
         backend = self._handle.backend
         plan = _batch_index(index, self._batch_size)
-        for key in self.keys(True, True):
+        for key in self.keys(True, True, is_leaf=with_non_tensor):
             path = (key,) if isinstance(key, str) else key
             node = self._entry(path)
             if isinstance(node, dict):

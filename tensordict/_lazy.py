@@ -41,6 +41,7 @@ from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 from tensordict._update_batch import batch_sizes_clash, check_resize
+from tensordict._views import with_non_tensor
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
@@ -463,7 +464,11 @@ class LazyStackedTensorDict(TensorDictBase):
             for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
                 member.update(part, inplace)
             return self
-        items = other.items() if isinstance(other, Mapping) else other.items(True, True)
+        items = (
+            other.items()
+            if isinstance(other, Mapping)
+            else other.items(True, True, is_leaf=with_non_tensor)
+        )
         for key, value in items:
             current = self.get(key, None) if isinstance(value, Mapping) else None
             if isinstance(current, TensorDictBase):  # a dict into a nested level: merge
@@ -516,7 +521,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if keys_to_update is not None or isinstance(other, Mapping):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)
-        for key, value in other.items(True, True):
+        for key, value in other.items(True, True, is_leaf=with_non_tensor):
             self.set_(key, value)
         return self
 
@@ -720,7 +725,8 @@ class LazyStackedTensorDict(TensorDictBase):
         the old tensors)."""
         dense = TensorDict().load_state_dict(state_dict, from_flatten=from_flatten)
         if strict:
-            ours, theirs = set(self.keys(True, True)), set(dense.keys(True, True))
+            ours = set(self.keys(True, True, is_leaf=with_non_tensor))
+            theirs = set(dense.keys(True, True, is_leaf=with_non_tensor))
             if ours != theirs or self.partial_keys(True):
                 raise KeysMismatchError(
                     f"{type(self).__name__}.load_state_dict: missing keys "

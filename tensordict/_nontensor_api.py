@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._views import with_non_tensor
 
 _FIELD = "data"
 
@@ -57,7 +58,7 @@ def _held(out: Any) -> NonTensor | None:
     keys = list(out.keys())
     if keys != [_FIELD]:
         return None
-    for _, value in out.items(leaves_only=True):
+    for _, value in out.items(leaves_only=True, is_leaf=with_non_tensor):
         return value if isinstance(value, NonTensor) else None
     return None
 

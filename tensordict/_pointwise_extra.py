@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from tensordict._tensor_utils import expand_right
+from tensordict._views import with_non_tensor
 
 
 def _leaf_keys(coll: Any) -> list[Any]:
@@ -34,7 +35,7 @@ def binary_with_default(
         )
     intersection = isinstance(default, str)
     out = self.empty(recurse=True)
-    for key, value in self.items(include_nested=True, leaves_only=True):
+    for key, value in self.items(include_nested=True, leaves_only=True, is_leaf=with_non_tensor):
         if not isinstance(value, Tensor):
             out.set(key, value)  # a non-tensor entry
     for key in mine:

@@ -28,14 +28,17 @@ def _pass_through(cls: type) -> bool:
 
 
 def default_is_leaf(cls: type) -> bool:
-    """The default leaf rule of ``keys``/``items``: a type that is not a tensor collection,
-    or one that passes through (``UnbatchedTensor``).
+    """The default leaf rule of ``keys``/``items``: a type that is neither a tensor
+    collection nor a non-tensor entry (which upstream makes a tensorclass), or one that
+    passes through (``UnbatchedTensor``).
 
     >>> import torch
-    >>> from tensordict import TensorDict, default_is_leaf
-    >>> default_is_leaf(torch.Tensor), default_is_leaf(TensorDict)
-    (True, False)
+    >>> from tensordict import NonTensorData, TensorDict, default_is_leaf
+    >>> default_is_leaf(torch.Tensor), default_is_leaf(TensorDict), default_is_leaf(NonTensorData)
+    (True, False, False)
     """
+    if issubclass(cls, NonTensor):
+        return False
     return not is_tensor_collection(cls) or _pass_through(cls)
 
 
@@ -54,6 +57,10 @@ def is_leaf_nontensor(cls: type) -> bool:
     if is_tensor_collection(cls):
         return _pass_through(cls)
     return issubclass(cls, Tensor)
+
+
+# the walk of ``keys``/``items`` answers this rule from its type cache (tensordict/_views.py)
+is_leaf_nontensor._stored_leaves = True  # type: ignore[attr-defined]
 
 
 def is_batchedtensor(tensor: Any) -> bool:

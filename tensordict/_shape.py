@@ -12,6 +12,7 @@ from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, as_collection
+from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -692,7 +693,8 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: An
         if pad is not None:
             input, other = _padded(input, other, pad), _padded(other, input, pad)
         else:
-            mine, theirs = set(input.keys(True, True)), set(other.keys(True, True))
+            mine = set(input.keys(True, True, is_leaf=with_non_tensor))
+            theirs = set(other.keys(True, True, is_leaf=with_non_tensor))
             if mine != theirs:
                 raise KeyError(
                     f"{input._call('where')}: keys {sorted(mine ^ theirs, key=str)} of one side "
@@ -713,7 +715,11 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: An
 
 def _padded(td: Any, like: Any, value: Any) -> Any:
     """``td``, given a leaf of ``value`` for every tensor leaf only ``like`` holds."""
-    missing = [(key, leaf) for key, leaf in like.items(True, True) if td.get(key, None) is None]
+    missing = [
+        (key, leaf)
+        for key, leaf in like.items(True, True, is_leaf=with_non_tensor)
+        if td.get(key, None) is None
+    ]
     if not missing:
         return td
     td = td.copy()

@@ -10,7 +10,7 @@ from tensordict._batch import starts_with
 from tensordict._keys import NestedKey, join_path, key_path, locked_error, missing_key_error
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
-from tensordict._views import default_is_leaf
+from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -160,14 +160,13 @@ class StructureOps(CollectionPrimitives):
         return self._per_member(_empty, recurse)
 
     def is_empty(self) -> bool:
-        """Whether no leaf is held, at any depth.
+        """Whether no leaf (tensor or non-tensor entry) is held, at any depth.
 
         >>> from tensordict import TensorDict
-        >>> TensorDict({"a": {}}, []).is_empty()
-        True
+        >>> TensorDict({"a": {}}, []).is_empty(), TensorDict({"a": {"b": "text"}}).is_empty()
+        (True, False)
         """
-        leaf = default_is_leaf
-        return not any(leaf(type(v)) for v in self.values(True, True))
+        return not any(True for _ in self.values(True, True, is_leaf=with_non_tensor))
 
 
 def _shell(td: DenseTensorDictBase) -> DenseTensorDictBase:

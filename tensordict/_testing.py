@@ -10,12 +10,14 @@ from torch import Tensor
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import as_collection
 from tensordict._td import is_tensor_collection
+from tensordict._views import with_non_tensor
 
 __all__ = ["assert_allclose_td", "assert_close"]
 
 
 def _leaves(td: Any) -> dict[Any, Any]:
-    return {key: _leaf(td, key) for key in td.keys(include_nested=True, leaves_only=True)}
+    keys = td.keys(include_nested=True, leaves_only=True, is_leaf=with_non_tensor)
+    return {key: _leaf(td, key) for key in keys}
 
 
 def _leaf(td: Any, key: Any) -> Any:

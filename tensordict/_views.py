@@ -17,19 +17,42 @@ IsLeaf = Callable[[type], bool]
 
 _KEYS, _VALUES, _ITEMS = 0, 1, 2
 
-# Whether a stored type is a leaf of the storage (a tensor or a non-tensor entry) rather
-# than a nested TensorDict: learned once per type, so the walk costs one dict lookup.
-_STORED_LEAF: dict[type, bool] = {Tensor: True}
+# What a stored type is: a tensor (_TENSOR), a non-tensor entry (_OTHER) or a nested
+# collection (0, falsy); learned once per type, so the walk costs one dict lookup. The
+# walk descends into collections only; ``leaves_only`` keeps tensors only unless an
+# ``is_leaf`` says otherwise (as upstream, where a non-tensor entry is a tensorclass,
+# not a leaf: ``is_leaf=is_leaf_nontensor`` lists them too).
+_TENSOR, _OTHER = 1, 2
+_STORED_LEAF: dict[type, int] = {Tensor: _TENSOR}
 
 
 def default_is_leaf(cls: type) -> bool:
-    """Tensors and non-tensor entries are leaves; nested collections are not."""
+    """Tensors are leaves; non-tensor entries and nested collections are not."""
+    return issubclass(cls, Tensor)
+
+
+def with_non_tensor(cls: type) -> bool:
+    """The leaf rule that also lists non-tensor entries (``is_leaf=with_non_tensor``): what
+    the library's own walks use where a non-tensor entry is data to carry (update, pad,
+    compare, save). The public spelling is ``tensordict.is_leaf_nontensor``."""
     return issubclass(cls, (Tensor, NonTensor))
 
 
-def _learn(cls: type) -> bool:
-    leaf = _STORED_LEAF[cls] = issubclass(cls, (Tensor, NonTensor))
-    return leaf
+with_non_tensor._stored_leaves = True  # type: ignore[attr-defined]
+
+
+def _rule(is_leaf: IsLeaf | None) -> int:
+    """0: the default (tensors); 1: tensors and non-tensor entries (``is_leaf_nontensor``,
+    answered from the type cache); 2: call ``is_leaf``."""
+    if is_leaf is None:
+        return 0
+    return 1 if getattr(is_leaf, "_stored_leaves", False) else 2
+
+
+def _learn(cls: type) -> int:
+    kind = _TENSOR if issubclass(cls, Tensor) else _OTHER if issubclass(cls, NonTensor) else 0
+    _STORED_LEAF[cls] = kind
+    return kind
 
 
 def walk(
@@ -45,6 +68,7 @@ def walk(
     are an explicit stack, so no item is re-yielded through one frame per level.
     """
     known = _STORED_LEAF
+    rule = _rule(is_leaf)
     stack: list[tuple[tuple[str, ...], Iterator[tuple[str, Any]]]] = []
     prefix: tuple[str, ...] = ()
     entries = iter(store.items())
@@ -55,7 +79,9 @@ def walk(
                 leaf = known[cls]
             except KeyError:
                 leaf = _learn(cls)
-            if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
+            if not leaves_only or (
+                leaf == _TENSOR if rule == 0 else leaf != 0 if rule == 1 else is_leaf(cls)  # type: ignore[misc]
+            ):
                 if mode == _VALUES:
                     yield value
                 else:
@@ -80,6 +106,7 @@ def _count(
 ) -> int:
     """How many entries ``walk`` yields, without building their keys."""
     known = _STORED_LEAF
+    rule = _rule(is_leaf)
     n = 0
     for value in store.values():
         cls = value.__class__
@@ -87,7 +114,9 @@ def _count(
             leaf = known[cls]
         except KeyError:
             leaf = _learn(cls)
-        if not leaves_only or (leaf if is_leaf is None else is_leaf(cls)):
+        if not leaves_only or (
+            leaf == _TENSOR if rule == 0 else leaf != 0 if rule == 1 else is_leaf(cls)  # type: ignore[misc]
+        ):
             n += 1
         if include_nested and not leaf:
             if hasattr(value, "_tensordict"):

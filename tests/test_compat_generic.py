@@ -6,7 +6,15 @@ import pytest
 import torch
 from torch.func import hessian, jacfwd, jacrev
 
-from tensordict import NonTensorData, NonTensorStack, TensorDict, lazy_stack, make_tensordict, pad
+from tensordict import (
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    is_leaf_nontensor,
+    lazy_stack,
+    make_tensordict,
+    pad,
+)
 
 
 def _nested() -> TensorDict:
@@ -118,7 +126,8 @@ def test_binary_default_fills_missing_keys(name: str, fn: object) -> None:
     torch.testing.assert_close(out["d"], fn(fill, y))  # type: ignore[operator]
     assert out["s"] == "kept"
     both = getattr(td0, name)(td1, default="intersection")
-    assert set(both.keys(True, True)) == {("b", "c"), "s"}
+    assert set(both.keys(True, True)) == {("b", "c")}  # the tensors (as upstream)
+    assert set(both.keys(True, True, is_leaf=is_leaf_nontensor)) == {("b", "c"), "s"}
     with pytest.raises(ValueError, match=rf"TensorDict\.{name}: default must be a tensor"):
         getattr(td0, name)(td1, default="union")
 

@@ -29,7 +29,8 @@ def _reference(
     for key, value in td._tensordict.items():
         path = (*prefix, key)
         stored_leaf = isinstance(value, (torch.Tensor, NonTensorData))
-        leaf = stored_leaf if is_leaf is None else is_leaf(type(value))
+        # by default only tensors are leaves (as upstream, a non-tensor entry is not one)
+        leaf = isinstance(value, torch.Tensor) if is_leaf is None else is_leaf(type(value))
         if leaf or not leaves_only:
             yield (path[0] if len(path) == 1 else path), value
         if include_nested and not stored_leaf:
