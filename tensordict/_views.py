@@ -17,13 +17,13 @@ IsLeaf = Callable[[type], bool]
 
 _KEYS, _VALUES, _ITEMS = 0, 1, 2
 
-# What a stored type is: a tensor (_TENSOR), a non-tensor entry (_OTHER) or a nested
-# collection (0, falsy); learned once per type, so the walk costs one dict lookup. The
-# walk descends into collections only; ``leaves_only`` keeps tensors only unless an
-# ``is_leaf`` says otherwise (as upstream, where a non-tensor entry is a tensorclass,
-# not a leaf: ``is_leaf=is_leaf_nontensor`` lists them too).
-_TENSOR, _OTHER = 1, 2
-_STORED_LEAF: dict[type, int] = {Tensor: _TENSOR}
+# What a stored type is, learned once per type so that the walk costs one dict lookup:
+# True for a leaf, False for a nested collection (the walk descends into those only),
+# and, in the default table, None for a non-tensor entry, which is neither: as upstream
+# (where it is a tensorclass), ``leaves_only`` lists tensors only by default, and
+# ``is_leaf=is_leaf_nontensor`` reads the other table, where a non-tensor entry is a leaf.
+_DEFAULT_KIND: dict[type, bool | None] = {Tensor: True}
+_WITH_NON_TENSOR_KIND: dict[type, bool | None] = {Tensor: True}
 
 
 def default_is_leaf(cls: type) -> bool:
@@ -41,18 +41,20 @@ def with_non_tensor(cls: type) -> bool:
 with_non_tensor._stored_leaves = True  # type: ignore[attr-defined]
 
 
-def _rule(is_leaf: IsLeaf | None) -> int:
-    """0: the default (tensors); 1: tensors and non-tensor entries (``is_leaf_nontensor``,
-    answered from the type cache); 2: call ``is_leaf``."""
+def _tables(is_leaf: IsLeaf | None) -> tuple[dict[type, bool | None], IsLeaf | None]:
+    """The kind table to read, and the ``is_leaf`` to call (None: the table answers)."""
     if is_leaf is None:
-        return 0
-    return 1 if getattr(is_leaf, "_stored_leaves", False) else 2
+        return _DEFAULT_KIND, None
+    if getattr(is_leaf, "_stored_leaves", False):  # is_leaf_nontensor: answered by a table
+        return _WITH_NON_TENSOR_KIND, None
+    return _WITH_NON_TENSOR_KIND, is_leaf
 
 
-def _learn(cls: type) -> int:
-    kind = _TENSOR if issubclass(cls, Tensor) else _OTHER if issubclass(cls, NonTensor) else 0
-    _STORED_LEAF[cls] = kind
-    return kind
+def _learn(cls: type, table: dict[type, bool | None]) -> bool | None:
+    tensor, other = issubclass(cls, Tensor), issubclass(cls, NonTensor)
+    _DEFAULT_KIND[cls] = True if tensor else None if other else False
+    _WITH_NON_TENSOR_KIND[cls] = tensor or other
+    return table[cls]
 
 
 def walk(
@@ -67,8 +69,7 @@ def walk(
     Depth first, a node before its entries, in one generator frame: the nested levels
     are an explicit stack, so no item is re-yielded through one frame per level.
     """
-    known = _STORED_LEAF
-    rule = _rule(is_leaf)
+    known, call = _tables(is_leaf)
     stack: list[tuple[tuple[str, ...], Iterator[tuple[str, Any]]]] = []
     prefix: tuple[str, ...] = ()
     entries = iter(store.items())
@@ -78,16 +79,14 @@ def walk(
             try:
                 leaf = known[cls]
             except KeyError:
-                leaf = _learn(cls)
-            if not leaves_only or (
-                leaf == _TENSOR if rule == 0 else leaf != 0 if rule == 1 else is_leaf(cls)  # type: ignore[misc]
-            ):
+                leaf = _learn(cls, known)
+            if not leaves_only or (leaf if call is None else call(cls)):
                 if mode == _VALUES:
                     yield value
                 else:
                     name = (*prefix, key) if prefix else key
                     yield name if mode == _KEYS else (name, value)
-            if include_nested and not leaf:
+            if include_nested and leaf is False:
                 if not hasattr(value, "_tensordict"):  # a ragged lazy stack: its common keys
                     yield from _walk_stack(value, (*prefix, key), mode, leaves_only, is_leaf)
                     continue
@@ -102,25 +101,26 @@ def walk(
 
 
 def _count(
-    store: dict[str, Any], include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
+    store: dict[str, Any],
+    include_nested: bool,
+    leaves_only: bool,
+    is_leaf: IsLeaf | None,
+    tables: tuple[dict[type, bool | None], IsLeaf | None] | None = None,
 ) -> int:
     """How many entries ``walk`` yields, without building their keys."""
-    known = _STORED_LEAF
-    rule = _rule(is_leaf)
+    known, call = tables = tables or _tables(is_leaf)
     n = 0
     for value in store.values():
         cls = value.__class__
         try:
             leaf = known[cls]
         except KeyError:
-            leaf = _learn(cls)
-        if not leaves_only or (
-            leaf == _TENSOR if rule == 0 else leaf != 0 if rule == 1 else is_leaf(cls)  # type: ignore[misc]
-        ):
+            leaf = _learn(cls, known)
+        if not leaves_only or (leaf if call is None else call(cls)):
             n += 1
-        if include_nested and not leaf:
+        if include_nested and leaf is False:
             if hasattr(value, "_tensordict"):
-                n += _count(value._tensordict, include_nested, leaves_only, is_leaf)
+                n += _count(value._tensordict, include_nested, leaves_only, is_leaf, tables)
             else:  # a ragged lazy stack: its common keys
                 n += len(value.keys(True, leaves_only, is_leaf))
     return n
