@@ -497,8 +497,8 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
     end = total - _TRAILER - length
     try:
         meta = json.loads(bytes(data[end : total - _TRAILER].tolist()).decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"{call}: the description is not valid JSON ({err})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ValueError(f"{call}: the description is not valid JSON ({err!r})") from None
     if not isinstance(meta, dict) or meta.get("version") != _VERSION:
         raise ValueError(f"{call}: unknown description version {meta.get('version')!r}")
     storage = data[:end]
@@ -508,7 +508,17 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
         td = build(meta.get("root"), leaves, call)
         if next(leaves, None) is not None:
             raise ValueError("the runs hold more leaves than the structure uses")
-    except (KeyError, TypeError, IndexError, AttributeError, StopIteration, ValueError) as err:
+    except (
+        KeyError,
+        TypeError,
+        IndexError,
+        AttributeError,
+        StopIteration,
+        ValueError,
+        RuntimeError,  # torch refusing a device, a dtype or a shape the description names
+        RecursionError,
+        OverflowError,
+    ) as err:
         if isinstance(err, ValueError) and str(err).startswith(call):
             raise
         raise ValueError(f"{call}: the description is malformed ({err!r})") from None

@@ -109,8 +109,8 @@ class ContextOps(CollectionPrimitives):
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         last = self._op_stack.pop()
-        if exc_type is not None or last is None:
-            return False
+        if exc_type is not None or last is None:  # as upstream: an error leaves things as
+            return False  # they are (locked after lock_(), a view's changes not written back)
         op, args, source = last
         if op in ("lock_", "unlock_"):  # back to the state before (args: (was_locked,))
             was = bool(args[0]) if args else op == "unlock_"

@@ -150,7 +150,6 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
 
 # ------------------------------------------------------------ collection types
 _TYPES: dict[str, type] = {}
-_NAMES: dict[type, str] = {}  # every class ever registered, with its name
 
 
 def register_type(name: str, cls: type) -> None:
@@ -161,7 +160,6 @@ def register_type(name: str, cls: type) -> None:
             f"register_type: {name!r} already names {known.__module__}.{known.__qualname__}"
         )
     _TYPES[name] = cls
-    _NAMES[cls] = name
 
 
 def lookup_type(name: str, call: str, where: str) -> type:
@@ -176,11 +174,17 @@ def lookup_type(name: str, call: str, where: str) -> type:
 
 
 def type_name(cls: type) -> str:
-    """The registered name of ``cls``. A class redefined under the same name (a notebook
-    cell run twice) replaced it in the registry; the one being written takes it back, so
-    that what is written loads as the class that wrote it."""
-    name = _NAMES.get(cls)
-    if name is not None:
-        _TYPES[name] = cls
-        return name
+    """The registered name of ``cls``; a TypeError for a class that is not, or no longer,
+    the one registered under its name (written, it would load as the other class)."""
+    for name, known in _TYPES.items():
+        if known is cls:
+            return name
+    same = [n for n, known in _TYPES.items() if known.__qualname__ == cls.__qualname__]
+    if same:
+        raise TypeError(
+            f"{cls.__qualname__} is no longer the class registered as {same[0]!r}: a class "
+            "of that name was defined after it, and what is written would load as that "
+            "one; write an instance of the current class (or give the classes distinct "
+            "names)"
+        )
     raise TypeError(f"{cls.__qualname__} is not a registered tensor collection type")

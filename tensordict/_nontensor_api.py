@@ -49,6 +49,10 @@ def _convert(arg: Any) -> Any:
     return arg
 
 
+def _same(arg: Any) -> Any:
+    return arg
+
+
 def _held(out: Any) -> NonTensor | None:
     """The entry a one-entry (``"data"``) collection holds, or None for anything else."""
     from tensordict._td import is_tensor_collection
@@ -91,11 +95,17 @@ def _sync(entry: NonTensor, td: Any, call: str) -> None:
         entry.values = new.values  # type: ignore[attr-defined]
 
 
+# methods whose arguments are values to store, not collections to combine with
+_TAKES_VALUES = frozenset({"set", "set_", "set_at_", "setdefault", "set_non_tensor", "fill_"})
+
+
 def _method(name: str) -> Callable[..., Any]:
+    convert = _convert if name not in _TAKES_VALUES else _same
+
     def method(self: NonTensor, *args: Any, **kwargs: Any) -> Any:
         call = f"{type(self).__name__}.{name}"
         td = _as_td(self)
-        out = getattr(td, name)(*map(_convert, args), **{k: _convert(v) for k, v in kwargs.items()})
+        out = getattr(td, name)(*map(convert, args), **{k: convert(v) for k, v in kwargs.items()})
         if out is td:  # acted in place (lock_, update, set_, zero_, ...): follow it
             _sync(self, td, call)
             return self

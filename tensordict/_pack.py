@@ -184,7 +184,16 @@ def pack(td: TensorDictBase, dim: int = -1, layout: PackLayout | None = None) ->
             )
         else:
             leaves[key] = value
-    keys = sorted(leaves, key=sort_key) if layout is None else _check_layout(leaves, layout, dim)
+    if layout is None:
+        keys: Any = sorted(leaves, key=sort_key)
+    else:
+        keys = _check_layout(leaves, layout, dim)
+        theirs = tuple((unravel_key(k, "pack"), s, c) for k, s, c in nested)
+        if theirs != layout.nested:
+            raise ValueError(
+                f"pack: the nested collections {theirs} (key, batch shape after the root's, "
+                f"tensorclass) differ from the layout's {layout.nested}"
+            )
     parts = [leaves[k] for k in keys]
     dtypes = {p.dtype for p in parts}
     devices = {p.device for p in parts}
@@ -222,7 +231,8 @@ def _check_layout(leaves: dict[Any, Tensor], layout: PackLayout, dim: int) -> tu
     if dim != layout.dim:
         raise ValueError(f"pack: dim {dim} does not match the layout's dim {layout.dim}")
     missing = [k for k in layout.keys if k not in leaves]
-    extra = [k for k in leaves if k not in set(layout.keys)]
+    known = set(layout.keys)
+    extra = [k for k in leaves if k not in known]
     if missing or extra:
         raise KeyError(
             f"pack: the leaves do not match the layout: missing {missing}, not in the "

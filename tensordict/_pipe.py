@@ -51,47 +51,59 @@ def _wire(td: TensorDictBase, call: str) -> tuple[Tensor, bytes]:
 class TensorDictPipe:
     """A TCP channel that sends and receives whole TensorDicts, one frame each.
 
-    One side :meth:`listen` s, the other :meth:`connect` s; both then :meth:`asend` and
-    :meth:`arecv`. The first TensorDict of a structure travels with its description; while
-    the structure (keys, dtypes, shapes, batch size) stays the same, only the storage
-    travels, and the receiver writes it into the collection it received last, returning
-    that same object. A pipe is an async iterator of received TensorDicts and an async
-    context manager (closing on exit). Received data is checked before use: nothing is
-    unpickled or imported, and a malformed frame raises ``ValueError``.
+        One side :meth:`listen` s, the other :meth:`connect` s; both then :meth:`asend` and
+        :meth:`arecv`. The first TensorDict of a structure travels with its description; while
+        the structure (keys, dtypes, shapes, batch size) stays the same, only the storage
+        travels, and the receiver writes it into the collection it received last, returning
+        that same object. A pipe is an async iterator of received TensorDicts and an async
+        context manager (closing on exit). Received data is checked before use: nothing is
+        unpickled or imported, and a malformed frame raises ``ValueError`` and closes the pipe
+    (the stream is out of step after it: later calls raise ``ConnectionError``).
 
-    :meth:`TensorDictBase.asend <tensordict.TensorDictBase.asend>` and
-    :meth:`~tensordict.TensorDictBase.arecv` call a pipe from the collection's side.
+        :meth:`TensorDictBase.asend <tensordict.TensorDictBase.asend>` and
+        :meth:`~tensordict.TensorDictBase.arecv` call a pipe from the collection's side.
 
-    >>> import asyncio, socket, torch
-    >>> from tensordict import TensorDict, TensorDictPipe
-    >>> async def main(port):
-    ...     server = asyncio.ensure_future(TensorDictPipe.listen(port))
-    ...     client = await TensorDictPipe.connect("127.0.0.1", port)
-    ...     async with await server as receiver, client:
-    ...         await TensorDict(a=torch.arange(3), batch_size=[3]).asend(client)
-    ...         return (await receiver.arecv())["a"]
-    >>> with socket.socket() as s:
-    ...     _ = s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    >>> asyncio.run(main(port))
-    tensor([0, 1, 2])
+        >>> import asyncio, socket, torch
+        >>> from tensordict import TensorDict, TensorDictPipe
+        >>> async def main(port):
+        ...     server = asyncio.ensure_future(TensorDictPipe.listen(port))
+        ...     client = await TensorDictPipe.connect("127.0.0.1", port)
+        ...     async with await server as receiver, client:
+        ...         await TensorDict(a=torch.arange(3), batch_size=[3]).asend(client)
+        ...         return (await receiver.arecv())["a"]
+        >>> with socket.socket() as s:
+        ...     _ = s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+        >>> asyncio.run(main(port))
+        tensor([0, 1, 2])
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_frame_bytes: int | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
+        self._max = max_frame_bytes
         self._sent: bytes | None = None  # the description of the structure last sent
         self._received: Any = None  # the collection received last (its storage is reused)
+        self._broken: str | None = None  # why the pipe stopped (an error left it out of step)
 
     @classmethod
-    async def listen(cls, port: int, host: str = "127.0.0.1") -> TensorDictPipe:
-        """Wait on ``host:port`` for one peer to :meth:`connect`, and return the pipe to it."""
+    async def listen(
+        cls, port: int, host: str = "127.0.0.1", *, max_frame_bytes: int | None = None
+    ) -> TensorDictPipe:
+        """Wait on ``host:port`` for one peer to :meth:`connect`, and return the pipe to it.
+        ``max_frame_bytes`` refuses (``ValueError``) a frame the peer says is larger, before
+        reading it."""
         accepted: asyncio.Future[TensorDictPipe] = asyncio.get_running_loop().create_future()
 
         def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             if accepted.done():  # a second peer: this pipe is point to point
                 writer.close()
                 return
-            accepted.set_result(cls(reader, writer))
+            accepted.set_result(cls(reader, writer, max_frame_bytes))
 
         server = await asyncio.start_server(on_connect, host, port)
         try:
@@ -100,16 +112,25 @@ class TensorDictPipe:
             server.close()
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, timeout: float = 30.0) -> TensorDictPipe:
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 30.0,
+        max_frame_bytes: int | None = None,
+    ) -> TensorDictPipe:
         """Connect to a peer that :meth:`listen` s on ``host:port``, retrying while it is not
         listening yet; ``ConnectionError`` after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             try:
-                reader, writer = await asyncio.open_connection(host, port)
-                return cls(reader, writer)
-            except OSError as err:
+                left = max(deadline - loop.time(), 0.01)
+                opening = asyncio.open_connection(host, port)
+                reader, writer = await asyncio.wait_for(opening, left)
+                return cls(reader, writer, max_frame_bytes)
+            except (OSError, asyncio.TimeoutError) as err:
                 if loop.time() >= deadline:
                     raise ConnectionError(
                         f"TensorDictPipe.connect: no peer listening on {host}:{port} after "
@@ -117,8 +138,13 @@ class TensorDictPipe:
                     ) from None
                 await asyncio.sleep(0.05)
 
+    def _check_open(self, call: str) -> None:
+        if self._broken is not None:
+            raise ConnectionError(f"{call}: the pipe is closed ({self._broken})")
+
     async def asend(self, td: TensorDictBase) -> None:
         """Send ``td``: its storage, and its description when the structure is new."""
+        self._check_open("TensorDictPipe.asend")
         storage, description = _wire(td, "TensorDictPipe.asend")
         data = memoryview(storage.numpy())  # type: ignore[arg-type]
         if description == self._sent:
@@ -140,15 +166,32 @@ class TensorDictPipe:
         (later frames then land on that device too).
         """
         call = "TensorDictPipe.arecv"
+        self._check_open(call)
+        try:
+            return await self._arecv(call, device)
+        except PipeClosed as err:
+            self._broken = str(err)
+            raise
+        except BaseException as err:  # the stream is out of step: nothing after it is trusted
+            self._broken = f"{call} failed: {err}"
+            self._received = None
+            self._writer.close()
+            raise
+
+    async def _arecv(self, call: str, device: Any) -> Any:
         flag, size = _HEADER.unpack(await self._read(_HEADER.size, call, boundary=True))
+        if flag not in (_NEW, _SAME):
+            raise ValueError(f"{call}: unknown frame flag {flag} (is the peer a TensorDictPipe?)")
+        if self._max is not None and size > self._max:
+            raise ValueError(
+                f"{call}: the peer sends a frame of {size} bytes, over max_frame_bytes={self._max}"
+            )
         if flag == _SAME:
             last = self._received
             if last is None:
-                await self._read(size, call)
                 raise ValueError(f"{call}: a same-structure frame came before any structure")
             storage = last._consolidated.storage
             if storage.numel() != size:
-                await self._read(size, call)
                 raise ValueError(
                     f"{call}: a same-structure frame of {size} bytes for a storage of "
                     f"{storage.numel()} bytes"
@@ -156,10 +199,9 @@ class TensorDictPipe:
             payload = await self._read(size, call)
             storage.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
             return last
-        if flag != _NEW:
-            raise ValueError(f"{call}: unknown frame flag {flag} (is the peer a TensorDictPipe?)")
         if size < _TRAILER:
             raise ValueError(f"{call}: a frame of {size} bytes is too short to be a TensorDict")
+        self._received = None  # until this frame is whole and valid
         data = torch.frombuffer(bytearray(await self._read(size, call)), dtype=torch.uint8)
         out = _from_file_bytes(data, call)
         if device is not None:
@@ -179,6 +221,7 @@ class TensorDictPipe:
 
     async def aclose(self) -> None:
         """Close the connection (the peer's next :meth:`arecv` raises ``ConnectionError``)."""
+        self._broken = self._broken or "closed by aclose()"
         self._writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()

@@ -110,6 +110,11 @@ class TensorDictStore(PersistentTensorDict):
             host, port, db, unix_socket_path, prefix, td_id or str(uuid.uuid4()), client,
             redis_kwargs,
         )  # fmt: skip
+        if td_id is not None and store.client.exists(store.namespace + _STACK):
+            raise ValueError(
+                f"TensorDictStore: {td_id!r} is a stored lazy stack; reconnect to it with "
+                "TensorDictStore.from_store(td_id=...)"
+            )
         if td_id is not None and _has_data(store):
             PersistentTensorDict.__init__(
                 self, filename=store, mode="a", backend="zarr", device=device
@@ -219,7 +224,8 @@ class TensorDictStore(PersistentTensorDict):
         return self.to_tensordict()
 
     def clear_redis(self) -> None:
-        """Delete every key of this TensorDict from the server (this object is then empty)."""
+        """Delete every key of this TensorDict from the server. This object then holds
+        nothing to read: reading or writing through it raises."""
         self._handle.filename.delete_all()
         self._handle.meta.clear()
         self._handle.nodes.clear()
@@ -255,7 +261,11 @@ class LazyStackedTensorDictStore(LazyStackedTensorDict):
         params = dict(store.params)
         members = [
             TensorDictStore.from_store(
-                prefix=store.prefix, td_id=f"{store.td_id}/{i}", device=device, **params
+                prefix=store.prefix,
+                td_id=f"{store.td_id}/{i}",
+                device=device,
+                client=store._client,
+                **params,
             )
             for i in range(int(record["members"]))
         ]

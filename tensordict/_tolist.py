@@ -108,10 +108,15 @@ class LinkedList(list):  # type: ignore[type-arg]
         self._td: Callable[[], Any] = weakref.ref(td)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
         td = self._td()
         if td is not None:
-            td[index] = value
+            if isinstance(index, slice):
+                raise TypeError(
+                    "LinkedList: assign one row at a time (ll[i] = row): a slice cannot be "
+                    "written back into the collection"
+                )
+            td[index] = value  # first: a row the collection refuses leaves the list as is
+        super().__setitem__(index, value)
 
     def _unlink(self) -> None:
         self._td = _dead

@@ -66,12 +66,17 @@ def zero_size() -> TensorDict:
     return TensorDict({"a": torch.randn(0, 3), "b": torch.randn(0)}, batch_size=[0])
 
 
-class Sample(TensorClass):
-    """A tensorclass entry of the catalogue: a tensor field, a nested collection, a string."""
+class CatalogueSample(TensorClass):
+    """A tensorclass entry of the catalogue: a tensor field, a nested collection, a string.
+    (Its name is its own in the suite: a class is registered by name for saving and
+    sending, and other test files define classes called ``Sample``.)"""
 
     obs: torch.Tensor
     extra: TensorDict
     label: str
+
+
+Sample = CatalogueSample
 
 
 def tensorclass() -> Sample:

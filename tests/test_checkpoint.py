@@ -521,3 +521,27 @@ def test_tensorclass_identity_across_processes(tmp_path: Path) -> None:
         text=True,
     )
     assert "names type 'tensorclass:Sample', which is not registered" in missing.stdout
+
+
+def test_an_instance_of_a_redefined_class_is_refused_not_written_as_the_other(
+    tmp_path: Path,
+) -> None:
+    """A cell run twice defines a second class of the same name: the registry follows the
+    newest, so writing an instance of the old one would load as the new one."""
+
+    @tensorclass
+    class Redefined:
+        x: torch.Tensor
+
+    old = Redefined(x=torch.zeros(2), batch_size=[2])
+
+    @tensorclass  # type: ignore[no-redef]
+    class Redefined:
+        y: torch.Tensor
+
+    new = Redefined(y=torch.ones(2), batch_size=[2])
+    new.memmap(tmp_path / "new")
+    with pytest.raises(TypeError, match=r"Redefined is no longer the class registered as "):
+        old.memmap(tmp_path / "old")
+    back = TensorDict.load_memmap(tmp_path / "new")
+    assert type(back) is Redefined and back.y.tolist() == [1.0, 1.0]

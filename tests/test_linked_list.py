@@ -87,3 +87,13 @@ def test_vmap_hooks_are_none_and_read_only() -> None:
         stack.hook_out = lambda x: x  # type: ignore[misc,assignment]
     out = torch.vmap(lambda t: t["a"] + 1)(stack)
     torch.testing.assert_close(out, torch.stack([torch.ones(2), torch.full((2,), 2.0)]))
+
+
+def test_a_refused_row_or_a_slice_leaves_both_as_they_were() -> None:
+    td, rows = _rows()
+    with pytest.raises(TypeError, match=r"LinkedList: assign one row at a time"):
+        rows[0:2] = [TensorDict(a=torch.ones(2))] * 2
+    with pytest.raises(RuntimeError):
+        rows[0] = TensorDict(a=torch.ones(5))  # the wrong shape for a row
+    assert len(rows) == 3 and rows[0]["a"].tolist() == [0.0, 0.0]
+    assert td["a"].eq(0).all()

@@ -189,3 +189,11 @@ def test_every_public_tensordict_name(cls: type) -> None:
     missing = [n for n in dir(TensorDict) if not n.startswith("_") and not hasattr(cls, n)]
     # ``data`` is the value of a one-value entry; a stack's values are ``tolist()``
     assert missing == ([] if cls is not NonTensorStack else ["data"])
+
+
+def test_setting_the_value_takes_a_non_tensor_entry_as_a_value() -> None:
+    entry = NonTensorData("old", batch_size=[3])
+    entry.set("data", NonTensorData("new", batch_size=[3]))
+    assert entry.data == "new"
+    entry.set("data", "plain")
+    assert entry.data == "plain"

@@ -276,3 +276,11 @@ def test_round_trip_property(td: TensorDict, data: st.DataObject) -> None:
     assert_same(out, td)
     assert td.pack(dim, layout=layout)[1] is layout
     assert len(leaves(td)) == len(layout.keys)
+
+
+def test_a_layout_with_other_nested_batch_shapes_is_refused() -> None:
+    wide = TensorDict(n=TensorDict(x=torch.zeros(3, 4), batch_size=[3, 4]), batch_size=[3])
+    narrow = TensorDict(n=TensorDict(x=torch.zeros(3, 4), batch_size=[3]), batch_size=[3])
+    _, layout = wide.pack()
+    with pytest.raises(ValueError, match=r"pack: the nested collections .* differ from the layout"):
+        narrow.pack(layout=layout)

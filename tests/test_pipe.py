@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import socket
 import struct
@@ -173,7 +174,10 @@ def test_malformed_frames_raise(frames: list[bytes], error: type, message: str) 
         asyncio.run(asyncio.wait_for(_raw_frames(frames), TIMEOUT))
 
 
-def test_same_structure_frame_of_the_wrong_size() -> None:
+def test_an_error_closes_the_pipe_it_left_out_of_step() -> None:
+    """After a frame it could not take, the receiver cannot know where the next one starts:
+    the pipe closes, and nothing later is read into the collection received before."""
+
     async def body(sender: TensorDictPipe, receiver: TensorDictPipe) -> Any:
         await TensorDict(a=torch.zeros(2), batch_size=[2]).asend(sender)
         first = await receiver.arecv()
@@ -182,11 +186,76 @@ def test_same_structure_frame_of_the_wrong_size() -> None:
             ValueError, match=r"a same-structure frame of 3 bytes for a storage of 8"
         ):
             await receiver.arecv()
-        await TensorDict(a=torch.ones(2), batch_size=[2]).asend(sender)  # still in step
-        return first, await receiver.arecv()
+        with pytest.raises(
+            ConnectionError, match=r"the pipe is closed \(TensorDictPipe.arecv failed"
+        ):
+            await receiver.arecv()
+        with pytest.raises(ConnectionError, match=r"TensorDictPipe.asend: the pipe is closed"):
+            await first.asend(receiver)
+        return first
 
-    first, out = _run(body)
-    assert out is first and out["a"].tolist() == [1.0, 1.0]
+    assert _run(body)["a"].tolist() == [0.0, 0.0]
+
+
+def test_a_new_structure_that_fails_is_not_the_one_received_last() -> None:
+    async def body(sender: TensorDictPipe, receiver: TensorDictPipe) -> Any:
+        await TensorDict(a=torch.zeros(4), batch_size=[4]).asend(sender)
+        first = await receiver.arecv()
+        await TensorDict(b=torch.arange(4, dtype=torch.int32), batch_size=[4]).asend(sender)
+        with pytest.raises(RuntimeError):
+            await receiver.arecv(device="no-such-device")
+        assert receiver._received is None
+        return first
+
+    assert _run(body)["a"].tolist() == [0.0] * 4
+
+
+def test_max_frame_bytes_refuses_before_reading() -> None:
+    async def main() -> Any:
+        port = _free_port()
+        server = asyncio.ensure_future(TensorDictPipe.listen(port, max_frame_bytes=200))
+        sender = await TensorDictPipe.connect("127.0.0.1", port)
+        receiver = await server
+        async with sender, receiver:
+            await TensorDict(a=torch.zeros(2), batch_size=[2]).asend(sender)
+            small = await receiver.arecv()
+            await TensorDict(a=torch.zeros(100), batch_size=[100]).asend(sender)
+            with pytest.raises(ValueError, match=r"a frame of \d+ bytes, over max_frame_bytes=200"):
+                await receiver.arecv()
+            return small
+
+    small = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    assert small["a"].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["root"].update(device="cpu:-1"), "the description is malformed"),
+        (lambda m: m["root"].update(device=-1), "the description is malformed"),
+        (lambda m: m["root"].update(batch_size=[-5]), "batch_size must be a list of non-neg"),
+        (lambda m: m.update(runs="x"), "TensorDictPipe.arecv"),
+    ],
+)
+def test_a_hostile_description_raises_value_error(edit: Any, message: str) -> None:
+    from tensordict._pipe import _wire
+
+    storage, description = _wire(TensorDict(a=torch.zeros(2), s="x", batch_size=[2]), "t")
+    meta = json.loads(description[:-8])
+    edit(meta)
+    raw = json.dumps(meta).encode()
+    payload = bytes(storage.numpy()) + raw + struct.pack("<q", len(raw))
+    frame = struct.pack("<BQ", 0, len(payload)) + payload
+    with pytest.raises(ValueError, match=message):
+        asyncio.run(asyncio.wait_for(_raw_frames([frame]), TIMEOUT))
+
+
+def test_deeply_nested_json_is_refused() -> None:
+    raw = b"[" * 100_000
+    payload = raw + struct.pack("<q", len(raw))
+    frame = struct.pack("<BQ", 0, len(payload)) + payload
+    with pytest.raises(ValueError, match=r"the description is not valid JSON"):
+        asyncio.run(asyncio.wait_for(_raw_frames([frame]), TIMEOUT))
 
 
 def test_connect_without_a_listener_times_out() -> None:

@@ -145,3 +145,28 @@ def test_a_tampered_record_is_refused_not_executed(server: dict[str, Any]) -> No
     client.set(key, b"\x80\x04not json")
     with pytest.raises(ValueError):
         TensorDictStore.from_store(td_id=stored.td_id, **_where(server))
+
+
+def test_a_stack_id_is_not_reopened_as_an_empty_store(server: dict[str, Any]) -> None:
+    stored = lazy_stack([TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(2))]).to_store(
+        **_where(server)
+    )
+    with pytest.raises(ValueError, match=r"is a stored lazy stack; reconnect to it with"):
+        TensorDictStore(td_id=stored.td_id, **_where(server))
+    assert type(TensorDictStore.from_store(td_id=stored.td_id, **_where(server))) is (
+        LazyStackedTensorDictStore
+    )
+
+
+def test_a_given_client_serves_a_stack_and_its_members(server: dict[str, Any]) -> None:
+    import redis
+
+    client = redis.Redis(port=server["port"])
+    stored = TensorDictStore.from_tensordict(
+        lazy_stack([TensorDict(x=torch.zeros(2)), TensorDict(x=torch.ones(3))]),
+        client=client,
+        port=1,  # a port nothing listens on: every member must use the client
+    )
+    again = TensorDictStore.from_store(td_id=stored.td_id, client=client, port=1)
+    assert again.tensordicts[1]["x"].tolist() == [1.0, 1.0, 1.0]
+    client.close()
