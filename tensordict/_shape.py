@@ -207,9 +207,20 @@ class ShapeOps(CollectionPrimitives):
         if new_bs == bs:
             return self._remap(call, _shallow, bs, self._names_kept())
         n = len(bs)
-        if len(new_bs) == 1 and n > 1 and method == "reshape":
+        if len(new_bs) == 1 and n > 1:
             # merging every batch dim: flatten needs no per-leaf target shape
-            return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
+            if method == "reshape":
+                return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
+
+            def merged(x: Any) -> Any:
+                if isinstance(x, Tensor):
+                    out = x.flatten(0, n - 1)
+                    if out._is_view() or not out.numel():
+                        return out
+                # a nested collection, or flatten copied (then view raises torch's error)
+                return x.view(*new_bs, *x.shape[n:])
+
+            return self._remap(call, merged, new_bs, None)
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
         as_view = method == "view"
 
