@@ -209,7 +209,7 @@ class TensorDictBase(
             if value is None:  # missing: the KeyError names what the level holds
                 value = self.get(path)
                 if value is None:  # get answers None when set_get_defaults_to_none is on
-                    raise KeyError(f"{call}: key {path!r} not found")
+                    raise KeyError(f"{call}: key {path!r} was not found")
         except KeyError as err:
             if default is not _NO_DEFAULT:
                 return default

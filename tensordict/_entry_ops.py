@@ -458,7 +458,7 @@ class EntryOps(CollectionPrimitives):
             if wanted is not None and not any(path[: len(w)] == w for w in wanted):
                 continue
             if self._get_path_or_none(path) is None:
-                raise KeyError(f"{call}: key {join_path(path)!r} not found")
+                raise KeyError(f"{call}: key {join_path(path)!r} was not found")
             if isinstance(value, NonTensor):
                 non_tensor.append(path)
                 continue

@@ -89,7 +89,7 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
     else:
         hint = "; that level has no keys"
     owner = call.split(".", 1)[0].split("[", 1)[0]
-    return KeyError(f"{call}: key {key!r} not found in the {owner}{hint}")
+    return KeyError(f"{call}: key {key!r} was not found in the {owner}{hint}")
 
 
 def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:

@@ -423,7 +423,7 @@ class LazyStackedTensorDict(TensorDictBase):
         call = self._call("set_")
         if self._get_path_or_none(key_path(key, call)) is None:
             raise KeyError(
-                f"{call}: key {key!r} not found in the LazyStackedTensorDict (setting a value "
+                f"{call}: key {key!r} was not found in the LazyStackedTensorDict (setting a value "
                 "in-place on a stack of TensorDict needs the key in every member)"
             )
         if isinstance(value, Mapping):

@@ -28,12 +28,13 @@ def test_get_and_getitem(td: TensorDict) -> None:
 
 def test_missing_key_errors_suggest(td: TensorDict) -> None:
     with pytest.raises(
-        KeyError, match=r"TensorDict\[\]: key 'aa' not found in the TensorDict; did you mean 'a'"
+        KeyError,
+        match=r"TensorDict\[\]: key 'aa' was not found in the TensorDict; did you mean 'a'",
     ):
         td["aa"]
     with pytest.raises(
         KeyError,
-        match=r"TensorDict.get: key \('nested', 'bb'\) not found in the TensorDict; did you mean 'b'",
+        match=r"TensorDict.get: key \('nested', 'bb'\) was not found in the TensorDict; did you mean 'b'",
     ):
         td.get(("nested", "bb"))
     with pytest.raises(KeyError, match=r"'a' holds a Tensor, not a nested TensorDict"):
@@ -78,7 +79,7 @@ def test_set_inplace_and_set_(td: TensorDict) -> None:
         TypeError, match=r"dtype torch.int64 does not match the dtype torch.float32 of key 'a'"
     ):
         td.set_("a", torch.ones(3, 2, dtype=torch.long))
-    with pytest.raises(KeyError, match="TensorDict.set_: key 'nope' not found"):
+    with pytest.raises(KeyError, match="TensorDict.set_: key 'nope' was not found"):
         td.set_("nope", torch.ones(3))
 
 

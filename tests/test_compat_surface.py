@@ -332,7 +332,7 @@ def test_writes_at_an_index(kind: str) -> None:
     assert coll.get_at("missing", 0, None) is None
     coll.copy_at_(TensorDict(a=torch.ones(3, 2), batch_size=[3]), 2)
     torch.testing.assert_close(coll["a"][2], torch.ones(3, 2))
-    with pytest.raises(KeyError, match=r"update_at_: key 'zz' not found"):
+    with pytest.raises(KeyError, match=r"update_at_: key 'zz' was not found"):
         coll.update_at_({"zz": torch.zeros(3)}, 0)
 
 
@@ -566,7 +566,7 @@ def test_get_defaults_to_none_switch_and_stack_errors() -> None:
         assert td.pop("x", 5) == 5
         with pytest.raises(KeyError, match=r"TensorDict\.pop: You are trying to pop key 'x'"):
             td.pop("x")
-    with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' not found"):
+    with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' was not found"):
         td.get("x")  # our default: a missing key raises, as td[key] does
     members = [
         TensorDict(a=torch.zeros(2, 1), batch_size=[2]),
