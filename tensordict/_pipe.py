@@ -85,6 +85,9 @@ class TensorDictPipe:
     ) -> None:
         self._reader = reader
         self._writer = writer
+        # drain() waits until the OS has every byte: asend may send a live storage without
+        # copying it, so it must not return while a part of it is still queued
+        writer.transport.set_write_buffer_limits(high=0)
         self._max = max_frame_bytes
         self._sent: bytes | None = None  # the description of the structure last sent
         self._received: Any = None  # the collection received last (its storage is reused)
@@ -143,7 +146,8 @@ class TensorDictPipe:
             raise ConnectionError(f"{call}: the pipe is closed ({self._broken})")
 
     async def asend(self, td: TensorDictBase) -> None:
-        """Send ``td``: its storage, and its description when the structure is new."""
+        """Send ``td``: its storage, and its description when the structure is new. It
+        returns once every byte is handed to the OS, so ``td`` may change afterwards."""
         self._check_open("TensorDictPipe.asend")
         storage, description = _wire(td, "TensorDictPipe.asend")
         data = memoryview(storage.numpy())  # type: ignore[arg-type]

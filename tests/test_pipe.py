@@ -295,3 +295,16 @@ def test_between_processes() -> None:
             proc.kill()
     assert proc.exitcode == 0
     assert got == [(0.0, "s"), (8.0, "s"), (16.0, "s")]
+
+
+def test_changing_a_sent_collection_after_asend_does_not_change_what_arrives() -> None:
+    td = TensorDict(x=torch.zeros(2_000_000), batch_size=[]).consolidate()  # sent as is
+
+    async def body(sender: TensorDictPipe, receiver: TensorDictPipe) -> Any:
+        receiving = asyncio.ensure_future(receiver.arecv())
+        await td.asend(sender)
+        td["x"].fill_(1.0)  # after asend returned: not part of the frame
+        return await receiving
+
+    out = _run(body)
+    assert out["x"].eq(0).all()
