@@ -10,6 +10,8 @@ import torch
 from torch import Tensor
 
 from tensordict._keys import NestedKey, sort_key, unravel_key
+from tensordict._td import TensorDict, is_tensor_collection
+from tensordict._tensorclass import is_tensorclass
 
 if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
@@ -132,8 +134,6 @@ def _build(
     device: torch.device | None,
     cls: type | None,
 ) -> Any:
-    from tensordict._td import TensorDict
-
     depth = len(prefix) + 1
     source: dict[str, Any] = {}
     for path, value in leaves.items():
@@ -159,69 +159,65 @@ def _pack_dim(dim: int, ndim: int) -> int:
 
 
 def _tensorclass_of(obj: Any) -> type | None:
-    from tensordict._tensorclass import is_tensorclass
-
-    return type(obj) if is_tensorclass(obj) else None
+    cls = type(obj)
+    return None if cls is TensorDict or not is_tensorclass(obj) else cls
 
 
 def pack(td: TensorDictBase, dim: int = -1, layout: PackLayout | None = None) -> Any:
     """The body of :meth:`TensorDictBase.pack`."""
-    from tensordict._entry_ops import _is_non_tensor_value
-    from tensordict._td import is_tensor_collection
-
     batch = td.batch_size
     nb = len(batch)
     dim = _pack_dim(dim, nb)
     leaves: dict[Any, Tensor] = {}
     nested: list[tuple[NestedKey, torch.Size, type | None]] = []
-    for key, value in td.items(True):
-        if is_tensor_collection(value):
+    for key, value in td.items(True):  # keys come canonical: a str, or a tuple of str
+        if isinstance(value, Tensor):
+            leaves[key] = value
+        elif is_tensor_collection(value):
             nested.append((key, value.batch_size[nb:], _tensorclass_of(value)))
-        elif _is_non_tensor_value(value):
+        else:
             raise TypeError(
                 f"pack: {key!r} holds non-tensor data, which cannot be packed; "
                 "drop it first with filter_non_tensor_data()"
             )
-        else:
-            leaves[key] = value
     if layout is None:
         keys: Any = sorted(leaves, key=sort_key)
     else:
         keys = _check_layout(leaves, layout, dim)
-        theirs = tuple((unravel_key(k, "pack"), s, c) for k, s, c in nested)
-        if theirs != layout.nested:
+        if tuple(nested) != layout.nested:
             raise ValueError(
-                f"pack: the nested collections {theirs} (key, batch shape after the root's, "
-                f"tensorclass) differ from the layout's {layout.nested}"
+                f"pack: the nested collections {tuple(nested)} (key, batch shape after the "
+                f"root's, tensorclass) differ from the layout's {layout.nested}"
             )
     parts = [leaves[k] for k in keys]
-    dtypes = {p.dtype for p in parts}
-    devices = {p.device for p in parts}
-    if len(dtypes) > 1 or len(devices) > 1:
-        what = (
-            f"dtypes {sorted(map(str, dtypes))}"
-            if len(dtypes) > 1
-            else (f"devices {sorted(map(str, devices))}")
-        )
-        raise TypeError(
-            f"pack: every leaf must share one dtype and one device, got {what}; "
-            "cast or move the tensordict first"
-        )
+    if parts:
+        first = parts[0]
+        dtype, device = first.dtype, first.device
+        if any(p.dtype != dtype or p.device != device for p in parts):
+            dtypes = sorted({str(p.dtype) for p in parts})
+            devices = sorted({str(p.device) for p in parts})
+            what = f"dtypes {dtypes}" if len(dtypes) > 1 else f"devices {devices}"
+            raise TypeError(
+                f"pack: every leaf must share one dtype and one device, got {what}; "
+                "cast or move the tensordict first"
+            )
     shapes = tuple(p.shape[nb:] for p in parts)
     if layout is not None:
-        for key, have, want in zip(keys, shapes, layout.shapes, strict=True):
-            if have != want:
-                raise ValueError(
-                    f"pack: leaf {key!r} has feature shape {tuple(have)}, "
-                    f"the layout expects {tuple(want)}"
-                )
+        if shapes != layout.shapes:
+            for key, have, want in zip(keys, shapes, layout.shapes, strict=True):
+                if have != want:
+                    raise ValueError(
+                        f"pack: leaf {key!r} has feature shape {tuple(have)}, "
+                        f"the layout expects {tuple(want)}"
+                    )
     else:
         layout = PackLayout(tuple(keys), shapes, dim, tuple(nested), td.device, _tensorclass_of(td))
     if not parts:
         device = td.device if td.device is not None else torch.device("cpu")
         flat = torch.empty((*batch, 0), device=device)
     else:
-        flat = torch.cat([p.reshape((*batch, math.prod(p.shape[nb:]))) for p in parts], -1)
+        sizes = layout._sizes
+        flat = torch.cat([p.reshape((*batch, n)) for p, n in zip(parts, sizes, strict=True)], -1)
     if dim != -1:
         flat = flat.movedim(-1, dim)
     return flat.contiguous(), layout
