@@ -51,30 +51,30 @@ def _wire(td: TensorDictBase, call: str) -> tuple[Tensor, bytes]:
 class TensorDictPipe:
     """A TCP channel that sends and receives whole TensorDicts, one frame each.
 
-        One side :meth:`listen` s, the other :meth:`connect` s; both then :meth:`asend` and
-        :meth:`arecv`. The first TensorDict of a structure travels with its description; while
-        the structure (keys, dtypes, shapes, batch size) stays the same, only the storage
-        travels, and the receiver writes it into the collection it received last, returning
-        that same object. A pipe is an async iterator of received TensorDicts and an async
-        context manager (closing on exit). Received data is checked before use: nothing is
-        unpickled or imported, and a malformed frame raises ``ValueError`` and closes the pipe
+    One side :meth:`listen` s, the other :meth:`connect` s; both then :meth:`asend` and
+    :meth:`arecv`. The first TensorDict of a structure travels with its description; while
+    the structure (keys, dtypes, shapes, batch size) stays the same, only the storage
+    travels, and the receiver writes it into the collection it received last, returning
+    that same object. A pipe is an async iterator of received TensorDicts and an async
+    context manager (closing on exit). Received data is checked before use: nothing is
+    unpickled or imported, and a malformed frame raises ``ValueError`` and closes the pipe
     (the stream is out of step after it: later calls raise ``ConnectionError``).
 
-        :meth:`TensorDictBase.asend <tensordict.TensorDictBase.asend>` and
-        :meth:`~tensordict.TensorDictBase.arecv` call a pipe from the collection's side.
+    :meth:`TensorDictBase.asend <tensordict.TensorDictBase.asend>` and
+    :meth:`~tensordict.TensorDictBase.arecv` call a pipe from the collection's side.
 
-        >>> import asyncio, socket, torch
-        >>> from tensordict import TensorDict, TensorDictPipe
-        >>> async def main(port):
-        ...     server = asyncio.ensure_future(TensorDictPipe.listen(port))
-        ...     client = await TensorDictPipe.connect("127.0.0.1", port)
-        ...     async with await server as receiver, client:
-        ...         await TensorDict(a=torch.arange(3), batch_size=[3]).asend(client)
-        ...         return (await receiver.arecv())["a"]
-        >>> with socket.socket() as s:
-        ...     _ = s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-        >>> asyncio.run(main(port))
-        tensor([0, 1, 2])
+    >>> import asyncio, socket, torch
+    >>> from tensordict import TensorDict, TensorDictPipe
+    >>> async def main(port):
+    ...     server = asyncio.ensure_future(TensorDictPipe.listen(port))
+    ...     client = await TensorDictPipe.connect("127.0.0.1", port)
+    ...     async with await server as receiver, client:
+    ...         await TensorDict(a=torch.arange(3), batch_size=[3]).asend(client)
+    ...         return (await receiver.arecv())["a"]
+    >>> with socket.socket() as s:
+    ...     _ = s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    >>> asyncio.run(main(port))
+    tensor([0, 1, 2])
     """
 
     def __init__(
