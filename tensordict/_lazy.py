@@ -40,7 +40,7 @@ from tensordict._repr import td_repr
 from tensordict._stack import _stack_nontensor, same_structure, stack
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
-from tensordict._update_batch import batch_sizes_clash, check_resize
+from tensordict._update_batch import prepare_update
 from tensordict._views import with_non_tensor
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
@@ -447,18 +447,12 @@ class LazyStackedTensorDict(TensorDictBase):
         **kwargs: Any,
     ) -> LazyStackedTensorDict:
         """Write every entry of ``other`` (see :meth:`set`)."""
-        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
-            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
-            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
-        if other is None:
-            return self
-        if batch_sizes_clash(self, other):
-            check_resize(
-                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
-            )
-            return self._update_resized(other, inplace)
-        if clone or keys_to_update is not None:
-            other = update_source(other, clone, keys_to_update, self._call("update"))
+        done, other = prepare_update(
+            self, other, inplace, clone, keys_to_update, update_batch_size, kwargs,
+            lambda source: self._update_resized(source, inplace),
+        )  # fmt: skip
+        if done is not None:
+            return done  # type: ignore[no-any-return]
         if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
             call = self._call("update")  # member by member: ragged entries need no stacking
             for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):

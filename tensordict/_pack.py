@@ -115,36 +115,33 @@ class PackLayout:
         if self.dim != -1:
             flat = flat.movedim(self.dim, -1)
         batch = flat.shape[:-1]
-        leaves: dict[tuple[str, ...], Tensor] = {}
+        # one dict of entries per level, then each nested level built, deepest first
+        specs = {_path(k): (s, c) for k, s, c in self.nested}
+        levels: dict[tuple[str, ...], dict[str, Any]] = {(): {}}
+        levels.update((path, {}) for path in specs)
         start = 0
         for key, shape, size in zip(self.keys, self.shapes, self._sizes, strict=True):
-            leaves[_path(key)] = flat.narrow(-1, start, size).reshape((*batch, *shape))
+            path = _path(key)
+            for i in range(1, len(path)):  # a level the layout does not list: root batch
+                if path[:i] not in levels:
+                    levels[path[:i]] = {}
+                    specs[path[:i]] = (torch.Size(), None)
+            leaf = flat.narrow(-1, start, size).reshape((*batch, *shape))
+            levels[path[:-1]][path[-1]] = leaf
             start += size
         device = None if self.device is None else flat.device
-        nested = {_path(k): (s, c) for k, s, c in self.nested}
-        return _build((), batch, batch, leaves, nested, device, self.cls)
+        for path in sorted(specs, key=len, reverse=True):
+            shape, cls = specs[path]
+            sub = _collection(levels[path], torch.Size([*batch, *shape]), device, cls)
+            levels[path[:-1]][path[-1]] = sub
+        return _collection(levels[()], batch, device, self.cls)
 
 
-def _build(
-    prefix: tuple[str, ...],
-    root: torch.Size,
-    batch: torch.Size,
-    leaves: dict[tuple[str, ...], Tensor],
-    nested: dict[tuple[str, ...], tuple[torch.Size, type | None]],
-    device: torch.device | None,
-    cls: type | None,
+def _collection(
+    entries: dict[str, Any], batch: torch.Size, device: torch.device | None, cls: type | None
 ) -> Any:
-    depth = len(prefix) + 1
-    source: dict[str, Any] = {}
-    for path, value in leaves.items():
-        if len(path) == depth and path[:-1] == prefix:
-            source[path[-1]] = value
-    for path, (shape, sub_cls) in nested.items():
-        if len(path) == depth and path[:-1] == prefix:
-            source[path[-1]] = _build(
-                path, root, torch.Size([*root, *shape]), leaves, nested, device, sub_cls
-            )
-    td = TensorDict(source, batch_size=batch, device=device)
+    """A level of an unpacked tensordict: its entries have the right shapes already."""
+    td = TensorDict._new_unsafe(entries, batch, device, None)
     return td if cls is None else cls.from_tensordict(td)  # type: ignore[attr-defined]
 
 

@@ -32,6 +32,15 @@ def _dims_arg(call: str, dims: tuple[Any, ...]) -> tuple[int, ...]:
     return dims
 
 
+def _made_by(td: Any, op: str) -> tuple[tuple[Any, ...], Any] | None:
+    """``(args, source)`` when ``td`` is ``source.<op>(*args)`` (as recorded), else None:
+    upstream's legacy views give the source back when undone."""
+    last = getattr(td, "_last_op", None)
+    if last is None or last[0] != op or last[2] is None:
+        return None
+    return last[1], last[2]
+
+
 def _lazy_legacy() -> bool:
     from tensordict._switches import lazy_legacy
 
@@ -187,14 +196,9 @@ class ShapeOps(CollectionPrimitives):
             new_bs = _infer_shape(call, _dims_arg(call, shape), self._batch_size)
             if new_bs == self._batch_size:
                 return self
-            last = getattr(self, "_last_op", None)
-            if (
-                last is not None
-                and last[0] == "view"
-                and last[2] is not None
-                and last[2].batch_size == new_bs
-            ):
-                return last[2]  # type: ignore[no-any-return]
+            made = _made_by(self, "view")
+            if made is not None and made[1].batch_size == new_bs:
+                return made[1]  # type: ignore[no-any-return]
         return record(self._reshape("view", shape), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
@@ -336,15 +340,9 @@ class ShapeOps(CollectionPrimitives):
         swapped = [i for i, d in enumerate(norm) if i != d]
         if not swapped:  # the identity, as upstream: the collection itself
             return self
-        last = getattr(self, "_last_op", None)
-        if (
-            last is not None
-            and last[0] == "permute"
-            and last[2] is not None
-            and _lazy_legacy()
-            and all(last[1][0][d] == i for i, d in enumerate(norm))
-        ):
-            return last[2]  # type: ignore[no-any-return]  # legacy: undone, the source
+        made = _made_by(self, "permute") if _lazy_legacy() else None
+        if made is not None and all(made[0][0][d] == i for i, d in enumerate(norm)):
+            return made[1]  # type: ignore[no-any-return]  # legacy: undone, the source
         bs = self._batch_size
         new_bs = torch.Size([bs[d] for d in norm])
         names = None if self._names is None else [self._names[d] for d in norm]

@@ -28,28 +28,12 @@ STORE_BACKENDS = Literal["redis", "dragonfly", "keydb"]
 _STACK = "__stack__"  # the raw key of a stored lazy stack: {"members": n, "stack_dim": d}
 
 
-def _connection(
-    host: str,
-    port: int,
-    db: int,
-    unix_socket_path: str | None,
-    prefix: str,
-    td_id: str,
-    client: Any,
-    redis_kwargs: dict[str, Any],
-) -> Any:
+def _connect(td_id: str | None, **where: Any) -> Any:
+    """The zarr store of the TensorDict ``td_id`` (a new identity when None) in the server
+    ``where`` names (host, port, db, unix_socket_path, prefix, client, redis.Redis's own)."""
     from tensordict._store_redis import RedisZarrStore
 
-    return RedisZarrStore(
-        host=host,
-        port=port,
-        db=db,
-        unix_socket_path=unix_socket_path,
-        prefix=prefix,
-        td_id=td_id,
-        client=client,
-        **redis_kwargs,
-    )
+    return RedisZarrStore(td_id=td_id or str(uuid.uuid4()), **where)
 
 
 def _has_data(store: Any) -> bool:
@@ -106,9 +90,9 @@ class TensorDictStore(PersistentTensorDict):
         cache_metadata: bool = True,
         **redis_kwargs: Any,
     ) -> None:
-        store = _connection(
-            host, port, db, unix_socket_path, prefix, td_id or str(uuid.uuid4()), client,
-            redis_kwargs,
+        store = _connect(
+            td_id, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
+            prefix=prefix, client=client, **redis_kwargs,
         )  # fmt: skip
         if td_id is not None and store.client.exists(store.namespace + _STACK):
             raise ValueError(
@@ -176,17 +160,15 @@ class TensorDictStore(PersistentTensorDict):
         """Upload ``td`` (every entry, nested levels included) and return the store over it;
         a lazy stack is stored member by member as a :class:`LazyStackedTensorDictStore`.
         A tensorclass is stored as the TensorDict of its fields."""
-        where = dict(
-            backend=backend, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
-            prefix=prefix, device=device, client=client, **redis_kwargs,
+        server = dict(
+            host=host, port=port, db=db, unix_socket_path=unix_socket_path, prefix=prefix,
+            client=client, **redis_kwargs,
         )  # fmt: skip
         if isinstance(td, LazyStackedTensorDict):
-            return LazyStackedTensorDictStore.from_lazy_stack(td, td_id=td_id, **where)
-        store = _connection(
-            host, port, db, unix_socket_path, prefix, td_id or str(uuid.uuid4()), client,
-            redis_kwargs,
-        )  # fmt: skip
-        return cls.from_dict(td, store, backend="zarr", device=device)
+            return LazyStackedTensorDictStore.from_lazy_stack(
+                td, td_id=td_id, backend=backend, device=device, **server
+            )
+        return cls.from_dict(td, _connect(td_id, **server), backend="zarr", device=device)
 
     @classmethod
     def from_store(
@@ -206,7 +188,10 @@ class TensorDictStore(PersistentTensorDict):
         """Reconnect to the TensorDict ``td_id`` stored in the server (by this process or
         another); its batch size is the one recorded. ``KeyError`` if the server holds
         no TensorDict of that identity."""
-        store = _connection(host, port, db, unix_socket_path, prefix, td_id, client, redis_kwargs)
+        store = _connect(
+            td_id, host=host, port=port, db=db, unix_socket_path=unix_socket_path,
+            prefix=prefix, client=client, **redis_kwargs,
+        )  # fmt: skip
         stacked = store.client.get(store.namespace + _STACK)
         if stacked is not None:
             return LazyStackedTensorDictStore._reconnect(store, json.loads(stacked), device)

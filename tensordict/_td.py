@@ -40,7 +40,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._torch_compat import foreach
-from tensordict._update_batch import batch_sizes_clash, check_resize, resize_update
+from tensordict._update_batch import prepare_update, resize_update
 from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
 if TYPE_CHECKING:
@@ -784,18 +784,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         >>> sorted(td.update({"a": {"c": torch.ones(1)}}).keys(include_nested=True), key=str)
         [('a', 'b'), ('a', 'c'), 'a']
         """
-        if kwargs:  # keyword entries, written after ``other`` (they win on conflicts)
-            self.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
-            return self.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update)
-        if other is None:
-            return self
-        if batch_sizes_clash(self, other):
-            check_resize(
-                self._call("update"), self, other, update_batch_size, inplace, keys_to_update
-            )
-            return resize_update(self, other, is_leaf, self._call("update"))  # type: ignore[no-any-return]
-        if clone or keys_to_update is not None:
-            other = update_source(other, clone, keys_to_update, self._call("update"))
+        done, other = prepare_update(
+            self, other, inplace, clone, keys_to_update, update_batch_size, kwargs,
+            lambda source: resize_update(self, source, is_leaf, self._call("update")),
+        )  # fmt: skip
+        if done is not None:
+            return done  # type: ignore[no-any-return]
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
             path = key_path(key, self._call("update"))

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from tensordict._entry_ops import update_source
 from tensordict._primitives import CollectionPrimitives
 
 
@@ -17,6 +18,35 @@ def batch_sizes_clash(td: Any, other: Any) -> bool:
         return False
     mine, theirs = td.batch_size, other.batch_size
     return bool(mine[: len(theirs)] != theirs[: len(mine)])
+
+
+def prepare_update(
+    td: Any,
+    other: Any,
+    inplace: bool,
+    clone: bool,
+    keys_to_update: Any,
+    update_batch_size: bool,
+    kwargs: dict[str, Any],
+    resize: Callable[[Any], Any],
+) -> tuple[Any, Any]:
+    """What every collection's ``update`` does before writing entries: keyword entries
+    (written after ``other``, so they win on conflicts), nothing to write, a source of
+    another batch size (checked, then ``resize(other)`` does the whole update), a cloned
+    or selected source. Returns ``(result, None)`` when the update is done, else
+    ``(None, source)`` for the collection to write."""
+    if kwargs:
+        td.update(other, inplace, clone=clone, keys_to_update=keys_to_update)
+        return td.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update), None
+    if other is None:
+        return td, None
+    call = td._call("update")
+    if batch_sizes_clash(td, other):
+        check_resize(call, td, other, update_batch_size, inplace, keys_to_update)
+        return resize(other), None
+    if clone or keys_to_update is not None:
+        other = update_source(other, clone, keys_to_update, call)
+    return None, other
 
 
 def check_resize(

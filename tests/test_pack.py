@@ -284,3 +284,10 @@ def test_a_layout_with_other_nested_batch_shapes_is_refused() -> None:
     _, layout = wide.pack()
     with pytest.raises(ValueError, match=r"pack: the nested collections .* differ from the layout"):
         narrow.pack(layout=layout)
+
+
+def test_a_hand_made_layout_without_nested_entries_keeps_every_leaf() -> None:
+    layout = PackLayout(("a", ("b", "c")), ((2,), (1,)))
+    out = layout.unpack(torch.arange(6.0).view(2, 3))
+    assert out["b", "c"].tolist() == [[2.0], [5.0]]
+    assert out["b"].batch_size == (2,)
