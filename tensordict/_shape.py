@@ -12,6 +12,7 @@ from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, as_collection
+from tensordict._switches import set_lazy_legacy
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -42,9 +43,8 @@ def _made_by(td: Any, op: str) -> tuple[tuple[Any, ...], Any] | None:
 
 
 def _lazy_legacy() -> bool:
-    from tensordict._switches import lazy_legacy
-
-    return bool(lazy_legacy())
+    """The ``set_lazy_legacy`` flag (read directly: shape methods ask on every call)."""
+    return set_lazy_legacy._state is True
 
 
 class GatherIndexError(ValueError, NotImplementedError):
@@ -63,6 +63,29 @@ def _norm(call: str, dim: int, ndim: int) -> int:
     if not -ndim <= dim < ndim:
         raise dim_error(call, dim, ndim)
     return dim % ndim
+
+
+_PERMUTE_PLANS: dict[tuple[int, tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _permute_plan(
+    call: str, dims: tuple[Any, ...], n: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``permute(*dims)`` of ``n`` batch dims checked: the normalised order and the positions
+    it moves; remembered for plain int arguments, which the next call then skips checking."""
+    order = _dims_arg(call, dims)
+    if len(order) != n:
+        raise PermuteError(f"{call}: dims {order} name {len(order)} dims, the batch has {n}")
+    try:
+        norm = tuple(_norm(call, d, n) for d in order)
+    except IndexError as err:
+        raise PermuteIndexError(str(err)) from None
+    if sorted(norm) != list(range(n)):
+        raise PermuteError(f"{call}: dims {order} are not a permutation of the {n} batch dims")
+    plan = norm, tuple(i for i, d in enumerate(norm) if i != d)
+    if all(d.__class__ is int for d in dims) and len(_PERMUTE_PLANS) < 4096:
+        _PERMUTE_PLANS[n, dims] = plan
+    return plan
 
 
 def _split_check(call: str, bs: torch.Size, split_size: Any, dim: int) -> int:
@@ -215,9 +238,18 @@ class ShapeOps(CollectionPrimitives):
             # merging every batch dim: flatten needs no per-leaf target shape
             if method == "reshape":
                 return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
+            b0, n1 = new_bs[0], n + 1
 
             def merged(x: Any) -> Any:
                 if isinstance(x, Tensor):
+                    try:  # the common leaves: no feature dim, or one (then -1 is that dim)
+                        nd = x.dim()
+                        if nd == n1:
+                            return x.view(b0, -1)
+                        if nd == n:
+                            return x.view(b0)
+                    except RuntimeError:  # no elements (-1 is ambiguous), or not viewable
+                        pass
                     out = x.flatten(0, n - 1)
                     if out._is_view() or not out.numel():
                         return out
@@ -326,20 +358,17 @@ class ShapeOps(CollectionPrimitives):
 
     def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
-        call = self._call("permute")
-        order = _dims_arg(call, dims)
         n = len(self._batch_size)
-        if len(order) != n:
-            raise PermuteError(f"{call}: dims {order} name {len(order)} dims, the batch has {n}")
         try:
-            norm = tuple(_norm(call, d, n) for d in order)
-        except IndexError as err:
-            raise PermuteIndexError(str(err)) from None
-        if sorted(norm) != list(range(n)):
-            raise PermuteError(f"{call}: dims {order} are not a permutation of the {n} batch dims")
-        swapped = [i for i, d in enumerate(norm) if i != d]
+            plan = _PERMUTE_PLANS.get((n, dims))
+        except TypeError:  # (an unhashable argument: a list of dims)
+            plan = None
+        if plan is None or not all(d.__class__ is int for d in dims):
+            plan = _permute_plan(self._call("permute"), dims, n)
+        norm, swapped = plan
         if not swapped:  # the identity, as upstream: the collection itself
             return self
+        call = self._call("permute")
         made = _made_by(self, "permute") if _lazy_legacy() else None
         if made is not None and all(made[0][0][d] == i for i, d in enumerate(norm)):
             return made[1]  # type: ignore[no-any-return]  # legacy: undone, the source

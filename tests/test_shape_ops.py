@@ -18,6 +18,8 @@ SINGLE: list[tuple[str, Callable[[Any], Any]]] = [
     ("reshape", lambda t: t.reshape(-1)),
     ("reshape2", lambda t: t.reshape(2, 6)),
     ("view", lambda t: t.view(3, 4)),
+    ("view_merge", lambda t: t.view(-1)),
+    ("view_merge12", lambda t: t.view(12)),
     ("flatten", lambda t: t.flatten(0, 1)),
     ("unflatten", lambda t: t.unflatten(0, (2, 2))),
     ("unsqueeze0", lambda t: t.unsqueeze(0)),
@@ -187,3 +189,46 @@ def test_non_tensor_stack_follows_shape_ops() -> None:
     assert td[:, torch.tensor([2, 0])]["w"] == [["c", "a"], ["f", "d"]]
     with pytest.raises(ValueError, match="values differ along the batch"):
         td.sum(dim=0)
+
+
+def test_view_merging_every_batch_dim_per_leaf_rank() -> None:
+    # the merge has its own per-leaf path by rank: no feature dim, one, several, none
+    # with elements, a nested level; each leaf must equal torch's own view
+    leaves = {
+        "r0": torch.randn(4, 3),
+        "r1": torch.randn(4, 3, 5),
+        "r2": torch.randn(4, 3, 2, 5),
+        "empty": torch.randn(4, 3, 0),
+        "empty2": torch.randn(4, 3, 0, 2),
+    }
+    td = TensorDict({**leaves, "sub": TensorDict(dict(leaves), [4, 3])}, [4, 3])
+    out = td.view(12)
+    for key, x in leaves.items():
+        expected = x.view(12, *x.shape[2:])
+        for got in (out[key], out["sub", key]):
+            assert got.shape == expected.shape
+            assert got.data_ptr() == x.data_ptr() or not x.numel()
+            assert torch.equal(got, expected)
+
+
+def test_view_merge_of_a_leaf_that_cannot_be_viewed_raises_torchs_error() -> None:
+    base = torch.randn(3, 4, 5).transpose(0, 1)  # batch dims (4, 3) not mergeable as a view
+    td = TensorDict({"a": base}, [4, 3])
+    with pytest.raises(RuntimeError, match="view"):
+        td.view(12)
+    assert td.reshape(12)["a"].shape == (12, 5)  # reshape copies instead
+
+
+def test_permute_argument_checks_hold_on_repeated_calls() -> None:
+    td = TensorDict({"a": torch.randn(4, 3, 2)}, [4, 3])
+    for _ in range(2):  # the second call finds the first one's checked plan
+        assert torch.equal(td.permute(1, 0)["a"], td["a"].permute(1, 0, 2))
+        assert torch.equal(td.permute((1, 0))["a"], td["a"].permute(1, 0, 2))
+        assert torch.equal(td.permute(-1, 0)["a"], td["a"].permute(1, 0, 2))
+        with pytest.raises(TypeError, match="permute: dims must be ints"):
+            td.permute(1.0, 0.0)
+        with pytest.raises(ValueError, match="not a permutation"):
+            td.permute(0, 0)
+        with pytest.raises(IndexError):
+            td.permute(2, 0)
+    assert td.permute(True, False).batch_size == (3, 4)  # bools are ints, as in torch
