@@ -62,7 +62,9 @@ def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | 
             entries[key] = value._rebuild(new_leaves, check)
     if check is not None:
         return td._checked_from_entries(entries, td._batch_size, td._device, td._names, check)
-    return td._new_unsafe(entries, td._batch_size, td._device, td._names)
+    # (through type(td): torch.compile reaches the class by that path, and a second path,
+    # td.__class__ as a classmethod call binds it, would cost a guard on every call)
+    return type(td)._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
 def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor]:

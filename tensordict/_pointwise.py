@@ -109,6 +109,8 @@ class PointwiseOps(CollectionPrimitives):
             if name in NONTENSOR_OPS:
                 return apply_nontensor(name, src, other, result)  # type: ignore[no-any-return]
             return result
+        if isinstance(other, numbers.Number):  # (first: a number never needs Tensor)
+            return self._rebuild(iter(_run(name, self._tensor_leaves([]), other, **kwargs)))
         if isinstance(other, Tensor):
             fn = getattr(torch, name)
             if other.ndim and broadcasts_with_batch(self, other):
@@ -119,8 +121,6 @@ class PointwiseOps(CollectionPrimitives):
             # a number-like tensor, or one that only broadcasts with each leaf (torch)
             out = [fn(x, other, **kwargs) for x in self._tensor_leaves([])]
             return self._rebuild(iter(out), check=call)
-        if isinstance(other, numbers.Number):
-            return self._rebuild(iter(_run(name, self._tensor_leaves([]), other, **kwargs)))
         raise TypeError(
             f"{call}: the other operand must be a TensorDict, a tensor or a number, "
             f"got {type(other).__name__}"

@@ -8,10 +8,19 @@ from typing import Any
 
 import torch
 
+# The multi-tensor kernels, found once: code traced by torch.compile then reads this dict,
+# not the torch module, which the traced user code reaches by its own name (one object
+# reached by two paths costs an aliasing guard, checked in Python on every compiled call).
+_FOREACH: dict[str, Callable[..., Any]] = {
+    name[len("_foreach_") :]: getattr(torch, name)
+    for name in dir(torch)
+    if name.startswith("_foreach_")
+}
+
 
 def foreach(name: str) -> Callable[..., Any] | None:
     """The multi-tensor kernel ``torch._foreach_<name>``, or None where torch lacks it."""
-    return getattr(torch, f"_foreach_{name}", None)
+    return _FOREACH.get(name)
 
 
 def register_pytree_node(

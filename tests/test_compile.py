@@ -80,3 +80,16 @@ def test_a_recompile_is_reported_by_the_stance() -> None:
         pytest.raises(RuntimeError, match="[Rr]ecompil"),
     ):
         compiled(TensorDict({"a": torch.zeros(3), "b": torch.zeros(3)}, [3]))
+
+
+def _aliasing_guards(fn: Callable[..., Any], *args: Any) -> list[str]:
+    """The guards of ``fn`` that check two paths reach one object (evaluated in Python on
+    every compiled call)."""
+    explained = torch._dynamo.explain(fn)(*args)
+    return [str(g) for g in explained.out_guards if "DUPLICATE_INPUT" in str(g.create_fn_name())]
+
+
+def test_op_chain_reaches_no_object_by_two_paths() -> None:
+    td = TensorDict({f"k{i}": torch.randn(32, 8) for i in range(4)}, [32])
+    assert _aliasing_guards(chain, td) == []
+    assert _aliasing_guards(lambda t: (t * 2).exp(), td) == []
