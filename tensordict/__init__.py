@@ -51,6 +51,7 @@ from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
 from tensordict._memmap import MemmapTensor, Memmaptensor, MemoryMappedTensor
 from tensordict._module_names import module_layer_name as __getattr__  # noqa: F401  (PEP 562)
+from tensordict._mro import resolve_inherited as _resolve_inherited
 from tensordict._nontensor_api import install as _install_nontensor_api
 from tensordict._pack import PackLayout
 from tensordict._pad import pad
@@ -104,6 +105,7 @@ from tensordict.tensorclass import (
 _register_safe_globals(TensorDict)
 _register_pytree()
 _install_nontensor_api()
+_resolve_inherited(TensorDict, LazyStackedTensorDict)  # (after every installer above)
 
 __version__ = "0.1.0.dev0"
 

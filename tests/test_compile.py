@@ -93,3 +93,18 @@ def test_op_chain_reaches_no_object_by_two_paths() -> None:
     td = TensorDict({f"k{i}": torch.randn(32, 8) for i in range(4)}, [32])
     assert _aliasing_guards(chain, td) == []
     assert _aliasing_guards(lambda t: (t * 2).exp(), td) == []
+
+
+def _mro_guards(fn: Callable[..., Any], *args: Any) -> list[str]:
+    """The guards of ``fn`` that a name is still absent from a class of an MRO."""
+    explained = torch._dynamo.explain(fn)(*args)
+    return [str(g) for g in explained.out_guards if g.create_fn_name() == "DICT_CONTAINS"]
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_collection_attributes_resolve_on_the_class_itself(lazy: bool) -> None:
+    # each name read on the way costs no absence check on the twenty-odd mixins
+    td = TensorDict({f"k{i}": torch.randn(32, 8) for i in range(4)}, [32])
+    if lazy:
+        td = torch.stack([td[:16], td[16:]], 0)  # type: ignore[assignment]
+    assert _mro_guards(lambda t: (t * 2).exp(), td) == []
