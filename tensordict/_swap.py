@@ -1,0 +1,363 @@
+"""The engine of ``TensorDict.to_module``: put tensors into a module's slots, undo it on exit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tensordict._primitives import CollectionPrimitives
+from tensordict._torch_compat import functorch_wrapped
+
+_PARAMETER = nn.Parameter
+_make_subclass = Tensor._make_subclass
+NO_BATCH = torch.Size([])
+
+# Undo steps. A slot written in place: (the store, name, original); assigning the original
+# back keeps the store's key order. A tensor moved to the other store (a parameter slot
+# given a plain tensor, or the reverse, with preserve_module_state=False):
+# (the store written, the store it left, name, original, the key order of the store it
+# left before the move).
+_Undo = list[tuple[dict[str, Any], str, Any]]
+_Moves = list[tuple[dict[str, Any], dict[str, Any], str, Any, tuple[str, ...]]]
+_Unflag = list[tuple[set[str], str]]
+
+
+class Swap:
+    """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
+
+    __slots__ = ("_copy_back", "_moves", "_swapped", "_undo", "_unflag")
+
+    def __init__(
+        self,
+        undo: _Undo,
+        swapped: Any,
+        moves: _Moves | None = None,
+        unflag: _Unflag | None = None,
+        copy_back: list[tuple[Tensor, Tensor]] | None = None,
+    ) -> None:
+        self._undo = undo
+        self._moves = moves
+        self._unflag = unflag
+        self._copy_back = copy_back  # inplace=True: (module tensor, its saved value)
+        self._swapped = swapped  # a TensorDict, or a nested dict built into one when asked
+
+    @property
+    def swapped(self) -> Any:
+        """The module's original tensors, as a TensorDict shaped like the one swapped in."""
+        if type(self._swapped) is dict:
+            from tensordict._td import TensorDict  # the concrete class sits above this module
+
+            self._swapped = as_tree(TensorDict, self._swapped)
+        return self._swapped
+
+    def __enter__(self) -> Any:
+        return self.swapped
+
+    def __exit__(self, *exc: Any) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        """Put the original tensors back (idempotent)."""
+        undo = self._undo
+        if undo:
+            self._undo = []
+            for store, name, value in reversed(undo):
+                store[name] = value
+        if self._moves:
+            moves, self._moves = self._moves, None
+            _undo_moves(moves)
+        if self._unflag:
+            unflag, self._unflag = self._unflag, None
+            for flags, name in unflag:
+                flags.discard(name)
+        if self._copy_back:
+            copy_back, self._copy_back = self._copy_back, None
+            with torch.no_grad():
+                for tensor, saved in copy_back:
+                    tensor.copy_(saved)
+
+
+def _undo_moves(moves: _Moves) -> None:
+    orders: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}
+    for written, origin, name, value, order in reversed(moves):
+        written.pop(name, None)
+        origin[name] = value
+        orders[id(origin)] = (origin, order)  # (the earliest move's order is written last)
+    for origin, order in orders.values():
+        if tuple(origin) != order:  # back in the order it had (a name re-added goes last)
+            head = {k: origin[k] for k in order if k in origin}
+            tail = {k: v for k, v in origin.items() if k not in head}
+            origin.clear()
+            origin.update(head)
+            origin.update(tail)
+
+
+def param_value(value: Tensor, current: Tensor) -> Tensor:
+    """What a parameter slot holding ``current`` receives for ``value`` when the module's
+    state is preserved: a parameter with ``current``'s requires_grad (a value with autograd
+    history, or a functorch wrapper, is aliased so gradients still flow; otherwise a
+    detached alias)."""
+    # (the exact-type tests first: Parameter's metaclass makes isinstance slow)
+    tv = type(value)
+    if tv is Tensor:
+        if value.requires_grad:
+            if current.requires_grad:
+                return value.as_subclass(_PARAMETER)
+            return _make_subclass(_PARAMETER, value.detach(), False)
+        if current.requires_grad and functorch_wrapped(value):
+            return value.as_subclass(_PARAMETER)
+        # what nn.Parameter(value, requires_grad) builds, without its Python __new__
+        return _make_subclass(_PARAMETER, value, current.requires_grad)
+    if (tv is _PARAMETER or isinstance(value, _PARAMETER)) and (
+        value.requires_grad == current.requires_grad
+    ):
+        return value
+    if current.requires_grad and (value.requires_grad or functorch_wrapped(value)):
+        return value.as_subclass(_PARAMETER)
+    # a memory-mapped leaf becomes a plain view of the same bytes (it has no autograd of
+    # its own): the parameter still reads and writes the file
+    plain = value if tv is _PARAMETER else value.as_subclass(Tensor)
+    if plain.requires_grad:
+        plain = plain.detach()
+    return _make_subclass(_PARAMETER, plain, current.requires_grad)
+
+
+def _is_param(value: Tensor) -> bool:
+    tv = type(value)
+    return tv is _PARAMETER or (tv is not Tensor and isinstance(value, _PARAMETER))
+
+
+def _put(
+    module: nn.Module,
+    kind: str,
+    name: str,
+    current: Tensor,
+    value: Tensor,
+    preserve: bool,
+    undo: _Undo,
+    moves: _Moves,
+    unflag: _Unflag,
+) -> None:
+    """Write ``value`` into ``module``'s ``kind`` slot ``name`` (holding ``current``).
+
+    With ``preserve`` a parameter slot keeps a parameter (:func:`param_value`) and a buffer
+    slot a buffer (a parameter given to it becomes a plain alias); without, a plain tensor
+    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
+    ``from_module``) and a parameter replaces a buffer as a parameter."""
+    origin: dict[str, Any] = module.__dict__[kind]
+    if preserve:
+        if kind == "_parameters":
+            value = param_value(value, current)
+        elif _is_param(value):
+            value = value.as_subclass(Tensor)  # (an alias: autograd history is kept)
+        origin[name] = value
+        undo.append((origin, name, current))
+        return
+    is_param = _is_param(value)
+    if is_param == (kind == "_parameters"):
+        origin[name] = value
+        undo.append((origin, name, current))
+        return
+    written: dict[str, Any] = module.__dict__["_parameters" if is_param else "_buffers"]
+    moves.append((written, origin, name, current, tuple(origin)))
+    del origin[name]
+    written[name] = value
+    if not is_param:  # a parameter slot given a plain tensor: a non-persistent buffer
+        flags = module._non_persistent_buffers_set
+        if name not in flags:
+            flags.add(name)
+            unflag.append((flags, name))
+
+
+def _has_tensors(module: nn.Module) -> bool:
+    if not (module._parameters or module._buffers or module._modules):
+        return False  # the common parameterless child (activations, dropout): no walk
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
+
+
+class Mismatch(Exception):
+    """A key the module lacks, or a tensor the TensorDict lacks: the planned path takes
+    over (it reports them, or swaps what matches with ``strict=False``)."""
+
+
+def _swap_params_preserved(
+    params: dict[str, Any], entries: dict[str, Any], undo: _Undo, originals: dict[str, Any]
+) -> int:
+    matched = 0
+    for name, current in params.items():  # (values reassigned, keys unchanged: safe)
+        if current is None:
+            continue
+        value = entries.get(name)
+        if not isinstance(value, Tensor):
+            raise Mismatch
+        params[name] = param_value(value, current)
+        undo.append((params, name, current))
+        originals[name] = current
+        matched += 1
+    return matched
+
+
+def _swap_store(
+    module: nn.Module,
+    kind: str,
+    entries: dict[str, Any],
+    preserve: bool,
+    undo: _Undo,
+    moves: _Moves,
+    unflag: _Unflag,
+    originals: dict[str, Any],
+) -> int:
+    matched = 0
+    for name, current in list(module.__dict__[kind].items()):
+        if current is None:
+            continue
+        value = entries.get(name)
+        if not isinstance(value, Tensor):
+            raise Mismatch
+        _put(module, kind, name, current, value, preserve, undo, moves, unflag)
+        originals[name] = current
+        matched += 1
+    return matched
+
+
+def swap_matching(
+    td: Any,
+    module: nn.Module,
+    preserve: bool,
+    undo: _Undo,
+    moves: _Moves,
+    unflag: _Unflag,
+    memo: set[int],
+    cls: Any,
+) -> dict[str, Any]:
+    """Swap ``td``'s tensors into ``module`` in one walk, when they match exactly (every
+    slot has its tensor, no key is left over); raises ``Mismatch`` otherwise, with what it
+    swapped recorded in the undo lists. Returns the originals (sub-levels as ``cls``
+    TensorDicts, or dicts when ``cls`` is None). A module seen before (shared) is swapped
+    once, via ``memo``."""
+    entries: dict[str, Any] = td._tensordict
+    originals: dict[str, Any] = {}
+    matched = 0
+    params = module._parameters
+    if params:
+        if preserve:
+            matched = _swap_params_preserved(params, entries, undo, originals)
+        else:
+            matched = _swap_store(
+                module, "_parameters", entries, False, undo, moves, unflag, originals
+            )
+    if module._buffers:
+        matched += _swap_store(
+            module, "_buffers", entries, preserve, undo, moves, unflag, originals
+        )
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        sub = entries.get(name)
+        if sub is None:
+            if _has_tensors(child):
+                raise Mismatch
+            continue
+        if not isinstance(sub, CollectionPrimitives):
+            raise Mismatch
+        matched += 1
+        key = id(child)
+        if key in memo:
+            continue
+        memo.add(key)
+        inner = swap_matching(sub, child, preserve, undo, moves, unflag, memo, cls)
+        if inner:
+            originals[name] = inner if cls is None else cls._new_unsafe(inner, NO_BATCH, None, None)
+    if matched != len(entries):
+        raise Mismatch
+    return originals
+
+
+# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
+# tensor, the new tensor, the path of the module's submodule).
+Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
+
+
+def plan_swap(
+    td: Any,
+    module: nn.Module,
+    plan: Plan,
+    path: tuple[str, ...],
+    missing: list[str],
+    unexpected: list[str],
+    memo: set[int],
+) -> dict[str, Any]:
+    """Match ``td``'s tensors with ``module``'s (shared modules once, via ``memo``) into
+    ``plan``, changing nothing; returns the tensors to be replaced as a nested dict."""
+    originals: dict[str, Any] = {}
+    if id(module) in memo:
+        return originals
+    memo.add(id(module))
+    entries = td._tensordict
+    keys = set(entries)
+    for kind in ("_parameters", "_buffers"):
+        store: dict[str, Any] = getattr(module, kind)
+        for name, current in list(store.items()):
+            if current is None:
+                continue
+            if name not in keys:
+                missing.append(".".join((*path, name)))
+                continue
+            keys.discard(name)
+            value = entries[name]
+            if not isinstance(value, Tensor):
+                unexpected.append(".".join((*path, name)))
+                continue
+            plan.append((module, kind, name, current, value, path))  # key joined on error
+            originals[name] = current
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        if name not in keys:
+            if _has_tensors(child):
+                missing.append(".".join((*path, name)))
+            continue
+        keys.discard(name)
+        sub = entries[name]
+        if not isinstance(sub, CollectionPrimitives):
+            unexpected.append(".".join((*path, name)))
+            continue
+        inner = plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
+        if inner:
+            originals[name] = inner
+    unexpected.extend(".".join((*path, k)) for k in sorted(keys))
+    return originals
+
+
+def swap_planned(plan: Plan, preserve: bool, undo: _Undo, moves: _Moves, unflag: _Unflag) -> None:
+    """Carry out ``plan`` (recorded in the undo lists as it goes)."""
+    for module, kind, name, current, value, _ in plan:
+        _put(module, kind, name, current, value, preserve, undo, moves, unflag)
+
+
+def copy_checked(call: str, plan: Plan, non_blocking: bool = False) -> None:
+    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
+    for _, _, name, current, value, path in plan:
+        if value.shape != current.shape:
+            key = ".".join((*path, name))
+            raise ValueError(
+                f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
+                f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
+            )
+    with torch.no_grad():
+        for _, _, _, current, value, _ in plan:
+            current.copy_(value, non_blocking=non_blocking)
+
+
+def map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
+    """``nested`` with ``fn`` applied to every leaf."""
+    return {k: map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
+
+
+def as_tree(cls: Any, nested: dict[str, Any]) -> Any:
+    """A nested dict as a ``cls`` (TensorDict) with an empty batch size, level by level."""
+    entries = {k: as_tree(cls, v) if type(v) is dict else v for k, v in nested.items()}
+    return cls._new_unsafe(entries, NO_BATCH, None, None)
