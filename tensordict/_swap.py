@@ -81,13 +81,16 @@ class Swap:
 
 
 def _undo_moves(moves: _Moves) -> None:
+    # in the order they were made: a store whose moved names all come back gets its order
+    # back as is; one that kept some names in place is reordered (it differs, then)
     orders: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}
-    for written, origin, name, value, order in reversed(moves):
+    for written, origin, name, value, order in moves:
         written.pop(name, None)
         origin[name] = value
-        orders[id(origin)] = (origin, order)  # (the earliest move's order is written last)
+        if id(origin) not in orders:
+            orders[id(origin)] = (origin, order)  # (its order before the first move)
     for origin, order in orders.values():
-        if tuple(origin) != order:  # back in the order it had (a name re-added goes last)
+        if tuple(origin) != order:  # (a name it gained meanwhile goes last)
             head = {k: origin[k] for k in order if k in origin}
             tail = {k: v for k, v in origin.items() if k not in head}
             origin.clear()
@@ -209,17 +212,43 @@ def _swap_store(
     moves: _Moves,
     unflag: _Unflag,
     originals: dict[str, Any],
+    items: list[tuple[str, Any]],
 ) -> int:
+    """The fast walk over ``items``, taken from one store of ``module`` before either store
+    changed (all but preserved parameters, which :func:`_swap_params_preserved` takes):
+    :func:`_put`'s rules, the store looked up once."""
+    store: dict[str, Any] = module.__dict__[kind]
+    to_params = kind == "_parameters"
+    other: dict[str, Any] = {}
+    order: tuple[str, ...] = ()
     matched = 0
-    for name, current in list(module.__dict__[kind].items()):
+    for name, current in items:
         if current is None:
             continue
         value = entries.get(name)
         if not isinstance(value, Tensor):
             raise Mismatch
-        _put(module, kind, name, current, value, preserve, undo, moves, unflag)
         originals[name] = current
         matched += 1
+        if preserve:  # (a buffer slot: a parameter given to it becomes a plain alias)
+            store[name] = value.as_subclass(Tensor) if _is_param(value) else value
+            undo.append((store, name, current))
+            continue
+        if _is_param(value) == to_params:
+            store[name] = value
+            undo.append((store, name, current))
+            continue
+        if not order:
+            order = tuple(store)
+            other = module.__dict__["_buffers" if to_params else "_parameters"]
+        del store[name]
+        other[name] = value
+        moves.append((other, store, name, current, order))
+        if to_params:  # a parameter slot given a plain tensor: a non-persistent buffer
+            flags = module._non_persistent_buffers_set
+            if name not in flags:
+                flags.add(name)
+                unflag.append((flags, name))
     return matched
 
 
@@ -242,17 +271,40 @@ def swap_matching(
     originals: dict[str, Any] = {}
     matched = 0
     params = module._parameters
-    if params:
-        if preserve:
+    buffers = module._buffers
+    if preserve:  # (nothing changes store: each store is walked as it is)
+        if params:
             matched = _swap_params_preserved(params, entries, undo, originals)
-        else:
-            matched = _swap_store(
-                module, "_parameters", entries, False, undo, moves, unflag, originals
+        if buffers:
+            matched += _swap_store(
+                module,
+                "_buffers",
+                entries,
+                True,
+                undo,
+                moves,
+                unflag,
+                originals,
+                list(buffers.items()),
             )
-    if module._buffers:
-        matched += _swap_store(
-            module, "_buffers", entries, preserve, undo, moves, unflag, originals
-        )
+    elif params or buffers:  # both stores as they were before either changed
+        pending = list(buffers.items())
+        if params:
+            matched = _swap_store(
+                module,
+                "_parameters",
+                entries,
+                False,
+                undo,
+                moves,
+                unflag,
+                originals,
+                list(params.items()),
+            )
+        if pending:
+            matched += _swap_store(
+                module, "_buffers", entries, False, undo, moves, unflag, originals, pending
+            )
     for name, child in module._modules.items():
         if child is None:
             continue
