@@ -292,7 +292,7 @@ class ModuleOps(CollectionPrimitives):
                     undo,
                     moves,
                     unflag,
-                    {id(module)},
+                    {},
                     cls if return_swap else None,
                 )
             except _swap.Mismatch:
@@ -311,7 +311,7 @@ class ModuleOps(CollectionPrimitives):
         plan: _swap.Plan = []
         missing: list[str] = []
         unexpected: list[str] = []
-        nested = _swap.plan_swap(source, module, plan, (), missing, unexpected, set())
+        nested = _swap.plan_swap(source, module, plan, (), missing, unexpected, {})
         if strict and (missing or unexpected):  # refused before anything changes
             raise KeyError(
                 f"{call}: missing keys {missing}, unexpected keys {unexpected} for "

@@ -259,14 +259,14 @@ def swap_matching(
     undo: _Undo,
     moves: _Moves,
     unflag: _Unflag,
-    memo: set[int],
+    memo: dict[int, Any],
     cls: Any,
 ) -> dict[str, Any]:
     """Swap ``td``'s tensors into ``module`` in one walk, when they match exactly (every
     slot has its tensor, no key is left over); raises ``Mismatch`` otherwise, with what it
     swapped recorded in the undo lists. Returns the originals (sub-levels as ``cls``
-    TensorDicts, or dicts when ``cls`` is None). A module seen before (shared) is swapped
-    once, via ``memo``."""
+    TensorDicts, or dicts when ``cls`` is None). A module met again (shared) is swapped
+    once: ``memo`` maps it to its originals, which appear under each of its names."""
     entries: dict[str, Any] = td._tensordict
     originals: dict[str, Any] = {}
     matched = 0
@@ -316,13 +316,18 @@ def swap_matching(
         if not isinstance(sub, CollectionPrimitives):
             raise Mismatch
         matched += 1
-        key = id(child)
-        if key in memo:
-            continue
-        memo.add(key)
-        inner = swap_matching(sub, child, preserve, undo, moves, unflag, memo, cls)
-        if inner:
-            originals[name] = inner if cls is None else cls._new_unsafe(inner, NO_BATCH, None, None)
+        got = memo.get(id(child), memo)
+        if got is memo:  # (not met before)
+            inner = swap_matching(sub, child, preserve, undo, moves, unflag, memo, cls)
+            got = memo[id(child)] = (
+                None
+                if not inner
+                else inner
+                if cls is None
+                else cls._new_unsafe(inner, NO_BATCH, None, None)
+            )
+        if got is not None:
+            originals[name] = got
     if matched != len(entries):
         raise Mismatch
     return originals
@@ -340,14 +345,12 @@ def plan_swap(
     path: tuple[str, ...],
     missing: list[str],
     unexpected: list[str],
-    memo: set[int],
+    memo: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
-    """Match ``td``'s tensors with ``module``'s (shared modules once, via ``memo``) into
-    ``plan``, changing nothing; returns the tensors to be replaced as a nested dict."""
+    """Match ``td``'s tensors with ``module``'s into ``plan``, changing nothing; returns the
+    tensors to be replaced as a nested dict. A module met again (shared) is planned once:
+    ``memo`` maps it to its originals, which appear under each of its names."""
     originals: dict[str, Any] = {}
-    if id(module) in memo:
-        return originals
-    memo.add(id(module))
     entries = td._tensordict
     keys = set(entries)
     for kind in ("_parameters", "_buffers"):
@@ -377,7 +380,11 @@ def plan_swap(
         if not isinstance(sub, CollectionPrimitives):
             unexpected.append(".".join((*path, name)))
             continue
-        inner = plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
+        inner = memo.get(id(child))
+        if inner is None:
+            inner = memo[id(child)] = plan_swap(
+                sub, child, plan, (*path, name), missing, unexpected, memo
+            )
         if inner:
             originals[name] = inner
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))

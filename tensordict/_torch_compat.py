@@ -69,9 +69,7 @@ def is_batched(tensor: torch.Tensor) -> bool:
 
 
 # The same test as one C call, for hot loops (to_module's swap runs it once per leaf).
-functorch_wrapped: Callable[[torch.Tensor], bool] = (
-    torch._C._functorch.is_functorch_wrapped_tensor
-)
+functorch_wrapped: Callable[[torch.Tensor], bool] = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
