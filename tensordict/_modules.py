@@ -170,6 +170,13 @@ def _td_class() -> Any:
     return _TD_CLASS[0]
 
 
+def _key_error(call: str, missing: list[str], unexpected: list[str], module: nn.Module) -> KeyError:
+    return KeyError(
+        f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
+        f"{type(module).__name__} (pass strict=False to swap what matches)"
+    )
+
+
 class ModuleOps(CollectionPrimitives):
     """TensorDicts of module parameters, and swapping them into modules."""
 
@@ -279,65 +286,39 @@ class ModuleOps(CollectionPrimitives):
         source: Any = self
         if use_state_dict:
             source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]
-        undo: Any = []
-        moves: Any = []
-        unflag: Any = []
-        if not inplace:  # one walk that swaps as it checks; a mismatch is undone, then planned
-            cls = _td_class()
+        if not inplace:  # one walk: each tensor swapped as it is matched
+            walk = _swap.SwapWalk(preserve_module_state, _td_class() if return_swap else None)
             try:
-                originals = _swap.swap_matching(
-                    source,
-                    module,
-                    preserve_module_state,
-                    undo,
-                    moves,
-                    unflag,
-                    {},
-                    cls if return_swap else None,
-                )
-            except _swap.Mismatch:
-                _swap.Swap(undo, None, moves, unflag).restore()
+                originals = walk.walk(source, module, ())
             except BaseException:  # (an interrupt mid-way): put back what was swapped
-                _swap.Swap(undo, None, moves, unflag).restore()
+                walk.swap().restore()
                 raise
-            else:
-                if not return_swap:
-                    return None
-                swapped = cls._new_unsafe(originals, _swap.NO_BATCH, None, None)
-                if swap_dest is not None:
-                    swapped = swap_dest.update(swapped)
-                return _swap.Swap(undo, swapped, moves, unflag)
+            if strict and (walk.missing or walk.unexpected):  # undone before raising
+                walk.swap().restore()
+                raise _key_error(self._call("to_module"), walk.missing, walk.unexpected, module)
+            if not return_swap:
+                return None
+            swapped = walk.cls._new_unsafe(originals, _swap.NO_BATCH, None, None)
+            if swap_dest is not None:
+                swapped = swap_dest.update(swapped)
+            return _swap.Swap(walk.undo, swapped, walk.moves, walk.unflag)
         call = self._call("to_module")
         plan: _swap.Plan = []
         missing: list[str] = []
         unexpected: list[str] = []
         nested = _swap.plan_swap(source, module, plan, (), missing, unexpected, {})
         if strict and (missing or unexpected):  # refused before anything changes
-            raise KeyError(
-                f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
-                f"{type(module).__name__} (pass strict=False to swap what matches)"
-            )
-        if inplace:
-            saved: dict[int, Tensor] = {}
-            if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
-                for _, _, _, current, _, _ in plan:
-                    if id(current) not in saved:
-                        saved[id(current)] = current.detach().clone()
-            _swap.copy_checked(call, plan, non_blocking)
-            if not return_swap:
-                return None
-            copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
-            swapped = _swap.as_tree(_td_class(), _swap.map_tree(nested, lambda t: saved[id(t)]))
-            if swap_dest is not None:
-                swapped = swap_dest.update(swapped)
-            return _swap.Swap([], swapped, None, None, copy_back)
-        try:
-            _swap.swap_planned(plan, preserve_module_state, undo, moves, unflag)
-        except BaseException:  # (an interrupt mid-way): put back what was swapped
-            _swap.Swap(undo, None, moves, unflag).restore()
-            raise
+            raise _key_error(call, missing, unexpected, module)
+        saved: dict[int, Tensor] = {}
+        if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
+            for _, _, _, current, _, _ in plan:
+                if id(current) not in saved:
+                    saved[id(current)] = current.detach().clone()
+        _swap.copy_checked(call, plan, non_blocking)
         if not return_swap:
             return None
-        if swap_dest is None:  # the TensorDict of originals is built only if asked for
-            return _swap.Swap(undo, nested, moves, unflag)
-        return _swap.Swap(undo, swap_dest.update(_swap.as_tree(_td_class(), nested)), moves, unflag)
+        copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
+        swapped = _swap.as_tree(_td_class(), _swap.map_tree(nested, lambda t: saved[id(t)]))
+        if swap_dest is not None:
+            swapped = swap_dest.update(swapped)
+        return _swap.Swap([], swapped, None, None, copy_back)

@@ -133,204 +133,185 @@ def _is_param(value: Tensor) -> bool:
     return tv is _PARAMETER or (tv is not Tensor and isinstance(value, _PARAMETER))
 
 
-def _put(
-    module: nn.Module,
-    kind: str,
-    name: str,
-    current: Tensor,
-    value: Tensor,
-    preserve: bool,
-    undo: _Undo,
-    moves: _Moves,
-    unflag: _Unflag,
-) -> None:
-    """Write ``value`` into ``module``'s ``kind`` slot ``name`` (holding ``current``).
-
-    With ``preserve`` a parameter slot keeps a parameter (:func:`param_value`) and a buffer
-    slot a buffer (a parameter given to it becomes a plain alias); without, a plain tensor
-    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
-    ``from_module``) and a parameter replaces a buffer as a parameter."""
-    origin: dict[str, Any] = module.__dict__[kind]
-    if preserve:
-        if kind == "_parameters":
-            value = param_value(value, current)
-        elif _is_param(value):
-            value = value.as_subclass(Tensor)  # (an alias: autograd history is kept)
-        origin[name] = value
-        undo.append((origin, name, current))
-        return
-    is_param = _is_param(value)
-    if is_param == (kind == "_parameters"):
-        origin[name] = value
-        undo.append((origin, name, current))
-        return
-    written: dict[str, Any] = module.__dict__["_parameters" if is_param else "_buffers"]
-    moves.append((written, origin, name, current, tuple(origin)))
-    del origin[name]
-    written[name] = value
-    if not is_param:  # a parameter slot given a plain tensor: a non-persistent buffer
-        flags = module._non_persistent_buffers_set
-        if name not in flags:
-            flags.add(name)
-            unflag.append((flags, name))
-
-
 def _has_tensors(module: nn.Module) -> bool:
     if not (module._parameters or module._buffers or module._modules):
         return False  # the common parameterless child (activations, dropout): no walk
     return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
-class Mismatch(Exception):
-    """A key the module lacks, or a tensor the TensorDict lacks: the planned path takes
-    over (it reports them, or swaps what matches with ``strict=False``)."""
+# A submodule's path, as (its parent's path, its name) pairs from the root's (): built
+# for every submodule walked, joined only for an error.
+_Path = tuple[Any, ...]
 
 
-def _swap_params_preserved(
-    params: dict[str, Any], entries: dict[str, Any], undo: _Undo, originals: dict[str, Any]
-) -> int:
-    matched = 0
-    for name, current in params.items():  # (values reassigned, keys unchanged: safe)
-        if current is None:
-            continue
-        value = entries.get(name)
-        if not isinstance(value, Tensor):
-            raise Mismatch
-        params[name] = param_value(value, current)
-        undo.append((params, name, current))
-        originals[name] = current
-        matched += 1
-    return matched
+def _dotted(path: _Path, name: str) -> str:
+    parts = [name]
+    while path:
+        path, last = path
+        parts.append(last)
+    return ".".join(reversed(parts))
 
 
-def _swap_store(
-    module: nn.Module,
-    kind: str,
-    entries: dict[str, Any],
-    preserve: bool,
-    undo: _Undo,
-    moves: _Moves,
-    unflag: _Unflag,
-    originals: dict[str, Any],
-    items: list[tuple[str, Any]],
-) -> int:
-    """The fast walk over ``items``, taken from one store of ``module`` before either store
-    changed (all but preserved parameters, which :func:`_swap_params_preserved` takes):
-    :func:`_put`'s rules, the store looked up once."""
-    store: dict[str, Any] = module.__dict__[kind]
-    to_params = kind == "_parameters"
-    other: dict[str, Any] = {}
-    order: tuple[str, ...] = ()
-    matched = 0
-    for name, current in items:
-        if current is None:
-            continue
-        value = entries.get(name)
-        if not isinstance(value, Tensor):
-            raise Mismatch
-        originals[name] = current
-        matched += 1
-        if preserve:  # (a buffer slot: a parameter given to it becomes a plain alias)
-            store[name] = value.as_subclass(Tensor) if _is_param(value) else value
-            undo.append((store, name, current))
-            continue
-        if _is_param(value) == to_params:
-            store[name] = value
-            undo.append((store, name, current))
-            continue
-        if not order:
-            order = tuple(store)
-            other = module.__dict__["_buffers" if to_params else "_parameters"]
-        del store[name]
-        other[name] = value
-        moves.append((other, store, name, current, order))
-        if to_params:  # a parameter slot given a plain tensor: a non-persistent buffer
-            flags = module._non_persistent_buffers_set
-            if name not in flags:
-                flags.add(name)
-                unflag.append((flags, name))
-    return matched
+class SwapWalk:
+    """One walk over a TensorDict and a module together that swaps each tensor as it is
+    matched, recording the undo steps and every missing or unexpected key (dotted).
 
+    With ``preserve`` a parameter slot keeps a parameter (:func:`param_value`) and a buffer
+    slot a buffer (a parameter given to it becomes a plain alias); without, a plain tensor
+    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
+    ``from_module``) and a parameter replaces a buffer as a parameter. A module met again
+    (shared) is swapped once; its originals appear under each of its names. The originals
+    come back as nested ``cls`` TensorDicts (dicts when ``cls`` is None)."""
 
-def swap_matching(
-    td: Any,
-    module: nn.Module,
-    preserve: bool,
-    undo: _Undo,
-    moves: _Moves,
-    unflag: _Unflag,
-    memo: dict[int, Any],
-    cls: Any,
-) -> dict[str, Any]:
-    """Swap ``td``'s tensors into ``module`` in one walk, when they match exactly (every
-    slot has its tensor, no key is left over); raises ``Mismatch`` otherwise, with what it
-    swapped recorded in the undo lists. Returns the originals (sub-levels as ``cls``
-    TensorDicts, or dicts when ``cls`` is None). A module met again (shared) is swapped
-    once: ``memo`` maps it to its originals, which appear under each of its names."""
-    entries: dict[str, Any] = td._tensordict
-    originals: dict[str, Any] = {}
-    matched = 0
-    params = module._parameters
-    buffers = module._buffers
-    if preserve:  # (nothing changes store: each store is walked as it is)
-        if params:
-            matched = _swap_params_preserved(params, entries, undo, originals)
-        if buffers:
-            matched += _swap_store(
-                module,
-                "_buffers",
-                entries,
-                True,
-                undo,
-                moves,
-                unflag,
-                originals,
-                list(buffers.items()),
+    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected", "unflag")
+
+    def __init__(self, preserve: bool, cls: Any) -> None:
+        self.preserve = preserve
+        self.cls = cls
+        self.undo: _Undo = []
+        self.moves: _Moves = []
+        self.unflag: _Unflag = []
+        self.memo: dict[int, Any] = {}
+        self.missing: list[str] = []
+        self.unexpected: list[str] = []
+
+    def swap(self) -> Swap:
+        """What undoes the walk so far."""
+        return Swap(self.undo, None, self.moves, self.unflag)
+
+    def walk(self, td: Any, module: nn.Module, path: _Path) -> dict[str, Any]:
+        """Swap ``td``'s tensors into ``module`` (at ``path``); returns the originals."""
+        entries: dict[str, Any] = td._tensordict
+        originals: dict[str, Any] = {}
+        matched = 0
+        params = module._parameters
+        buffers = module._buffers
+        if self.preserve:  # (nothing moves between stores: each is walked as it is)
+            if params:
+                matched = self._params_preserved(params, entries, originals, path)
+            if buffers:
+                matched += self._store(module, "_buffers", entries, originals, path, buffers)
+        elif params or buffers:  # both stores as they were before either changed
+            pending = dict(buffers)
+            if params:
+                matched = self._store(module, "_parameters", entries, originals, path, params)
+            if pending:
+                matched += self._store(module, "_buffers", entries, originals, path, pending)
+        memo = self.memo
+        for name, child in module._modules.items():
+            if child is None:
+                continue
+            sub = entries.get(name)
+            if sub is None:
+                if _has_tensors(child):
+                    self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if not isinstance(sub, CollectionPrimitives):
+                self.unexpected.append(_dotted(path, name))
+                continue
+            got = memo.get(id(child), memo)
+            if got is memo:  # (not met before)
+                inner = self.walk(sub, child, (path, name))
+                cls = self.cls
+                got = memo[id(child)] = (
+                    None
+                    if not inner
+                    else inner
+                    if cls is None
+                    else cls._new_unsafe(inner, NO_BATCH, None, None)
+                )
+            if got is not None:
+                originals[name] = got
+        if matched != len(entries):  # keys naming no slot (a store may have moved names)
+            stores = (params, buffers, module._modules)
+            slots = {k for store in stores for k, v in store.items() if v is not None}
+            self.unexpected.extend(
+                _dotted(path, k) for k in sorted(k for k in entries if k not in slots)
             )
-    elif params or buffers:  # both stores as they were before either changed
-        pending = list(buffers.items())
-        if params:
-            matched = _swap_store(
-                module,
-                "_parameters",
-                entries,
-                False,
-                undo,
-                moves,
-                unflag,
-                originals,
-                list(params.items()),
-            )
-        if pending:
-            matched += _swap_store(
-                module, "_buffers", entries, False, undo, moves, unflag, originals, pending
-            )
-    for name, child in module._modules.items():
-        if child is None:
-            continue
-        sub = entries.get(name)
-        if sub is None:
-            if _has_tensors(child):
-                raise Mismatch
-            continue
-        if not isinstance(sub, CollectionPrimitives):
-            raise Mismatch
-        matched += 1
-        got = memo.get(id(child), memo)
-        if got is memo:  # (not met before)
-            inner = swap_matching(sub, child, preserve, undo, moves, unflag, memo, cls)
-            got = memo[id(child)] = (
-                None
-                if not inner
-                else inner
-                if cls is None
-                else cls._new_unsafe(inner, NO_BATCH, None, None)
-            )
-        if got is not None:
-            originals[name] = got
-    if matched != len(entries):
-        raise Mismatch
-    return originals
+        return originals
+
+    def _params_preserved(
+        self,
+        params: dict[str, Any],
+        entries: dict[str, Any],
+        originals: dict[str, Any],
+        path: _Path,
+    ) -> int:
+        undo = self.undo
+        matched = 0
+        for name, current in params.items():  # (values reassigned, keys unchanged: safe)
+            if current is None:
+                continue
+            value = entries.get(name)
+            if value is None:
+                self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if type(value) is Tensor and not value.requires_grad:  # (param_value inlined)
+                grad = current.requires_grad
+                if grad and functorch_wrapped(value):
+                    params[name] = value.as_subclass(_PARAMETER)
+                else:
+                    params[name] = _make_subclass(_PARAMETER, value, grad)
+            elif isinstance(value, Tensor):
+                params[name] = param_value(value, current)
+            else:
+                self.unexpected.append(_dotted(path, name))
+                continue
+            undo.append((params, name, current))
+            originals[name] = current
+        return matched
+
+    def _store(
+        self,
+        module: nn.Module,
+        kind: str,
+        entries: dict[str, Any],
+        originals: dict[str, Any],
+        path: _Path,
+        before: dict[str, Any],
+    ) -> int:
+        """One store of ``module`` (all but preserved parameters), as ``before`` holds it."""
+        store: dict[str, Any] = module.__dict__[kind]
+        to_params = kind == "_parameters"
+        preserve = self.preserve
+        undo = self.undo
+        other: dict[str, Any] = {}
+        order: tuple[str, ...] = ()
+        matched = 0
+        for name, current in list(before.items()):
+            if current is None:
+                continue
+            value = entries.get(name)
+            if value is None:
+                self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if not isinstance(value, Tensor):
+                self.unexpected.append(_dotted(path, name))
+                continue
+            originals[name] = current
+            if preserve:  # (a buffer slot: a parameter given to it becomes a plain alias)
+                store[name] = value.as_subclass(Tensor) if _is_param(value) else value
+                undo.append((store, name, current))
+                continue
+            if _is_param(value) == to_params:
+                store[name] = value
+                undo.append((store, name, current))
+                continue
+            if not order:
+                order = tuple(store)
+                other = module.__dict__["_buffers" if to_params else "_parameters"]
+            del store[name]
+            other[name] = value
+            self.moves.append((other, store, name, current, order))
+            if to_params:  # a parameter slot given a plain tensor: a non-persistent buffer
+                flags = module._non_persistent_buffers_set
+                if name not in flags:
+                    flags.add(name)
+                    self.unflag.append((flags, name))
+        return matched
 
 
 # One planned replacement: (module, "_parameters" or "_buffers", name, the module's
@@ -347,8 +328,9 @@ def plan_swap(
     unexpected: list[str],
     memo: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
-    """Match ``td``'s tensors with ``module``'s into ``plan``, changing nothing; returns the
-    tensors to be replaced as a nested dict. A module met again (shared) is planned once:
+    """``to_module(inplace=True)``: match ``td``'s tensors with ``module``'s into ``plan``
+    (the rules of :class:`SwapWalk`), changing nothing; returns the tensors to be replaced
+    as a nested dict. A module met again (shared) is planned once:
     ``memo`` maps it to its originals, which appear under each of its names."""
     originals: dict[str, Any] = {}
     entries = td._tensordict
@@ -389,12 +371,6 @@ def plan_swap(
             originals[name] = inner
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
-
-
-def swap_planned(plan: Plan, preserve: bool, undo: _Undo, moves: _Moves, unflag: _Unflag) -> None:
-    """Carry out ``plan`` (recorded in the undo lists as it goes)."""
-    for module, kind, name, current, value, _ in plan:
-        _put(module, kind, name, current, value, preserve, undo, moves, unflag)
 
 
 def copy_checked(call: str, plan: Plan, non_blocking: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""to_module's swap engine: the one-walk path, its fall back to the planned path, restores."""
+"""to_module's swap engine: one walk that swaps as it matches, undone on errors and on exit."""
 
 from __future__ import annotations
 
@@ -30,20 +30,8 @@ def _state(model: nn.Module) -> list[tuple[str, str, int, Any]]:
     return out
 
 
-@pytest.fixture
-def no_planning(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail if to_module falls back to the planned (two-pass) path."""
-
-    def refuse(*args: Any) -> Any:
-        raise AssertionError("to_module planned a swap that matched exactly")
-
-    monkeypatch.setattr(_swap, "plan_swap", refuse)
-
-
 @pytest.mark.parametrize("preserve", [True, False])
-def test_an_exact_match_swaps_in_one_walk_and_restores_everything(
-    no_planning: None, preserve: bool
-) -> None:
+def test_a_swap_restores_every_slot_store_order_and_flag(preserve: bool) -> None:
     shared = nn.Linear(2, 2)
     for model in (_model(), nn.Sequential(shared, nn.ReLU(), shared), nn.LSTM(3, 3)):
         before = _state(model)
@@ -140,7 +128,7 @@ def test_an_error_midway_or_in_the_body_puts_everything_back(
     before = _state(model)
     params = TensorDict.from_module(model).apply(torch.zeros_like)
     if where == "walk":
-        name = "param_value" if preserve else "_is_param"
+        name = "_make_subclass" if preserve else "_is_param"
         real = getattr(_swap, name)
         seen: list[int] = []
 
