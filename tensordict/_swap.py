@@ -42,15 +42,11 @@ class Swap:
         self._moves = moves
         self._unflag = unflag
         self._copy_back = copy_back  # inplace=True: (module tensor, its saved value)
-        self._swapped = swapped  # a TensorDict, or a nested dict built into one when asked
+        self._swapped = swapped
 
     @property
     def swapped(self) -> Any:
         """The module's original tensors, as a TensorDict shaped like the one swapped in."""
-        if type(self._swapped) is dict:
-            from tensordict._td import TensorDict  # the concrete class sits above this module
-
-            self._swapped = as_tree(TensorDict, self._swapped)
         return self._swapped
 
     def __enter__(self) -> Any:
