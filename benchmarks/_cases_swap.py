@@ -51,7 +51,7 @@ CASES = [
     Case(
         "with p.to_module(m, strict=False): pass, MLP less one bias",
         "stateless._reparametrize_module",
-        2.5,
+        1.5,
         lambda: _swap(_mlp(), drop="7.bias", strict=False),
     ),
 ]
