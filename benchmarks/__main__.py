@@ -22,6 +22,7 @@ from benchmarks import (
     _cases_pack,
     _cases_repr,
     _cases_shapes,
+    _cases_swap,
     _cases_tensorclass,
     _cases_typed,
 )
@@ -38,6 +39,7 @@ ALL: list[Case] = [
     *_cases_checkpoint_v2.CASES,
     *_cases_interop.CASES,
     *_cases_modules.CASES,
+    *_cases_swap.CASES,
     *_cases_nn.CASES,
     *_cases_compile.CASES,
     *_cases_repr.CASES,

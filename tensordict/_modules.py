@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tensordict import _swap
 from tensordict._primitives import CollectionPrimitives
-from tensordict._torch_compat import is_functorch_wrapped
 
 
 def _module_tree(
@@ -158,182 +158,23 @@ def _wrap(call: str, td: Any, as_module: bool, module: nn.Module | None = None) 
     return _PARAMS_MODULE[0](td, module)
 
 
-# One undo step: (the store written, the store the original came from, name, original).
-_Restore = list[tuple[dict[str, Any], dict[str, Any], str, Any]]
+# The concrete TensorDict class (it sits above this mixin), looked up on first use.
+_TD_CLASS: list[Any] = []
 
 
-class _Swap:
-    """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
+def _td_class() -> Any:
+    if not _TD_CLASS:
+        from tensordict._td import TensorDict
 
-    def __init__(
-        self,
-        restore: _Restore,
-        swapped: Any,
-        unflag: list[tuple[set[str], str]] | None = None,
-        copy_back: list[tuple[Tensor, Tensor]] | None = None,
-        originals: dict[str, Any] | None = None,
-    ) -> None:
-        self._restore = restore
-        self._unflag = unflag or []
-        self._copy_back = copy_back or []  # inplace=True: (module tensor, its saved value)
-        self._swapped = swapped
-        self._originals = originals  # built into ``swapped`` when first asked for
-
-    @property
-    def swapped(self) -> Any:
-        """The module's original tensors, as a TensorDict shaped like the one swapped in."""
-        if self._swapped is None and self._originals is not None:
-            from tensordict._td import TensorDict  # the concrete class sits above this mixin
-
-            self._swapped = _as_tree(TensorDict, self._originals)
-        return self._swapped
-
-    def __enter__(self) -> Any:
-        return self.swapped
-
-    def __exit__(self, *exc: Any) -> None:
-        self.restore()
-
-    def restore(self) -> None:
-        """Put the original tensors back (idempotent)."""
-        for written, origin, name, value in reversed(self._restore):
-            written.pop(name, None)
-            origin[name] = value
-        for flags, name in self._unflag:
-            flags.discard(name)
-        with torch.no_grad():
-            for tensor, saved in self._copy_back:
-                tensor.copy_(saved)
-        self._restore = []
-        self._unflag = []
-        self._copy_back = []
+        _TD_CLASS.append(TensorDict)
+    return _TD_CLASS[0]
 
 
-def _placed(
-    module: nn.Module, kind: str, name: str, current: Tensor, value: Tensor, preserve: bool
-) -> tuple[dict[str, Any], Any]:
-    """Where ``value`` goes in ``module`` and as what: with ``preserve`` a parameter slot
-    keeps a parameter (with the module's requires_grad; a value with autograd history is
-    aliased, so gradients still flow) and a buffer slot a buffer; without, a plain tensor
-    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
-    ``from_module``) and a parameter is registered as one."""
-    # (the exact-type tests first: Parameter's metaclass makes isinstance slow)
-    is_param = type(value) is nn.Parameter or (
-        type(value) is not Tensor and isinstance(value, nn.Parameter)
+def _key_error(call: str, missing: list[str], unexpected: list[str], module: nn.Module) -> KeyError:
+    return KeyError(
+        f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
+        f"{type(module).__name__} (pass strict=False to swap what matches)"
     )
-    if kind == "_parameters":
-        if preserve:
-            if not is_param or value.requires_grad != current.requires_grad:
-                if current.requires_grad and (value.requires_grad or is_functorch_wrapped(value)):
-                    value = value.as_subclass(nn.Parameter)
-                else:
-                    # a memory-mapped leaf becomes a plain view of the same bytes (it has
-                    # no autograd of its own): the parameter still reads and writes the file
-                    plain = (
-                        value
-                        if type(value) in (Tensor, nn.Parameter)
-                        else value.as_subclass(Tensor)
-                    )
-                    if plain.requires_grad:
-                        plain = plain.detach()
-                    # what nn.Parameter(plain, requires_grad) builds, without its Python
-                    # __new__ (this runs once per leaf on every swap)
-                    value = Tensor._make_subclass(nn.Parameter, plain, current.requires_grad)
-            return module._parameters, value
-        return (module._parameters if is_param else module._buffers), value
-    if is_param and not preserve:
-        return module._parameters, value
-    if is_param:
-        value = value.as_subclass(Tensor)  # (an alias: autograd history is kept)
-    return module._buffers, value
-
-
-def _has_tensors(module: nn.Module) -> bool:
-    if not (module._parameters or module._buffers or module._modules):
-        return False  # the common parameterless child (activations, dropout): no walk
-    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
-
-
-# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
-# tensor, the new tensor, the path of the module's submodule).
-_Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
-
-
-def _plan_swap(
-    td: Any,
-    module: nn.Module,
-    plan: _Plan,
-    path: tuple[str, ...],
-    missing: list[str],
-    unexpected: list[str],
-    memo: dict[int, Any],
-) -> dict[str, Any]:
-    """Match ``td``'s tensors with ``module``'s (tied modules once, via ``memo``) into
-    ``plan``, changing nothing; returns the tensors to be replaced as a nested dict."""
-    originals: dict[str, Any] = {}
-    if id(module) in memo:
-        return originals
-    memo[id(module)] = module
-    entries = td._tensordict
-    keys = set(entries)
-    for kind in ("_parameters", "_buffers"):
-        store: dict[str, Any] = getattr(module, kind)
-        for name, current in list(store.items()):
-            if current is None:
-                continue
-            if name not in keys:
-                missing.append(".".join((*path, name)))
-                continue
-            keys.discard(name)
-            value = entries[name]
-            if not isinstance(value, Tensor):
-                unexpected.append(".".join((*path, name)))
-                continue
-            plan.append((module, kind, name, current, value, path))  # key joined on error
-            originals[name] = current
-    for name, child in module._modules.items():
-        if child is None:
-            continue
-        if name not in keys:
-            if _has_tensors(child):
-                missing.append(".".join((*path, name)))
-            continue
-        keys.discard(name)
-        sub = entries[name]
-        if not isinstance(sub, CollectionPrimitives):
-            unexpected.append(".".join((*path, name)))
-            continue
-        inner = _plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
-        if inner:
-            originals[name] = inner
-    unexpected.extend(".".join((*path, k)) for k in sorted(keys))
-    return originals
-
-
-def _copy_checked(call: str, plan: _Plan, non_blocking: bool = False) -> None:
-    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
-    for _, _, name, current, value, path in plan:
-        if value.shape != current.shape:
-            key = ".".join((*path, name))
-            raise ValueError(
-                f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
-                f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
-            )
-    with torch.no_grad():
-        for _, _, _, current, value, _ in plan:
-            current.copy_(value, non_blocking=non_blocking)
-
-
-def _map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
-    return {k: _map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
-
-
-_NO_BATCH = torch.Size([])
-
-
-def _as_tree(cls: Any, nested: dict[str, Any]) -> Any:
-    entries = {k: _as_tree(cls, v) if type(v) is dict else v for k, v in nested.items()}
-    return cls._new_unsafe(entries, _NO_BATCH, None, None)
 
 
 class ModuleOps(CollectionPrimitives):
@@ -442,56 +283,42 @@ class ModuleOps(CollectionPrimitives):
         value swapped into a buffer a buffer, so ``state_dict()`` keeps its keys.
         ``False`` writes plain tensors as plain attributes (upstream's older behaviour).
         """
-        call = self._call("to_module")
         source: Any = self
         if use_state_dict:
             source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]
-        plan: _Plan = []
-        missing: list[str] = []
-        unexpected: list[str] = []
-        originals = _plan_swap(source, module, plan, (), missing, unexpected, {})
-        if strict and (missing or unexpected):  # refused before anything changes
-            raise KeyError(
-                f"{call}: missing keys {missing}, unexpected keys {unexpected} for "
-                f"{type(module).__name__} (pass strict=False to swap what matches)"
-            )
-        if inplace:
-            saved: dict[int, Tensor] = {}
-            if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
-                for _, _, _, current, _, _ in plan:
-                    if id(current) not in saved:
-                        saved[id(current)] = current.detach().clone()
-            _copy_checked(call, plan, non_blocking)
+        if not inplace:  # one walk: each tensor swapped as it is matched
+            walk = _swap.SwapWalk(preserve_module_state, _td_class() if return_swap else None)
+            try:
+                originals = walk.walk(source, module, ())
+            except BaseException:  # (an interrupt mid-way): put back what was swapped
+                walk.swap().restore()
+                raise
+            if strict and (walk.missing or walk.unexpected):  # undone before raising
+                walk.swap().restore()
+                raise _key_error(self._call("to_module"), walk.missing, walk.unexpected, module)
             if not return_swap:
                 return None
-            from tensordict._td import TensorDict  # the concrete class sits above this mixin
-
-            copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
-            swapped = _as_tree(TensorDict, _map_tree(originals, lambda t: saved[id(t)]))
+            swapped = walk.cls._new_unsafe(originals, _swap.NO_BATCH, None, None)
             if swap_dest is not None:
                 swapped = swap_dest.update(swapped)
-            return _Swap([], swapped, None, copy_back)
-        restore: _Restore = []
-        unflag: list[tuple[set[str], str]] = []
-        try:
-            for owner, kind, name, current, value, _ in plan:
-                origin: dict[str, Any] = owner.__dict__[kind]
-                written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
-                del origin[name]
-                restore.append((written, origin, name, current))
-                written[name] = placed
-                if written is not origin and kind == "_parameters":  # a parameter -> a buffer
-                    flags = owner._non_persistent_buffers_set
-                    if name not in flags:
-                        flags.add(name)
-                        unflag.append((flags, name))
-        except BaseException:  # (an interrupt mid-way): put back what was swapped
-            _Swap(restore, None, unflag).restore()
-            raise
+            return _swap.Swap(walk.undo, swapped, walk.moves, walk.unflag)
+        call = self._call("to_module")
+        plan: _swap.Plan = []
+        missing: list[str] = []
+        unexpected: list[str] = []
+        nested = _swap.plan_swap(source, module, plan, (), missing, unexpected, {})
+        if strict and (missing or unexpected):  # refused before anything changes
+            raise _key_error(call, missing, unexpected, module)
+        saved: dict[int, Tensor] = {}
+        if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
+            for _, _, _, current, _, _ in plan:
+                if id(current) not in saved:
+                    saved[id(current)] = current.detach().clone()
+        _swap.copy_checked(call, plan, non_blocking)
         if not return_swap:
             return None
-        if swap_dest is None:  # the TensorDict of originals is built only if asked for
-            return _Swap(restore, None, unflag, None, originals)
-        from tensordict._td import TensorDict  # the concrete class sits above this mixin
-
-        return _Swap(restore, swap_dest.update(_as_tree(TensorDict, originals)), unflag)
+        copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
+        swapped = _swap.as_tree(_td_class(), _swap.map_tree(nested, lambda t: saved[id(t)]))
+        if swap_dest is not None:
+            swapped = swap_dest.update(swapped)
+        return _swap.Swap([], swapped, None, None, copy_back)

@@ -77,6 +77,10 @@ def is_batched(tensor: torch.Tensor) -> bool:
     return bool(torch._C._functorch.is_batchedtensor(tensor))
 
 
+# The same test as one C call, for hot loops (to_module's swap runs it once per leaf).
+functorch_wrapped: Callable[[torch.Tensor], bool] = torch._C._functorch.is_functorch_wrapped_tensor
+
+
 def is_functorch_wrapped(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a functorch (vmap/grad) wrapper, whose ``requires_grad`` does
     not report the autograd state of the tensor it wraps."""

@@ -86,7 +86,7 @@ def test_to_module_restores_after_exceptions_and_reports_keys() -> None:
     assert model.weight is original
     swap = bad.to_module(model, strict=False)
     assert (model.weight == 0).all() and model.bias is not None
-    assert swap.swapped["weight"] is original  # (built when first asked for)
+    assert swap.swapped["weight"] is original
     assert list(swap.swapped.keys()) == ["weight"] and swap.swapped is swap.swapped
     swap.restore()
     assert model.weight is original

@@ -1,0 +1,394 @@
+"""The engine of ``TensorDict.to_module``: put tensors into a module's slots, undo it on exit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tensordict._primitives import CollectionPrimitives
+from tensordict._torch_compat import functorch_wrapped
+
+_PARAMETER = nn.Parameter
+_make_subclass = Tensor._make_subclass
+NO_BATCH = torch.Size([])
+
+# Undo steps. A slot written in place: (the store, name, original); assigning the original
+# back keeps the store's key order. A tensor moved to the other store (a parameter slot
+# given a plain tensor, or the reverse, with preserve_module_state=False):
+# (the store written, the store it left, name, original, the key order of the store it
+# left before the move).
+_Undo = list[tuple[dict[str, Any], str, Any]]
+_Moves = list[tuple[dict[str, Any], dict[str, Any], str, Any, tuple[str, ...]]]
+_Unflag = list[tuple[set[str], str]]
+
+
+class Swap:
+    """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
+
+    __slots__ = ("_copy_back", "_moves", "_swapped", "_undo", "_unflag")
+
+    def __init__(
+        self,
+        undo: _Undo,
+        swapped: Any,
+        moves: _Moves | None = None,
+        unflag: _Unflag | None = None,
+        copy_back: list[tuple[Tensor, Tensor]] | None = None,
+    ) -> None:
+        self._undo = undo
+        self._moves = moves
+        self._unflag = unflag
+        self._copy_back = copy_back  # inplace=True: (module tensor, its saved value)
+        self._swapped = swapped
+
+    @property
+    def swapped(self) -> Any:
+        """The module's original tensors, as a TensorDict shaped like the one swapped in."""
+        return self._swapped
+
+    def __enter__(self) -> Any:
+        return self.swapped
+
+    def __exit__(self, *exc: Any) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        """Put the original tensors back (idempotent)."""
+        undo = self._undo
+        if undo:
+            self._undo = []
+            for store, name, value in reversed(undo):
+                store[name] = value
+        if self._moves:
+            moves, self._moves = self._moves, None
+            _undo_moves(moves)
+        if self._unflag:
+            unflag, self._unflag = self._unflag, None
+            for flags, name in unflag:
+                flags.discard(name)
+        if self._copy_back:
+            copy_back, self._copy_back = self._copy_back, None
+            with torch.no_grad():
+                for tensor, saved in copy_back:
+                    tensor.copy_(saved)
+
+
+def _undo_moves(moves: _Moves) -> None:
+    # in the order they were made: a store whose moved names all come back gets its order
+    # back as is; one that kept some names in place is reordered (it differs, then)
+    orders: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}
+    for written, origin, name, value, order in moves:
+        written.pop(name, None)
+        origin[name] = value
+        if id(origin) not in orders:
+            orders[id(origin)] = (origin, order)  # (its order before the first move)
+    for origin, order in orders.values():
+        if tuple(origin) != order:  # (a name it gained meanwhile goes last)
+            head = {k: origin[k] for k in order if k in origin}
+            tail = {k: v for k, v in origin.items() if k not in head}
+            origin.clear()
+            origin.update(head)
+            origin.update(tail)
+
+
+def param_value(value: Tensor, current: Tensor) -> Tensor:
+    """What a parameter slot holding ``current`` receives for ``value`` when the module's
+    state is preserved: a parameter with ``current``'s requires_grad (a value with autograd
+    history, or a functorch wrapper, is aliased so gradients still flow; otherwise a
+    detached alias)."""
+    # (the exact-type tests first: Parameter's metaclass makes isinstance slow)
+    tv = type(value)
+    if tv is Tensor:
+        if value.requires_grad:
+            if current.requires_grad:
+                return value.as_subclass(_PARAMETER)
+            return _make_subclass(_PARAMETER, value.detach(), False)
+        if current.requires_grad and functorch_wrapped(value):
+            return value.as_subclass(_PARAMETER)
+        # what nn.Parameter(value, requires_grad) builds, without its Python __new__
+        return _make_subclass(_PARAMETER, value, current.requires_grad)
+    if (tv is _PARAMETER or isinstance(value, _PARAMETER)) and (
+        value.requires_grad == current.requires_grad
+    ):
+        return value
+    if current.requires_grad and (value.requires_grad or functorch_wrapped(value)):
+        return value.as_subclass(_PARAMETER)
+    # a memory-mapped leaf becomes a plain view of the same bytes (it has no autograd of
+    # its own): the parameter still reads and writes the file
+    plain = value if tv is _PARAMETER else value.as_subclass(Tensor)
+    if plain.requires_grad:
+        plain = plain.detach()
+    return _make_subclass(_PARAMETER, plain, current.requires_grad)
+
+
+def _is_param(value: Tensor) -> bool:
+    tv = type(value)
+    return tv is _PARAMETER or (tv is not Tensor and isinstance(value, _PARAMETER))
+
+
+def _has_tensors(module: nn.Module) -> bool:
+    if not (module._parameters or module._buffers or module._modules):
+        return False  # the common parameterless child (activations, dropout): no walk
+    return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
+
+
+# A submodule's path, as (its parent's path, its name) pairs from the root's (): built
+# for every submodule walked, joined only for an error.
+_Path = tuple[Any, ...]
+
+
+def _dotted(path: _Path, name: str) -> str:
+    parts = [name]
+    while path:
+        path, last = path
+        parts.append(last)
+    return ".".join(reversed(parts))
+
+
+class SwapWalk:
+    """One walk over a TensorDict and a module together that swaps each tensor as it is
+    matched, recording the undo steps and every missing or unexpected key (dotted).
+
+    With ``preserve`` a parameter slot keeps a parameter (:func:`param_value`) and a buffer
+    slot a buffer (a parameter given to it becomes a plain alias); without, a plain tensor
+    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
+    ``from_module``) and a parameter replaces a buffer as a parameter. A module met again
+    (shared) is swapped once; its originals appear under each of its names. The originals
+    come back as nested ``cls`` TensorDicts (dicts when ``cls`` is None)."""
+
+    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected", "unflag")
+
+    def __init__(self, preserve: bool, cls: Any) -> None:
+        self.preserve = preserve
+        self.cls = cls
+        self.undo: _Undo = []
+        self.moves: _Moves = []
+        self.unflag: _Unflag = []
+        self.memo: dict[int, Any] = {}
+        self.missing: list[str] = []
+        self.unexpected: list[str] = []
+
+    def swap(self) -> Swap:
+        """What undoes the walk so far."""
+        return Swap(self.undo, None, self.moves, self.unflag)
+
+    def walk(self, td: Any, module: nn.Module, path: _Path) -> dict[str, Any]:
+        """Swap ``td``'s tensors into ``module`` (at ``path``); returns the originals."""
+        entries: dict[str, Any] = td._tensordict
+        originals: dict[str, Any] = {}
+        matched = 0
+        params = module._parameters
+        buffers = module._buffers
+        if self.preserve:  # (nothing moves between stores: each is walked as it is)
+            if params:
+                matched = self._params_preserved(params, entries, originals, path)
+            if buffers:
+                matched += self._store(module, "_buffers", entries, originals, path, buffers)
+        elif params or buffers:  # both stores as they were before either changed
+            pending = dict(buffers)
+            if params:
+                matched = self._store(module, "_parameters", entries, originals, path, params)
+            if pending:
+                matched += self._store(module, "_buffers", entries, originals, path, pending)
+        memo = self.memo
+        for name, child in module._modules.items():
+            if child is None:
+                continue
+            sub = entries.get(name)
+            if sub is None:
+                if _has_tensors(child):
+                    self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if not isinstance(sub, CollectionPrimitives):
+                self.unexpected.append(_dotted(path, name))
+                continue
+            got = memo.get(id(child), memo)
+            if got is memo:  # (not met before)
+                inner = self.walk(sub, child, (path, name))
+                cls = self.cls
+                got = memo[id(child)] = (
+                    None
+                    if not inner
+                    else inner
+                    if cls is None
+                    else cls._new_unsafe(inner, NO_BATCH, None, None)
+                )
+            if got is not None:
+                originals[name] = got
+        if matched != len(entries):  # keys naming no slot (a store may have moved names)
+            stores = (params, buffers, module._modules)
+            slots = {k for store in stores for k, v in store.items() if v is not None}
+            self.unexpected.extend(
+                _dotted(path, k) for k in sorted(k for k in entries if k not in slots)
+            )
+        return originals
+
+    def _params_preserved(
+        self,
+        params: dict[str, Any],
+        entries: dict[str, Any],
+        originals: dict[str, Any],
+        path: _Path,
+    ) -> int:
+        undo = self.undo
+        matched = 0
+        for name, current in params.items():  # (values reassigned, keys unchanged: safe)
+            if current is None:
+                continue
+            value = entries.get(name)
+            if value is None:
+                self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if type(value) is Tensor and not value.requires_grad:  # (param_value inlined)
+                grad = current.requires_grad
+                if grad and functorch_wrapped(value):
+                    params[name] = value.as_subclass(_PARAMETER)
+                else:
+                    params[name] = _make_subclass(_PARAMETER, value, grad)
+            elif isinstance(value, Tensor):
+                params[name] = param_value(value, current)
+            else:
+                self.unexpected.append(_dotted(path, name))
+                continue
+            undo.append((params, name, current))
+            originals[name] = current
+        return matched
+
+    def _store(
+        self,
+        module: nn.Module,
+        kind: str,
+        entries: dict[str, Any],
+        originals: dict[str, Any],
+        path: _Path,
+        before: dict[str, Any],
+    ) -> int:
+        """One store of ``module`` (all but preserved parameters), as ``before`` holds it."""
+        store: dict[str, Any] = module.__dict__[kind]
+        to_params = kind == "_parameters"
+        preserve = self.preserve
+        undo = self.undo
+        other: dict[str, Any] = {}
+        order: tuple[str, ...] = ()
+        matched = 0
+        for name, current in list(before.items()):
+            if current is None:
+                continue
+            value = entries.get(name)
+            if value is None:
+                self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if not isinstance(value, Tensor):
+                self.unexpected.append(_dotted(path, name))
+                continue
+            originals[name] = current
+            if preserve:  # (a buffer slot: a parameter given to it becomes a plain alias)
+                store[name] = value.as_subclass(Tensor) if _is_param(value) else value
+                undo.append((store, name, current))
+                continue
+            if _is_param(value) == to_params:
+                store[name] = value
+                undo.append((store, name, current))
+                continue
+            if not order:
+                order = tuple(store)
+                other = module.__dict__["_buffers" if to_params else "_parameters"]
+            del store[name]
+            other[name] = value
+            self.moves.append((other, store, name, current, order))
+            if to_params:  # a parameter slot given a plain tensor: a non-persistent buffer
+                flags = module._non_persistent_buffers_set
+                if name not in flags:
+                    flags.add(name)
+                    self.unflag.append((flags, name))
+        return matched
+
+
+# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
+# tensor, the new tensor, the path of the module's submodule).
+Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
+
+
+def plan_swap(
+    td: Any,
+    module: nn.Module,
+    plan: Plan,
+    path: tuple[str, ...],
+    missing: list[str],
+    unexpected: list[str],
+    memo: dict[int, dict[str, Any]],
+) -> dict[str, Any]:
+    """``to_module(inplace=True)``: match ``td``'s tensors with ``module``'s into ``plan``
+    (the rules of :class:`SwapWalk`), changing nothing; returns the tensors to be replaced
+    as a nested dict. A module met again (shared) is planned once:
+    ``memo`` maps it to its originals, which appear under each of its names."""
+    originals: dict[str, Any] = {}
+    entries = td._tensordict
+    keys = set(entries)
+    for kind in ("_parameters", "_buffers"):
+        store: dict[str, Any] = getattr(module, kind)
+        for name, current in list(store.items()):
+            if current is None:
+                continue
+            if name not in keys:
+                missing.append(".".join((*path, name)))
+                continue
+            keys.discard(name)
+            value = entries[name]
+            if not isinstance(value, Tensor):
+                unexpected.append(".".join((*path, name)))
+                continue
+            plan.append((module, kind, name, current, value, path))  # key joined on error
+            originals[name] = current
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        if name not in keys:
+            if _has_tensors(child):
+                missing.append(".".join((*path, name)))
+            continue
+        keys.discard(name)
+        sub = entries[name]
+        if not isinstance(sub, CollectionPrimitives):
+            unexpected.append(".".join((*path, name)))
+            continue
+        inner = memo.get(id(child))
+        if inner is None:
+            inner = memo[id(child)] = plan_swap(
+                sub, child, plan, (*path, name), missing, unexpected, memo
+            )
+        if inner:
+            originals[name] = inner
+    unexpected.extend(".".join((*path, k)) for k in sorted(keys))
+    return originals
+
+
+def copy_checked(call: str, plan: Plan, non_blocking: bool = False) -> None:
+    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
+    for _, _, name, current, value, path in plan:
+        if value.shape != current.shape:
+            key = ".".join((*path, name))
+            raise ValueError(
+                f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
+                f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
+            )
+    with torch.no_grad():
+        for _, _, _, current, value, _ in plan:
+            current.copy_(value, non_blocking=non_blocking)
+
+
+def map_tree(nested: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
+    """``nested`` with ``fn`` applied to every leaf."""
+    return {k: map_tree(v, fn) if isinstance(v, dict) else fn(v) for k, v in nested.items()}
+
+
+def as_tree(cls: Any, nested: dict[str, Any]) -> Any:
+    """A nested dict as a ``cls`` (TensorDict) with an empty batch size, level by level."""
+    entries = {k: as_tree(cls, v) if type(v) is dict else v for k, v in nested.items()}
+    return cls._new_unsafe(entries, NO_BATCH, None, None)
