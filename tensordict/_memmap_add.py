@@ -9,6 +9,7 @@ import os
 import shutil
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from tensordict._format import META, VERSION, encode_name
@@ -166,6 +167,10 @@ def add_leaf(
             f"{call}({key!r}): shape {tuple(source.shape)} does not start with batch_size "
             f"{tuple(bs)}"
         )
+    stand_in: Any = torch.zeros((), dtype=source.dtype).expand(source.shape)  # no memory
+    for part in reversed(rest[1:]):
+        stand_in = TensorDict._new_unsafe({part: stand_in}, bs, node.device, None)
+    node._convert(stand_in, rest[0], call)  # the entry's own checks (a tensorclass's fields)
     if len(changed) > 1 + len(route):  # (the parents above were checked already)
         _writable(call, key, [f for f, _ in changed[1 + len(route) :]])
     value: Any = source

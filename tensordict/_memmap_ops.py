@@ -364,6 +364,11 @@ class MemmapOps(CollectionPrimitives):
         >>> td.make_memmap_from_tensor("a", torch.ones(2)).tolist(), td.is_memmap()
         ([1.0, 1.0], True)
         """
+        if tensor.is_nested:
+            raise TypeError(
+                f"{self._call('make_memmap_from_tensor')}: nested (ragged) tensors are not "
+                f"supported, got one for key {key!r}; pad it (torch.nested.to_padded_tensor)"
+            )
         return self._new_memmap_leaf(
             "make_memmap_from_tensor",
             key,

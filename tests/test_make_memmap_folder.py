@@ -137,6 +137,36 @@ def test_an_existing_key_is_refused_as_key_and_runtime_error(tmp_path: Path) -> 
         td.make_memmap(("b", "c", "d"), (1,))
 
 
+@tensorclass
+class _Point:
+    x: torch.Tensor
+
+
+def test_a_tensorclass_field_is_added_and_a_non_field_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ckpt"
+    td = TensorDict({"p": _Point(x=torch.zeros(2), batch_size=[2])}, [2]).memmap(path)
+    before = _files(path)
+    with pytest.raises(AttributeError, match="_Point.make_memmap: 'z' is not a field of _Point"):
+        td["p"].make_memmap("z", (2, 3))
+    assert _files(path) == before
+    empty = TensorDict({"p": _Point(x=None, batch_size=[2])}, [2]).memmap(tmp_path / "e")
+    empty["p"].make_memmap_from_tensor("x", torch.ones(2))
+    loaded = TensorDict.load_memmap(tmp_path / "e")
+    assert isinstance(loaded["p"], _Point) and loaded["p"].x.tolist() == [1.0, 1.0]
+
+
+def test_nested_tensors_are_refused(tmp_path: Path) -> None:
+    td = TensorDict({}, []).memmap_(tmp_path / "ckpt")
+    ragged = torch.nested.nested_tensor([torch.zeros(1, 2), torch.zeros(1, 3)], layout=torch.jagged)
+    with pytest.raises(TypeError, match=r"make_memmap_from_tensor: nested \(ragged\) tensors"):
+        td.make_memmap_from_tensor("r", ragged)
+    with pytest.raises(TypeError, match=r"make_memmap: nested \(ragged\) shapes"):
+        td.make_memmap("r", torch.tensor([[1, 2], [1, 3]]))
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["meta.json"]
+
+
 def test_a_shape_without_the_batch_size_is_refused_before_writing(tmp_path: Path) -> None:
     path = tmp_path / "ckpt"
     td = TensorDict({}, [4]).memmap_(path)
