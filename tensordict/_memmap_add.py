@@ -167,15 +167,10 @@ def add_leaf(
             f"{call}({key!r}): shape {tuple(source.shape)} does not start with batch_size "
             f"{tuple(bs)}"
         )
-    stand_in: Any = torch.zeros((), dtype=source.dtype).expand(source.shape)  # no memory
-    for part in reversed(rest[1:]):
-        stand_in = TensorDict._new_unsafe({part: stand_in}, bs, node.device, None)
-    node._convert(stand_in, rest[0], call)  # the entry's own checks (a tensorclass's fields)
+    stand_in = torch.zeros((), dtype=source.dtype).expand(source.shape)  # no memory
+    node._convert(_nest(stand_in, rest, node), rest[0], call)  # its checks (tensorclass fields)
     if len(changed) > 1 + len(route):  # (the parents above were checked already)
         _writable(call, key, [f for f, _ in changed[1 + len(route) :]])
-    value: Any = source
-    for part in reversed(rest[1:]):
-        value = TensorDict._new_unsafe({part: value}, bs, node.device, None)
     taken = {r.get("file", r.get("dir")) for r in meta["entries"].values()}
     taken |= set(os.listdir(here))  # nothing on disk is overwritten, even stray files
     last = ".memmap" if len(rest) == 1 else ""
@@ -190,11 +185,11 @@ def add_leaf(
             "with make_memmap_from_tensor instead"
         )
     writer = _Writer(call, like, None, False)
-    record = writer.entry(rest[0], value, here, taken, key)
     made = os.path.join(here, names[0])
     rel = _relative(top)
     plan = {"sizes": {}, "folders": [rel(f) for f, _ in changed]}
     try:
+        record = writer.entry(rest[0], _nest(source, rest, node), here, taken, key)
         (leaf,) = writer.run(1)
         writer.write_metas()  # the new sub-folders' own meta.json
         meta["entries"][rest[0]] = record
@@ -212,9 +207,7 @@ def add_leaf(
         raise
     os.replace(os.path.join(top, JOURNAL), os.path.join(top, COMMIT))
     _finish(top, plan)
-    value = leaf
-    for part in reversed(rest[1:]):
-        value = TensorDict._new_unsafe({part: value}, bs, node.device, None)
+    value = _nest(leaf, rest, node)
     if record["kind"] == "collection":
         record_folders(value, made, record["meta"])
     # added through the lock as upstream adds it (a saved collection is locked), even to a
@@ -226,6 +219,17 @@ def add_leaf(
         value.lock_()
         note_parent(value, node)
     return leaf
+
+
+def _nest(leaf: Any, rest: tuple[str, ...], node: Any) -> Any:
+    """``leaf`` inside new TensorDicts for the keys ``rest[1:-1]`` (the entry ``rest[0]``
+    of ``node``), as ``node`` would hold them: its batch size and device."""
+    from tensordict._td import TensorDict
+
+    value = leaf
+    for part in reversed(rest[1:]):
+        value = TensorDict._new_unsafe({part: value}, node.batch_size, node.device, None)
+    return value
 
 
 def _stale(call: str, folder: str, key: str) -> str:
