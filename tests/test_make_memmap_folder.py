@@ -138,7 +138,7 @@ def test_an_existing_key_is_refused_as_key_and_runtime_error(tmp_path: Path) -> 
 
 
 @tensorclass
-class _Point:
+class _MemmapAddPoint:
     x: torch.Tensor
 
 
@@ -146,15 +146,17 @@ def test_a_tensorclass_field_is_added_and_a_non_field_refused_before_writing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "ckpt"
-    td = TensorDict({"p": _Point(x=torch.zeros(2), batch_size=[2])}, [2]).memmap(path)
+    td = TensorDict({"p": _MemmapAddPoint(x=torch.zeros(2), batch_size=[2])}, [2]).memmap(path)
     before = _files(path)
-    with pytest.raises(AttributeError, match="_Point.make_memmap: 'z' is not a field of _Point"):
+    with pytest.raises(
+        AttributeError, match="_MemmapAddPoint.make_memmap: 'z' is not a field of _MemmapAddPoint"
+    ):
         td["p"].make_memmap("z", (2, 3))
     assert _files(path) == before
-    empty = TensorDict({"p": _Point(x=None, batch_size=[2])}, [2]).memmap(tmp_path / "e")
+    empty = TensorDict({"p": _MemmapAddPoint(x=None, batch_size=[2])}, [2]).memmap(tmp_path / "e")
     empty["p"].make_memmap_from_tensor("x", torch.ones(2))
     loaded = TensorDict.load_memmap(tmp_path / "e")
-    assert isinstance(loaded["p"], _Point) and loaded["p"].x.tolist() == [1.0, 1.0]
+    assert isinstance(loaded["p"], _MemmapAddPoint) and loaded["p"].x.tolist() == [1.0, 1.0]
 
 
 def test_nested_tensors_are_refused(tmp_path: Path) -> None:
@@ -341,7 +343,7 @@ def test_an_archive_keeps_new_leaves_in_memory(tmp_path: Path) -> None:
 
 # ------------------------------------------------- re-saving leaves no file of the old save
 @tensorclass
-class _Holder:
+class _MemmapAddHolder:
     value: Any
 
 
@@ -349,8 +351,8 @@ class _Holder:
     ("first", "second"),
     [
         (
-            lambda: _Holder(value=1 + 2j, batch_size=[]),
-            lambda: _Holder(value="json", batch_size=[]),
+            lambda: _MemmapAddHolder(value=1 + 2j, batch_size=[]),
+            lambda: _MemmapAddHolder(value="json", batch_size=[]),
         ),
         (
             lambda: torch.stack([NonTensorData(1 + 2j, []), NonTensorData(3 + 4j, [])]),
