@@ -426,6 +426,8 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
 class _ArchiveLoader(_Loader):
     """The folder loader's validation, reading an archive's members instead of files."""
 
+    folders = False
+
     def __init__(
         self, call: str, verify: bool, allow_pickle: bool | None, archive: Archive, mode: str = "r"
     ) -> None:

@@ -64,6 +64,8 @@ def _well_typed(meta: dict[str, Any]) -> bool:
 
 
 class _Loader:
+    folders = True  # loaded collections remember their folder (an archive's have none)
+
     def __init__(self, call: str, verify: bool, allow_pickle: bool | None) -> None:
         self.call = call
         self.verify = verify
@@ -309,7 +311,10 @@ class _Loader:
                     )
                 names.add(name)
             entries[key] = self.entry(folder, path, key, record, bs, device)
-        return _build(cls, entries, bs, dev, meta["names"])
+        td = _build(cls, entries, bs, dev, meta["names"])
+        if self.folders:
+            td._saved_folder = folder
+        return td
 
     def entry(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any

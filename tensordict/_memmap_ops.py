@@ -253,7 +253,7 @@ class MemmapOps(CollectionPrimitives):
             for old, new in pairs:
                 mapping[id(old)] = new
 
-        save(
+        meta = save(
             self,
             prefix,
             call=call,
@@ -268,7 +268,10 @@ class MemmapOps(CollectionPrimitives):
         out = map_leaves(self, lambda x: mapping[id(x)])
         if inplace:
             _swap_leaves(self, out)
-            return self
+            out = self
+        from tensordict._memmap_add import record_folders
+
+        record_folders(out, os.path.abspath(prefix), meta)
         return out
 
     def _memmap_archive(
@@ -320,18 +323,40 @@ class MemmapOps(CollectionPrimitives):
     def make_memmap(
         self, key: Any, shape: Any, *, dtype: torch.dtype | None = None, robust_key: Any = True
     ) -> MemoryMappedTensor:
-        """A new memory-mapped leaf at ``key`` (in shared memory), returned for filling;
-        a KeyError when ``key`` is already an entry."""
-        self._check_new_memmap_key("make_memmap", key)
-        leaf = MemoryMappedTensor.empty(tuple(shape), dtype=dtype)
-        self._add_memmap_leaf(key, leaf)
-        return leaf
+        """A new memory-mapped leaf at ``key`` (zeros, of ``shape`` and ``dtype``), returned
+        for filling. In a collection saved to a folder (:attr:`saved_path`) its file is
+        written in that folder and added to the checkpoint (a later load sees it; nested
+        keys make sub-folders); otherwise it lives in shared memory. A ``RuntimeError``
+        (also a ``KeyError``) when ``key`` is already an entry.
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp() + "/ckpt"
+        >>> td = TensorDict({}, [2]).memmap_(path)
+        >>> td.make_memmap(("obs", "x"), (2, 3)).fill_(1.0).shape
+        torch.Size([2, 3])
+        >>> TensorDict.load_memmap(path)["obs", "x"].sum().item()
+        6.0
+        """
+        from tensordict._memmap import _shape_arg
+
+        size = _shape_arg(self._call("make_memmap"), (shape,))
+        dtype = torch.get_default_dtype() if dtype is None else dtype
+        return self._new_memmap_leaf(
+            "make_memmap",
+            key,
+            lambda: torch.empty(size, dtype=dtype, device="meta"),
+            like=True,
+            in_memory=lambda: MemoryMappedTensor.empty(size, dtype=dtype),
+        )
 
     def make_memmap_from_tensor(
         self, key: Any, tensor: Tensor, *, copy_data: bool = True, robust_key: Any = True
     ) -> MemoryMappedTensor:
         """A new memory-mapped leaf at ``key`` with the shape and dtype of ``tensor`` (and
-        its values unless ``copy_data=False``), returned; a KeyError when ``key`` exists.
+        its values unless ``copy_data=False``), returned: in the folder the collection is
+        saved to (as :meth:`make_memmap`), or in shared memory; a ``RuntimeError`` (also a
+        ``KeyError``) when ``key`` exists.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -339,10 +364,18 @@ class MemmapOps(CollectionPrimitives):
         >>> td.make_memmap_from_tensor("a", torch.ones(2)).tolist(), td.is_memmap()
         ([1.0, 1.0], True)
         """
-        self._check_new_memmap_key("make_memmap_from_tensor", key)
-        leaf = MemoryMappedTensor.from_tensor(tensor, copy_data=copy_data)
-        self._add_memmap_leaf(key, leaf)
-        return leaf
+        if tensor.is_nested:
+            raise TypeError(
+                f"{self._call('make_memmap_from_tensor')}: nested (ragged) tensors are not "
+                f"supported, got one for key {key!r}; pad it (torch.nested.to_padded_tensor)"
+            )
+        return self._new_memmap_leaf(
+            "make_memmap_from_tensor",
+            key,
+            lambda: tensor.detach().as_subclass(Tensor),  # copied, even from a mapped file
+            like=not copy_data,
+            in_memory=lambda: MemoryMappedTensor.from_tensor(tensor, copy_data=copy_data),
+        )
 
     def make_memmap_from_storage(
         self,
@@ -354,8 +387,12 @@ class MemmapOps(CollectionPrimitives):
         robust_key: Any = True,
     ) -> MemoryMappedTensor:
         """A new memory-mapped leaf at ``key`` viewing ``storage`` (a memory-mapped or
-        shared-memory storage) as ``shape`` and ``dtype``, returned; a KeyError when
-        ``key`` exists.
+        shared-memory storage) as ``shape`` and ``dtype``, returned; a ``RuntimeError``
+        (also a ``KeyError``) when ``key`` exists.
+
+        In a collection saved to a folder (:attr:`saved_path`) the leaf is a new file of
+        that checkpoint holding a copy of the storage's bytes (a checkpoint's leaves are its
+        own files), and a storage mapping another file is refused.
 
         >>> import torch
         >>> from tensordict import MemoryMappedTensor, TensorDict
@@ -364,12 +401,55 @@ class MemmapOps(CollectionPrimitives):
         >>> td.make_memmap_from_storage("a", source.untyped_storage(), (2, 3)).shape
         torch.Size([2, 3])
         """
-        self._check_new_memmap_key("make_memmap_from_storage", key)
-        leaf = MemoryMappedTensor.from_storage(storage, shape=tuple(shape), dtype=dtype)
-        self._add_memmap_leaf(key, leaf)
-        return leaf
+        dtype = torch.get_default_dtype() if dtype is None else dtype
 
-    def _add_memmap_leaf(self, key: Any, leaf: MemoryMappedTensor) -> None:
+        def view() -> MemoryMappedTensor:
+            return MemoryMappedTensor.from_storage(storage, shape=tuple(shape), dtype=dtype)
+
+        from tensordict._memmap_backing import backing_of
+
+        raw = storage.untyped() if isinstance(storage, torch.TypedStorage) else storage
+        backing = backing_of(raw)
+        own = backing.filename if backing is not None else getattr(raw, "filename", None)
+        return self._new_memmap_leaf(
+            "make_memmap_from_storage",
+            key,
+            lambda: view().as_subclass(Tensor),
+            like=False,
+            in_memory=view,
+            storage_file=own,
+        )
+
+    def _new_memmap_leaf(
+        self,
+        op: str,
+        key: Any,
+        source: Any,
+        like: bool,
+        in_memory: Any,
+        storage_file: str | None = None,
+    ) -> MemoryMappedTensor:
+        """Add a memory-mapped leaf at ``key``: written into the folder this collection is
+        saved to (``source()``'s values, or zeros with ``like``), else ``in_memory()``."""
+        from tensordict._memmap_add import add_leaf, saved_folder
+
+        call = self._call(op)
+        if self._stack_parts() is not None:
+            raise RuntimeError(
+                f"{call}: a lazy stack cannot hold a new memory-mapped leaf (it would not be "
+                "one contiguous view); make it in each member instead"
+            )
+        self._check_new_memmap_key(op, key)
+        folder = saved_folder(self)
+        if folder is None:
+            leaf: MemoryMappedTensor = in_memory()
+            self._add_memmap_leaf(key, leaf)
+            return leaf
+        from tensordict._keys import key_path
+
+        return add_leaf(self, folder, call, key_path(key, call), source(), like, storage_file)
+
+    def _add_memmap_leaf(self, key: Any, leaf: Any) -> None:
         """``set`` for the make_memmap family, which adds to a memory-mapped (so locked)
         collection as upstream's does; the lock, where there was one, is put back."""
         if not self._is_locked:
@@ -383,9 +463,11 @@ class MemmapOps(CollectionPrimitives):
 
     def _check_new_memmap_key(self, op: str, key: Any) -> None:
         if key in self.keys(include_nested=True):
-            raise KeyError(
-                f"{self._call(op)}: key {key!r} is already an entry; a new memory-mapped "
-                "leaf needs a new key"
+            from tensordict._memmap_add import EntryExistsError
+
+            raise EntryExistsError(
+                f"{self._call(op)}: the key {key!r} already exists within the target "
+                "tensordict; delete that entry before making a new memory-mapped leaf there"
             )
 
     def memmap_refresh_(self, *, allow_pickle: bool | None = None) -> Self:
@@ -515,9 +597,11 @@ class MemmapOps(CollectionPrimitives):
 
     @property
     def saved_path(self) -> str | None:
-        """The checkpoint folder this collection was saved as (its root, also when every
-        leaf lies in one sub-folder), when every tensor leaf maps a file of it; else None
-        (leaves in memory or shared memory, mixed checkpoints, an archive).
+        """The checkpoint folder this collection was saved as or loaded from (also while it
+        holds no leaf; :meth:`make_memmap` adds leaves there), as long as every tensor leaf
+        maps a file of it; else None (leaves in memory or shared memory, mixed checkpoints,
+        an archive). A collection assembled from mapped leaves gives the folder of their
+        checkpoint's root.
 
         >>> import tempfile, torch
         >>> from tensordict import TensorDict
@@ -526,6 +610,11 @@ class MemmapOps(CollectionPrimitives):
         >>> td.saved_path == path, TensorDict({"a": torch.zeros(2)}, [2]).saved_path
         (True, None)
         """
+        from tensordict._memmap_add import saved_folder
+
+        folder = saved_folder(self)
+        if folder is not None:
+            return folder
         roots: set[str] = set()
         if not _checkpoint_roots(self, 0, roots) or len(roots) != 1:
             return None

@@ -209,9 +209,9 @@ def save(
     allow_pickle: bool | None = None,
     on_leaves: Callable[[list[tuple[Tensor, MemoryMappedTensor]]], None] | None = None,
     pbar: bool = False,
-) -> None:
+) -> dict[str, Any]:
     """Write ``td`` as a checkpoint at ``prefix`` and commit it atomically (spec section 7);
-    ``pbar`` shows a progress bar advancing per leaf file."""
+    ``pbar`` shows a progress bar advancing per leaf file. Returns the root's metadata."""
     target = os.path.abspath(os.fspath(prefix))
     _check_replaceable(target, call)
     parent = os.path.dirname(target)
@@ -220,7 +220,7 @@ def save(
     staging = f"{target}.{token}.partial"
     writer = _Writer(call, like, allow_pickle, checksum)
     try:
-        writer.folder(td, staging, ())
+        meta = writer.folder(td, staging, ())
         bar = progress_bar(call, len(writer.jobs), unit="leaf") if pbar else None
         try:
             leaves = writer.run(num_threads, bar)
@@ -237,6 +237,7 @@ def save(
     rename_files(staging, target)
     if on_leaves is not None:
         on_leaves([(job[0], leaf) for job, leaf in zip(writer.jobs, leaves, strict=True)])
+    return meta
 
 
 def _check_replaceable(target: str, call: str) -> None:

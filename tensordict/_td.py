@@ -139,9 +139,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     torch.Size([4])
     """
 
-    __slots__ = ("_tensordict",)
+    # _saved_folder: the checkpoint folder it was saved as or loaded from (unset: none)
+    __slots__ = ("_saved_folder", "_tensordict")
     _abstract = False
     _tensordict: dict[str, Any]
+    _saved_folder: str
 
     def __init__(
         self,
