@@ -211,7 +211,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     torch.Size([6, 4])
     """
     tds = list(tds)
-    _check_members("torch.cat", tds)
+    if not tds or not isinstance(tds[0], CollectionPrimitives):
+        _check_members("torch.cat", tds)  # raises
     # dense or lazy storage is a property of a class: asked once of the first member's
     # class, and of each member of another class
     first = tds[0]
@@ -220,6 +221,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     as_is = not lazy and first._as_dense("torch.cat") is first  # its class needs no conversion
     for td in tds:
         if type(td) is not cls:
+            if not isinstance(td, CollectionPrimitives):
+                _check_members("torch.cat", tds)  # raises
             as_is = False
             lazy = lazy or td._stack_parts() is not None
     if lazy:
