@@ -182,36 +182,42 @@ class TensorClass(TensorDict):
         **kwargs: Any,
     ) -> None:
         cls = type(self)
-        fields = cls._fields
-        if (  # the common call: every field positionally, batch_size=[N], nothing else
+        if (  # the common call: every field given, batch_size=[N], nothing else
             cls._plain_init
-            and type(batch_size) is list
-            and len(batch_size) == 1
-            and type(b0 := batch_size[0]) is int
-            and b0 >= 0
-            and len(args) == len(fields)
-            and not kwargs
             and device is None
             and names is None
             and not lock
+            and (type(batch_size) is list or type(batch_size) is torch.Size)
+            and len(batch_size) == 1
+            and type(b0 := batch_size[0]) is int
+            and b0 >= 0
         ):
-            # plain tensors with the batch's first dim are stored as given, as
-            # _fill_pairs stores them; anything else takes the general path below
-            for value in args:
-                if type(value) is not Tensor:
-                    break
-                try:
-                    if value.shape[0] != b0:
+            values: Any
+            if not kwargs and len(args) == len(cls._fields):
+                values = args
+            elif not args and kwargs.keys() == cls._field_set:
+                values = kwargs.values()  # and kwargs, a fresh dict, becomes the store
+            else:
+                values = None
+            if values is not None:
+                # plain tensors with the batch's first dim are stored as given, as
+                # _fill_pairs stores them; anything else takes the general path below
+                for value in values:
+                    if type(value) is not Tensor:
                         break
-                except IndexError:  # a 0-dim tensor: reported by the general path
-                    break
-            else:  # the slot descriptors directly: no per-attribute __setattr__ hop
-                _SET_BS(self, _SIZES.get(b0) or torch.Size(batch_size))
-                _SET_DEVICE(self, None)
-                _SET_NAMES(self, None)
-                _SET_LOCKED(self, False)
-                _SET_STORE(self, cls._pack(*args))
-                return
+                    try:
+                        if value.shape[0] != b0:
+                            break
+                    except IndexError:  # a 0-dim tensor: reported by the general path
+                        break
+                else:  # the slot descriptors directly: no __setattr__ hop
+                    size = batch_size if type(batch_size) is torch.Size else _SIZES.get(b0)
+                    _SET_BS(self, size or torch.Size(batch_size))
+                    _SET_DEVICE(self, None)
+                    _SET_NAMES(self, None)
+                    _SET_LOCKED(self, False)
+                    _SET_STORE(self, cls._pack(*args) if values is args else kwargs)
+                    return
         self._init(args, kwargs, batch_size, device, names, lock)
 
     def _init(

@@ -70,6 +70,36 @@ def test_positional_construction_matches_keywords(cls: Any) -> None:
     _same(cls(a, b, batch_size=[3]), cls(**{names[0]: a, names[1]: b}, batch_size=[3]))
 
 
+def test_keyword_construction_stores_the_tensors_in_call_order() -> None:
+    a, b = _fields(_Pair)
+    x = _Pair(reward=b, obs=a, batch_size=[3])
+    assert x.obs is a and x.reward is b and list(x.keys()) == ["reward", "obs"]
+    y = _Pair(a, reward=b, batch_size=[3])  # mixed: the general path, fields' order
+    assert list(y.keys()) == ["obs", "reward"] and y.reward is b
+
+
+@pytest.mark.parametrize("batch_size", [[3], torch.Size([3]), (3,), 3])
+def test_every_one_dim_batch_size_spelling_gives_the_same(batch_size: Any) -> None:
+    a, b = _fields(_Pair)
+    for x in (_Pair(a, b, batch_size=batch_size), _Pair(obs=a, reward=b, batch_size=batch_size)):
+        assert x.batch_size == torch.Size([3]) and type(x.batch_size) is torch.Size
+        assert x.obs is a and x.reward is b
+
+
+def test_keyword_construction_still_checks_the_field_names_and_leaves() -> None:
+    a, b = _fields(_Pair)
+    with pytest.raises(TypeError, match="_Pair.__init__: unexpected field 'bogus'"):
+        _Pair(obs=a, bogus=b, batch_size=[3])
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'reward'"):
+        _Pair(obs=a, batch_size=[3])
+    with pytest.raises(ValueError, match="reward"):
+        _Pair(obs=a, reward=torch.zeros(4), batch_size=[3])
+    with pytest.raises(ValueError, match=r"_Pair.__init__: batch_size must not hold negative"):
+        _Pair(obs=a, reward=b, batch_size=torch.Size([-1]))
+    optional = _Pair(obs=a, reward=None, batch_size=[3])
+    assert optional.reward is None and list(optional.keys()) == ["obs"]
+
+
 def test_positional_construction_keeps_each_class_option() -> None:
     a, b = _fields(_Pair)
     assert _Frozen(a, b, batch_size=[3]).is_locked
