@@ -182,16 +182,10 @@ class TensorClass(TensorDict):
         **kwargs: Any,
     ) -> None:
         cls = type(self)
-        if (  # the common call: every field given, batch_size=[N], nothing else
-            cls._plain_init
-            and device is None
-            and names is None
-            and not lock
-            and (type(batch_size) is list or type(batch_size) is torch.Size)
-            and len(batch_size) == 1
-            and type(b0 := batch_size[0]) is int
-            and b0 >= 0
-        ):
+        # the common call: every field given (all positionally or all by keyword), as a
+        # plain tensor that starts with the batch size, and nothing else: stored as given,
+        # as _fill_pairs would store it; anything else takes the general path, _init
+        if cls._plain_init and device is None and names is None and not lock:
             values: Any
             if not kwargs and len(args) == len(cls._fields):
                 values = args
@@ -200,19 +194,35 @@ class TensorClass(TensorDict):
             else:
                 values = None
             if values is not None:
-                # plain tensors with the batch's first dim are stored as given, as
-                # _fill_pairs stores them; anything else takes the general path below
-                for value in values:
-                    if type(value) is not Tensor:
-                        break
-                    try:
-                        if value.shape[0] != b0:
-                            break
-                    except IndexError:  # a 0-dim tensor: reported by the general path
-                        break
-                else:  # the slot descriptors directly: no __setattr__ hop
+                plain = False
+                if (  # [N]: checked here, no call
+                    (type(batch_size) is list or type(batch_size) is torch.Size)
+                    and len(batch_size) == 1
+                    and type(b0 := batch_size[0]) is int
+                    and b0 >= 0
+                ):
                     size = batch_size if type(batch_size) is torch.Size else _SIZES.get(b0)
-                    _SET_BS(self, size or torch.Size(batch_size))
+                    size = size or torch.Size(batch_size)
+                    for value in values:
+                        if type(value) is not Tensor:
+                            break
+                        try:
+                            if value.shape[0] != b0:
+                                break
+                        except IndexError:  # a 0-dim tensor: reported by _init
+                            break
+                    else:
+                        plain = True
+                else:  # the error for a bad batch_size is _init's own
+                    size = as_batch_size(batch_size, f"{cls.__name__}.__init__")
+                    n = len(size)
+                    for value in values:
+                        if type(value) is not Tensor or value.shape[:n] != size:
+                            break
+                    else:
+                        plain = True
+                if plain:  # the slot descriptors directly: no __setattr__ hop
+                    _SET_BS(self, size)
                     _SET_DEVICE(self, None)
                     _SET_NAMES(self, None)
                     _SET_LOCKED(self, False)

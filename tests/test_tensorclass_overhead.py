@@ -86,6 +86,29 @@ def test_every_one_dim_batch_size_spelling_gives_the_same(batch_size: Any) -> No
         assert x.obs is a and x.reward is b
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "expected"),
+    [([3, 2], [3, 2]), (torch.Size([3, 2]), [3, 2]), (None, []), ([], []), (3, [3])],
+)
+def test_other_batch_sizes_store_the_tensors_as_given(batch_size: Any, expected: Any) -> None:
+    a, b = torch.randn(3, 2, 4), torch.randn(3, 2)
+    for x in (_Pair(a, b, batch_size=batch_size), _Pair(obs=a, reward=b, batch_size=batch_size)):
+        assert x.batch_size == torch.Size(expected)
+        assert x.obs is a and x.reward is b
+
+
+def test_other_batch_sizes_still_check_every_leaf() -> None:
+    a = torch.zeros(3, 2, 4)
+    with pytest.raises(ValueError, match="reward"):
+        _Pair(a, torch.zeros(3, 5), batch_size=[3, 2])
+    with pytest.raises(ValueError, match="reward"):
+        _Pair(obs=a, reward=torch.tensor(1.0), batch_size=[3, 2])
+    with pytest.raises(ValueError, match="_Pair.__init__: batch_size must not hold negative"):
+        _Pair(a, torch.zeros(3, 2), batch_size=[3, -2])
+    x = _Pair(torch.tensor(1.0), torch.tensor(2.0))  # no batch: 0-dim leaves are fine
+    assert x.batch_size == torch.Size([]) and x.reward.item() == 2.0
+
+
 def test_keyword_construction_still_checks_the_field_names_and_leaves() -> None:
     a, b = _fields(_Pair)
     with pytest.raises(TypeError, match="_Pair.__init__: unexpected field 'bogus'"):
