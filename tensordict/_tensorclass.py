@@ -124,6 +124,7 @@ class TensorClass(TensorDict):
     _hint_unions: ClassVar[frozenset[str]] = frozenset()
     _custom_setattr: ClassVar[bool] = False
     _plain_init: ClassVar[bool] = False  # __init__ may store plain tensors as they come
+    _init_tail: ClassVar[bool] = False  # __init__ ends with __post_init__ or a lock
     _pack: ClassVar[Callable[..., dict[str, Any]]]  # one value per field -> {field: value}
     _shadowed: ClassVar[tuple[str, ...]] = ()
     _autocast = False
@@ -227,6 +228,11 @@ class TensorClass(TensorDict):
                     _SET_NAMES(self, None)
                     _SET_LOCKED(self, False)
                     _SET_STORE(self, cls._pack(*args) if values is args else kwargs)
+                    if cls._init_tail:  # as _init ends: __post_init__, then the lock
+                        if cls._post_init is not None:
+                            cls._post_init(self)
+                        if cls._frozen and lock is None:
+                            self.lock_()
                     return
         self._init(args, kwargs, batch_size, device, names, lock)
 
@@ -574,9 +580,9 @@ def _setup(
     cls._autocast = autocast
     cls._nocast = nocast
     cls._frozen = frozen
-    cls._plain_init = (
-        not cls._shadowed and not cls._custom_setattr and cls._post_init is None and not frozen
-    )
+    # autocast casts tensors too (to int, float, ... fields): the general path
+    cls._plain_init = not cls._shadowed and not cls._custom_setattr and not autocast
+    cls._init_tail = cls._post_init is not None or frozen
     cls._shadow = shadow
     cls._tensor_only = tensor_only
     params = [

@@ -123,9 +123,23 @@ def test_keyword_construction_still_checks_the_field_names_and_leaves() -> None:
     assert optional.reward is None and list(optional.keys()) == ["obs"]
 
 
+class _Auto(TensorClass["autocast"]):
+    n: int
+    x: torch.Tensor
+
+
+def test_autocast_classes_keep_casting_tensors() -> None:
+    for auto in (_Auto(torch.ones(()), torch.zeros(2)), _Auto(n=torch.ones(()), x=torch.zeros(2))):
+        assert auto.n == 1 and isinstance(auto.n, int)
+        assert torch.equal(auto.x, torch.zeros(2))
+
+
 def test_positional_construction_keeps_each_class_option() -> None:
     a, b = _fields(_Pair)
     assert _Frozen(a, b, batch_size=[3]).is_locked
+    assert _Frozen(obs=a, reward=b, batch_size=[3, 1][:1]).is_locked
+    assert not _Frozen(a, b, batch_size=[3], lock=False).is_locked
+    assert torch.equal(_Post(obs=a, reward=b, batch_size=[3]).reward, b * 2)
     assert torch.equal(_Post(a, b, batch_size=[3]).reward, b * 2)
     watched = _Watched(a, b, batch_size=[3])
     assert vars(watched)["_seen"] == ["obs", "reward"]
