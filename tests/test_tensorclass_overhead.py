@@ -137,7 +137,7 @@ def test_autocast_classes_keep_casting_tensors() -> None:
 def test_positional_construction_keeps_each_class_option() -> None:
     a, b = _fields(_Pair)
     assert _Frozen(a, b, batch_size=[3]).is_locked
-    assert _Frozen(obs=a, reward=b, batch_size=[3, 1][:1]).is_locked
+    assert _Frozen(obs=a, reward=b, batch_size=[3]).is_locked
     assert not _Frozen(a, b, batch_size=[3], lock=False).is_locked
     assert torch.equal(_Post(obs=a, reward=b, batch_size=[3]).reward, b * 2)
     assert torch.equal(_Post(a, b, batch_size=[3]).reward, b * 2)
