@@ -26,10 +26,11 @@ if TYPE_CHECKING:
 def _check_members(call: str, tds: Sequence[Any]) -> None:
     if not tds:
         raise ValueError(f"{call}: expected a non-empty sequence of TensorDicts")
-    for i, td in enumerate(tds):
+    for td in tds:
         if not isinstance(td, CollectionPrimitives):
+            i = next(i for i, td in enumerate(tds) if not isinstance(td, CollectionPrimitives))
             raise TypeError(
-                f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
+                f"{call}: expected TensorDicts, got {type(tds[i]).__name__} at position {i}"
             )
 
 
@@ -97,25 +98,35 @@ class _NotDense(Exception):
     """The members differ in structure: the stack must be lazy."""
 
 
-def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDictBase:
-    """Stack members of one structure; raises _NotDense as soon as they differ.
+def _dense_stack(tds: Sequence[Any], dim: int, *, one_class: bool = False) -> TensorDictBase:
+    """Stack members of one structure and batch size (of the first's class when
+    ``one_class``); raises _NotDense as soon as they differ.
 
     The structure is checked as the columns are built (same key count, every key present,
     torch.stack refusing other shapes), so the common case walks the members once.
+    Whether a member is stored densely (``_stack_parts() is None``) is a property of its
+    class: asked of the first member and of each member of another class.
     """
     first = tds[0]
     bs = first._batch_size
     new_bs = torch.Size([*bs[:dim], len(tds), *bs[dim:]])
     if first._stack_parts() is not None:
         raise _NotDense
-    n_keys = len(first._tensordict)
-    for td in tds:
-        if td._stack_parts() is not None or len(td._tensordict) != n_keys:
+    cls, store, device = type(first), first._tensordict, first._device
+    n_keys = len(store)
+    stores = []
+    for td in tds:  # one pass: class, batch size, key count, common device
+        if type(td) is not cls and (one_class or td._stack_parts() is not None):
             raise _NotDense
+        if td._batch_size != bs or len(other := td._tensordict) != n_keys:
+            raise _NotDense
+        if td._device != device:
+            device = None
+        stores.append(other)
     entries: dict[str, Any] = {}
-    for key, value in first._tensordict.items():
+    for key, value in store.items():
         try:
-            column = [td._tensordict[key] for td in tds]
+            column = [s[key] for s in stores]
         except KeyError:
             raise _NotDense from None
         if isinstance(value, Tensor):
@@ -131,7 +142,7 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDictBase:
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _NotDense
             if any(v._batch_size != value._batch_size for v in column):
-                raise _NotDense
+                raise _NotDense  # the parent stacks lazily
             try:  # a nested level that differs becomes a lazy stack under a dense parent
                 entries[key] = _dense_stack(column, dim)
             except _NotDense:
@@ -139,13 +150,8 @@ def _dense_stack(tds: Sequence[Any], dim: int) -> TensorDictBase:
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]
-    out: TensorDictBase = first._new_unsafe(entries, new_bs, _common_device(tds), names)
+    out: TensorDictBase = first._new_unsafe(entries, new_bs, device, names)
     return out
-
-
-def _common_device(tds: Sequence[Any]) -> torch.device | None:
-    device = tds[0]._device
-    return device if all(td._device == device for td in tds) else None
 
 
 def stack(tds: Sequence[Any], dim: int = 0) -> Any:
@@ -161,6 +167,14 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     'LazyStackedTensorDict'
     """
     tds = list(tds)
+    tried = False
+    if tds and isinstance(tds[0], CollectionPrimitives):  # the common case, in one pass
+        n = len(tds[0]._batch_size)
+        if -n - 1 <= dim <= n:
+            try:
+                return _dense_stack(tds, dim % (n + 1), one_class=True)
+            except _NotDense:  # below: the error, or a lazy stack
+                tried = True
     _check_members("torch.stack", tds)
     bs = tds[0]._batch_size
     for i, td in enumerate(tds):
@@ -173,7 +187,7 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     if not -n - 1 <= dim <= n:
         raise IndexError(f"torch.stack: dim {dim} is out of range for {n + 1} dims")
     dim %= n + 1
-    if all(type(td) is type(tds[0]) for td in tds):
+    if not tried and all(type(td) is type(tds[0]) for td in tds):
         try:
             return _dense_stack(tds, dim)
         except _NotDense:
@@ -197,11 +211,24 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     torch.Size([6, 4])
     """
     tds = list(tds)
-    _check_members("torch.cat", tds)
-    if any(td._stack_parts() is not None for td in tds):
+    if not tds or not isinstance(tds[0], CollectionPrimitives):
+        _check_members("torch.cat", tds)  # raises
+    # dense or lazy storage is a property of a class: asked once of the first member's
+    # class, and of each member of another class
+    first = tds[0]
+    cls = type(first)
+    lazy = first._stack_parts() is not None
+    as_is = not lazy and first._as_dense("torch.cat") is first  # its class needs no conversion
+    for td in tds:
+        if type(td) is not cls:
+            if not isinstance(td, CollectionPrimitives):
+                _check_members("torch.cat", tds)  # raises
+            as_is = False
+            lazy = lazy or td._stack_parts() is not None
+    if lazy:
         result = _lazy_cat(tds, dim)
     else:
-        result = _cat_dense(tds, dim)
+        result = _cat_dense(tds if as_is else [td._as_dense("torch.cat") for td in tds], dim)
     if out is None:
         return result
     if out._batch_size != result._batch_size:
@@ -246,7 +273,6 @@ def _lazy_cat(tds: list[Any], dim: int) -> Any:
 
 
 def _cat_dense(tds: list[Any], dim: int) -> TensorDictBase:
-    tds = [td._as_dense("torch.cat") for td in tds]
     n = len(tds[0]._batch_size)
     if n == 0:
         raise RuntimeError("torch.cat: TensorDicts with batch_size=[] cannot be concatenated")
@@ -267,18 +293,17 @@ def _where(prefix: tuple[str, ...]) -> str:
     return "/".join(prefix) or "the top level"
 
 
-def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDictBase:
+def _check_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> None:
+    """Raise the first mismatch of ``tds``: key counts first (the clearer error), then
+    batch sizes."""
     first = tds[0]
-    n_keys = len(first._tensordict)
-    bs = first._batch_size
-    names, device = first._names, first._device  # kept when every member has them
-    for i, td in enumerate(tds):  # key counts first: a missing key is the clearer error
-        if len(td._tensordict) != n_keys:
+    for i, td in enumerate(tds):
+        if len(td._tensordict) != len(first._tensordict):
             raise KeyError(
                 f"torch.cat: TensorDict {i} has keys {sorted(td._tensordict)} at "
                 f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             )
-    size = 0
+    bs = first._batch_size
     for i, td in enumerate(tds):
         other = td._batch_size
         if other != bs and (
@@ -288,17 +313,39 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: batch sizes must match except in dim {dim}; got "
                 f"{tuple(bs)} and {tuple(other)} at position {i}"
             )
+
+
+def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorDictBase:
+    first = tds[0]
+    store = first._tensordict
+    n_keys = len(store)
+    bs = first._batch_size
+    names, device = first._names, first._device  # kept when every member has them
+    size = 0
+    stores = []
+    for td in tds:  # one pass; on a mismatch _check_cat finds and reports the first one
+        other = td._batch_size
+        if len(s := td._tensordict) != n_keys or (
+            other != bs
+            and (
+                len(other) != len(bs)
+                or other[:dim] != bs[:dim]
+                or other[dim + 1 :] != bs[dim + 1 :]
+            )
+        ):
+            _check_cat(tds, dim, prefix)
         size += other[dim]
         if names is not None and td._names != names:
             names = None
         if device is not None and td._device != device:
             device = None
+        stores.append(s)
     new_bs = list(bs)
     new_bs[dim] = size
     entries: dict[str, Any] = {}
-    for key, value in first._tensordict.items():
+    for key, value in store.items():
         try:
-            column = [td._tensordict[key] for td in tds]
+            column = [s[key] for s in stores]
         except KeyError:
             bad = next(i for i, td in enumerate(tds) if key not in td._tensordict)
             raise KeyError(
