@@ -276,28 +276,9 @@ class TensorClass(TensorDict):
         elif kwargs or len(args) != len(fields):
             _SET_STORE(self, {})
             self._fill_pairs(_collect(cls, args, kwargs))
-        else:  # every field given positionally: the common case
-            bs = self._batch_size
-            store = None
-            if len(bs) == 1 and device is None:
-                # plain tensors with the batch's first dim are stored as given, as
-                # _fill_pairs would store them; anything else goes through it
-                b0 = bs[0]
-                for value in args:
-                    if type(value) is not Tensor:
-                        break
-                    try:
-                        if value.shape[0] != b0:
-                            break
-                    except IndexError:  # a 0-dim tensor: reported by _fill_pairs
-                        break
-                else:
-                    store = dict(zip(fields, args, strict=True))
-            if store is not None:
-                _SET_STORE(self, store)
-            else:
-                _SET_STORE(self, {})
-                self._fill_pairs(zip(fields, args, strict=True))
+        else:  # every field given positionally (plain leaves took __init__'s lean path)
+            _SET_STORE(self, {})
+            self._fill_pairs(zip(fields, args, strict=True))
         if names is not None:
             TensorDict.names.__set__(self, names)  # type: ignore[attr-defined]
         if cls._post_init is not None:
