@@ -169,12 +169,10 @@ class _Swap:
         self,
         restore: _Restore,
         swapped: Any,
-        unflag: list[tuple[set[str], str]] | None = None,
         copy_back: list[tuple[Tensor, Tensor]] | None = None,
         originals: dict[str, Any] | None = None,
     ) -> None:
         self._restore = restore
-        self._unflag = unflag or []
         self._copy_back = copy_back or []  # inplace=True: (module tensor, its saved value)
         self._swapped = swapped
         self._originals = originals  # built into ``swapped`` when first asked for
@@ -196,16 +194,14 @@ class _Swap:
 
     def restore(self) -> None:
         """Put the original tensors back (idempotent)."""
-        for written, origin, name, value in reversed(self._restore):
-            written.pop(name, None)
+        for written, origin, name, value in self._restore:  # in order: so is each store
+            if written is not origin:
+                written.pop(name, None)
             origin[name] = value
-        for flags, name in self._unflag:
-            flags.discard(name)
         with torch.no_grad():
             for tensor, saved in self._copy_back:
                 tensor.copy_(saved)
         self._restore = []
-        self._unflag = []
         self._copy_back = []
 
 
@@ -215,12 +211,14 @@ def _placed(
     """Where ``value`` goes in ``module`` and as what: with ``preserve`` a parameter slot
     keeps a parameter (with the module's requires_grad; a value with autograd history is
     aliased, so gradients still flow) and a buffer slot a buffer; without, a plain tensor
-    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
-    ``from_module``) and a parameter is registered as one."""
+    replaces a parameter as a plain attribute (out of ``parameters()``, ``state_dict()``
+    and ``from_module``, as upstream) and a parameter is registered as one."""
     # (the exact-type tests first: Parameter's metaclass makes isinstance slow)
     is_param = type(value) is nn.Parameter or (
         type(value) is not Tensor and isinstance(value, nn.Parameter)
     )
+    if kind == "__dict__":  # (a plain attribute: a parameter is registered, as upstream)
+        return (module._parameters if is_param else module.__dict__), value
     if kind == "_parameters":
         if preserve:
             if not is_param or value.requires_grad != current.requires_grad:
@@ -240,7 +238,7 @@ def _placed(
                     # __new__ (this runs once per leaf on every swap)
                     value = Tensor._make_subclass(nn.Parameter, plain, current.requires_grad)
             return module._parameters, value
-        return (module._parameters if is_param else module._buffers), value
+        return (module._parameters if is_param else module.__dict__), value
     if is_param and not preserve:
         return module._parameters, value
     if is_param:
@@ -254,7 +252,7 @@ def _has_tensors(module: nn.Module) -> bool:
     return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
 
 
-# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
+# One planned replacement: (module, "_parameters", "_buffers" or "__dict__", name, the module's
 # tensor, the new tensor, the path of the module's submodule).
 _Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
 
@@ -306,6 +304,13 @@ def _plan_swap(
         inner = _plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
         if inner:
             originals[name] = inner
+    for name in [k for k in entries if k in keys]:  # a plain attribute (an enclosing swap's)
+        current = module.__dict__.get(name)
+        value = entries[name]
+        if isinstance(current, Tensor) and isinstance(value, Tensor):
+            plan.append((module, "__dict__", name, current, value, path))
+            originals[name] = current
+            keys.discard(name)
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
 
@@ -470,28 +475,25 @@ class ModuleOps(CollectionPrimitives):
             swapped = _as_tree(TensorDict, _map_tree(originals, lambda t: saved[id(t)]))
             if swap_dest is not None:
                 swapped = swap_dest.update(swapped)
-            return _Swap([], swapped, None, copy_back)
+            return _Swap([], swapped, copy_back)
         restore: _Restore = []
-        unflag: list[tuple[set[str], str]] = []
         try:
             for owner, kind, name, current, value, _ in plan:
-                origin: dict[str, Any] = owner.__dict__[kind]
+                origin: dict[str, Any] = (
+                    owner.__dict__ if kind == "__dict__" else owner.__dict__[kind]
+                )
                 written, placed = _placed(owner, kind, name, current, value, preserve_module_state)
-                del origin[name]
+                if written is not origin:  # moved to another store: a plain attribute...
+                    del origin[name]
                 restore.append((written, origin, name, current))
-                written[name] = placed
-                if written is not origin and kind == "_parameters":  # a parameter -> a buffer
-                    flags = owner._non_persistent_buffers_set
-                    if name not in flags:
-                        flags.add(name)
-                        unflag.append((flags, name))
+                written[name] = placed  # (a slot kept in its store keeps its position)
         except BaseException:  # (an interrupt mid-way): put back what was swapped
-            _Swap(restore, None, unflag).restore()
+            _Swap(restore, None).restore()
             raise
         if not return_swap:
             return None
         if swap_dest is None:  # the TensorDict of originals is built only if asked for
-            return _Swap(restore, None, unflag, None, originals)
+            return _Swap(restore, None, None, originals)
         from tensordict._td import TensorDict  # the concrete class sits above this mixin
 
-        return _Swap(restore, swap_dest.update(_as_tree(TensorDict, originals)), unflag)
+        return _Swap(restore, swap_dest.update(_as_tree(TensorDict, originals)))

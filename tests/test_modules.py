@@ -235,3 +235,55 @@ def test_from_modules_keeps_tied_parameters_tied() -> None:
         ValueError, match=r"module 1 has its parameters in another order: \['bias', 'weight'\]"
     ):
         TensorDict.from_modules(nn.Linear(2, 2), reordered)
+
+
+def test_to_module_keeps_the_order_of_parameters() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    before = list(model.state_dict())
+    params = TensorDict.from_module(model).detach().clone()
+    for preserve in (True, False):
+        with params.to_module(model, preserve_module_state=preserve):
+            pass
+        assert list(model.state_dict()) == before
+        assert list(model[0]._parameters) == ["weight", "bias"]
+
+
+def test_to_module_without_preserving_state_swaps_in_plain_attributes() -> None:
+    model = nn.Linear(3, 2)
+    original = TensorDict.from_module(model)
+    zeros = original.detach().clone().zero_()
+    ones = original.detach().clone().apply(lambda x: x + 1)
+    with zeros.to_module(model, preserve_module_state=False):
+        # a plain tensor is a plain attribute: no parameter, no state_dict entry
+        assert model.weight is zeros["weight"] and model.__dict__["weight"] is zeros["weight"]
+        assert dict(model.named_parameters()) == {} and list(model.state_dict()) == []
+        assert TensorDict.from_module(model).is_empty()
+        with ones.to_module(model, preserve_module_state=False) as swapped:
+            assert swapped["weight"] is zeros["weight"] and model.bias is ones["bias"]
+        assert model.weight is zeros["weight"]
+        with original.to_module(model, preserve_module_state=False):  # parameters register
+            assert dict(model.named_parameters())["weight"] is original["weight"]
+        assert model.weight is zeros["weight"] and "weight" not in model._parameters
+    assert dict(model.named_parameters()) == {
+        "weight": original["weight"],
+        "bias": original["bias"],
+    }
+    assert "weight" not in model.__dict__ and "bias" not in model.__dict__
+
+
+def test_plain_swap_into_a_tied_module_then_back() -> None:
+    # one layer reached twice: swapped once; the plain values are out of from_module
+    torch.manual_seed(0)
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.Linear(4, 4), nn.Sequential(shared))
+    x = torch.randn(2, 4)
+    params = TensorDict.from_module(model)
+    zeros = params.clone().zero_()
+    expected = model(x)
+    zeros.to_module(model, preserve_module_state=False)
+    assert (model(x) == 0).all() and shared.weight is zeros["0", "weight"]
+    assert TensorDict.from_module(model).is_empty()
+    params.to_module(model, preserve_module_state=False)
+    for key, value in TensorDict.from_module(model).items(True, True):
+        assert value is params[key], key
+    torch.testing.assert_close(model(x), expected)
