@@ -625,4 +625,9 @@ def _adopt(params: TensorDictParams, module: nn.Module) -> None:
 
 def _register() -> None:
     """Make ``TensorDict.from_module(..., as_module=True)`` return a TensorDictParams."""
-    register_params_module(_of_module)
+    register_params_module(_of_module, view=_leaves_of)
+
+
+def _leaves_of(obj: Any) -> Any:
+    """What a lazy stack holds for a TensorDictParams member: its TensorDict of leaves."""
+    return obj._tree() if isinstance(obj, TensorDictParams) else None

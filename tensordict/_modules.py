@@ -130,12 +130,17 @@ def _stack_modules(
 # The module layer registers its TensorDictParams here when it is imported (the core
 # never imports it): see tensordict.utils.register_params_module.
 _PARAMS_MODULE: list[Callable[[Any, Any], Any]] = []
+_PARAMS_VIEW: list[Callable[[Any], Any]] = []
 
 
-def register_params_module(factory: Callable[[Any, Any], Any]) -> None:
+def register_params_module(
+    factory: Callable[[Any, Any], Any], *, view: Callable[[Any], Any] | None = None
+) -> None:
     """Set the callable ``factory(td, module)`` that ``from_module(..., as_module=True)``
     (and ``from_modules``, with ``module=None``) wrap their TensorDict with;
-    ``import tensordict.nn`` registers ``TensorDictParams``.
+    ``import tensordict.nn`` registers ``TensorDictParams``. ``view(obj)`` gives the
+    TensorDict of its own leaves that such a module reads as (None for any other object):
+    a lazy stack holds that for a ``TensorDictParams`` member.
 
     >>> import tensordict.nn
     >>> from torch import nn
@@ -144,6 +149,13 @@ def register_params_module(factory: Callable[[Any, Any], Any]) -> None:
     'TensorDictParams'
     """
     _PARAMS_MODULE[:] = [factory]
+    _PARAMS_VIEW[:] = [] if view is None else [view]
+
+
+def params_view(obj: Any) -> Any:
+    """The TensorDict of leaves that ``obj``, a module registered through
+    :func:`register_params_module` (a ``TensorDictParams``), reads as; None for anything else."""
+    return _PARAMS_VIEW[0](obj) if _PARAMS_VIEW else None
 
 
 def _wrap(call: str, td: Any, as_module: bool, module: nn.Module | None = None) -> Any:

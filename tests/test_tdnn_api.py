@@ -125,3 +125,64 @@ def test_make_tensordict_is_reexported() -> None:
     import tensordict
 
     assert tdnn.make_tensordict is tensordict.make_tensordict
+
+
+def _params(value: float) -> TensorDictParams:
+    tree = TensorDict(a=torch.full((3, 2), value), b={"c": torch.full((3,), value)}, batch_size=[3])
+    return TensorDictParams(tree)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_a_lazy_stack_of_tensordict_params_reads_their_own_leaves(dim: int) -> None:
+    from tensordict import LazyStackedTensorDict, lazy_stack
+
+    p0, p1 = _params(0.0), _params(1.0)
+    at = dim % 2  # the stack dim among the batch dims (3,) + 1
+    for stack in (
+        lazy_stack([p0, p1], dim),
+        LazyStackedTensorDict(p0, p1, stack_dim=dim),
+        LazyStackedTensorDict.lazy_stack([p0, p1], dim),
+    ):
+        assert stack.batch_size == torch.stack([torch.zeros(3), torch.zeros(3)], dim).shape
+        expected = torch.stack([p0["a"], p1["a"]], at)
+        torch.testing.assert_close(stack["a"], expected)
+        torch.testing.assert_close(stack["b", "c"], torch.stack([p0["b", "c"], p1["b", "c"]], at))
+        # the members are the parameters themselves (no copy): gradients reach them
+        assert all(m["a"] is p["a"] for m, p in zip(stack.tensordicts, (p0, p1), strict=True))
+    stack = lazy_stack([p0, p1], dim)
+    stack["a"].sum().backward()
+    assert p0["a"].grad is not None and (p0["a"].grad == 1).all()
+    with torch.no_grad():
+        stack.data.apply_(lambda x: x.add_(5))  # in place into the parameters
+    assert (p1["a"] == 6).all() and isinstance(p1["a"], nn.Parameter)
+    assert type(stack.clone()).__name__ == "LazyStackedTensorDict"
+
+
+def test_a_lazy_stack_of_tensordict_params_with_ragged_leaves() -> None:
+    from tensordict import lazy_stack
+
+    p0, p1 = _params(0.0), _params(1.0)
+    p0["r"] = torch.zeros(3, 2)
+    p1["r"] = torch.zeros(3, 5)
+    stack = lazy_stack([p0, p1])
+    assert stack.get_item_shape("r") == (2, 3, -1)
+    with pytest.raises(RuntimeError, match="r"):
+        stack["r"]
+    assert [x.shape[-1] for x in stack.get("r", as_list=True)] == [2, 5]
+
+
+def test_a_lazy_stack_refuses_what_is_not_a_tensordict() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    with pytest.raises(TypeError, match=r"LazyStackedTensorDict: member 1 is a Linear, not a"):
+        LazyStackedTensorDict(_params(0.0), nn.Linear(2, 2))
+
+
+def test_lazy_stack_into_out_of_another_batch_size_says_so() -> None:
+    p0, p1 = _params(0.0), _params(1.0)
+    out = TensorDict(a=torch.zeros(3, 2, 2), b={"c": torch.zeros(3, 2)}, batch_size=[3, 2])
+    with pytest.raises(RuntimeError, match=r"lazy_stack: out.batch_size and stacked batch size"):
+        TensorDict.lazy_stack([p0, p1], 0, out=out)
+    done = TensorDict.lazy_stack([p0.data, p1.data], 1, out=out)
+    assert done is out
+    torch.testing.assert_close(out["a"], torch.stack([p0["a"], p1["a"]], 1).detach())
