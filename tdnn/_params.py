@@ -144,7 +144,14 @@ class TensorDictParams(nn.Module):
         return self._tree(hooks=False).data
 
     def _tree(self, hooks: bool = True) -> Any:
-        """The TensorDict of the registered leaves themselves (gradients flow through it)."""
+        """The TensorDict of the registered leaves themselves (gradients flow through it).
+        While locked it is built once and kept (as long as it holds what is registered):
+        the TensorDicts nested in it then have a live locked parent, as upstream's have."""
+        state = self.__dict__
+        if state["_locked"] and not state["_hooks_get"]:
+            kept = state.get("_locked_tree")
+            if kept is not None and self._holds(kept):
+                return kept
         entries: dict[str, Any] = {}
         hooks_get = self.__dict__["_hooks_get"] if hooks else ()
         for key, value in self._parameters.items():
@@ -169,7 +176,33 @@ class TensorDictParams(nn.Module):
             )
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
             tree = TensorDict(entries, [], device=self.__dict__["_device"])
-        return tree.lock_() if self.__dict__["_locked"] else tree
+        if state["_locked"]:
+            tree.lock_()
+            if not state["_hooks_get"]:
+                state["_locked_tree"] = tree
+        return tree
+
+    def _holds(self, tree: Any) -> bool:
+        """Whether ``tree`` holds exactly the leaves registered now (nothing was swapped in,
+        moved or cast since it was built)."""
+        state = self.__dict__
+        if tree.batch_size != state["_batch_size"]:
+            return False
+        extras, count = state["_extras"], 0
+        for key, value in tree.items():
+            count += 1
+            if isinstance(value, Tensor):
+                if self._parameters.get(key, self._buffers.get(key)) is not value:
+                    return False
+            elif key in extras:
+                if extras[key] is not value:
+                    return False
+            else:
+                sub = self._modules.get(key)
+                if not isinstance(sub, TensorDictParams) or not sub._holds(value):
+                    return False
+        subs = sum(isinstance(m, TensorDictParams) for m in self._modules.values())
+        return count == len(self._parameters) + len(self._buffers) + subs + len(extras)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -229,12 +262,18 @@ class TensorDictParams(nn.Module):
 
     def _set_lock(self, value: bool, op: str) -> None:
         before = self.__dict__["_locked"]
-        self.__dict__["_locked"] = value
+        self._lock_all(value)
         self.__dict__["_lock_ops"].append(None if before == value else op)
         del self.__dict__["_lock_ops"][:-1]  # only the latest call is what a `with` undoes
+
+    def _lock_all(self, value: bool) -> None:
+        self.__dict__["_locked"] = value
+        kept = self.__dict__.pop("_locked_tree", None)
+        if kept is not None and not value:  # what is nested in it may be unlocked now
+            kept.unlock_()
         for sub in self._modules.values():
             if isinstance(sub, TensorDictParams):
-                sub.__dict__["_locked"] = value
+                sub._lock_all(value)
 
     def __enter__(self) -> TensorDictParams:
         ops = self.__dict__["_lock_ops"]
@@ -625,9 +664,10 @@ def _adopt(params: TensorDictParams, module: nn.Module) -> None:
 
 def _register() -> None:
     """Make ``TensorDict.from_module(..., as_module=True)`` return a TensorDictParams."""
-    register_params_module(_of_module, view=_leaves_of)
+    register_params_module(_of_module, params_type=TensorDictParams, view=_leaves_of)
 
 
-def _leaves_of(obj: Any) -> Any:
-    """What a lazy stack holds for a TensorDictParams member: its TensorDict of leaves."""
-    return obj._tree() if isinstance(obj, TensorDictParams) else None
+def _leaves_of(params: TensorDictParams) -> Any:
+    """What a lazy stack, a TensorDict or ``vmap`` takes a TensorDictParams as: the
+    TensorDict of its own leaves (no copy: gradients reach them)."""
+    return params._tree()

@@ -130,17 +130,21 @@ def _stack_modules(
 # The module layer registers its TensorDictParams here when it is imported (the core
 # never imports it): see tensordict.utils.register_params_module.
 _PARAMS_MODULE: list[Callable[[Any, Any], Any]] = []
-_PARAMS_VIEW: list[Callable[[Any], Any]] = []
+_PARAMS_VIEW: list[tuple[type, Callable[[Any], Any]]] = []
 
 
 def register_params_module(
-    factory: Callable[[Any, Any], Any], *, view: Callable[[Any], Any] | None = None
+    factory: Callable[[Any, Any], Any],
+    *,
+    params_type: type | None = None,
+    view: Callable[[Any], Any] | None = None,
 ) -> None:
     """Set the callable ``factory(td, module)`` that ``from_module(..., as_module=True)``
     (and ``from_modules``, with ``module=None``) wrap their TensorDict with;
-    ``import tensordict.nn`` registers ``TensorDictParams``. ``view(obj)`` gives the
-    TensorDict of its own leaves that such a module reads as (None for any other object):
-    a lazy stack holds that for a ``TensorDictParams`` member.
+    ``import tensordict.nn`` registers ``TensorDictParams``. With ``params_type`` (that
+    class) and ``view`` (``view(obj)``: the TensorDict of its own leaves that an instance
+    reads as), an instance is taken as that TensorDict where a TensorDict is expected:
+    a member of a lazy stack, an entry of a TensorDict, an input of ``vmap``.
 
     >>> import tensordict.nn
     >>> from torch import nn
@@ -149,13 +153,20 @@ def register_params_module(
     'TensorDictParams'
     """
     _PARAMS_MODULE[:] = [factory]
-    _PARAMS_VIEW[:] = [] if view is None else [view]
+    if params_type is not None and view is not None:
+        from tensordict._pytree import register_view_node  # (above this module)
+
+        _PARAMS_VIEW[:] = [(params_type, view)]
+        register_view_node(params_type, view)
 
 
 def params_view(obj: Any) -> Any:
-    """The TensorDict of leaves that ``obj``, a module registered through
+    """The TensorDict of leaves that ``obj``, an instance of the ``params_type`` given to
     :func:`register_params_module` (a ``TensorDictParams``), reads as; None for anything else."""
-    return _PARAMS_VIEW[0](obj) if _PARAMS_VIEW else None
+    for params_type, view in _PARAMS_VIEW:
+        if isinstance(obj, params_type):
+            return view(obj)
+    return None
 
 
 def _wrap(call: str, td: Any, as_module: bool, module: nn.Module | None = None) -> Any:

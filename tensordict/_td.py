@@ -34,6 +34,7 @@ from tensordict._keys import (
     sort_key,
 )
 from tensordict._lock_parents import forget_parent, locked_parent, note_parent
+from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -453,6 +454,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     return stack
                 if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
                     raise leaf_shape_error(call, key, stack.batch_size, bs)
+        view = params_view(value)
+        if view is not None:  # a TensorDictParams: the TensorDict of its own leaves
+            return self._convert(view, key, call)
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:

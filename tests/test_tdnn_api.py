@@ -186,3 +186,75 @@ def test_lazy_stack_into_out_of_another_batch_size_says_so() -> None:
     done = TensorDict.lazy_stack([p0.data, p1.data], 1, out=out)
     assert done is out
     torch.testing.assert_close(out["a"], torch.stack([p0["a"], p1["a"]], 1).detach())
+
+
+def test_vmap_over_tensordict_params_maps_their_leaves() -> None:
+    params = _params(1.0)
+    seen: list[tuple[type, torch.Size]] = []
+
+    def double(td: TensorDict) -> TensorDict:
+        seen.append((type(td), td.batch_size))
+        return td * 2
+
+    out = torch.vmap(double)(params)
+    assert seen == [(TensorDict, torch.Size([]))]
+    assert type(out) is TensorDict and out.batch_size == (3,)
+    torch.testing.assert_close(out["a"], params["a"].detach() * 2)
+    torch.testing.assert_close(out["b", "c"], params["b", "c"].detach() * 2)
+    out["a"].sum().backward()  # through the parameters themselves
+    assert params["a"].grad is not None and (params["a"].grad == 2).all()
+
+
+def test_vmap_an_ensemble_of_tensordict_params_into_one_module() -> None:
+    modules = [nn.Linear(3, 4) for _ in range(3)]
+    params = TensorDict.from_modules(*modules, as_module=True)
+    assert isinstance(params, TensorDictParams)
+    base = nn.Linear(3, 4, device="meta")
+
+    def call(p: TensorDict, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(base):
+            return base(x)
+
+    x = torch.randn(3)
+    y = torch.vmap(call, (0, None))(params, x)
+    torch.testing.assert_close(y, torch.stack([m(x) for m in modules]).detach())
+    y.sum().backward()
+    assert all(leaf.grad is not None for leaf in params.values(True, True))
+
+
+def test_a_tensordict_holds_tensordict_params_as_their_leaves() -> None:
+    params = _params(1.0)
+    outer = TensorDict({"p": params}, [3])
+    assert type(outer["p"]) is TensorDict and outer["p", "a"] is params["a"]
+    outer2 = TensorDict(batch_size=[3])
+    outer2["p"] = params
+    assert outer2["p", "b", "c"] is params["b", "c"]
+
+
+def test_a_tensordict_nested_in_locked_params_stays_locked_while_they_are() -> None:
+    import gc
+
+    params = _params(1.0)
+    params.lock_()
+    sub = params.get("b")
+    assert sub.is_locked and params.get("b") is sub
+    with pytest.raises(RuntimeError, match="TensorDict.unlock_: Cannot unlock a TensorDict nested"):
+        sub.unlock_()
+    params.unlock_()
+    sub.unlock_()  # the parent is unlocked now
+    params.lock_()
+    sub = params.get("b")
+    del params
+    gc.collect()
+    sub.unlock_()  # the parent is gone
+    assert not sub.is_locked
+
+
+def test_locked_params_read_what_is_swapped_into_them() -> None:
+    params = _params(1.0)
+    params.lock_()
+    before = params["a"]
+    zeros = TensorDict(a=torch.zeros(3, 2), b={"c": torch.zeros(3)}, batch_size=[3])
+    with zeros.to_module(params):
+        assert (params["a"] == 0).all() and (params["b", "c"] == 0).all()
+    assert params["a"] is before and (params["a"] == 1).all()
