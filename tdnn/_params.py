@@ -8,7 +8,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tensordict import NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    is_tensor_collection,
+)
 from tensordict.utils import register_params_module
 
 #: Methods that change the entries without returning the collection itself: their
@@ -19,10 +25,11 @@ _STRUCTURAL = frozenset(
 
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
-    """A float leaf becomes an ``nn.Parameter`` (unless ``no_convert``), others buffers."""
-    if isinstance(value, (nn.Parameter, nn.Buffer)):
+    """A float leaf becomes an ``nn.Parameter``, others buffers; with ``no_convert`` a
+    leaf is registered as it is (one with autograd history keeps it, as upstream)."""
+    if no_convert or isinstance(value, (nn.Parameter, nn.Buffer)):
         return value
-    if not no_convert and (value.is_floating_point() or value.is_complex()):
+    if value.is_floating_point() or value.is_complex():
         return nn.Parameter(value.detach(), requires_grad=True)
     return nn.Buffer(value)
 
@@ -64,6 +71,12 @@ class TensorDictParams(nn.Module):
             raise TypeError(
                 "TensorDictParams: expected a TensorDict or a dict, got "
                 f"{type(parameters).__name__}"
+            )
+        if isinstance(parameters, LazyStackedTensorDict):
+            raise RuntimeError(
+                "TensorDictParams: a LazyStackedTensorDict within a TensorDictParams isn't "
+                "permitted (its leaves would be stacked copies, not the members' tensors); "
+                "stack densely first (torch.stack(members) or lazy.contiguous())"
             )
         self.__dict__["_batch_size"] = parameters.batch_size
         self.__dict__["_device"] = parameters.device

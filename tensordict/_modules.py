@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tensordict._keys import key_path
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import is_functorch_wrapped
 
@@ -105,11 +106,12 @@ def _stack_modules(
                         f"has {tuple(shape)} {dtype} requires_grad={grad}"
                     )
             if expand_identical and all(t is t0 for t in tensors):
-                stacked = t0.data.expand(len(tensors), *t0.shape)
+                with torch.enable_grad():  # a view of the one tensor: its gradient reaches it
+                    stacked = t0.expand(len(tensors), *t0.shape)
             else:
                 stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
-            if isinstance(t0, nn.Parameter):
-                stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
+                if isinstance(t0, nn.Parameter):
+                    stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
             tied[id(t0)] = (tensors, stacked)
             entries[name] = stacked
     names = [n for n, m in first._modules.items() if m is not None]
@@ -411,8 +413,9 @@ class ModuleOps(CollectionPrimitives):
         fresh leaves (parameters where the originals were) that an optimiser can own.
 
         ``lazy_stack=True`` stacks the modules' own tensors lazily instead (no copy, a
-        ``LazyStackedTensorDict``); ``expand_identical=True`` expands a tensor that every
-        module holds (the same object) instead of copying it.
+        ``LazyStackedTensorDict``; not with lazy modules, nor with ``as_module=True``);
+        ``expand_identical=True`` expands a tensor that every module holds (the same
+        object) instead of copying it: a plain view of it, through which gradients reach it.
 
         >>> import torch
         >>> from torch import nn
@@ -424,10 +427,27 @@ class ModuleOps(CollectionPrimitives):
         call = "TensorDict.from_modules"
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
+        if lazy_stack and as_module:
+            raise RuntimeError(
+                f"{call}: as_module=True with lazy_stack=True: a LazyStackedTensorDict within "
+                "a TensorDictParams isn't permitted (its leaves are stacked copies, not the "
+                "modules' tensors); pass one of the two"
+            )
         if lazy_stack:
             from tensordict._lazy import LazyStackedTensorDict  # (above this mixin)
 
             members = [_module_tree(m, cls, use_state_dict, False) for m in modules]
+            for i, member in enumerate(members):
+                lazy = [
+                    ".".join(key_path(k, call))
+                    for k, t in member.items(True, True)
+                    if isinstance(t, nn.parameter.UninitializedTensorMixin)
+                ]
+                if lazy:  # (upstream's wording, which callers match, typo included)
+                    raise RuntimeError(
+                        f"{call}: module {i} has uninitialized (lazy) tensors {lazy}: "
+                        "lasy_stack=True is not compatible with lazy modules."
+                    )
             out = LazyStackedTensorDict(members, stack_dim=0)
         else:
             with torch.no_grad():
