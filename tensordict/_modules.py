@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn.parameter import UninitializedTensorMixin
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 from tensordict._keys import key_path
 from tensordict._primitives import CollectionPrimitives
@@ -442,7 +442,7 @@ class ModuleOps(CollectionPrimitives):
                 lazy = [
                     ".".join(key_path(k, call))
                     for k, t in member.items(True, True)
-                    if isinstance(t, UninitializedTensorMixin)
+                    if isinstance(t, (UninitializedParameter, UninitializedBuffer))
                 ]
                 if lazy:  # (upstream's wording, which callers match, typo included)
                     raise RuntimeError(
