@@ -25,11 +25,12 @@ _STRUCTURAL = frozenset(
 
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
-    """A float leaf becomes an ``nn.Parameter``, others buffers; with ``no_convert`` a
-    leaf is registered as it is (one with autograd history keeps it, as upstream)."""
-    if no_convert or isinstance(value, (nn.Parameter, nn.Buffer)):
+    """A float leaf becomes an ``nn.Parameter``, others buffers; with ``no_convert`` every
+    leaf is a buffer, and one that requires grad is kept as it is (an expanded parameter
+    keeps its link to it, as upstream)."""
+    if isinstance(value, (nn.Parameter, nn.Buffer)) or (no_convert and value.requires_grad):
         return value
-    if value.is_floating_point() or value.is_complex():
+    if not no_convert and (value.is_floating_point() or value.is_complex()):
         return nn.Parameter(value.detach(), requires_grad=True)
     return nn.Buffer(value)
 

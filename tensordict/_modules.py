@@ -428,12 +428,6 @@ class ModuleOps(CollectionPrimitives):
         call = "TensorDict.from_modules"
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
-        if lazy_stack and as_module:
-            raise RuntimeError(
-                f"{call}: as_module=True with lazy_stack=True: a LazyStackedTensorDict within "
-                "a TensorDictParams isn't permitted (its leaves are stacked copies, not the "
-                "modules' tensors); pass one of the two"
-            )
         if lazy_stack:
             from tensordict._lazy import LazyStackedTensorDict  # (above this mixin)
 
@@ -449,6 +443,12 @@ class ModuleOps(CollectionPrimitives):
                         f"{call}: module {i} has uninitialized (lazy) tensors {lazy}: "
                         "lasy_stack=True is not compatible with lazy modules."
                     )
+            if as_module:
+                raise RuntimeError(
+                    f"{call}: as_module=True with lazy_stack=True: a LazyStackedTensorDict "
+                    "within a TensorDictParams isn't permitted (its leaves are stacked copies, "
+                    "not the modules' tensors); pass one of the two"
+                )
             out = LazyStackedTensorDict(members, stack_dim=0)
         else:
             with torch.no_grad():
