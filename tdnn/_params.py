@@ -208,9 +208,8 @@ class TensorDictParams(nn.Module):
             if isinstance(value, Tensor):
                 if self._parameters.get(key, self._buffers.get(key)) is not value:
                     return False
-            elif key in extras:
-                if extras[key] is not value:
-                    return False
+            elif key in extras:  # (only this module's own methods change those, unlocked)
+                continue
             else:
                 sub = self._modules.get(key)
                 if not isinstance(sub, TensorDictParams) or not sub._holds(value):

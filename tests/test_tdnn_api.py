@@ -235,9 +235,10 @@ def test_a_tensordict_nested_in_locked_params_stays_locked_while_they_are() -> N
     import gc
 
     params = _params(1.0)
+    params.set_non_tensor("note", "a non-tensor entry")
     params.lock_()
     sub = params.get("b")
-    assert sub.is_locked and params.get("b") is sub
+    assert sub.is_locked and params.get("b") is sub and params["note"] == "a non-tensor entry"
     with pytest.raises(RuntimeError, match="TensorDict.unlock_: Cannot unlock a TensorDict nested"):
         sub.unlock_()
     params.unlock_()
