@@ -97,6 +97,12 @@ def _stack_modules(
                         )
                 entries[name] = seen[1]
                 continue
+            if isinstance(t0, (UninitializedParameter, UninitializedBuffer)):
+                raise NotImplementedError(
+                    f"{call}: {kind[1:-1]} {full!r} of module 0 is uninitialized (a lazy "
+                    "module): stacking lazy modules is not supported; run a forward pass "
+                    "through each module first to initialize it"
+                )
             shape, dtype, grad = t0.shape, t0.dtype, t0.requires_grad
             for i, t in enumerate(tensors[1:], start=1):
                 if t.shape != shape or t.dtype != dtype or t.requires_grad != grad:

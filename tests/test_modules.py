@@ -325,6 +325,11 @@ def test_from_modules_lazy_stack_refusals() -> None:
         "lasy_stack=True is not compatible with lazy modules",
     ):
         TensorDict.from_modules(*lazy, lazy_stack=True)
+    with pytest.raises(
+        NotImplementedError,
+        match=r"from_modules: parameter 'weight' of module 0 is uninitialized \(a lazy module\)",
+    ):
+        TensorDict.from_modules(*lazy)
     linears = [nn.Linear(2, 2) for _ in range(2)]
     with pytest.raises(RuntimeError, match="as_module=True with lazy_stack=True: a Lazy"):
         TensorDict.from_modules(*linears, lazy_stack=True, as_module=True)
