@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._modules import params_view
 from tensordict._nontensor import MetaData, NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack
@@ -23,14 +24,20 @@ if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
 
 
-def _check_members(call: str, tds: Sequence[Any]) -> None:
+def _check_members(call: str, tds: Sequence[Any]) -> list[Any]:
+    """``tds`` as a list of TensorDicts (a ``TensorDictParams`` is taken as the TensorDict
+    of its own leaves); a TypeError for anything else."""
     if not tds:
         raise ValueError(f"{call}: expected a non-empty sequence of TensorDicts")
-    for i, td in enumerate(tds):
+    members = list(tds)
+    for i, td in enumerate(members):
         if not isinstance(td, CollectionPrimitives):
-            raise TypeError(
-                f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
-            )
+            members[i] = params_view(td)
+            if members[i] is None:
+                raise TypeError(
+                    f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
+                )
+    return members
 
 
 def same_structure(tds: Sequence[Any]) -> bool:
@@ -160,8 +167,7 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     >>> type(torch.stack(mixed)).__name__
     'LazyStackedTensorDict'
     """
-    tds = list(tds)
-    _check_members("torch.stack", tds)
+    tds = _check_members("torch.stack", tds)
     bs = tds[0]._batch_size
     for i, td in enumerate(tds):
         if td._batch_size != bs:
@@ -196,8 +202,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     >>> torch.cat(tds, 0).batch_size
     torch.Size([6, 4])
     """
-    tds = list(tds)
-    _check_members("torch.cat", tds)
+    tds = _check_members("torch.cat", tds)
     if any(td._stack_parts() is not None for td in tds):
         result = _lazy_cat(tds, dim)
     else:

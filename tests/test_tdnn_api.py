@@ -259,3 +259,24 @@ def test_locked_params_read_what_is_swapped_into_them() -> None:
     with zeros.to_module(params):
         assert (params["a"] == 0).all() and (params["b", "c"] == 0).all()
     assert params["a"] is before and (params["a"] == 1).all()
+
+
+def test_dense_stack_and_cat_take_tensordict_params() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    p0, p1 = _params(0.0), _params(1.0)
+    for stacked in (
+        TensorDict.stack([p0, p1], 1),
+        LazyStackedTensorDict.maybe_dense_stack([p0, p1], 1),
+        torch.stack([p0, p1], 1),
+    ):
+        assert type(stacked) is TensorDict and stacked.batch_size == (3, 2)
+        torch.testing.assert_close(stacked["a"], torch.stack([p0["a"], p1["a"]], 1))
+    joined = TensorDict.cat([p0, p1])
+    torch.testing.assert_close(joined["b", "c"], torch.cat([p0["b", "c"], p1["b", "c"]]))
+    joined["a"].sum().backward()
+    assert (p1["a"].grad == 1).all()
+    with pytest.raises(
+        TypeError, match="torch.stack: expected TensorDicts, got Linear at position 1"
+    ):
+        TensorDict.stack([p0, nn.Linear(2, 2)])
