@@ -200,10 +200,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 self._fill_pairs(source.items())
             elif source is not None:
                 if not _is_mapping(source):
-                    raise TypeError(
-                        f"TensorDict: source must be a mapping (dict or TensorDict), got "
-                        f"{type(source).__name__}"
-                    )
+                    view = params_view(source)  # a TensorDictParams: its TensorDict of leaves
+                    if view is None:
+                        raise TypeError(
+                            f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                            f"{type(source).__name__}"
+                        )
+                    source = view
                 self._fill(source.clone(recurse=False) if _is_td(source) else source)
         if kwargs:
             for key, value in kwargs.items():

@@ -224,6 +224,8 @@ def test_vmap_an_ensemble_of_tensordict_params_into_one_module() -> None:
 
 def test_a_tensordict_holds_tensordict_params_as_their_leaves() -> None:
     params = _params(1.0)
+    copied = TensorDict(params, batch_size=[3])  # (as from a TensorDict)
+    assert copied.batch_size == (3,) and copied["b", "c"] is params["b", "c"]
     outer = TensorDict({"p": params}, [3])
     assert type(outer["p"]) is TensorDict and outer["p", "a"] is params["a"]
     outer2 = TensorDict(batch_size=[3])
