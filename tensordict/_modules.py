@@ -336,14 +336,15 @@ def _plan_swap(
         inner = _plan_swap(sub, child, plan, (*path, name), missing, unexpected, memo)
         if inner:
             originals[name] = inner
-    for name in [k for k in entries if k in keys]:  # a plain attribute (an enclosing swap's)
-        current = module.__dict__.get(name)
-        value = entries[name]
-        if isinstance(current, Tensor) and isinstance(value, Tensor):
-            plan.append((module, "__dict__", name, current, value, path))
-            originals[name] = current
-            keys.discard(name)
-    unexpected.extend(".".join((*path, k)) for k in sorted(keys))
+    if keys:  # a plain attribute (an enclosing swap's), or unexpected
+        for name in [k for k in entries if k in keys]:
+            current = module.__dict__.get(name)
+            value = entries[name]
+            if isinstance(current, Tensor) and isinstance(value, Tensor):
+                plan.append((module, "__dict__", name, current, value, path))
+                originals[name] = current
+                keys.discard(name)
+        unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
 
 
