@@ -8,7 +8,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tensordict import NonTensorData, NonTensorStack, TensorDict, is_tensor_collection
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    NonTensorStack,
+    TensorDict,
+    is_tensor_collection,
+)
 from tensordict.utils import register_params_module
 
 #: Methods that change the entries without returning the collection itself: their
@@ -19,8 +25,10 @@ _STRUCTURAL = frozenset(
 
 
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
-    """A float leaf becomes an ``nn.Parameter`` (unless ``no_convert``), others buffers."""
-    if isinstance(value, (nn.Parameter, nn.Buffer)):
+    """A float leaf becomes an ``nn.Parameter``, others buffers; with ``no_convert`` every
+    leaf is a buffer, and one that requires grad is kept as it is (an expanded parameter
+    keeps its link to it, as upstream)."""
+    if isinstance(value, (nn.Parameter, nn.Buffer)) or (no_convert and value.requires_grad):
         return value
     if not no_convert and (value.is_floating_point() or value.is_complex()):
         return nn.Parameter(value.detach(), requires_grad=True)
@@ -64,6 +72,12 @@ class TensorDictParams(nn.Module):
             raise TypeError(
                 "TensorDictParams: expected a TensorDict or a dict, got "
                 f"{type(parameters).__name__}"
+            )
+        if isinstance(parameters, LazyStackedTensorDict):
+            raise RuntimeError(
+                "TensorDictParams: a LazyStackedTensorDict within a TensorDictParams isn't "
+                "permitted (its leaves would be stacked copies, not the members' tensors); "
+                "stack densely first (torch.stack(members) or lazy.contiguous())"
             )
         self.__dict__["_batch_size"] = parameters.batch_size
         self.__dict__["_device"] = parameters.device
@@ -144,7 +158,14 @@ class TensorDictParams(nn.Module):
         return self._tree(hooks=False).data
 
     def _tree(self, hooks: bool = True) -> Any:
-        """The TensorDict of the registered leaves themselves (gradients flow through it)."""
+        """The TensorDict of the registered leaves themselves (gradients flow through it).
+        While locked it is built once and kept (as long as it holds what is registered):
+        the TensorDicts nested in it then have a live locked parent, as upstream's have."""
+        state = self.__dict__
+        if state["_locked"] and not state["_hooks_get"]:
+            kept = state.get("_locked_tree")
+            if kept is not None and self._holds(kept):
+                return kept
         entries: dict[str, Any] = {}
         hooks_get = self.__dict__["_hooks_get"] if hooks else ()
         for key, value in self._parameters.items():
@@ -169,7 +190,32 @@ class TensorDictParams(nn.Module):
             )
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
             tree = TensorDict(entries, [], device=self.__dict__["_device"])
-        return tree.lock_() if self.__dict__["_locked"] else tree
+        if state["_locked"]:
+            tree.lock_()
+            if not state["_hooks_get"]:
+                state["_locked_tree"] = tree
+        return tree
+
+    def _holds(self, tree: Any) -> bool:
+        """Whether ``tree`` holds exactly the leaves registered now (nothing was swapped in,
+        moved or cast since it was built)."""
+        state = self.__dict__
+        if tree.batch_size != state["_batch_size"]:
+            return False
+        extras, count = state["_extras"], 0
+        for key, value in tree.items():
+            count += 1
+            if isinstance(value, Tensor):
+                if self._parameters.get(key, self._buffers.get(key)) is not value:
+                    return False
+            elif key in extras:  # (only this module's own methods change those, unlocked)
+                continue
+            else:
+                sub = self._modules.get(key)
+                if not isinstance(sub, TensorDictParams) or not sub._holds(value):
+                    return False
+        subs = sum(isinstance(m, TensorDictParams) for m in self._modules.values())
+        return count == len(self._parameters) + len(self._buffers) + subs + len(extras)
 
     @property
     def batch_size(self) -> torch.Size:
@@ -229,12 +275,18 @@ class TensorDictParams(nn.Module):
 
     def _set_lock(self, value: bool, op: str) -> None:
         before = self.__dict__["_locked"]
-        self.__dict__["_locked"] = value
+        self._lock_all(value)
         self.__dict__["_lock_ops"].append(None if before == value else op)
         del self.__dict__["_lock_ops"][:-1]  # only the latest call is what a `with` undoes
+
+    def _lock_all(self, value: bool) -> None:
+        self.__dict__["_locked"] = value
+        kept = self.__dict__.pop("_locked_tree", None)
+        if kept is not None and not value:  # what is nested in it may be unlocked now
+            kept.unlock_()
         for sub in self._modules.values():
             if isinstance(sub, TensorDictParams):
-                sub.__dict__["_locked"] = value
+                sub._lock_all(value)
 
     def __enter__(self) -> TensorDictParams:
         ops = self.__dict__["_lock_ops"]
@@ -625,4 +677,10 @@ def _adopt(params: TensorDictParams, module: nn.Module) -> None:
 
 def _register() -> None:
     """Make ``TensorDict.from_module(..., as_module=True)`` return a TensorDictParams."""
-    register_params_module(_of_module)
+    register_params_module(_of_module, params_type=TensorDictParams, view=_leaves_of)
+
+
+def _leaves_of(params: TensorDictParams) -> Any:
+    """What a lazy stack, a TensorDict or ``vmap`` takes a TensorDictParams as: the
+    TensorDict of its own leaves (no copy: gradients reach them)."""
+    return params._tree()

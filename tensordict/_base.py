@@ -333,7 +333,14 @@ class TensorDictBase(
 
         out = kwargs.pop("out", None)
         stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
-        return stacked if out is None else out.update_(stacked)
+        if out is None:
+            return stacked
+        if out.batch_size != stacked.batch_size:
+            raise RuntimeError(
+                f"{cls.__name__}.lazy_stack: out.batch_size and stacked batch size must match, "
+                f"got out.batch_size={tuple(out.batch_size)} and {tuple(stacked.batch_size)}"
+            )
+        return out.update_(stacked)
 
 
 class DenseTensorDictBase(DenseStorage, TensorDictBase):

@@ -61,7 +61,7 @@ def pad_sequence(
     tds = list(list_of_tensordicts)
     if not tds:
         raise RuntimeError(f"{call}: list_of_tensordicts is empty")
-    _check_members(call, tds)
+    tds = _check_members(call, tds)
     if return_mask is not False and is_tensorclass(tds[0]):
         raise RuntimeError(
             f"{call}: return_mask needs TensorDicts; tensorclasses have no field for the masks "
@@ -186,7 +186,7 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
         members = list(td_list.tensordicts)
     else:
         members = list(td_list)
-    _check_members(call, members)
+    members = _check_members(call, members)
     members = [dense_stack_tds(m) if isinstance(m, LazyStackedTensorDict) else m for m in members]
     n = len(members[0].batch_size)
     dim = 0 if dim is None else dim

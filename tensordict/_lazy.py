@@ -34,6 +34,7 @@ from tensordict._keys import (
     locked_error,
     sort_key,
 )
+from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -96,7 +97,11 @@ class LazyStackedTensorDict(TensorDictBase):
         tds = list(tensordicts)
         for i, td in enumerate(tds):
             if not isinstance(td, CollectionPrimitives):
-                raise TypeError(f"{call}: member {i} is a {type(td).__name__}, not a TensorDict")
+                # a TensorDictParams member: the TensorDict of its own leaves (no copy)
+                tds[i] = td = params_view(td)
+                if td is None:
+                    name = type(tensordicts[i]).__name__
+                    raise TypeError(f"{call}: member {i} is a {name}, not a TensorDict")
             if td.batch_size != tds[0].batch_size:
                 raise ValueError(
                     f"{call}: members must share a batch size; member 0 has "

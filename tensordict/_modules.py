@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 from tensordict import _swap
+from tensordict._keys import key_path
 from tensordict._primitives import CollectionPrimitives
 
 
@@ -95,6 +97,12 @@ def _stack_modules(
                         )
                 entries[name] = seen[1]
                 continue
+            if isinstance(t0, (UninitializedParameter, UninitializedBuffer)):
+                raise NotImplementedError(
+                    f"{call}: {kind[1:-1]} {full!r} of module 0 is uninitialized (a lazy "
+                    "module): stacking lazy modules is not supported; run a forward pass "
+                    "through each module first to initialize it"
+                )
             shape, dtype, grad = t0.shape, t0.dtype, t0.requires_grad
             for i, t in enumerate(tensors[1:], start=1):
                 if t.shape != shape or t.dtype != dtype or t.requires_grad != grad:
@@ -105,11 +113,12 @@ def _stack_modules(
                         f"has {tuple(shape)} {dtype} requires_grad={grad}"
                     )
             if expand_identical and all(t is t0 for t in tensors):
-                stacked = t0.data.expand(len(tensors), *t0.shape)
+                with torch.enable_grad():  # a view of the one tensor: its gradient reaches it
+                    stacked = t0.expand(len(tensors), *t0.shape)
             else:
                 stacked = torch.stack(tensors, 0)  # fresh storage (no grad): wrapped, no copy
-            if isinstance(t0, nn.Parameter):
-                stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
+                if isinstance(t0, nn.Parameter):
+                    stacked = nn.Parameter(stacked, requires_grad=t0.requires_grad)
             tied[id(t0)] = (tensors, stacked)
             entries[name] = stacked
     names = [n for n, m in first._modules.items() if m is not None]
@@ -130,12 +139,21 @@ def _stack_modules(
 # The module layer registers its TensorDictParams here when it is imported (the core
 # never imports it): see tensordict.utils.register_params_module.
 _PARAMS_MODULE: list[Callable[[Any, Any], Any]] = []
+_PARAMS_VIEW: list[tuple[type, Callable[[Any], Any]]] = []
 
 
-def register_params_module(factory: Callable[[Any, Any], Any]) -> None:
+def register_params_module(
+    factory: Callable[[Any, Any], Any],
+    *,
+    params_type: type | None = None,
+    view: Callable[[Any], Any] | None = None,
+) -> None:
     """Set the callable ``factory(td, module)`` that ``from_module(..., as_module=True)``
     (and ``from_modules``, with ``module=None``) wrap their TensorDict with;
-    ``import tensordict.nn`` registers ``TensorDictParams``.
+    ``import tensordict.nn`` registers ``TensorDictParams``. With ``params_type`` (that
+    class) and ``view`` (``view(obj)``: the TensorDict of its own leaves that an instance
+    reads as), an instance is taken as that TensorDict where a TensorDict is expected:
+    a member of a lazy stack, an entry of a TensorDict, an input of ``vmap``.
 
     >>> import tensordict.nn
     >>> from torch import nn
@@ -144,6 +162,20 @@ def register_params_module(factory: Callable[[Any, Any], Any]) -> None:
     'TensorDictParams'
     """
     _PARAMS_MODULE[:] = [factory]
+    if params_type is not None and view is not None:
+        from tensordict._pytree import register_view_node  # (above this module)
+
+        _PARAMS_VIEW[:] = [(params_type, view)]
+        register_view_node(params_type, view)
+
+
+def params_view(obj: Any) -> Any:
+    """The TensorDict of leaves that ``obj``, an instance of the ``params_type`` given to
+    :func:`register_params_module` (a ``TensorDictParams``), reads as; None for anything else."""
+    for params_type, view in _PARAMS_VIEW:
+        if isinstance(obj, params_type):
+            return view(obj)
+    return None
 
 
 def _wrap(call: str, td: Any, as_module: bool, module: nn.Module | None = None) -> Any:
@@ -224,8 +256,9 @@ class ModuleOps(CollectionPrimitives):
         fresh leaves (parameters where the originals were) that an optimiser can own.
 
         ``lazy_stack=True`` stacks the modules' own tensors lazily instead (no copy, a
-        ``LazyStackedTensorDict``); ``expand_identical=True`` expands a tensor that every
-        module holds (the same object) instead of copying it.
+        ``LazyStackedTensorDict``; not with lazy modules, nor with ``as_module=True``);
+        ``expand_identical=True`` expands a tensor that every module holds (the same
+        object) instead of copying it: a plain view of it, through which gradients reach it.
 
         >>> import torch
         >>> from torch import nn
@@ -241,6 +274,23 @@ class ModuleOps(CollectionPrimitives):
             from tensordict._lazy import LazyStackedTensorDict  # (above this mixin)
 
             members = [_module_tree(m, cls, use_state_dict, False) for m in modules]
+            for i, member in enumerate(members):
+                lazy = [
+                    ".".join(key_path(k, call))
+                    for k, t in member.items(True, True)
+                    if isinstance(t, (UninitializedParameter, UninitializedBuffer))
+                ]
+                if lazy:  # (upstream's wording, which callers match, typo included)
+                    raise RuntimeError(
+                        f"{call}: module {i} has uninitialized (lazy) tensors {lazy}: "
+                        "lasy_stack=True is not compatible with lazy modules."
+                    )
+            if as_module:
+                raise RuntimeError(
+                    f"{call}: as_module=True with lazy_stack=True: a LazyStackedTensorDict "
+                    "within a TensorDictParams isn't permitted (its leaves are stacked copies, "
+                    "not the modules' tensors); pass one of the two"
+                )
             out = LazyStackedTensorDict(members, stack_dim=0)
         else:
             with torch.no_grad():
@@ -301,7 +351,7 @@ class ModuleOps(CollectionPrimitives):
             swapped = walk.cls._new_unsafe(originals, _swap.NO_BATCH, None, None)
             if swap_dest is not None:
                 swapped = swap_dest.update(swapped)
-            return _swap.Swap(walk.undo, swapped, walk.moves, walk.unflag)
+            return _swap.Swap(walk.undo, swapped, walk.moves)
         call = self._call("to_module")
         plan: _swap.Plan = []
         missing: list[str] = []
@@ -321,4 +371,4 @@ class ModuleOps(CollectionPrimitives):
         swapped = _swap.as_tree(_td_class(), _swap.map_tree(nested, lambda t: saved[id(t)]))
         if swap_dest is not None:
             swapped = swap_dest.update(swapped)
-        return _swap.Swap([], swapped, None, None, copy_back)
+        return _swap.Swap([], swapped, None, copy_back)

@@ -10,6 +10,7 @@ handles and ``vmap`` refuses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -243,3 +244,15 @@ def _name_out_dim(inside: Any, outside: Any, out_dim: Any) -> Any:
         dim = out_dim % len(outside._batch_size)
         outside._names = [*names[:dim], None, *names[dim:]]
     return outside
+
+
+def register_view_node(cls: type, view: Callable[[Any], Any]) -> None:
+    """Open an instance of ``cls`` (a ``TensorDictParams``) as the TensorDict ``view(obj)``
+    of its own leaves: ``vmap`` maps over them and gives that TensorDict back, as upstream."""
+    register_pytree_node(
+        cls,
+        lambda obj: ([view(obj)], None),
+        lambda children, _context: next(iter(children)),
+        lambda obj: ([(sequence_key(0), view(obj))], None),
+        f"{cls.__module__}.{cls.__qualname__}",
+    )

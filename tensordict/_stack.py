@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._modules import params_view
 from tensordict._nontensor import MetaData, NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack
@@ -23,15 +24,20 @@ if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
 
 
-def _check_members(call: str, tds: Sequence[Any]) -> None:
+def _check_members(call: str, tds: Sequence[Any]) -> list[Any]:
+    """``tds`` as a list of TensorDicts (a ``TensorDictParams`` is taken as the TensorDict
+    of its own leaves); a TypeError for anything else."""
     if not tds:
         raise ValueError(f"{call}: expected a non-empty sequence of TensorDicts")
-    for td in tds:
+    members = list(tds)
+    for i, td in enumerate(members):
         if not isinstance(td, CollectionPrimitives):
-            i = next(i for i, td in enumerate(tds) if not isinstance(td, CollectionPrimitives))
-            raise TypeError(
-                f"{call}: expected TensorDicts, got {type(tds[i]).__name__} at position {i}"
-            )
+            members[i] = params_view(td)
+            if members[i] is None:
+                raise TypeError(
+                    f"{call}: expected TensorDicts, got {type(td).__name__} at position {i}"
+                )
+    return members
 
 
 def same_structure(tds: Sequence[Any]) -> bool:
@@ -175,7 +181,10 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
                 return _dense_stack(tds, dim % (n + 1), one_class=True)
             except _NotDense:  # below: the error, or a lazy stack
                 tried = True
-    _check_members("torch.stack", tds)
+    members = _check_members("torch.stack", tds)  # (params taken as their leaves, or raises)
+    if any(a is not b for a, b in zip(members, tds, strict=True)):
+        tried = False  # (the one-pass attempt saw the params themselves)
+    tds = members
     bs = tds[0]._batch_size
     for i, td in enumerate(tds):
         if td._batch_size != bs:
@@ -212,7 +221,7 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """
     tds = list(tds)
     if not tds or not isinstance(tds[0], CollectionPrimitives):
-        _check_members("torch.cat", tds)  # raises
+        tds = _check_members("torch.cat", tds)  # (params taken as their leaves, or raises)
     # dense or lazy storage is a property of a class: asked once of the first member's
     # class, and of each member of another class
     first = tds[0]
@@ -221,8 +230,8 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     as_is = not lazy and first._as_dense("torch.cat") is first  # its class needs no conversion
     for td in tds:
         if type(td) is not cls:
-            if not isinstance(td, CollectionPrimitives):
-                _check_members("torch.cat", tds)  # raises
+            if not isinstance(td, CollectionPrimitives):  # params as their leaves, or raises
+                return cat(_check_members("torch.cat", tds), dim, out=out)
             as_is = False
             lazy = lazy or td._stack_parts() is not None
     if lazy:

@@ -16,31 +16,29 @@ _make_subclass = Tensor._make_subclass
 NO_BATCH = torch.Size([])
 
 # Undo steps. A slot written in place: (the store, name, original); assigning the original
-# back keeps the store's key order. A tensor moved to the other store (a parameter slot
-# given a plain tensor, or the reverse, with preserve_module_state=False):
-# (the store written, the store it left, name, original, the key order of the store it
-# left before the move).
+# back keeps the store's key order. A tensor moved to another store (with
+# preserve_module_state=False a parameter slot given a plain tensor puts it in the
+# module's __dict__, a plain attribute, as upstream; a buffer slot given a parameter
+# registers it): (the store written, the store it left, name, original, the key order of
+# the store it left before the move; () for a __dict__).
 _Undo = list[tuple[dict[str, Any], str, Any]]
 _Moves = list[tuple[dict[str, Any], dict[str, Any], str, Any, tuple[str, ...]]]
-_Unflag = list[tuple[set[str], str]]
 
 
 class Swap:
     """The originals replaced by :meth:`to_module`; restores them on exit (also on errors)."""
 
-    __slots__ = ("_copy_back", "_moves", "_swapped", "_undo", "_unflag")
+    __slots__ = ("_copy_back", "_moves", "_swapped", "_undo")
 
     def __init__(
         self,
         undo: _Undo,
         swapped: Any,
         moves: _Moves | None = None,
-        unflag: _Unflag | None = None,
         copy_back: list[tuple[Tensor, Tensor]] | None = None,
     ) -> None:
         self._undo = undo
         self._moves = moves
-        self._unflag = unflag
         self._copy_back = copy_back  # inplace=True: (module tensor, its saved value)
         self._swapped = swapped
 
@@ -65,10 +63,6 @@ class Swap:
         if self._moves:
             moves, self._moves = self._moves, None
             _undo_moves(moves)
-        if self._unflag:
-            unflag, self._unflag = self._unflag, None
-            for flags, name in unflag:
-                flags.discard(name)
         if self._copy_back:
             copy_back, self._copy_back = self._copy_back, None
             with torch.no_grad():
@@ -86,7 +80,9 @@ def _undo_moves(moves: _Moves) -> None:
         if id(origin) not in orders:
             orders[id(origin)] = (origin, order)  # (its order before the first move)
     for origin, order in orders.values():
-        if tuple(origin) != order:  # (a name it gained meanwhile goes last)
+        if (
+            order and tuple(origin) != order
+        ):  # (a module's __dict__ keeps its own order)  # (a name it gained meanwhile goes last)
             head = {k: origin[k] for k in order if k in origin}
             tail = {k: v for k, v in origin.items() if k not in head}
             origin.clear()
@@ -154,26 +150,27 @@ class SwapWalk:
 
     With ``preserve`` a parameter slot keeps a parameter (:func:`param_value`) and a buffer
     slot a buffer (a parameter given to it becomes a plain alias); without, a plain tensor
-    replaces a parameter as a non-persistent buffer (out of ``state_dict``, still seen by
-    ``from_module``) and a parameter replaces a buffer as a parameter. A module met again
+    replaces a parameter as a plain attribute (out of ``parameters()``, ``state_dict()``
+    and ``from_module``, as upstream) and a parameter replaces a buffer as a parameter. A
+    key naming a plain tensor attribute (put there by an enclosing swap) swaps it, a
+    parameter being registered. A module met again
     (shared) is swapped once; its originals appear under each of its names. The originals
     come back as nested ``cls`` TensorDicts (dicts when ``cls`` is None)."""
 
-    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected", "unflag")
+    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected")
 
     def __init__(self, preserve: bool, cls: Any) -> None:
         self.preserve = preserve
         self.cls = cls
         self.undo: _Undo = []
         self.moves: _Moves = []
-        self.unflag: _Unflag = []
         self.memo: dict[int, Any] = {}
         self.missing: list[str] = []
         self.unexpected: list[str] = []
 
     def swap(self) -> Swap:
         """What undoes the walk so far."""
-        return Swap(self.undo, None, self.moves, self.unflag)
+        return Swap(self.undo, None, self.moves)
 
     def walk(self, td: Any, module: nn.Module, path: _Path) -> dict[str, Any]:
         """Swap ``td``'s tensors into ``module`` (at ``path``); returns the originals."""
@@ -222,10 +219,33 @@ class SwapWalk:
         if matched != len(entries):  # keys naming no slot (a store may have moved names)
             stores = (params, buffers, module._modules)
             slots = {k for store in stores for k, v in store.items() if v is not None}
-            self.unexpected.extend(
-                _dotted(path, k) for k in sorted(k for k in entries if k not in slots)
-            )
+            rest = [k for k in entries if k not in slots]
+            left = self._attributes(module, rest, entries, originals)
+            self.unexpected.extend(_dotted(path, k) for k in sorted(left))
         return originals
+
+    def _attributes(
+        self, module: nn.Module, keys: list[str], entries: dict[str, Any], originals: dict[str, Any]
+    ) -> list[str]:
+        """Swap the ``keys`` that name a plain tensor attribute of ``module`` (an enclosing
+        swap's); returns the others, which are unexpected."""
+        attrs = module.__dict__
+        left = []
+        for name in keys:
+            current, value = attrs.get(name), entries[name]
+            if not (isinstance(current, Tensor) and isinstance(value, Tensor)):
+                left.append(name)
+                continue
+            originals[name] = current
+            if _is_param(value):  # registered, as upstream
+                params: dict[str, Any] = module._parameters
+                del attrs[name]
+                params[name] = value
+                self.moves.append((params, attrs, name, current, ()))
+            else:
+                attrs[name] = value
+                self.undo.append((attrs, name, current))
+        return left
 
     def _params_preserved(
         self,
@@ -298,19 +318,15 @@ class SwapWalk:
                 continue
             if not order:
                 order = tuple(store)
-                other = module.__dict__["_buffers" if to_params else "_parameters"]
+                # a parameter slot given a plain tensor: a plain attribute (as upstream)
+                other = module.__dict__ if to_params else module.__dict__["_parameters"]
             del store[name]
             other[name] = value
             self.moves.append((other, store, name, current, order))
-            if to_params:  # a parameter slot given a plain tensor: a non-persistent buffer
-                flags = module._non_persistent_buffers_set
-                if name not in flags:
-                    flags.add(name)
-                    self.unflag.append((flags, name))
         return matched
 
 
-# One planned replacement: (module, "_parameters" or "_buffers", name, the module's
+# One planned replacement: (module, "_parameters", "_buffers" or "__dict__", name, the module's
 # tensor, the new tensor, the path of the module's submodule).
 Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
 
@@ -365,6 +381,13 @@ def plan_swap(
             )
         if inner:
             originals[name] = inner
+    for name in [k for k in entries if k in keys]:  # a plain attribute (an enclosing swap's)
+        current = module.__dict__.get(name)
+        value = entries[name]
+        if isinstance(current, Tensor) and isinstance(value, Tensor):
+            plan.append((module, "__dict__", name, current, value, path))
+            originals[name] = current
+            keys.discard(name)
     unexpected.extend(".".join((*path, k)) for k in sorted(keys))
     return originals
 

@@ -34,6 +34,7 @@ from tensordict._keys import (
     sort_key,
 )
 from tensordict._lock_parents import forget_parent, locked_parent, note_parent
+from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
@@ -201,10 +202,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 self._fill_pairs(source.items())
             elif source is not None:
                 if not _is_mapping(source):
-                    raise TypeError(
-                        f"TensorDict: source must be a mapping (dict or TensorDict), got "
-                        f"{type(source).__name__}"
-                    )
+                    view = params_view(source)  # a TensorDictParams: its TensorDict of leaves
+                    if view is None:
+                        raise TypeError(
+                            f"TensorDict: source must be a mapping (dict or TensorDict), got "
+                            f"{type(source).__name__}"
+                        )
+                    source = view
                 self._fill(source.clone(recurse=False) if _is_td(source) else source)
         if kwargs:
             for key, value in kwargs.items():
@@ -455,6 +459,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     return stack
                 if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
                     raise leaf_shape_error(call, key, stack.batch_size, bs)
+        view = params_view(value)
+        if view is not None:  # a TensorDictParams: the TensorDict of its own leaves
+            return self._convert(view, key, call)
         return NonTensorData(value, bs, self._device)
 
     def _check_unlocked(self, call: str, key: object) -> None:

@@ -235,3 +235,120 @@ def test_from_modules_keeps_tied_parameters_tied() -> None:
         ValueError, match=r"module 1 has its parameters in another order: \['bias', 'weight'\]"
     ):
         TensorDict.from_modules(nn.Linear(2, 2), reordered)
+
+
+def test_to_module_keeps_the_order_of_parameters() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    before = list(model.state_dict())
+    params = TensorDict.from_module(model).detach().clone()
+    for preserve in (True, False):
+        with params.to_module(model, preserve_module_state=preserve):
+            pass
+        assert list(model.state_dict()) == before
+        assert list(model[0]._parameters) == ["weight", "bias"]
+
+
+def test_to_module_without_preserving_state_swaps_in_plain_attributes() -> None:
+    model = nn.Linear(3, 2)
+    original = TensorDict.from_module(model)
+    zeros = original.detach().clone().zero_()
+    ones = original.detach().clone().apply(lambda x: x + 1)
+    with zeros.to_module(model, preserve_module_state=False):
+        # a plain tensor is a plain attribute: no parameter, no state_dict entry
+        assert model.weight is zeros["weight"] and model.__dict__["weight"] is zeros["weight"]
+        assert dict(model.named_parameters()) == {} and list(model.state_dict()) == []
+        assert TensorDict.from_module(model).is_empty()
+        with ones.to_module(model, preserve_module_state=False) as swapped:
+            assert swapped["weight"] is zeros["weight"] and model.bias is ones["bias"]
+        assert model.weight is zeros["weight"]
+        with original.to_module(model, preserve_module_state=False):  # parameters register
+            assert dict(model.named_parameters())["weight"] is original["weight"]
+        assert model.weight is zeros["weight"] and "weight" not in model._parameters
+    assert dict(model.named_parameters()) == {
+        "weight": original["weight"],
+        "bias": original["bias"],
+    }
+    assert "weight" not in model.__dict__ and "bias" not in model.__dict__
+
+
+def test_plain_swap_into_a_tied_module_then_back() -> None:
+    # one layer reached twice: swapped once; the plain values are out of from_module
+    torch.manual_seed(0)
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.Linear(4, 4), nn.Sequential(shared))
+    x = torch.randn(2, 4)
+    params = TensorDict.from_module(model)
+    zeros = params.clone().zero_()
+    expected = model(x)
+    zeros.to_module(model, preserve_module_state=False)
+    assert (model(x) == 0).all() and shared.weight is zeros["0", "weight"]
+    assert TensorDict.from_module(model).is_empty()
+    params.to_module(model, preserve_module_state=False)
+    for key, value in TensorDict.from_module(model).items(True, True):
+        assert value is params[key], key
+    torch.testing.assert_close(model(x), expected)
+
+
+@pytest.mark.parametrize("as_module", [False, True])
+def test_from_modules_expand_identical_is_a_view_gradients_reach(as_module: bool) -> None:
+    if as_module:
+        import tdnn  # noqa: F401  (registers TensorDictParams for as_module=True)
+    shared = nn.Linear(3, 3)
+    modules = [nn.Sequential(shared, nn.Linear(3, 2)) for _ in range(3)]
+    params = TensorDict.from_modules(*modules, expand_identical=True, as_module=as_module)
+    weight = params["0", "weight"]
+    assert not isinstance(weight, nn.Parameter) and weight.shape == (3, 3, 3)
+    assert weight.data_ptr() == shared.weight.data_ptr() and weight.stride(0) == 0
+    assert isinstance(params["1", "weight"], nn.Parameter)
+    assert params["1", "weight"].data_ptr() != modules[0][1].weight.data_ptr()
+    base = nn.Sequential(nn.Linear(3, 3, device="meta"), nn.Linear(3, 2, device="meta"))
+
+    def call(p: TensorDict, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(base):
+            return base(x)
+
+    x = torch.randn(3)
+    y = vmap(call, (0, None))(params, x)
+    torch.testing.assert_close(y, torch.stack([m(x) for m in modules]).detach())
+    y.sum().backward()
+    assert shared.weight.grad is not None and modules[0][1].weight.grad is None
+    assert params["1", "weight"].grad is not None
+
+
+def test_from_modules_lazy_stack_refusals() -> None:
+    import tdnn
+
+    lazy = [nn.LazyLinear(4) for _ in range(2)]
+    with pytest.raises(
+        RuntimeError,
+        match=r"from_modules: module 0 has uninitialized \(lazy\) tensors \['weight', 'bias'\]: "
+        "lasy_stack=True is not compatible with lazy modules",
+    ):
+        TensorDict.from_modules(*lazy, lazy_stack=True)
+    with pytest.raises(
+        NotImplementedError,
+        match=r"from_modules: parameter 'weight' of module 0 is uninitialized \(a lazy module\)",
+    ):
+        TensorDict.from_modules(*lazy)
+    linears = [nn.Linear(2, 2) for _ in range(2)]
+    with pytest.raises(RuntimeError, match="as_module=True with lazy_stack=True: a Lazy"):
+        TensorDict.from_modules(*linears, lazy_stack=True, as_module=True)
+    stack = TensorDict.from_modules(*linears, lazy_stack=True)
+    with pytest.raises(RuntimeError, match="TensorDictParams: a LazyStackedTensorDict within"):
+        tdnn.TensorDictParams(stack)
+    assert stack.tensordicts[1]["weight"] is linears[1].weight
+
+
+def test_tensordict_params_no_convert_keeps_autograd_history() -> None:
+    from tdnn import TensorDictParams
+
+    x = torch.ones(3, requires_grad=True)
+    params = TensorDictParams(
+        TensorDict(a=x * 2, n=torch.zeros(3, dtype=torch.long)), no_convert=True
+    )
+    assert params["a"].grad_fn is not None and not isinstance(params["a"], nn.Parameter)
+    assert sorted(n for n, _ in params.named_buffers()) == ["a", "n"]
+    params["a"].sum().backward()
+    assert (x.grad == 2).all()
+    converted = TensorDictParams(TensorDict(a=x * 2))
+    assert isinstance(converted["a"], nn.Parameter) and converted["a"].grad_fn is None

@@ -125,3 +125,160 @@ def test_make_tensordict_is_reexported() -> None:
     import tensordict
 
     assert tdnn.make_tensordict is tensordict.make_tensordict
+
+
+def _params(value: float) -> TensorDictParams:
+    tree = TensorDict(a=torch.full((3, 2), value), b={"c": torch.full((3,), value)}, batch_size=[3])
+    return TensorDictParams(tree)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_a_lazy_stack_of_tensordict_params_reads_their_own_leaves(dim: int) -> None:
+    from tensordict import LazyStackedTensorDict, lazy_stack
+
+    p0, p1 = _params(0.0), _params(1.0)
+    at = dim % 2  # the stack dim among the batch dims (3,) + 1
+    for stack in (
+        lazy_stack([p0, p1], dim),
+        LazyStackedTensorDict(p0, p1, stack_dim=dim),
+        LazyStackedTensorDict.lazy_stack([p0, p1], dim),
+    ):
+        assert stack.batch_size == torch.stack([torch.zeros(3), torch.zeros(3)], dim).shape
+        expected = torch.stack([p0["a"], p1["a"]], at)
+        torch.testing.assert_close(stack["a"], expected)
+        torch.testing.assert_close(stack["b", "c"], torch.stack([p0["b", "c"], p1["b", "c"]], at))
+        # the members are the parameters themselves (no copy): gradients reach them
+        assert all(m["a"] is p["a"] for m, p in zip(stack.tensordicts, (p0, p1), strict=True))
+    stack = lazy_stack([p0, p1], dim)
+    stack["a"].sum().backward()
+    assert p0["a"].grad is not None and (p0["a"].grad == 1).all()
+    with torch.no_grad():
+        stack.data.apply_(lambda x: x.add_(5))  # in place into the parameters
+    assert (p1["a"] == 6).all() and isinstance(p1["a"], nn.Parameter)
+    assert type(stack.clone()).__name__ == "LazyStackedTensorDict"
+
+
+def test_a_lazy_stack_of_tensordict_params_with_ragged_leaves() -> None:
+    from tensordict import lazy_stack
+
+    p0, p1 = _params(0.0), _params(1.0)
+    p0["r"] = torch.zeros(3, 2)
+    p1["r"] = torch.zeros(3, 5)
+    stack = lazy_stack([p0, p1])
+    assert stack.get_item_shape("r") == (2, 3, -1)
+    with pytest.raises(RuntimeError, match="r"):
+        stack["r"]
+    assert [x.shape[-1] for x in stack.get("r", as_list=True)] == [2, 5]
+
+
+def test_a_lazy_stack_refuses_what_is_not_a_tensordict() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    with pytest.raises(TypeError, match=r"LazyStackedTensorDict: member 1 is a Linear, not a"):
+        LazyStackedTensorDict(_params(0.0), nn.Linear(2, 2))
+
+
+def test_lazy_stack_into_out_of_another_batch_size_says_so() -> None:
+    p0, p1 = _params(0.0), _params(1.0)
+    out = TensorDict(a=torch.zeros(3, 2, 2), b={"c": torch.zeros(3, 2)}, batch_size=[3, 2])
+    with pytest.raises(RuntimeError, match=r"lazy_stack: out.batch_size and stacked batch size"):
+        TensorDict.lazy_stack([p0, p1], 0, out=out)
+    done = TensorDict.lazy_stack([p0.data, p1.data], 1, out=out)
+    assert done is out
+    torch.testing.assert_close(out["a"], torch.stack([p0["a"], p1["a"]], 1).detach())
+
+
+def test_vmap_over_tensordict_params_maps_their_leaves() -> None:
+    params = _params(1.0)
+    seen: list[tuple[type, torch.Size]] = []
+
+    def double(td: TensorDict) -> TensorDict:
+        seen.append((type(td), td.batch_size))
+        return td * 2
+
+    out = torch.vmap(double)(params)
+    assert seen == [(TensorDict, torch.Size([]))]
+    assert type(out) is TensorDict and out.batch_size == (3,)
+    torch.testing.assert_close(out["a"], params["a"].detach() * 2)
+    torch.testing.assert_close(out["b", "c"], params["b", "c"].detach() * 2)
+    out["a"].sum().backward()  # through the parameters themselves
+    assert params["a"].grad is not None and (params["a"].grad == 2).all()
+
+
+def test_vmap_an_ensemble_of_tensordict_params_into_one_module() -> None:
+    modules = [nn.Linear(3, 4) for _ in range(3)]
+    params = TensorDict.from_modules(*modules, as_module=True)
+    assert isinstance(params, TensorDictParams)
+    base = nn.Linear(3, 4, device="meta")
+
+    def call(p: TensorDict, x: torch.Tensor) -> torch.Tensor:
+        with p.to_module(base):
+            return base(x)
+
+    x = torch.randn(3)
+    y = torch.vmap(call, (0, None))(params, x)
+    torch.testing.assert_close(y, torch.stack([m(x) for m in modules]).detach())
+    y.sum().backward()
+    assert all(leaf.grad is not None for leaf in params.values(True, True))
+
+
+def test_a_tensordict_holds_tensordict_params_as_their_leaves() -> None:
+    params = _params(1.0)
+    copied = TensorDict(params, batch_size=[3])  # (as from a TensorDict)
+    assert copied.batch_size == (3,) and copied["b", "c"] is params["b", "c"]
+    outer = TensorDict({"p": params}, [3])
+    assert type(outer["p"]) is TensorDict and outer["p", "a"] is params["a"]
+    outer2 = TensorDict(batch_size=[3])
+    outer2["p"] = params
+    assert outer2["p", "b", "c"] is params["b", "c"]
+
+
+def test_a_tensordict_nested_in_locked_params_stays_locked_while_they_are() -> None:
+    import gc
+
+    params = _params(1.0)
+    params.set_non_tensor("note", "a non-tensor entry")
+    params.lock_()
+    sub = params.get("b")
+    assert sub.is_locked and params.get("b") is sub and params["note"] == "a non-tensor entry"
+    with pytest.raises(RuntimeError, match="TensorDict.unlock_: Cannot unlock a TensorDict nested"):
+        sub.unlock_()
+    params.unlock_()
+    sub.unlock_()  # the parent is unlocked now
+    params.lock_()
+    sub = params.get("b")
+    del params
+    gc.collect()
+    sub.unlock_()  # the parent is gone
+    assert not sub.is_locked
+
+
+def test_locked_params_read_what_is_swapped_into_them() -> None:
+    params = _params(1.0)
+    params.lock_()
+    before = params["a"]
+    zeros = TensorDict(a=torch.zeros(3, 2), b={"c": torch.zeros(3)}, batch_size=[3])
+    with zeros.to_module(params):
+        assert (params["a"] == 0).all() and (params["b", "c"] == 0).all()
+    assert params["a"] is before and (params["a"] == 1).all()
+
+
+def test_dense_stack_and_cat_take_tensordict_params() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    p0, p1 = _params(0.0), _params(1.0)
+    for stacked in (
+        TensorDict.stack([p0, p1], 1),
+        LazyStackedTensorDict.maybe_dense_stack([p0, p1], 1),
+        torch.stack([p0, p1], 1),
+    ):
+        assert type(stacked) is TensorDict and stacked.batch_size == (3, 2)
+        torch.testing.assert_close(stacked["a"], torch.stack([p0["a"], p1["a"]], 1))
+    joined = TensorDict.cat([p0, p1])
+    torch.testing.assert_close(joined["b", "c"], torch.cat([p0["b", "c"], p1["b", "c"]]))
+    joined["a"].sum().backward()
+    assert (p1["a"].grad == 1).all()
+    with pytest.raises(
+        TypeError, match="torch.stack: expected TensorDicts, got Linear at position 1"
+    ):
+        TensorDict.stack([p0, nn.Linear(2, 2)])
