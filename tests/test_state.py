@@ -51,6 +51,14 @@ def test_state_dict_metadata_per_level_as_a_module_keeps_it() -> None:
     assert_same(back, td)
     into = TensorDict(device="cpu")
     assert into.load_state_dict(sd).device == torch.device("cpu")
+    buffer = io.BytesIO()  # the metadata survives torch.save / a weights-only load
+    torch.save(sd, buffer)
+    buffer.seek(0)
+    assert TensorDict().load_state_dict(torch.load(buffer, weights_only=True))["e"].batch_size == (
+        2,
+        3,
+        5,
+    )
 
 
 def test_older_state_dict_layout_still_loads() -> None:
