@@ -21,6 +21,7 @@ from tensordict._map import MapOps
 from tensordict._math_ops import MathOps
 from tensordict._memmap_ops import MemmapOps
 from tensordict._modules import ModuleOps
+from tensordict._mro import reresolve
 from tensordict._pointwise import PointwiseOps
 from tensordict._primitives import CollectionPrimitives, DenseStorage
 from tensordict._reduce import ReduceOps
@@ -96,6 +97,7 @@ class TensorDictBase(
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        reresolve(cls)  # (a base it adds may override what TensorDict holds a copy of)
         if cls.__dict__.get("_abstract", False):
             return
         missing = [

@@ -142,6 +142,7 @@ def add_leaf(
     for name in route:
         here, meta = os.path.join(here, name), _child(meta, name)
         changed.append((here, meta))
+    _check_same(call, here, td, meta)
     node, depth = td, 0
     for part in key[:-1]:  # the parents that exist, in memory and in the folder
         child = node._tensordict.get(part)
@@ -157,6 +158,7 @@ def add_leaf(
             raise RuntimeError(_stale(call, here, part))
         node, depth = child, depth + 1
         here, meta = os.path.join(here, record["dir"]), record["meta"]
+        _check_same(call, here, child, meta)
         changed.append((here, meta))
     rest = key[depth:]
     if rest[0] in meta["entries"]:
@@ -196,6 +198,7 @@ def add_leaf(
         _write_json(os.path.join(top, JOURNAL), plan)
         for f, m in changed:
             _write_json(os.path.join(f, TMP), m)
+        os.replace(os.path.join(top, JOURNAL), os.path.join(top, COMMIT))
     except BaseException:
         if os.path.exists(os.path.join(top, JOURNAL)):
             _undo(top, plan)
@@ -205,7 +208,6 @@ def add_leaf(
         elif os.path.lexists(made):
             os.unlink(made)
         raise
-    os.replace(os.path.join(top, JOURNAL), os.path.join(top, COMMIT))
     _finish(top, plan)
     value = _nest(leaf, rest, node)
     if record["kind"] == "collection":
@@ -230,6 +232,19 @@ def _nest(leaf: Any, rest: tuple[str, ...], node: Any) -> Any:
     for part in reversed(rest[1:]):
         value = TensorDict._new_unsafe({part: value}, node.batch_size, node.device, None)
     return value
+
+
+def _check_same(call: str, folder: str, node: Any, meta: dict[str, Any]) -> None:
+    """Refuse a folder that no longer describes ``node`` (saved again since, or the
+    collection changed in memory): its batch size and its keys must be the folder's."""
+    ours, theirs = list(node.batch_size), meta["batch_size"]
+    if ours != theirs or set(node._tensordict) != set(meta["entries"]):
+        raise RuntimeError(
+            f"{call}: the checkpoint at {folder!r} no longer describes this collection "
+            f"(batch_size {theirs} and keys {sorted(meta['entries'])} there, {ours} and "
+            f"{sorted(node._tensordict)} here: was it saved again since?); load it again "
+            "before adding entries"
+        )
 
 
 def _stale(call: str, folder: str, key: str) -> str:

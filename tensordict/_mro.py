@@ -7,6 +7,12 @@ the defining one in the MRO has gained that name, and re-checks those guards on 
 compiled call. A collection class is built from some twenty-five small operation mixins
 (one job each), so an attribute defined on the last base cost some twenty-five checks
 per read name; defined on the class itself, it costs none.
+
+Two limits follow. A subclass that adds a base overriding one of the mixins' attributes
+(``class Mine(TensorDict, MyOverrides)``) gets that override back through
+:func:`reresolve`, run by ``TensorDictBase.__init_subclass__``. An attribute replaced on a
+mixin after import (``mock.patch.object(TensorDictBase, ...)``) is not seen through the
+resolved classes: patch the concrete class instead.
 """
 
 from __future__ import annotations
@@ -40,7 +46,38 @@ def resolve_inherited(*classes: type) -> None:
     attribute later added to a base is not seen through the class."""
     for cls in classes:
         own = cls.__dict__  # (a live view: what is set below counts as own from then on)
+        copied = []
         for base in cls.__mro__[1:-1]:  # (object's attributes are dynamo's own concern)
             for name, value in vars(base).items():
                 if name not in own and name not in _KEEP:
                     setattr(cls, name, value)
+                    copied.append(name)
+        cls._resolved_copies = frozenset(copied)  # type: ignore[attr-defined]
+
+
+def reresolve(cls: type) -> None:
+    """For a subclass of a resolved class: give ``cls`` what its MRO resolves to, copies
+    left aside, wherever that differs from a copy it would otherwise find first (a base
+    it adds after the resolved class overrides a mixin's attribute)."""
+    copies = {
+        klass: klass.__dict__["_resolved_copies"]
+        for klass in cls.__mro__[1:]
+        if "_resolved_copies" in klass.__dict__
+    }
+    if not copies:
+        return
+    own = cls.__dict__
+    recopied = []
+    for resolved, names in copies.items():
+        for name in names:
+            if name in own:
+                continue
+            for klass in cls.__mro__:
+                found = klass.__dict__
+                if name in found and name not in copies.get(klass, ()):
+                    if found[name] is not resolved.__dict__[name]:
+                        setattr(cls, name, found[name])
+                        recopied.append(name)
+                    break
+    if recopied:  # (copies too, for the subclasses of this one)
+        cls._resolved_copies = frozenset(recopied)  # type: ignore[attr-defined]

@@ -179,6 +179,7 @@ class SwapWalk:
         matched = 0
         params = module._parameters
         buffers = module._buffers
+        first_move = len(self.moves)
         if self.preserve:  # (nothing moves between stores: each is walked as it is)
             if params:
                 matched = self._params_preserved(params, entries, originals, path)
@@ -190,6 +191,7 @@ class SwapWalk:
                 matched = self._store(module, "_parameters", entries, originals, path, params)
             if pending:
                 matched += self._store(module, "_buffers", entries, originals, path, pending)
+        moved = self.moves[first_move:]  # (this module's: its children's come after)
         memo = self.memo
         for name, child in module._modules.items():
             if child is None:
@@ -219,6 +221,7 @@ class SwapWalk:
         if matched != len(entries):  # keys naming no slot (a store may have moved names)
             stores = (params, buffers, module._modules)
             slots = {k for store in stores for k, v in store.items() if v is not None}
+            slots.update(m[2] for m in moved)  # (names moved out of a store just now)
             rest = [k for k in entries if k not in slots]
             left = self._attributes(module, rest, entries, originals)
             self.unexpected.extend(_dotted(path, k) for k in sorted(left))

@@ -202,7 +202,7 @@ def test_a_checkpoint_saved_again_meanwhile_is_not_written(tmp_path: Path) -> No
     td = TensorDict({"n": {"a": torch.zeros(1)}}, []).memmap_(path)
     TensorDict({"x": torch.zeros(1)}, []).memmap(path)  # replaces the folder
     before = _files(path)
-    with pytest.raises(RuntimeError, match="does not match this collection at 'n'"):
+    with pytest.raises(RuntimeError, match="no longer describes this collection"):
         td.make_memmap(("n", "b"), (1,))
     assert _files(path) == before
 
@@ -370,3 +370,25 @@ def test_saving_over_a_pickle_leaves_no_stale_pickle(
     assert sorted(os.listdir(path)) == ["meta.json"]
     assert "pickle" not in (path / "meta.json").read_text()
     TensorDict.load_memmap(path, allow_pickle=False)  # nothing left to unpickle
+
+
+@pytest.mark.parametrize("change", ["saved_again", "batch_size", "nested_saved_again"])
+def test_a_folder_that_no_longer_describes_the_collection_is_not_written(
+    tmp_path: Path, change: str
+) -> None:
+    path = tmp_path / "ckpt"
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2]).memmap_(path)
+    target: Any = td
+    if change == "saved_again":  # same keys, another batch size: only the sizes tell
+        TensorDict({"a": torch.ones(3), "n": {"b": torch.ones(3)}}, [3]).memmap(path, existsok=True)
+    elif change == "batch_size":
+        td.unlock_()
+        td.batch_size = []
+    else:  # the nested level saved again with other keys
+        TensorDict({"a": torch.ones(2), "n": {"c": torch.ones(2)}}, [2]).memmap(path, existsok=True)
+        target = td["n"]
+    before = _files(path)
+    with pytest.raises(RuntimeError, match="no longer describes this collection"):
+        target.make_memmap("k", target.batch_size)
+    assert _files(path) == before
+    TensorDict.load_memmap(path)  # still whole

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tensordict import LazyStackedTensorDict, TensorDict
 from tensordict._mro import _KEEP, resolve_inherited
@@ -56,3 +57,28 @@ def test_subclasses_still_override() -> None:
 
     assert len(Mine({}, [])) == 123
     assert len(TensorDict({}, [4])) == 4
+
+
+def test_a_base_added_by_a_subclass_still_overrides_the_mixins() -> None:
+    from tensordict import TensorDictBase
+
+    class Overrides(TensorDictBase):
+        _abstract = True
+
+        def to_dict(self, *args: object, **kwargs: object) -> str:  # type: ignore[override]
+            return "Overrides.to_dict"
+
+    class Mine(TensorDict, Overrides):
+        pass
+
+    class Deeper(Mine):
+        pass
+
+    for cls in (Mine, Deeper):
+        assert cls({"a": torch.zeros(1)}, [1]).to_dict() == "Overrides.to_dict"
+    assert TensorDict({"a": torch.zeros(1)}, [1]).to_dict() == {"a": torch.zeros(1)}
+
+    class Again(Deeper, TensorDictBase):  # (nothing more to override: copies stay right)
+        pass
+
+    assert Again({}, []).to_dict() == "Overrides.to_dict"

@@ -199,3 +199,18 @@ def test_a_swap_restores_every_slot_in_order_or_changes_nothing(
         with params.to_module(model, preserve_module_state=preserve):
             assert all((_read(model, k) == 0).all() for k in keys)
     assert _state(model) == before
+
+
+def test_originals_are_the_modules_own_when_a_key_is_unexpected() -> None:
+    # a parameter moved to a plain attribute is still a slot of the module, not an extra
+    lin = nn.Linear(2, 2)
+    weight, bias = lin.weight, lin.bias
+    params = TensorDict(
+        {"weight": torch.zeros(2, 2), "bias": torch.zeros(2), "extra": torch.ones(1)}, []
+    )
+    for preserve in (True, False):
+        with params.to_module(lin, strict=False, preserve_module_state=preserve) as old:
+            assert old["weight"] is weight and old["bias"] is bias
+            assert set(old.keys()) == {"weight", "bias"}
+        assert lin.weight is weight and lin.bias is bias
+        assert list(lin._parameters) == ["weight", "bias"]
