@@ -12,6 +12,7 @@ from torch import Tensor
 
 from tensordict._batch import KeysMismatchError
 from tensordict._keys import join_path
+from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
 from tensordict._primitives import CollectionPrimitives, DenseStorage
 
@@ -213,9 +214,9 @@ def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> dict[st
     taken as they are, dots included.
     """
     if from_flatten is None:
-        from_flatten = not any(isinstance(v, Mapping) for v in state.values())
+        from_flatten = not any(is_plain_mapping(v) for v in state.values())
     if not from_flatten:
-        return {k: _nest(v, False) if isinstance(v, Mapping) else v for k, v in state.items()}
+        return {k: _nest(v, False) if is_plain_mapping(v) else v for k, v in state.items()}
     out: dict[str, Any] = {}
     for key, value in state.items():
         parts = key.split(".")
