@@ -507,8 +507,9 @@ class TensorDictParams(nn.Module):
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
     ) -> Any:
-        """``nn.Module.load_state_dict``; a TensorDict's own state dict loads too (its
-        ``__batch_size``/``__device`` entries describe the TensorDict, not a leaf).
+        """``nn.Module.load_state_dict``; a TensorDict's own state dict loads too (the
+        ``__batch_size``/``__device`` entries of its older layout describe the TensorDict,
+        not a leaf, and are skipped).
 
         >>> import torch
         >>> from tensordict import TensorDict

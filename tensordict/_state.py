@@ -22,8 +22,17 @@ if TYPE_CHECKING:
     from tensordict._base import DenseTensorDictBase
 
 _Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
+# the entries that described each level in state dicts written before the ``_metadata``
+# attribute (upstream's older layout): still read, never written
 _BATCH = "__batch_size"
 _DEVICE = "__device"
+
+
+class _Level(dict[str, Any]):
+    """One level of a state dict being loaded, with its ``{"batch_size", "device"}``
+    metadata (None when the state dict gave none)."""
+
+    meta: dict[str, Any] | None = None
 
 
 def _plain(td: Any) -> dict[str, Any]:
@@ -68,28 +77,37 @@ class StateOps(CollectionPrimitives):
     __slots__ = ()
 
     def state_dict(
-        self, keep_vars: bool = False, flatten: bool = True, prefix: str = ""
+        self,
+        destination: OrderedDict[str, Any] | None = None,
+        prefix: str = "",
+        keep_vars: bool = False,
+        flatten: bool = True,
     ) -> OrderedDict[str, Any]:
-        """Entries plus each level's ``__batch_size`` and ``__device``, keys joined by ".".
+        """The entries, keys joined by "." (as ``nn.Module.state_dict``), in ``destination``
+        when given; each level's batch size and device go in the dict's ``_metadata``
+        attribute under the level's prefix, as a module's state dict keeps its version, so
+        ``module.load_state_dict(td.state_dict())`` takes a TensorDict of its parameters.
 
         ``keep_vars=True`` keeps the live tensors (for in-place restores); otherwise
-        leaves are detached. ``flatten=False`` nests one OrderedDict per level.
+        leaves are detached. ``flatten=False`` nests one OrderedDict per level, each with
+        its own ``_metadata``.
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> sd = TensorDict({"a": {"b": torch.zeros(2)}}, [2]).state_dict()
-        >>> list(sd)
-        ['a.b', 'a.__batch_size', 'a.__device', '__batch_size', '__device']
+        >>> list(sd), sd._metadata["a"]
+        (['a.b'], {'batch_size': torch.Size([2]), 'device': None})
         """
         call = self._call("state_dict")
         td = self._as_dense(call)
-        out: OrderedDict[str, Any] = OrderedDict()
+        out: OrderedDict[str, Any] = OrderedDict() if destination is None else destination
+        metadata = getattr(out, "_metadata", None)
+        if metadata is None:
+            metadata = OrderedDict()
+            setattr(out, "_metadata", metadata)  # noqa: B010  (an OrderedDict's attribute)
+        level = prefix[:-1] if prefix.endswith(".") else prefix
+        metadata[level] = {"batch_size": td._batch_size, "device": td._device}
         for key, value in td._tensordict.items():
-            if key in (_BATCH, _DEVICE):
-                raise ValueError(
-                    f"{call}: key {key!r} is reserved for the state dict's "
-                    "metadata; rename it first"
-                )
             if flatten and "." in key:
                 raise ValueError(
                     f"{call}: key {key!r} contains '.', which flatten=True "
@@ -100,11 +118,9 @@ class StateOps(CollectionPrimitives):
             elif isinstance(value, NonTensor):
                 out[prefix + key] = value
             elif flatten:
-                out.update(value.state_dict(keep_vars, True, prefix + key + "."))
+                value.state_dict(out, prefix + key + ".", keep_vars, True)
             else:
-                out[prefix + key] = value.state_dict(keep_vars, False)
-        out[prefix + _BATCH] = td._batch_size
-        out[prefix + _DEVICE] = td._device
+                out[prefix + key] = value.state_dict(keep_vars=keep_vars, flatten=False)
         return out
 
     def __copy__(self) -> Self:
@@ -136,6 +152,8 @@ class DenseStateOps(DenseStorage):
         nothing outside its keys may be in the state; all offending keys are named.
         ``from_flatten`` says whether keys were joined by "." (``state_dict(flatten=True)``);
         by default a state holding nested mappings is taken as nested, any other as flat.
+        Batch sizes and devices come from the state dict's ``_metadata``, or from the
+        ``__batch_size`` / ``__device`` entries of the older layout.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -149,6 +167,7 @@ class DenseStateOps(DenseStorage):
             legacy = state_dict["_tensordict"]
             state_dict = {**legacy, **state_dict["_non_tensordict"]}
         nested = _nest(state_dict, from_flatten)
+        _read_levels(state_dict, nested)
         was_empty = not self._tensordict
         if self._is_locked and was_empty and _paths_of_nested(nested):
             raise RuntimeError(
@@ -167,13 +186,13 @@ class DenseStateOps(DenseStorage):
         return self
 
     def _load_nested(self, nested: dict[str, Any], assign: bool) -> None:
-        if _BATCH in nested and not self._tensordict:
-            self.batch_size = nested[_BATCH]  # type: ignore[misc]
-            if self._device is None and nested.get(_DEVICE) is not None:
-                self._device = torch.device(nested[_DEVICE])
+        meta = getattr(nested, "meta", None)
+        if meta is not None and not self._tensordict:
+            if "batch_size" in meta:
+                self.batch_size = meta["batch_size"]  # type: ignore[misc]
+            if self._device is None and meta.get("device") is not None:
+                self._device = torch.device(meta["device"])
         for key, value in nested.items():
-            if key in (_BATCH, _DEVICE):
-                continue
             current = self._tensordict.get(key)
             if isinstance(value, dict):
                 if current is not None and not isinstance(current, CollectionPrimitives):
@@ -183,7 +202,8 @@ class DenseStateOps(DenseStorage):
                         "here but a nested TensorDict in the state dict"
                     )
                 if current is None:
-                    bs = value.get(_BATCH, self._batch_size)
+                    level = getattr(value, "meta", None) or {}
+                    bs = level.get("batch_size", self._batch_size)
                     current = self._new_unsafe({}, torch.Size(bs), self._device, None)
                     self._set_path((key,), current, self._call("load_state_dict"))
                     current = self._tensordict[key]
@@ -207,24 +227,54 @@ class DenseStateOps(DenseStorage):
         )
 
 
-def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> dict[str, Any]:
-    """A flat state dict (``"a.b"`` keys) as nested dicts; nested state dicts pass through.
+def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> _Level:
+    """A flat state dict (``"a.b"`` keys) as nested levels; nested state dicts pass through.
 
     A state dict holding mappings is in the nested form (``flatten=False``): its keys are
-    taken as they are, dots included.
+    taken as they are, dots included. Each level's metadata is :func:`_read_levels`' job.
     """
     if from_flatten is None:
         from_flatten = not any(is_plain_mapping(v) for v in state.values())
+    out = _Level()
     if not from_flatten:
-        return {k: _nest(v, False) if is_plain_mapping(v) else v for k, v in state.items()}
-    out: dict[str, Any] = {}
+        for k, v in state.items():
+            out[k] = _nest(v, False) if is_plain_mapping(v) else v
+        return out
     for key, value in state.items():
         parts = key.split(".")
         node = out
         for part in parts[:-1]:
-            node = node.setdefault(part, {})
+            node = node.setdefault(part, _Level())
         node[parts[-1]] = value
     return out
+
+
+def _read_levels(state: Mapping[str, Any], nested: _Level) -> None:
+    """Give each level of ``nested`` (built from ``state``) its batch size and device: from
+    ``state._metadata`` (keyed by the level's dotted prefix; each nested mapping of the
+    nested form has its own), else from the older layout's ``__batch_size`` / ``__device``
+    entries, which are taken out."""
+    metadata = getattr(state, "_metadata", None)
+    if isinstance(metadata, Mapping):
+        for prefix, meta in metadata.items():
+            if not isinstance(meta, Mapping):
+                continue
+            node: Any = nested
+            for part in prefix.split(".") if prefix else ():
+                child = node.get(part)
+                if child is None and "batch_size" in meta:  # a level with no leaves
+                    child = node[part] = _Level()
+                if not isinstance(child, _Level):
+                    break  # (a module's own metadata: no level of ours)
+                node = child
+            else:
+                node.meta = dict(meta)
+    for key, value in list(nested.items()):
+        if isinstance(value, _Level):
+            source = state.get(key) if is_plain_mapping(state) else None
+            _read_levels(source if is_plain_mapping(source) else {}, value)
+    if nested.meta is None and _BATCH in nested:
+        nested.meta = {"batch_size": nested.pop(_BATCH), "device": nested.pop(_DEVICE, None)}
 
 
 def _paths(td: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -240,8 +290,6 @@ def _paths(td: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 def _paths_of_nested(nested: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = []
     for key, value in nested.items():
-        if key in (_BATCH, _DEVICE):
-            continue
         if isinstance(value, dict):
             out.extend(_paths_of_nested(value, (*prefix, key)))
         else:

@@ -107,8 +107,12 @@ def test_apply_names_reach_nested_leading_dims_only() -> None:
 
 
 def test_state_dict_metadata_keys_and_dotted_nested_keys() -> None:
-    with pytest.raises(ValueError, match="key '__device' is reserved"):
-        TensorDict({"__device": torch.ones(2)}, [2]).state_dict()
+    # the metadata lives in the _metadata attribute: a key named like the old entries loads
+    odd = TensorDict({"__device": torch.ones(2), "n": {"__batch_size": torch.ones(2)}}, [2])
+    for flatten in (True, False):
+        back = TensorDict().load_state_dict(odd.state_dict(flatten=flatten))
+        assert back.batch_size == (2,)
+        assert set(back.keys(True, True)) == set(odd.keys(True, True))
     td = TensorDict({"a.b": torch.ones(2)}, [2])
     sd = td.state_dict(flatten=False)
     assert list(TensorDict().load_state_dict(sd, from_flatten=False).keys()) == ["a.b"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -28,9 +29,70 @@ def test_state_dict_round_trip_onto_empty(example: TensorDict) -> None:
 def test_state_dict_nested_form() -> None:
     td = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2)}}, [2])
     sd = td.state_dict(flatten=False)
-    assert set(sd) == {"a", "n", "__batch_size", "__device"}
-    assert set(sd["n"]) == {"b", "__batch_size", "__device"}
+    assert set(sd) == {"a", "n"} and set(sd["n"]) == {"b"}
+    assert sd._metadata[""] == {"batch_size": torch.Size([2]), "device": None}
+    assert sd["n"]._metadata[""] == {"batch_size": torch.Size([2]), "device": None}
     assert_same(TensorDict().load_state_dict(sd), td)
+
+
+def test_state_dict_metadata_per_level_as_a_module_keeps_it() -> None:
+    td = TensorDict({"a": torch.ones(2, 3), "n": {"b": torch.zeros(2, 3, 4)}}, [2])
+    td["n"].batch_size = [2, 3]
+    td["e"] = TensorDict({}, [2, 3, 5])  # a level with no leaves
+    sd = td.state_dict()
+    assert list(sd) == ["a", "n.b"]
+    assert {k: tuple(v["batch_size"]) for k, v in sd._metadata.items()} == {
+        "": (2,),
+        "n": (2, 3),
+        "e": (2, 3, 5),
+    }
+    back = TensorDict().load_state_dict(sd)
+    assert back["n"].batch_size == (2, 3) and back["e"].batch_size == (2, 3, 5)
+    assert_same(back, td)
+    into = TensorDict(device="cpu")
+    assert into.load_state_dict(sd).device == torch.device("cpu")
+    buffer = io.BytesIO()  # the metadata survives torch.save / a weights-only load
+    torch.save(sd, buffer)
+    buffer.seek(0)
+    assert TensorDict().load_state_dict(torch.load(buffer, weights_only=True))["e"].batch_size == (
+        2,
+        3,
+        5,
+    )
+
+
+def test_older_state_dict_layout_still_loads() -> None:
+    # __batch_size / __device entries per level, flat and nested, as written before
+    flat = OrderedDict(
+        [
+            ("a", torch.ones(2)),
+            ("n.b", torch.zeros(2, 3)),
+            ("n.__batch_size", torch.Size([2, 3])),
+            ("n.__device", None),
+            ("__batch_size", torch.Size([2])),
+            ("__device", None),
+        ]
+    )
+    nested = {
+        "a": torch.ones(2),
+        "n": {"b": torch.zeros(2, 3), "__batch_size": torch.Size([2, 3]), "__device": None},
+        "__batch_size": torch.Size([2]),
+        "__device": None,
+    }
+    for sd in (flat, nested):
+        back = TensorDict().load_state_dict(sd)
+        assert back.batch_size == (2,) and back["n"].batch_size == (2, 3)
+        assert set(back.keys(True, True)) == {"a", ("n", "b")}
+
+
+def test_a_module_loads_the_state_dict_of_a_tensordict_of_its_parameters() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    params = TensorDict.from_module(model).detach().clone().apply(lambda x: x + 1)
+    model.load_state_dict(params.state_dict())  # strict: no key of ours is unexpected
+    for key, value in params.items(True, True):
+        torch.testing.assert_close(model.get_parameter(".".join(key)).data, value)
+    model.load_state_dict(params.flatten_keys(".").to_dict())
 
 
 def test_load_state_dict_copies_in_place() -> None:
