@@ -119,6 +119,19 @@ def test_module_load_state_dict_takes_a_flattened_tensordict() -> None:
         torch.testing.assert_close(value, flat[key], rtol=0, atol=0)
 
 
+def test_module_load_state_dict_with_parameter_free_submodules() -> None:
+    """``from_module(filter_empty=False)`` keeps empty levels; ``flatten_keys`` drops them."""
+    net = nn.Sequential(nn.Linear(3, 4), nn.Dropout(), nn.ReLU(), nn.Linear(4, 2))
+    params = TensorDict.from_module(net, filter_empty=False)
+    assert params["1"].is_empty()
+    new = params.apply(torch.randn_like)
+    flat = new.flatten_keys(".")
+    assert sorted(flat.keys()) == sorted(net.state_dict())
+    net.load_state_dict(flat)
+    for key, value in net.state_dict().items():
+        torch.testing.assert_close(value, flat[key], rtol=0, atol=0)
+
+
 def test_module_load_state_dict_refuses_a_tensorclass() -> None:
     """Not a Mapping, as upstream: torch's own check refuses it."""
     net = nn.Linear(2, 2)
