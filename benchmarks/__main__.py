@@ -16,6 +16,7 @@ from benchmarks import (
     _cases_distributed,
     _cases_interop,
     _cases_map,
+    _cases_mapping,
     _cases_modules,
     _cases_nn,
     _cases_overhead,
@@ -30,6 +31,7 @@ from benchmarks._harness import CLOCK, Case, measure, table
 
 ALL: list[Case] = [
     *_cases_container.CASES,
+    *_cases_mapping.CASES,
     *_cases_shapes.CASES,
     *_cases_tensorclass.CASES,
     *_cases_typed.CASES,

@@ -13,6 +13,7 @@ from tensordict import (
     NonTensorData,
     NonTensorStack,
     TensorDict,
+    TensorDictBase,
     is_tensor_collection,
 )
 from tensordict.utils import register_params_module
@@ -99,7 +100,7 @@ class TensorDictParams(nn.Module):
         self._modules.pop(key, None)
         self.__dict__["_extras"].pop(key, None)
         self.__dict__["_order"].setdefault(key, None)
-        if isinstance(value, Mapping) and not is_tensor_collection(value):
+        if isinstance(value, Mapping) and not isinstance(value, (TensorDictParams, TensorDictBase)):
             value = TensorDict(value, self.__dict__["_batch_size"])
         if isinstance(value, (NonTensorData, NonTensorStack)):
             self.__dict__["_extras"][key] = value

@@ -65,7 +65,11 @@ class TensorDictSequential(TensorDictModuleBase):
         inplace: bool | str | None = None,
     ) -> None:
         super().__init__()
-        if len(modules) == 1 and isinstance(modules[0], Mapping):
+        if (
+            len(modules) == 1
+            and isinstance(modules[0], Mapping)
+            and not isinstance(modules[0], nn.Module)
+        ):
             named = {str(k): _as_module(k, m) for k, m in modules[0].items()}
             self.module: nn.ModuleList | nn.ModuleDict = nn.ModuleDict(named)
         else:

@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._functional import maybe_dense_stack
 from tensordict._keys import NestedKey, key_path
 from tensordict._lazy import LazyStackedTensorDict, lazy_stack
+from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._td import TensorDict, is_tensor_collection
 from tensordict._views import with_non_tensor
@@ -167,7 +168,7 @@ def collate(
         return rest
     if isinstance(first, Tensor):
         return torch.stack(batch)
-    if isinstance(first, Mapping):
+    if is_plain_mapping(first):
         return {k: collate([s[k] for s in batch]) for k in first}
     if isinstance(first, tuple):
         columns = [collate(list(col)) for col in zip(*batch, strict=True)]

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from tensordict._keys import NestedKey
+from tensordict._mapping import is_plain_mapping
 from tensordict._td import TensorDict, is_tensor_collection
 
 __all__ = [
@@ -36,7 +37,7 @@ def _tree(obj: Any) -> Any:
     """``obj`` as nested dicts of leaves (tensors, tensor collections, other values)."""
     if isinstance(obj, Tensor) or is_tensor_collection(obj):
         return obj
-    if isinstance(obj, Mapping):
+    if is_plain_mapping(obj):
         return {str(k) if not isinstance(k, tuple) else k: _tree(v) for k, v in obj.items()}
     if _is_namedtuple(obj):
         return {name: _tree(getattr(obj, name)) for name in type(obj)._fields}
@@ -145,7 +146,7 @@ def from_any(
             from tensordict._nontensor import NonTensorStack
 
             return NonTensorStack.from_list(obj, device) if _regular(obj) else NonTensorStack(*obj)
-    if isinstance(obj, Mapping):
+    if is_plain_mapping(obj):
         return from_dict(
             _tree(obj),
             auto_batch_size=auto_batch_size,
@@ -154,7 +155,7 @@ def from_any(
             batch_size=batch_size,
         )
     tree = _tree(obj)
-    if not isinstance(tree, Mapping):
+    if not is_plain_mapping(tree):
         raise TypeError(f"from_any: cannot convert {type(obj).__name__} to a TensorDict")
     return _build("from_any", tree, auto_batch_size, batch_dims, device, batch_size)
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tensordict._keys import NestedKey
+from tensordict._mapping import is_plain_mapping
 from tensordict._primitives import CollectionPrimitives
 
 
@@ -156,7 +157,7 @@ class ConstructOps(CollectionPrimitives):
             if isinstance(item, (list, tuple)):
                 members = [build(x) for x in item]
                 return lazy_stack(members) if lazy else stack(members)
-            if isinstance(item, Mapping):
+            if is_plain_mapping(item):
                 return from_dict(item, device=device)
             return item
 
@@ -285,7 +286,7 @@ def _pytree_entries(tree: Any) -> dict[str, Any]:
     """The entries of one pytree level, with its container type recorded."""
     from tensordict._nontensor import NonTensorData
 
-    if isinstance(tree, Mapping):
+    if is_plain_mapping(tree):
         items = {str(k): v for k, v in tree.items()}
     elif isinstance(tree, (list, tuple)):
         fields = getattr(tree, "_fields", None)
@@ -294,7 +295,7 @@ def _pytree_entries(tree: Any) -> dict[str, Any]:
     else:
         raise TypeError(f"from_pytree: cannot convert a {type(tree).__name__}")
     out: dict[str, Any] = {
-        k: _pytree_entries(v) if isinstance(v, (Mapping, list, tuple)) else v
+        k: _pytree_entries(v) if isinstance(v, (list, tuple)) or is_plain_mapping(v) else v
         for k, v in items.items()
     }
     out[_PYTREE_TYPE] = NonTensorData(type(tree))
@@ -308,7 +309,7 @@ def to_pytree(td: Any) -> Any:
         return td
     kind = kind.data
     values = {
-        k: to_pytree(v) if hasattr(v, "keys") and not isinstance(v, Mapping) else v
+        k: to_pytree(v) if hasattr(v, "keys") and not is_plain_mapping(v) else v
         for k, v in ((k, td[k]) for k in td.keys() if k != _PYTREE_TYPE)  # noqa: SIM118
     }
     if issubclass(kind, Mapping):

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
+from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import with_non_tensor
@@ -204,7 +205,7 @@ class EntryOps(CollectionPrimitives):
         entries = dict(input_dict)
         for key, value in entries.items():
             current: Any = self.get(key, None) if isinstance(key, str) else None
-            if isinstance(value, Mapping) and hasattr(current, "from_dict_instance"):
+            if is_plain_mapping(value) and hasattr(current, "from_dict_instance"):
                 entries[key] = current.from_dict_instance(
                     value, auto_batch_size=auto_batch_size, device=device
                 )
@@ -354,7 +355,7 @@ class EntryOps(CollectionPrimitives):
         if len(args) > 1:
             raise TypeError(f"{self._call('replace')}: at most one mapping, got {len(args)}")
         if not kwargs and (
-            not args or args[0] is None or (isinstance(args[0], Mapping) and not args[0])
+            not args or args[0] is None or (is_plain_mapping(args[0]) and not args[0])
         ):
             return self
         out: Self = self.__copy__()  # type: ignore[attr-defined]  # new levels: merges stay
@@ -556,7 +557,7 @@ def _flat_items(mapping: Mapping[Any, Any], prefix: tuple[str, ...] = ()) -> lis
     out: list[tuple[Any, Any]] = []
     for key, value in mapping.items():
         path = (*prefix, *key_path(key, "update_at_"))
-        if isinstance(value, Mapping):
+        if is_plain_mapping(value):
             out.extend(_flat_items(value, path))
         else:
             out.append((path, value))

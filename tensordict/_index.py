@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._mapping import is_plain_mapping
 from tensordict._memmap_views import MappedViews, index_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
@@ -246,7 +246,7 @@ class IndexOps(DenseStorage):
             value = dense = value._as_dense(self._call("__setitem__"))
             if not prefix:
                 check_broadcast(f"{type(self).__name__}[]=", dense._batch_size, sub_bs)
-        if isinstance(value, (Mapping, CollectionPrimitives)):
+        if isinstance(value, CollectionPrimitives) or is_plain_mapping(value):
             items = (
                 dense._tensordict.items()
                 if isinstance(value, CollectionPrimitives)
@@ -254,7 +254,7 @@ class IndexOps(DenseStorage):
             )
             for key, item in items:
                 current = self._tensordict.get(key)
-                if isinstance(item, (Mapping, CollectionPrimitives)):
+                if isinstance(item, CollectionPrimitives) or is_plain_mapping(item):
                     if current is not None and not isinstance(current, CollectionPrimitives):
                         raise TypeError(
                             f"TensorDict[]=: key {(*prefix, key)!r} holds a "

@@ -34,6 +34,7 @@ from tensordict._keys import (
     locked_error,
     sort_key,
 )
+from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
@@ -404,7 +405,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     raise leaf_shape_error(call, key, value.shape, self._batch_size)
                 value = _fit_batch(value, self._batch_size, call, key)
             parts: Sequence[Any] = value.unbind(self.stack_dim)
-        elif isinstance(value, Mapping):
+        elif is_plain_mapping(value):
             return self.set(key, TensorDict(value, self._batch_size), inplace)
         elif isinstance(value, list) and self._batch_size and list_to_stack():
             if len(value) != self._batch_size[0]:
@@ -431,7 +432,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{call}: key {key!r} was not found in the LazyStackedTensorDict (setting a value "
                 "in-place on a stack of TensorDict needs the key in every member)"
             )
-        if isinstance(value, Mapping):
+        if is_plain_mapping(value):
             value = TensorDict(value, self._batch_size)
         elif not isinstance(value, (Tensor, CollectionPrimitives)):
             value = torch.as_tensor(value)
@@ -465,11 +466,11 @@ class LazyStackedTensorDict(TensorDictBase):
             return self
         items = (
             other.items()
-            if isinstance(other, Mapping)
+            if is_plain_mapping(other)
             else other.items(True, True, is_leaf=with_non_tensor)
         )
         for key, value in items:
-            current = self.get(key, None) if isinstance(value, Mapping) else None
+            current = self.get(key, None) if is_plain_mapping(value) else None
             if isinstance(current, TensorDictBase):  # a dict into a nested level: merge
                 current.update(value, inplace=inplace)
             else:
@@ -517,7 +518,7 @@ class LazyStackedTensorDict(TensorDictBase):
             for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
                 member.update_(part)
             return self
-        if keys_to_update is not None or isinstance(other, Mapping):
+        if keys_to_update is not None or is_plain_mapping(other):
             other = update_source(other, False, keys_to_update, self._call("update_"))
             other = TensorDict.from_dict(other, batch_size=self._batch_size)
         for key, value in other.items(True, True, is_leaf=with_non_tensor):
@@ -878,7 +879,7 @@ class LazyStackedTensorDict(TensorDictBase):
             return
         chosen = torch.arange(n)[at].tolist()
         sub_bs = self._index(index).batch_size
-        if isinstance(value, Mapping) and not isinstance(value, TensorDict):
+        if is_plain_mapping(value):
             value = TensorDict(value, batch_size=sub_bs)
         parts: Sequence[Any]
         if isinstance(value, Tensor) and 0 < value.ndim <= len(sub_bs):

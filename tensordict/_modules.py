@@ -163,10 +163,12 @@ def register_params_module(
     """
     _PARAMS_MODULE[:] = [factory]
     if params_type is not None and view is not None:
+        from tensordict._mapping import register_mapping_collection
         from tensordict._pytree import register_view_node  # (above this module)
 
         _PARAMS_VIEW[:] = [(params_type, view)]
         register_view_node(params_type, view)
+        register_mapping_collection(params_type)  # a MutableMapping, as a TensorDict is
 
 
 def params_view(obj: Any) -> Any:

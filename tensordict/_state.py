@@ -12,6 +12,7 @@ from torch import Tensor
 
 from tensordict._batch import KeysMismatchError
 from tensordict._keys import join_path
+from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, _rebuild
 from tensordict._primitives import CollectionPrimitives, DenseStorage
 
@@ -233,11 +234,11 @@ def _nest(state: Mapping[str, Any], from_flatten: bool | None = None) -> _Level:
     taken as they are, dots included. Each level's metadata is :func:`_read_levels`' job.
     """
     if from_flatten is None:
-        from_flatten = not any(isinstance(v, Mapping) for v in state.values())
+        from_flatten = not any(is_plain_mapping(v) for v in state.values())
     out = _Level()
     if not from_flatten:
         for k, v in state.items():
-            out[k] = _nest(v, False) if isinstance(v, Mapping) else v
+            out[k] = _nest(v, False) if is_plain_mapping(v) else v
         return out
     for key, value in state.items():
         parts = key.split(".")
@@ -270,8 +271,8 @@ def _read_levels(state: Mapping[str, Any], nested: _Level) -> None:
                 node.meta = dict(meta)
     for key, value in list(nested.items()):
         if isinstance(value, _Level):
-            source = state.get(key) if isinstance(state, Mapping) else None
-            _read_levels(source if isinstance(source, Mapping) else {}, value)
+            source = state.get(key) if is_plain_mapping(state) else None
+            _read_levels(source if is_plain_mapping(source) else {}, value)
     if nested.meta is None and _BATCH in nested:
         nested.meta = {"batch_size": nested.pop(_BATCH), "device": nested.pop(_DEVICE, None)}
 

@@ -98,11 +98,17 @@ class StructureOps(CollectionPrimitives):
     def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Self:
         """One level: nested keys joined by ``separator`` (``("a", "b")`` -> ``"a.b"``).
 
+        Only leaves are kept, as upstream: a nested TensorDict with no leaf leaves no key
+        (so ``module.load_state_dict(td.flatten_keys("."))`` takes a ``from_module``
+        TensorDict holding the empty levels of parameter-free submodules).
+
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": {"b": {"c": torch.zeros(2)}}}, [2])
         >>> list(td.flatten_keys().keys())
         ['a.b.c']
+        >>> list(TensorDict({"e": {}, "x": torch.zeros(2)}, [2]).flatten_keys().keys())
+        ['x']
         """
         return self._per_member(_flatten_keys, separator, inplace, self._call("flatten_keys"))
 
@@ -395,11 +401,9 @@ def _flatten_into(
             pass
         elif not hasattr(value, "_tensordict"):  # a ragged lazy stack
             value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
-        elif value._tensordict:
+        else:  # a nested TensorDict: its leaves only (an empty one leaves nothing, as upstream)
             _flatten_into(value, name + sep, sep, out, call)
             continue
-        else:  # an empty nested TensorDict stays, as a new one
-            value = _copy_structure(value)
         if name in out:
             raise KeyCollisionError(
                 f"{call}: Flattening keys in tensordict causes keys to collide: key {name!r} "

@@ -34,6 +34,7 @@ from tensordict._keys import (
     sort_key,
 )
 from tensordict._lock_parents import forget_parent, locked_parent, note_parent
+from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
@@ -122,7 +123,7 @@ def _is_ragged(value: Any) -> bool:
 
 
 def _is_mapping(value: object) -> bool:
-    return isinstance(value, (Mapping, TensorDict))
+    return isinstance(value, TensorDict) or is_plain_mapping(value)
 
 
 class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
@@ -440,7 +441,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             return value._with(bs, self._device)
         if isinstance(value, CollectionPrimitives):  # a lazy stack
             return _convert_stack(self, value, key, call)
-        if isinstance(value, Mapping):
+        if is_plain_mapping(value):
             return type(self)(value, batch_size=bs, device=self._device, names=self._names)
         tensor = _as_tensor_or_none(value, self._device)
         if tensor is None and not bs and type(value) is list and not value:
@@ -1120,7 +1121,7 @@ def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, A
             node = node.setdefault(part, {})
             if type(node) is not dict:
                 raise ValueError(f"TensorDict.from_dict: key {path!r} needs {part!r} to be nested")
-        if isinstance(value, Mapping) and not _is_td(value):
+        if is_plain_mapping(value):
             child = node.setdefault(path[-1], {})
             if type(child) is not dict:
                 raise ValueError(f"TensorDict.from_dict: key {join_path(path)!r} is given twice")
@@ -1133,7 +1134,7 @@ def _merge_tree(tree: dict[str, Any], prefix: tuple[str, ...], d: Mapping[Any, A
 
 def _flat_values(d: Mapping[str, Any]) -> Iterator[Any]:
     for value in d.values():
-        if isinstance(value, Mapping) and not _is_td(value):
+        if is_plain_mapping(value):
             yield from _flat_values(value)
         else:
             yield value

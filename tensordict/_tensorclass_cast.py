@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 
@@ -132,7 +133,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
         return _autocast(cls, name, value, hints, in_union, batch_size, device)
     if isinstance(value, (Tensor, CollectionPrimitives)):
         return value
-    if isinstance(value, Mapping):
+    if is_plain_mapping(value):
         target = _collection_type(hints)
         if target is None and (not cls._tensor_only or _wants_nontensor(hints)):
             return NonTensorData(value)
@@ -156,7 +157,7 @@ def _autocast(
     device: Any,
 ) -> Any:
     target = hints[0] if len(hints) == 1 else None
-    if isinstance(value, Mapping):
+    if is_plain_mapping(value):
         coll = _collection_type(hints)
         # a union never builds a tensorclass (only a TensorDict), as upstream
         if coll is not None and not (in_union and getattr(coll, "_is_tensorclass", False)):

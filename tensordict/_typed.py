@@ -20,7 +20,7 @@ from torch import Tensor
 
 from tensordict._batch import as_batch_size
 from tensordict._format import register_type
-from tensordict._primitives import CollectionPrimitives
+from tensordict._mapping import is_plain_mapping
 from tensordict._state import _from_plain
 from tensordict._td import TensorDict
 
@@ -293,7 +293,7 @@ class TypedTensorDict(TensorDict):
     # nested mappings are stored as plain TensorDicts, not as this class
 
     def _convert(self, value: Any, key: str, call: str) -> Any:
-        if isinstance(value, Mapping) and not isinstance(value, CollectionPrimitives):
+        if is_plain_mapping(value):
             value = TensorDict(
                 value, batch_size=self._batch_size, device=self._device, names=self._names
             )

@@ -40,7 +40,7 @@ def tensordicts(draw: st.DrawFn, max_depth: int = 3) -> TensorDict:
 @given(tensordicts())
 def test_flatten_unflatten(td: TensorDict) -> None:
     back = td.flatten_keys("/").unflatten_keys("/")
-    assert_same(back, td)
+    assert_same(back, td.clone().filter_empty_())  # flatten keeps leaves only, as upstream
 
 
 @settings(max_examples=60, deadline=None)
