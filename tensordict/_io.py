@@ -126,7 +126,7 @@ class InteropOps(CollectionPrimitives):
         >>> from tensordict import TensorDict
         >>> td = TensorDict.from_pandas(pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}))
         >>> td["a"], td["s"], td.batch_size
-        (tensor([1, 2]), ['x', 'y'], torch.Size([2]))
+        (tensor([1, 2]), LinkedList(['x', 'y']), torch.Size([2]))
         """
         from tensordict._io_tabular import from_dataframe
 
@@ -348,7 +348,7 @@ class InteropOps(CollectionPrimitives):
         >>> path = tempfile.mkdtemp() + "/t.json"
         >>> TensorDict({"a": torch.arange(2), "s": ["x", "y"]}, [2]).to_json(path)
         >>> TensorDict.from_json(path)["s"]
-        ['x', 'y']
+        LinkedList(['x', 'y'])
         """
         from tensordict._io_common import require
         from tensordict._io_tabular import from_dataframe

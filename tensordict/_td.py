@@ -41,6 +41,7 @@ from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
+from tensordict._tolist import linked_entry
 from tensordict._torch_compat import foreach
 from tensordict._update_batch import prepare_update, resize_update
 from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
@@ -634,6 +635,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if cls is NonTensorData:
             return value.data
         if isinstance(value, NonTensor):
+            if isinstance(value, NonTensorStack) and value.positions.ndim:  # a list writing
+                return linked_entry(self, (key,), value)  # through to the entry
             return value._public()
         return value
 
@@ -652,6 +655,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         else:
             return self._index(key)
         if isinstance(node, NonTensor):
+            if isinstance(node, NonTensorStack) and node.positions.ndim:
+                return linked_entry(self, tuple(key_path(key, "TensorDict[]")), node)
             return node._public()
         return node
 

@@ -106,6 +106,8 @@ class LinkedList(list):  # type: ignore[type-arg]
     def __init__(self, *args: Any, td: Any) -> None:
         super().__init__(*args)
         self._td: Callable[[], Any] = weakref.ref(td)
+        if type(td) is _EntryRows:
+            self._rows = td  # (nothing else holds it: the collection is held weakly by it)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         td = self._td()
@@ -130,6 +132,46 @@ class LinkedList(list):  # type: ignore[type-arg]
 
 def _dead() -> None:
     return None
+
+
+class _EntryRows:
+    """The rows of one non-tensor entry of a collection, as a :class:`LinkedList` writes
+    them: ``rows[i] = value`` is ``td[i] = {key: value}``, with ``key`` nested as given."""
+
+    __slots__ = ("__weakref__", "_nested", "_path", "_td")
+
+    def __init__(self, td: Any, path: tuple[str, ...], nested: bool) -> None:
+        self._td: Callable[[], Any] = weakref.ref(td)
+        self._path = path
+        self._nested = nested  # rows are lists themselves (a batch of several dims)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        td = self._td()
+        if td is None:  # (the collection is gone: the list is a plain list)
+            return
+        from tensordict._nontensor import NonTensorData, NonTensorStack
+
+        if self._nested and isinstance(value, list):  # a row: one value per element
+            value = NonTensorStack.from_list(value, None)
+        elif not isinstance(value, (NonTensorData, NonTensorStack)):
+            value = NonTensorData(value)  # (a number or a list stays a value, not a tensor)
+        for part in reversed(self._path):
+            value = {part: value}
+        td[index] = value
+
+
+def linked_entry(td: Any, path: tuple[str, ...], stack: Any) -> LinkedList:
+    """What ``td[path]`` gives for a stack of non-tensor values (as upstream): the values
+    as a :class:`LinkedList` whose ``ll[i] = value`` also writes row ``i`` of the entry.
+
+    >>> from tensordict import NonTensorStack, TensorDict
+    >>> td = TensorDict(a=NonTensorStack("x", "y"), batch_size=[2])
+    >>> names = td["a"]
+    >>> names[1] = "z"
+    >>> names, td["a"]
+    (LinkedList(['x', 'z']), LinkedList(['x', 'z']))
+    """
+    return LinkedList(stack.tolist(), td=_EntryRows(td, path, stack.batch_dims > 1))
 
 
 def _unlinking(name: str) -> Callable[..., Any]:

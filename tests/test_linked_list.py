@@ -97,3 +97,37 @@ def test_a_refused_row_or_a_slice_leaves_both_as_they_were() -> None:
         rows[0] = TensorDict(a=torch.ones(5))  # the wrong shape for a row
     assert len(rows) == 3 and rows[0]["a"].tolist() == [0.0, 0.0]
     assert td["a"].eq(0).all()
+
+
+def test_a_non_tensor_stack_entry_reads_as_a_list_writing_through() -> None:
+    from tensordict import NonTensorStack
+
+    td = TensorDict(
+        a=NonTensorStack("foo", "bar"),
+        x=torch.zeros(2),
+        n={"b": NonTensorStack("u", "v")},
+        batch_size=[2],
+    )
+    names = td["a"]
+    assert isinstance(names, LinkedList) and isinstance(names, list)
+    assert names == ["foo", "bar"] and str(names) == repr(names) == "LinkedList(['foo', 'bar'])"
+    names[0] = "baz"
+    names[1] = 3  # a number stays a value (not a tensor)
+    assert td["a"] == ["baz", 3] and names == ["baz", 3]
+    assert torch.equal(td["x"], torch.zeros(2))  # the other entries are left alone
+    nested = td["n", "b"]
+    nested[1] = ["a", "list"]  # one element's value
+    assert td["n", "b"] == ["u", ["a", "list"]]
+    grid = TensorDict(
+        g=NonTensorStack(NonTensorStack("a", "b"), NonTensorStack("c", "d")), batch_size=[2, 2]
+    )
+    rows = grid["g"]
+    rows[1] = ["p", "q"]  # a row of a two-dim batch: one value per element
+    assert grid["g"] == [["a", "b"], ["p", "q"]]
+    rows.append("x")  # a change of length unlinks it
+    rows[0] = ["z", "z"]
+    assert grid["g"] == [["a", "b"], ["p", "q"]]
+    assert type(pickle.loads(pickle.dumps(names))) is list
+    del td
+    names[0] = "after"  # the collection is gone: a plain list write
+    assert names[0] == "after"
