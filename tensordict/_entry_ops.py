@@ -407,6 +407,13 @@ class EntryOps(CollectionPrimitives):
         tensor([0., 1., 0.])
         """
         target = self.get(key)
+        if isinstance(target, NonTensor):  # a value, not a buffer: written as a row
+            if not isinstance(value, (NonTensorData, NonTensorStack)):
+                value = NonTensorData(value)
+            for part in reversed(key_path(key, self._call("set_at_"))):
+                value = {part: value}
+            self._set_at_index(index, value)
+            return self
         if isinstance(value, np.ndarray):  # torch refuses an array on the right of []=
             value = torch.as_tensor(value)
         target[index] = value

@@ -131,3 +131,19 @@ def test_a_non_tensor_stack_entry_reads_as_a_list_writing_through() -> None:
     del td
     names[0] = "after"  # the collection is gone: a plain list write
     assert names[0] == "after"
+
+
+def test_set_at_writes_one_element_of_a_non_tensor_entry() -> None:
+    from tensordict import NonTensorStack
+
+    td = TensorDict(
+        a=NonTensorStack("foo", "bar"), x=torch.zeros(2), n={"s": "one"}, batch_size=[2]
+    )
+    td.set_at_("a", "x", 0)
+    td.set_at_(("n", "s"), "two", 1)  # one shared value becomes a stack
+    td.set_at_("a", 5, 1)  # a number stays a value
+    assert td["a"] == ["x", 5] and td["n", "s"] == ["one", "two"]
+    assert torch.equal(td["x"], torch.zeros(2))
+    stacked = lazy_stack([TensorDict(s="p"), TensorDict(s="q")])
+    stacked.set_at_("s", "r", 0)
+    assert stacked["s"] == ["r", "q"]
