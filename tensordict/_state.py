@@ -106,7 +106,11 @@ class StateOps(CollectionPrimitives):
             metadata = OrderedDict()
             setattr(out, "_metadata", metadata)  # noqa: B010  (an OrderedDict's attribute)
         level = prefix[:-1] if prefix.endswith(".") else prefix
-        metadata[level] = {"batch_size": td._batch_size, "device": td._device}
+        meta: dict[str, Any] = {"batch_size": td._batch_size, "device": td._device}
+        metadata[level] = meta
+        # a tensorclass's non-tensor fields go with its metadata (as upstream): its keys
+        # are then its tensor fields, which a module's state dict can hold
+        fields = getattr(type(self), "_is_tensorclass", False)
         for key, value in td._tensordict.items():
             if flatten and "." in key:
                 raise ValueError(
@@ -115,6 +119,8 @@ class StateOps(CollectionPrimitives):
                 )
             if isinstance(value, Tensor):
                 out[prefix + key] = value if keep_vars else value.detach()
+            elif fields and type(value) is NonTensorData:
+                meta.setdefault("_non_tensor", {})[key] = value.data
             elif isinstance(value, NonTensor):
                 out[prefix + key] = value
             elif flatten:
@@ -192,6 +198,8 @@ class DenseStateOps(DenseStorage):
                 self.batch_size = meta["batch_size"]  # type: ignore[misc]
             if self._device is None and meta.get("device") is not None:
                 self._device = torch.device(meta["device"])
+        for key, value in _non_tensor(nested).items():  # (a tensorclass's, see state_dict)
+            self._set_path((key,), NonTensorData(value), self._call("load_state_dict"))
         for key, value in nested.items():
             current = self._tensordict.get(key)
             if isinstance(value, dict):
@@ -287,8 +295,15 @@ def _paths(td: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     return out
 
 
+def _non_tensor(nested: dict[str, Any]) -> dict[str, Any]:
+    """The non-tensor fields a tensorclass's state dict keeps in a level's metadata."""
+    meta = getattr(nested, "meta", None) or {}
+    values = meta.get("_non_tensor")
+    return values if isinstance(values, dict) else {}
+
+
 def _paths_of_nested(nested: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    out = []
+    out = [(*prefix, key) for key in _non_tensor(nested)]
     for key, value in nested.items():
         if isinstance(value, dict):
             out.extend(_paths_of_nested(value, (*prefix, key)))

@@ -6,6 +6,7 @@ import copy
 import io
 import pickle
 from collections import OrderedDict
+from typing import Any
 
 import pytest
 import torch
@@ -211,3 +212,36 @@ def test_repr_matches_seed_format() -> None:
         "TensorDict(\n    fields={\n    },\n    batch_size=torch.Size([]),\n"
         "    device=None,\n    is_shared=False)"
     )
+
+
+def test_a_tensorclass_keeps_its_non_tensor_fields_in_the_metadata() -> None:
+    from tensordict import tensorclass
+
+    @tensorclass
+    class _Sample:
+        x: torch.Tensor
+        tag: str
+        inner: Any = None
+
+    tc = _Sample(
+        x=torch.randn(3),
+        tag="t",
+        inner=_Sample(x=torch.randn(3), tag="u", batch_size=[]),
+        batch_size=[],
+    )
+    for flatten in (True, False):
+        sd = tc.state_dict(flatten=flatten)
+        assert set(sd) == ({"x", "inner.x"} if flatten else {"x", "inner"})
+        assert sd._metadata[""]["_non_tensor"] == {"tag": "t"}
+        other = tc.clone()
+        other.x, other.inner.x, other.tag, other.inner.tag = (
+            torch.zeros(3),
+            torch.zeros(3),
+            "no",
+            "no",
+        )
+        other.load_state_dict(sd)
+        assert torch.equal(other.x, tc.x) and torch.equal(other.inner.x, tc.inner.x)
+        assert (other.tag, other.inner.tag) == ("t", "u")
+    plain = TensorDict({"s": "kept as an entry", "a": torch.ones(1)}, [1]).state_dict()
+    assert "s" in plain and "_non_tensor" not in plain._metadata[""]
