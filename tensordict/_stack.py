@@ -152,12 +152,33 @@ def _dense_stack(tds: Sequence[Any], dim: int, *, one_class: bool = False) -> Te
             try:  # a nested level that differs becomes a lazy stack under a dense parent
                 entries[key] = _dense_stack(column, dim)
             except _NotDense:
-                entries[key] = stack(column, dim)
+                entries[key] = _stack_lazy_level(column, dim)
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]
     out: TensorDictBase = first._new_unsafe(entries, new_bs, device, names)
     return out
+
+
+def _stack_lazy_level(column: list[Any], dim: int) -> Any:
+    """A nested level that cannot be dense, stacked along ``dim``. When every entry is a lazy
+    stack along one dim with as many members, the result stacks along that dim (shifted)
+    the stacks of their corresponding members, as upstream: each member keeps its own
+    structure (``result.tensordicts[i]`` holds what member ``i`` of every entry holds)."""
+    parts = [v._stack_parts() for v in column]
+    first = parts[0]
+    if first is None or any(
+        p is None or p[0] != first[0] or len(p[1]) != len(first[1]) for p in parts
+    ):
+        return stack(column, dim)
+    from tensordict._lazy import LazyStackedTensorDict
+
+    inner = first[0]
+    members = [
+        stack([p[1][i] for p in parts], dim if dim <= inner else dim - 1)
+        for i in range(len(first[1]))
+    ]
+    return LazyStackedTensorDict(*members, stack_dim=inner + 1 if dim <= inner else inner)
 
 
 def stack(tds: Sequence[Any], dim: int = 0) -> Any:

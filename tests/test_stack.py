@@ -90,3 +90,29 @@ def test_stack_cat_errors() -> None:
         torch.cat([TensorDict(), TensorDict()])
     with pytest.raises(IndexError, match="dim 3 is out of range"):
         torch.stack([a, a], 3)
+
+
+@pytest.mark.parametrize("inner", [0, 1, 2])
+@pytest.mark.parametrize("outer", [0, 1, 2])
+def test_a_nested_lazy_level_stacks_member_by_member(inner: int, outer: int) -> None:
+    # each member of the result's lazy level stacks the same member of every input, so
+    # the members keep their own keys (as upstream); unbinding gives the inputs back
+    from tensordict import dense_stack_tds, lazy_stack
+
+    bs = (5, 6)
+    narrow = TensorDict({"a": torch.randn(*bs, 3)}, bs)
+    wide = TensorDict({"a": torch.randn(*bs, 4), "b": torch.randn(*bs, 2)}, bs)
+    first = TensorDict({"lazy": lazy_stack([narrow, wide], inner)}, [])
+    first.batch_size = first["lazy"].batch_size
+    second = first.clone().apply_(lambda x: x + 1)
+    for out in (
+        dense_stack_tds(lazy_stack([first, second], outer)),
+        torch.stack([first, second], outer),
+    ):
+        level = out["lazy"]
+        assert type(out) is TensorDict and level.batch_size == out.batch_size
+        assert [sorted(m.keys()) for m in level.tensordicts] == [["a"], ["a", "b"]]
+        for got, source in zip(out.unbind(outer), (first, second), strict=True):
+            for i, member in enumerate(source["lazy"].tensordicts):
+                for key in member.keys():
+                    torch.testing.assert_close(got["lazy"].tensordicts[i][key], member[key])
