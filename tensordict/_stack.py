@@ -152,7 +152,8 @@ def _dense_stack(tds: Sequence[Any], dim: int, *, one_class: bool = False) -> Te
             try:  # a nested level that differs becomes a lazy stack under a dense parent
                 entries[key] = _dense_stack(column, dim)
             except _NotDense:
-                entries[key] = _stack_lazy_level(column, dim)
+                restacked = _member_wise(column, dim)
+                entries[key] = stack(column, dim) if restacked is None else restacked
     names = None
     if first._names is not None and all(td._names == first._names for td in tds):
         names = [*first._names[:dim], None, *first._names[dim:]]
@@ -160,17 +161,17 @@ def _dense_stack(tds: Sequence[Any], dim: int, *, one_class: bool = False) -> Te
     return out
 
 
-def _stack_lazy_level(column: list[Any], dim: int) -> Any:
-    """A nested level that cannot be dense, stacked along ``dim``. When every entry is a lazy
-    stack along one dim with as many members, the result stacks along that dim (shifted)
-    the stacks of their corresponding members, as upstream: each member keeps its own
-    structure (``result.tensordicts[i]`` holds what member ``i`` of every entry holds)."""
+def _member_wise(column: list[Any], dim: int) -> Any:
+    """Lazy stacks along one dim with as many members, stacked along ``dim``: a lazy stack
+    along that dim (shifted) of the stacks of their corresponding members, as upstream
+    (``result.tensordicts[i]`` holds what member ``i`` of each holds, keeping its own
+    keys); None for anything else."""
     parts = [v._stack_parts() for v in column]
     first = parts[0]
     if first is None or any(
         p is None or p[0] != first[0] or len(p[1]) != len(first[1]) for p in parts
     ):
-        return stack(column, dim)
+        return None
     from tensordict._lazy import LazyStackedTensorDict
 
     inner = first[0]
@@ -222,6 +223,9 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
             return _dense_stack(tds, dim)
         except _NotDense:
             pass
+    restacked = _member_wise(tds, dim)
+    if restacked is not None:
+        return restacked
     from tensordict._lazy import LazyStackedTensorDict
 
     return LazyStackedTensorDict(tds, stack_dim=dim)

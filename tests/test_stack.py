@@ -116,3 +116,25 @@ def test_a_nested_lazy_level_stacks_member_by_member(inner: int, outer: int) -> 
             for i, member in enumerate(source["lazy"].tensordicts):
                 for key in member.keys():
                     torch.testing.assert_close(got["lazy"].tensordicts[i][key], member[key])
+
+
+def test_lazy_stacks_stack_member_by_member_at_the_top_too() -> None:
+    from tensordict import lazy_stack
+
+    narrow = TensorDict({"a": torch.randn(3)}, [])
+    wide = TensorDict({"a": torch.randn(3), "b": torch.randn(5)}, [])
+    first = lazy_stack([narrow, wide])
+    second = first.clone().apply_(lambda x: x + 1)
+    out = torch.stack([first, second], 0)  # along a new dim before the stack dim
+    assert out.stack_dim == 1 and out.batch_size == (2, 2)
+    assert [type(m).__name__ for m in out.tensordicts] == ["TensorDict", "TensorDict"]
+    assert sorted(out.tensordicts[1].keys()) == ["a", "b"]
+    for got, source in zip(out.unbind(0), (first, second), strict=True):
+        for i, member in enumerate(source.tensordicts):
+            for key in member.keys():
+                torch.testing.assert_close(got.tensordicts[i][key], member[key])
+    uneven = lazy_stack([narrow, wide, wide])
+    mixed = torch.stack([first, uneven[:2]], 0)  # (as many members: member-wise)
+    assert mixed.batch_size == (2, 2)
+    odd = torch.stack([first, lazy_stack([wide, narrow], 0).unsqueeze(0).squeeze(0)], 0)
+    assert odd.batch_size == (2, 2)
