@@ -14,6 +14,7 @@ from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._tolist import write_value_at
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -407,12 +408,8 @@ class EntryOps(CollectionPrimitives):
         tensor([0., 1., 0.])
         """
         target = self.get(key)
-        if isinstance(target, NonTensor):  # a value, not a buffer: written as a row
-            if not isinstance(value, (NonTensorData, NonTensorStack)):
-                value = NonTensorData(value)
-            for part in reversed(key_path(key, self._call("set_at_"))):
-                value = {part: value}
-            self._set_at_index(index, value)
+        if isinstance(target, NonTensor):  # a value, not a buffer: an index write of it
+            write_value_at(self, key_path(key, self._call("set_at_")), index, value, False)
             return self
         if isinstance(value, np.ndarray):  # torch refuses an array on the right of []=
             value = torch.as_tensor(value)

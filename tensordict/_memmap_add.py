@@ -154,15 +154,16 @@ def add_leaf(
                 f"{call}: {key[: depth + 1]!r} is a {type(child).__name__}, which cannot hold "
                 f"the new memory-mapped leaf {key!r}"
             )
-        if record is None or record["kind"] != "collection":
-            raise RuntimeError(_stale(call, here, part))
+        if record["kind"] != "collection":  # (_check_same: every key held has a record)
+            raise RuntimeError(
+                f"{call}: the checkpoint at {here!r} holds {part!r} as a {record['kind']}, "
+                "not a collection; load it again before adding entries"
+            )
         node, depth = child, depth + 1
         here, meta = os.path.join(here, record["dir"]), record["meta"]
         _check_same(call, here, child, meta)
         changed.append((here, meta))
-    rest = key[depth:]
-    if rest[0] in meta["entries"]:
-        raise RuntimeError(_stale(call, here, rest[0]))
+    rest = key[depth:]  # (rest[0] is in neither the node nor, by _check_same, its folder)
     bs = node.batch_size
     if source.shape[: len(bs)] != bs:
         raise ValueError(
@@ -245,13 +246,6 @@ def _check_same(call: str, folder: str, node: Any, meta: dict[str, Any]) -> None
             f"{sorted(node._tensordict)} here: was it saved again since?); load it again "
             "before adding entries"
         )
-
-
-def _stale(call: str, folder: str, key: str) -> str:
-    return (
-        f"{call}: the checkpoint at {folder!r} does not match this collection at {key!r} "
-        "(was it saved again since?); load it again before adding entries"
-    )
 
 
 def _writable(call: str, key: tuple[str, ...], folders: list[str]) -> None:

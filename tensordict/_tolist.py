@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import Tensor
 
-from tensordict._nontensor import NonTensor
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 
 
 def _leaf(value: Tensor, convert_tensors: bool | str) -> Any:
@@ -147,17 +147,21 @@ class _EntryRows:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         td = self._td()
-        if td is None:  # (the collection is gone: the list is a plain list)
-            return
-        from tensordict._nontensor import NonTensorData, NonTensorStack
+        if td is not None:  # (else the collection is gone: the list is a plain list)
+            write_value_at(td, self._path, index, value, self._nested)
 
-        if self._nested and isinstance(value, list):  # a row: one value per element
-            value = NonTensorStack.from_list(value, None)
-        elif not isinstance(value, (NonTensorData, NonTensorStack)):
-            value = NonTensorData(value)  # (a number or a list stays a value, not a tensor)
-        for part in reversed(self._path):
-            value = {part: value}
-        td[index] = value
+
+def write_value_at(td: Any, path: tuple[str, ...], index: Any, value: Any, row: bool) -> None:
+    """Write ``value`` into the non-tensor entry ``path`` of ``td`` at batch ``index`` (an
+    index write of that entry alone). With ``row``, a list is one value per element of the
+    row; otherwise a number or a list stays one value (not a tensor)."""
+    if row and isinstance(value, list):
+        value = NonTensorStack.from_list(value, None)
+    elif not isinstance(value, (NonTensorData, NonTensorStack)):
+        value = NonTensorData(value)
+    for part in reversed(path):
+        value = {part: value}
+    td._set_at_index(index, value)
 
 
 def linked_entry(td: Any, path: tuple[str, ...], stack: Any) -> LinkedList:

@@ -392,3 +392,13 @@ def test_a_folder_that_no_longer_describes_the_collection_is_not_written(
         target.make_memmap("k", target.batch_size)
     assert _files(path) == before
     TensorDict.load_memmap(path)  # still whole
+
+
+def test_a_nested_level_saved_again_as_a_leaf_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt"
+    td = TensorDict({"n": {"a": torch.zeros(1)}}, []).memmap_(path)
+    TensorDict({"n": torch.zeros(1)}, []).memmap(path, existsok=True)  # same keys, a leaf
+    before = _files(path)
+    with pytest.raises(RuntimeError, match="holds 'n' as a tensor, not a collection"):
+        td.make_memmap(("n", "b"), (1,))
+    assert _files(path) == before
