@@ -108,22 +108,42 @@ def _recomputed_batch_size(
     return new_bs
 
 
+def _unchanged(values: list[Any], ndims: list[int], batch_size: Any) -> bool:
+    """Whether every tensor or collection among ``values`` kept its recorded dims and
+    still starts with ``batch_size``: the common rebuild (``tree_map`` of an elementwise
+    op, vmap's rebuild of its ``in_dims``), where the batch size stays as it was."""
+    n = len(batch_size)
+    for value, ndim in zip(values, ndims, strict=True):
+        if isinstance(value, Tensor):
+            if value.ndim != ndim or value.shape[:n] != batch_size:
+                return False
+        elif isinstance(value, (TensorDict, LazyStackedTensorDict)) and (
+            value.batch_dims != ndim or value.batch_size[:n] != batch_size
+        ):
+            return False
+    return True
+
+
 def _unflatten(values: Any, context: Any) -> TensorDict:
     cls, keys, ndims, extras, batch_size, device, names, locked, tensors = context
     values = list(values)
-    if _keeps_batch_size(values, ndims, tensors, batch_size):
+    if _unchanged(values, ndims, batch_size) or _keeps_batch_size(
+        values, ndims, tensors, batch_size
+    ):
         new_bs = batch_size
     else:
         new_bs = _recomputed_batch_size(values, ndims, tensors, batch_size)
+    if type(new_bs) is not torch.Size:
+        new_bs = torch.Size(new_bs)
     entries = dict(zip(keys, values, strict=True))
     for key, value in extras.items():
-        entries[key] = value._with(torch.Size(new_bs), value.device)
+        entries[key] = value._with(new_bs, value.device)
     keep_names = names if names is not None and len(names) == len(new_bs) else None
     if names is not None and len(names) == len(new_bs) + 1:  # inside vmap: drop the mapped
         dim = next((batched_dim(v) for v in values if isinstance(v, Tensor)), None)
         if dim is not None and dim < len(names):
             keep_names = [*names[:dim], *names[dim + 1 :]]
-    out: TensorDict = cls._new_unsafe(entries, torch.Size(new_bs), device, keep_names)
+    out: TensorDict = cls._new_unsafe(entries, new_bs, device, keep_names)
     if locked:
         out.lock_()
     return out
