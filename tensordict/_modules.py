@@ -355,21 +355,23 @@ class ModuleOps(CollectionPrimitives):
                 swapped = swap_dest.update(swapped)
             return _swap.Swap(walk.undo, swapped, walk.moves)
         call = self._call("to_module")
-        plan: _swap.Plan = []
-        missing: list[str] = []
-        unexpected: list[str] = []
-        nested = _swap.plan_swap(source, module, plan, (), missing, unexpected, {})
-        if strict and (missing or unexpected):  # refused before anything changes
-            raise _key_error(call, missing, unexpected, module)
+        walk = _swap.SwapWalk(True, None)  # matched as a swap would, then undone at once
+        try:
+            nested = walk.walk(source, module, ())
+            pairs = _swap.planned_copies(walk)
+        finally:
+            walk.swap().restore()
+        if strict and (walk.missing or walk.unexpected):  # refused before anything changes
+            raise _key_error(call, walk.missing, walk.unexpected, module)
         saved: dict[int, Tensor] = {}
         if return_swap:  # the values overwritten, kept to copy back on exit (ties once)
-            for _, _, _, current, _, _ in plan:
+            for current, _ in pairs:
                 if id(current) not in saved:
                     saved[id(current)] = current.detach().clone()
-        _swap.copy_checked(call, plan, non_blocking)
+        _swap.copy_checked(call, pairs, nested, non_blocking)
         if not return_swap:
             return None
-        copy_back = [(current, saved[id(current)]) for _, _, _, current, _, _ in plan]
+        copy_back = [(current, saved[id(current)]) for current, _ in pairs]
         swapped = _swap.as_tree(_td_class(), _swap.map_tree(nested, lambda t: saved[id(t)]))
         if swap_dest is not None:
             swapped = swap_dest.update(swapped)

@@ -329,83 +329,44 @@ class SwapWalk:
         return matched
 
 
-# One planned replacement: (module, "_parameters", "_buffers" or "__dict__", name, the module's
-# tensor, the new tensor, the path of the module's submodule).
-Plan = list[tuple[nn.Module, str, str, Tensor, Tensor, tuple[str, ...]]]
+def planned_copies(walk: SwapWalk) -> list[tuple[Tensor, Tensor]]:
+    """``to_module(inplace=True)``'s copies, as (the module's tensor, the new value) pairs:
+    what ``walk`` swapped in, read before it is undone (each value it put in a slot
+    aliases the TensorDict's tensor), so the matching rules are :class:`SwapWalk`'s alone."""
+    pairs = [(current, store[name]) for store, name, current in walk.undo]
+    pairs.extend((current, written[name]) for written, _, name, current, _ in walk.moves)
+    return pairs
 
 
-def plan_swap(
-    td: Any,
-    module: nn.Module,
-    plan: Plan,
-    path: tuple[str, ...],
-    missing: list[str],
-    unexpected: list[str],
-    memo: dict[int, dict[str, Any]],
-) -> dict[str, Any]:
-    """``to_module(inplace=True)``: match ``td``'s tensors with ``module``'s into ``plan``
-    (the rules of :class:`SwapWalk`), changing nothing; returns the tensors to be replaced
-    as a nested dict. A module met again (shared) is planned once:
-    ``memo`` maps it to its originals, which appear under each of its names."""
-    originals: dict[str, Any] = {}
-    entries = td._tensordict
-    keys = set(entries)
-    for kind in ("_parameters", "_buffers"):
-        store: dict[str, Any] = getattr(module, kind)
-        for name, current in list(store.items()):
-            if current is None:
-                continue
-            if name not in keys:
-                missing.append(".".join((*path, name)))
-                continue
-            keys.discard(name)
-            value = entries[name]
-            if not isinstance(value, Tensor):
-                unexpected.append(".".join((*path, name)))
-                continue
-            plan.append((module, kind, name, current, value, path))  # key joined on error
-            originals[name] = current
-    for name, child in module._modules.items():
-        if child is None:
-            continue
-        if name not in keys:
-            if _has_tensors(child):
-                missing.append(".".join((*path, name)))
-            continue
-        keys.discard(name)
-        sub = entries[name]
-        if not isinstance(sub, CollectionPrimitives):
-            unexpected.append(".".join((*path, name)))
-            continue
-        inner = memo.get(id(child))
-        if inner is None:
-            inner = memo[id(child)] = plan_swap(
-                sub, child, plan, (*path, name), missing, unexpected, memo
-            )
-        if inner:
-            originals[name] = inner
-    for name in [k for k in entries if k in keys]:  # a plain attribute (an enclosing swap's)
-        current = module.__dict__.get(name)
-        value = entries[name]
-        if isinstance(current, Tensor) and isinstance(value, Tensor):
-            plan.append((module, "__dict__", name, current, value, path))
-            originals[name] = current
-            keys.discard(name)
-    unexpected.extend(".".join((*path, k)) for k in sorted(keys))
-    return originals
+def _key_of(nested: dict[str, Any], tensor: Tensor) -> str:
+    """The dotted key under which ``tensor`` sits in the nested dict of originals."""
+    for name, value in nested.items():
+        if value is tensor:
+            return name
+        if isinstance(value, dict):
+            inner = _key_of(value, tensor)
+            if inner:
+                return f"{name}.{inner}"
+    return ""
 
 
-def copy_checked(call: str, plan: Plan, non_blocking: bool = False) -> None:
-    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing)."""
-    for _, _, name, current, value, path in plan:
+def copy_checked(
+    call: str,
+    pairs: list[tuple[Tensor, Tensor]],
+    originals: dict[str, Any],
+    non_blocking: bool = False,
+) -> None:
+    """``to_module(inplace=True)``: check every shape first, then copy (all or nothing);
+    a mismatch names its key, found in ``originals``."""
+    for current, value in pairs:
         if value.shape != current.shape:
-            key = ".".join((*path, name))
             raise ValueError(
-                f"{call}: key {key!r} has shape {tuple(value.shape)}, the module's tensor "
-                f"{tuple(current.shape)}; inplace=True copies into it, so they must match"
+                f"{call}: key {_key_of(originals, current)!r} has shape {tuple(value.shape)}, "
+                f"the module's tensor {tuple(current.shape)}; inplace=True copies into it, so "
+                "they must match"
             )
     with torch.no_grad():
-        for _, _, _, current, value, _ in plan:
+        for current, value in pairs:
             current.copy_(value, non_blocking=non_blocking)
 
 

@@ -352,3 +352,33 @@ def test_tensordict_params_no_convert_keeps_autograd_history() -> None:
     assert (x.grad == 2).all()
     converted = TensorDictParams(TensorDict(a=x * 2))
     assert isinstance(converted["a"], nn.Parameter) and converted["a"].grad_fn is None
+
+
+def test_to_module_inplace_keeps_the_module_objects_and_copies_back() -> None:
+    shared = nn.Linear(2, 2)
+    model = nn.Sequential(shared, nn.ReLU(), shared)  # one submodule under two names
+    model.register_buffer("steps", torch.zeros(()))
+    slots = {name: id(t) for name, t in [*model.named_parameters(), *model.named_buffers()]}
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    ones = TensorDict.from_module(model).apply(torch.ones_like)
+    with ones.to_module(model, inplace=True) as originals:
+        assert {n: id(t) for n, t in [*model.named_parameters(), *model.named_buffers()]} == slots
+        assert all(bool((t == 1).all()) for t in model.state_dict().values())
+        torch.testing.assert_close(originals["0", "weight"], before["0.weight"])
+        torch.testing.assert_close(originals["2", "bias"], before["2.bias"])
+        torch.testing.assert_close(originals["steps"], before["steps"])
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+    assert {n: id(t) for n, t in [*model.named_parameters(), *model.named_buffers()]} == slots
+
+
+def test_to_module_inplace_into_a_plain_attribute_of_an_enclosing_swap() -> None:
+    model = nn.Linear(2, 2)
+    plain = TensorDict({"weight": torch.zeros(2, 2), "bias": torch.zeros(2)}, [])
+    fives = TensorDict({"weight": torch.full((2, 2), 5.0)}, [])
+    with plain.to_module(model, preserve_module_state=False):
+        attr = model.__dict__["weight"]  # a plain attribute now, as upstream
+        fives.to_module(model, inplace=True)
+        assert model.__dict__["weight"] is attr
+        torch.testing.assert_close(attr, torch.full((2, 2), 5.0))
+    assert isinstance(model.weight, nn.Parameter)
