@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._batch import leaf_shape_error
-from tensordict._keys import join_path
+from tensordict._keys import NO_DEFAULT, join_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 
@@ -111,12 +111,14 @@ def apply_nested(
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     prefix: tuple[str, ...],
     call: str,
+    default: Any = NO_DEFAULT,
 ) -> _Dense | None:
     """Map ``fn`` over every tensor leaf of ``td`` (and the matching leaves of ``others``).
 
     A leaf for which ``fn`` returns None is dropped; a nested collection left with no
     entries is dropped too when ``filter_empty``. Non-tensor entries are carried over.
-    Returns None when the result is empty and ``filter_empty`` asks to drop it.
+    Returns None when the result is empty and ``filter_empty`` asks to drop it. With a
+    ``default``, a leaf (or a whole level) an other lacks gives ``fn`` that default.
     """
     out_bs = td._batch_size if batch_size is None else batch_size
     out_device = td._device if device is _NOT_GIVEN else device
@@ -129,7 +131,7 @@ def apply_nested(
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor) or (call_on_nested and not isinstance(value, NonTensor)):
-            args = [_other_value(call, o, key, prefix) for o in others]
+            args = [_other_value(call, o, key, prefix, default) for o in others]
             if key_fn is not None:
                 result = fn(key_fn((*prefix, key)), value, *args)
             else:
@@ -142,18 +144,19 @@ def apply_nested(
             entries[key] = _apply_stack(
                 value,
                 fn,
-                tuple(_other_value(call, o, key, prefix) for o in others),
+                tuple(_other_value(call, o, key, prefix, default, ABSENT) for o in others),
                 batch_size,
                 device,
                 filter_empty,
                 call_on_nested,
                 key_fn,
                 (*prefix, key),
+                default,
             )
         else:
-            sub_others = tuple(_other_value(call, o, key, prefix) for o in others)
+            sub_others = tuple(_other_value(call, o, key, prefix, default, ABSENT) for o in others)
             for other in sub_others:
-                if not isinstance(other, CollectionPrimitives):
+                if other is not ABSENT and not isinstance(other, CollectionPrimitives):
                     raise TypeError(
                         f"{call}: key {join_path((*prefix, key))!r} is a nested TensorDict here "
                         f"but a {type(other).__name__} in one of the other TensorDicts"
@@ -170,6 +173,7 @@ def apply_nested(
                 key_fn=key_fn,
                 prefix=(*prefix, key),
                 call=call,
+                default=default,
             )
             if sub is not None:
                 entries[key] = sub
@@ -178,10 +182,36 @@ def apply_nested(
     return td._checked_from_entries(entries, out_bs, out_device, out_names, call, prefix)
 
 
-def _other_value(call: str, other: DenseTensorDictBase, key: str, prefix: tuple[str, ...]) -> Any:
+class _Absent:
+    """A nested level an other TensorDict lacks, under ``apply(..., default=)``: every
+    leaf below it reads as the default."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT: Any = _Absent()
+
+
+def _other_value(
+    call: str,
+    other: DenseTensorDictBase,
+    key: str,
+    prefix: tuple[str, ...],
+    default: Any = NO_DEFAULT,
+    level: Any = NO_DEFAULT,
+) -> Any:
+    """``other``'s entry at ``key``; a missing one is ``default`` when given (``level``
+    instead where a nested level is expected), else a KeyError."""
+    if other is ABSENT:
+        return default if level is NO_DEFAULT else level
     try:
         return other._tensordict[key]
     except KeyError:
+        if default is not NO_DEFAULT:
+            return default if level is NO_DEFAULT else level
         path = (*prefix, key)
         raise KeyError(
             f"{call}: key {path[0] if len(path) == 1 else path!r} is missing from "
@@ -260,6 +290,7 @@ def _apply_stack(
     call_on_nested: bool,
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     path: tuple[str, ...],
+    default: Any = NO_DEFAULT,
 ) -> Any:
     """``apply`` on a ragged lazy stack nested under ``path``: member by member, the keys
     that ``key_fn`` sees still starting with ``path``."""
@@ -274,4 +305,5 @@ def _apply_stack(
         False,
         filter_empty,
         call_on_nested,
+        default,
     )

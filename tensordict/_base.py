@@ -136,20 +136,18 @@ class TensorDictBase(
         >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
         ['a']
         """
-        if default is not _NO_DEFAULT and others:
-            result = self.named_apply(
-                lambda key, x: fn(x, *[o.get(key, default) for o in others]),
-                nested_keys=True,
-                batch_size=batch_size,
-                device=device,
-                names=names,
-                inplace=inplace,
-                filter_empty=filter_empty,
-            )
-        else:
-            result = self._apply_impl(
-                fn, others, None, batch_size, device, names, inplace, filter_empty, call_on_nested
-            )
+        result = self._apply_impl(
+            fn,
+            others,
+            None,
+            batch_size,
+            device,
+            names,
+            inplace,
+            filter_empty,
+            call_on_nested,
+            default,
+        )
         if out is not None:
             return out.update_(result)  # type: ignore[no-any-return]
         return result

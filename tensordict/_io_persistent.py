@@ -732,10 +732,20 @@ class PersistentTensorDict(TensorDictBase):
         inplace: bool,
         filter_empty: bool,
         call_on_nested: bool,
+        default: Any = _NO_DEFAULT,
     ) -> Self:
         dense = self.to_tensordict()
         out = dense._apply_impl(
-            fn, others, key_fn, batch_size, device, names, inplace, filter_empty, call_on_nested
+            fn,
+            others,
+            key_fn,
+            batch_size,
+            device,
+            names,
+            inplace,
+            filter_empty,
+            call_on_nested,
+            default,
         )
         if inplace:
             self.update(dense, inplace=True)

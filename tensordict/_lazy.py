@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
 from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error
 from tensordict._context import record
@@ -671,6 +672,7 @@ class LazyStackedTensorDict(TensorDictBase):
         inplace: bool,
         filter_empty: bool,
         call_on_nested: bool,
+        default: Any = _NO_DEFAULT,
     ) -> Any:
         """Apply member by member (the others are cut along the stack dim)."""
         call = self._call("apply")
@@ -690,13 +692,15 @@ class LazyStackedTensorDict(TensorDictBase):
                         inplace,
                         filter_empty,
                         call_on_nested,
+                        default,
                     )
                 raise ValueError(
                     f"{call}: batch_size {bs} must keep the stack dim "
                     f"{self.stack_dim} of size {len(self.tensordicts)}"
                 )
             member_bs = bs[: self.stack_dim] + bs[self.stack_dim + 1 :]
-        split = [self._parts_of(call, o) for o in others]
+        n = len(self.tensordicts)
+        split = [[o] * n if o is ABSENT else self._parts_of(call, o) for o in others]
         out = [
             m._apply_impl(
                 fn,
@@ -708,6 +712,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 inplace,
                 filter_empty,
                 call_on_nested,
+                default,
             )
             for i, m in enumerate(self.tensordicts)
         ]

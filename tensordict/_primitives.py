@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._keys import NO_DEFAULT
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -188,8 +190,10 @@ class CollectionPrimitives:
         inplace: bool,
         filter_empty: bool,
         call_on_nested: bool,
+        default: Any = NO_DEFAULT,
     ) -> Self:
-        """The engine of ``apply`` / ``named_apply`` / ``apply_``."""
+        """The engine of ``apply`` / ``named_apply`` / ``apply_`` (``default``: what a leaf
+        the others lack reads as, when the caller gave one)."""
 
     # batch dimensions
     @abstractmethod

@@ -994,12 +994,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         inplace: bool,
         filter_empty: bool,
         call_on_nested: bool,
+        default: Any = _NO_DEFAULT,
     ) -> TensorDict:
-        from tensordict._apply import _NOT_GIVEN, apply_nested
+        from tensordict._apply import _NOT_GIVEN, ABSENT, apply_nested
 
         call = self._call("apply")
         if not all(_is_td(other) for other in others):
-            others = tuple(_dense_other(call, other) for other in others)
+            others = tuple(o if o is ABSENT else _dense_other(call, o) for o in others)
         bs = None if batch_size is None else as_batch_size(batch_size, call)
         out = apply_nested(
             self,
@@ -1013,6 +1014,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             key_fn=key_fn,
             prefix=(),
             call=call,
+            default=default,
         )
         assert out is not None
         if names is not None:

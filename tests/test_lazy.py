@@ -284,3 +284,42 @@ def test_torch_where_with_out_on_a_lazy_stack_cuts_the_condition_per_member() ->
     want = torch.where(mask, dense, torch.ones_like(dense))
     for key in dense.keys(True, True):
         torch.testing.assert_close(out[key], want[key])
+
+
+@pytest.mark.parametrize("stack_dim", [0, 1])
+def test_apply_with_default_cuts_the_others_member_by_member(stack_dim: int) -> None:
+    members = [TensorDict({"a": torch.full((4, 2), float(i))}, [4]) for i in range(3)]
+    stack = LazyStackedTensorDict.lazy_stack(members, stack_dim)
+    with stack.unlock_():
+        stack["nested", "new"] = torch.zeros(stack.shape)
+    other = TensorDict({"a": stack["a"] * 10 + 1}, stack.batch_size)  # lacks ("nested", "new")
+    seen: list[object] = []
+
+    def fn(x: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
+        seen.append(y)
+        return x - 1 if y is None else x + y
+
+    out = stack.apply(fn, other, default=None)
+    assert isinstance(out, LazyStackedTensorDict)
+    assert out.stack_dim == stack_dim
+    torch.testing.assert_close(out["a"], stack["a"] * 11 + 1)  # each member got its own part
+    torch.testing.assert_close(out["nested", "new"], torch.full(stack.shape, -1.0))
+    assert sum(y is None for y in seen) == 3  # one missing level per member
+    with pytest.raises(KeyError, match="missing from one of the other TensorDicts"):
+        stack.apply(fn, other)
+
+
+def test_apply_with_default_on_a_nested_lazy_level_missing_from_the_other() -> None:
+    inner = LazyStackedTensorDict.lazy_stack(
+        [
+            TensorDict({"x": torch.ones(2)}, []),
+            TensorDict({"x": torch.ones(2), "y": torch.ones(1)}, []),
+        ]
+    )
+    td = TensorDict({"a": torch.zeros(2), "inner": inner}, [2])
+    other = TensorDict({"a": torch.ones(2)}, [2])
+    out = td.apply(lambda x, y: x * 0 + 7 if y is None else x + y, other, default=None)
+    torch.testing.assert_close(out["a"], torch.ones(2))
+    assert isinstance(out["inner"], LazyStackedTensorDict)
+    torch.testing.assert_close(out["inner"][1]["y"], torch.full((1,), 7.0))
+    torch.testing.assert_close(out["inner", "x"], torch.full((2, 2), 7.0))
