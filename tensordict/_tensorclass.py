@@ -448,6 +448,49 @@ class TensorClass(TensorDict):
 
 _PARAMETRIZED: dict[tuple[type, tuple[str, ...]], type] = {}
 
+# TensorDict's alternative constructors, which on a tensorclass give an instance of it (as
+# upstream): the TensorDict they build becomes the instance's store. (``stack``, ``cat``
+# and ``from_dict`` already build the class; a lazy stack of instances stays a lazy stack.)
+_CONSTRUCTORS = (
+    "from_any",
+    "from_arrow",
+    "from_consolidated",
+    "from_csv",
+    "from_h5",
+    "from_json",
+    "from_list",
+    "from_module",
+    "from_modules",
+    "from_namedtuple",
+    "from_pandas",
+    "from_parquet",
+    "from_pytree",
+    "from_remote_init",
+    "from_safetensors",
+    "from_struct_array",
+    "from_tuple",
+    "from_zarr",
+    "fromkeys",
+    "load",
+    "load_memmap",
+)
+
+
+def _constructor(name: str) -> Any:
+    build = getattr(TensorDict, name)
+
+    def construct(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        out = build(*args, **kwargs)
+        return cls.from_tensordict(out) if type(out) is TensorDict else out
+
+    construct.__name__ = construct.__qualname__ = name
+    construct.__doc__ = f"``TensorDict.{name}``, giving an instance of this tensorclass."
+    return classmethod(construct)
+
+
+for _name in _CONSTRUCTORS:
+    setattr(TensorClass, _name, _constructor(_name))
+
 
 def _adopt_batch_sizes(target: Any, source: Any) -> None:
     """Give ``target`` and its nested levels the batch sizes of ``source``'s, deepest first."""

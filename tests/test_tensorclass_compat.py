@@ -189,3 +189,40 @@ def test_deleted_field_is_gone_until_assigned() -> None:
         _ = x.c
     x.c = torch.full((), 2.0)
     assert x.c.item() == 2.0
+
+
+class _Pair(TensorClass):
+    foo: Any
+    bar: Any
+
+
+class _PairChild(_Pair):
+    pass
+
+
+@pytest.mark.parametrize("cls", [_Pair, _PairChild])
+def test_td_constructors_on_a_tensorclass_give_an_instance(cls: Any, tmp_path: Any) -> None:
+    rows = cls.from_list([{"foo": 1, "bar": 2}, {"foo": 3, "bar": 4}])
+    assert type(rows) is cls
+    assert rows.foo.tolist() == [1, 3] and rows.bar.tolist() == [2, 4]
+    keys = cls.fromkeys(["foo", "bar"], 0)
+    assert type(keys) is cls and keys.foo == 0
+    plain = TensorDict({"foo": torch.zeros(3), "bar": torch.ones(3)}, [3])
+    assert type(cls.from_any({"foo": torch.zeros(3), "bar": torch.ones(3)})) is cls
+    plain.memmap(tmp_path / "plain")
+    loaded = cls.load_memmap(tmp_path / "plain")  # a TensorDict's folder, read as this class
+    assert type(loaded) is cls
+    torch.testing.assert_close(loaded.bar, torch.ones(3))
+    consolidated = plain.consolidate(tmp_path / "c.bin")
+    assert type(cls.from_consolidated(tmp_path / "c.bin")) is cls
+    assert consolidated.is_consolidated()
+
+
+def test_td_constructors_keep_what_already_is_a_tensorclass(tmp_path: Any) -> None:
+    inst = _Pair(foo=torch.zeros(2), bar=torch.ones(2), batch_size=[2])
+    inst.memmap(tmp_path / "inst")
+    assert type(_PairChild.load_memmap(tmp_path / "inst")) is _Pair  # the saved class
+    members = [inst, inst.clone()]
+    stack = _Pair.lazy_stack(members)  # a lazy stack of instances (no lazy tensorclass)
+    assert isinstance(stack, LazyStackedTensorDict)
+    assert all(type(m) is _Pair for m in stack.tensordicts)
