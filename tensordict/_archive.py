@@ -26,10 +26,13 @@ _PAD_ID = 0x6474  # the extra field padding local headers ("td")
 _LOCAL = struct.Struct("<4s5H3I2H")  # a local file header's fixed part (30 bytes)
 _CENTRAL = struct.Struct("<4s6H3I5H2I")  # a central directory record's fixed part (46 bytes)
 _EOCD = struct.Struct("<4s4H2IH")  # the end of central directory record (22 bytes)
-_LENGTHS = struct.Struct("<3H")  # a central record's name, extra and comment lengths (at 28)
+_HEAD = struct.Struct("<4s24x3H")  # a central record's signature, name/extra/comment lengths
 _LOCATOR = struct.Struct("<4sIQI")  # the zip64 end of central directory locator (20 bytes)
 _EOCD64 = struct.Struct("<4sQ2H2I4Q")  # the zip64 end of central directory record
 _CHUNK = 16 << 20
+# (archive identity, scope) -> (member count, central directory bytes, parsed members)
+_INDEXES: dict[tuple[Any, bytes], tuple[int, bytes, dict[str, tuple[int, int, int, bytes]]]] = {}
+_CACHED_INDEXES = 16
 
 
 # ------------------------------------------------------------------ writing
@@ -232,11 +235,16 @@ class Archive:
         self._storage: torch.Tensor | None = None
         self._lock = threading.Lock()
         try:
-            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # (non-blocking: a FIFO put there cannot block us; it is refused below)
+            self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError as err:
             raise FormatError(f"{call}: cannot open {path!r}: {err.strerror}") from None
         try:
-            self.size = os.fstat(self.fd).st_size
+            info = os.fstat(self.fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise FormatError(f"{call}: {path!r} is not a file")
+            self.size = info.st_size
+            self.identity = (info.st_dev, info.st_ino)  # (the file validated and mapped)
             self._index()
         except BaseException:
             self.close()
@@ -286,44 +294,64 @@ class Archive:
             raise self._bad("its central directory lies beyond the end of the file")
         directory = self._read(cd_offset, cd_size)
         self.start_dir, self.count = cd_offset, count
+        # The parse is a function of the directory's bytes and the scope alone: a load of
+        # the same (unchanged) archive again reuses it after comparing those bytes.
+        key = (self.identity, self.scope)
+        known = _INDEXES.get(key)
+        if known is not None and known[0] == count and known[1] == directory:
+            self.entries = known[2]
+            return
+        self._parse(directory, count)
+        if len(_INDEXES) >= _CACHED_INDEXES:
+            del _INDEXES[next(iter(_INDEXES))]  # (the oldest)
+        _INDEXES[key] = (count, directory, self.entries)
+
+    def _parse(self, directory: bytes, count: int) -> None:
+        """Index the members of the central directory ``directory`` that lie under the
+        scope (and the top-level meta.json); the others' records are only walked over."""
         pos, size, scope = 0, len(directory), self.scope
-        lengths, central, sig = _LENGTHS.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
-        for _ in range(count):
-            if pos + _CENTRAL.size > size:
-                raise self._bad("its central directory is truncated")
-            if not directory.startswith(sig, pos):
-                raise self._bad("a central directory record has a bad signature")
-            name_len, extra_len, comment_len = lengths(directory, pos + 28)
-            start = pos + _CENTRAL.size
-            pos = start + name_len + extra_len + comment_len
-            if pos > size:
-                raise self._bad("its central directory is truncated")
-            if not directory.startswith(scope, start) and not (
-                name_len == 9 and directory.startswith(b"meta.json", start)
-            ):
-                continue  # (a load of a sub-folder does not use it: only its lengths are read)
-            fixed = central(directory, start - _CENTRAL.size)
-            flags, method, csize, usize, offset = fixed[3], fixed[4], fixed[8], fixed[9], fixed[16]
-            raw_name = directory[start : start + name_len]
-            if 0xFFFFFFFF in (usize, csize, offset):
-                extra = directory[start + name_len : start + name_len + extra_len]
-                usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
-            try:
-                name = raw_name.decode("ascii")  # (the common case, and the fast one)
-            except UnicodeDecodeError:
+        head, central, sig = _HEAD.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
+        entries = self.entries
+        try:
+            for _ in range(count):
+                signature, name_len, extra_len, comment_len = head(directory, pos)
+                if signature != sig:
+                    raise self._bad("a central directory record has a bad signature")
+                start = pos + _CENTRAL.size
+                pos = start + name_len + extra_len + comment_len
+                if not directory.startswith(scope, start) and not (
+                    name_len == 9 and directory.startswith(b"meta.json", start)
+                ):
+                    continue  # (a load of a sub-folder does not use it: only its lengths are read)
+                if pos > size:
+                    raise self._bad("its central directory is truncated")
+                fixed = central(directory, start - _CENTRAL.size)
+                flags, method, csize, usize = fixed[3], fixed[4], fixed[8], fixed[9]
+                offset = fixed[16]
+                raw_name = directory[start : start + name_len]
+                if 0xFFFFFFFF in (usize, csize, offset):
+                    extra = directory[start + name_len : start + name_len + extra_len]
+                    usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
                 try:
-                    name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+                    name = raw_name.decode("ascii")  # (the common case, and the fast one)
                 except UnicodeDecodeError:
-                    raise self._bad(f"a member name {raw_name!r} is not UTF-8") from None
-            if name in self.entries:
-                raise FormatError(f"{self.call}: {self.path!r} has two members named {name!r}")
-            if csize != usize:
-                raise FormatError(
-                    f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
-                    "members uncompressed"
-                )
-            if not name.endswith("/"):  # (folder entries, as zip tools write them: nothing)
-                self.entries[name] = (offset, usize, method, raw_name)
+                    try:
+                        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+                    except UnicodeDecodeError:
+                        raise self._bad(f"a member name {raw_name!r} is not UTF-8") from None
+                if name in entries:
+                    raise FormatError(f"{self.call}: {self.path!r} has two members named {name!r}")
+                if csize != usize:
+                    raise FormatError(
+                        f"{self.call}: {self.path!r} member {name!r} is compressed; archives "
+                        "store members uncompressed"
+                    )
+                if not name.endswith("/"):  # (folder entries, as zip tools write them: nothing)
+                    entries[name] = (offset, usize, method, raw_name)
+        except struct.error:  # (a record's fixed part runs past the directory's end)
+            raise self._bad("its central directory is truncated") from None
+        if pos > size:
+            raise self._bad("its central directory is truncated")
 
     def _check_name(self, name: str) -> None:
         if (
@@ -433,6 +461,7 @@ class _ArchiveLoader(_Loader):
     ) -> None:
         super().__init__(call, verify, allow_pickle)
         self.archive = archive
+        self.watch = (archive.path, archive.identity)  # (the file mapped must be the one read)
         self.writable = mode == "r+"
         self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
 
@@ -513,17 +542,29 @@ class _Checker(_ArchiveLoader):
 
 
 def archive_loader(
-    target: str, call: str, verify: bool, allow_pickle: bool | None, mode: str = "r"
+    target: str,
+    call: str,
+    verify: bool,
+    allow_pickle: bool | None,
+    mode: str = "r",
+    info: os.stat_result | None = None,
 ) -> _ArchiveLoader | None:
-    """A loader for ``target`` when it is an archive file or a folder inside one."""
-    if os.path.isdir(target):
-        return None
+    """A loader for ``target`` when it is an archive file or a folder inside one;
+    ``info`` is ``os.stat(target)`` (None: there is nothing at that path)."""
     path = target
-    while not os.path.isfile(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
+    if info is None:  # inside an archive, or missing: the nearest thing that exists
+        while True:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            break
+    if not stat.S_ISREG(info.st_mode):
+        return None
     if mode not in ("r", "r+"):
         raise ValueError(f"{call}: mode must be 'r' or 'r+', got {mode!r}")
     scope = target[len(path) + 1 :].replace(os.sep, "/")
