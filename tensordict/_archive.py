@@ -33,6 +33,13 @@ _CHUNK = 16 << 20
 # (archive identity, scope) -> (member count, central directory bytes, parsed members)
 _INDEXES: dict[tuple[Any, bytes], tuple[int, bytes, dict[str, tuple[int, int, int, bytes]]]] = {}
 _CACHED_INDEXES = 16
+_TAIL = 16 << 10  # the first read at the file's end (the directory of ~200 members fits)
+_SMALL = 1 << 20  # a member this small (metadata) is read with its local header at once
+
+
+def _open(path: str) -> int:
+    """``path`` opened read-only (non-blocking: a FIFO put there cannot block us)."""
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
 # ------------------------------------------------------------------ writing
@@ -226,7 +233,11 @@ class Archive:
     local header is checked when a load first uses it (:meth:`span`). Nothing is mapped
     until :meth:`storage`."""
 
-    def __init__(self, path: str, call: str, scope: str = "") -> None:
+    def __init__(
+        self, path: str, call: str, scope: str = "", fd: int = -1, info: Any = None
+    ) -> None:
+        """``fd``: the file already opened (read-only) at ``path``, which the archive then
+        owns, and ``info`` its ``os.fstat``."""
         self.path = path
         self.call = call
         self.scope = scope.encode()  # only members under this folder ("" for all) are indexed
@@ -234,13 +245,15 @@ class Archive:
         self.spans: dict[str, tuple[int, int]] = {}  # checked members: data offset, size
         self._storage: torch.Tensor | None = None
         self._lock = threading.Lock()
+        self.fd = fd
+        if fd < 0:
+            try:
+                self.fd = _open(path)
+            except OSError as err:
+                raise FormatError(f"{call}: cannot open {path!r}: {err.strerror}") from None
         try:
-            # (non-blocking: a FIFO put there cannot block us; it is refused below)
-            self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        except OSError as err:
-            raise FormatError(f"{call}: cannot open {path!r}: {err.strerror}") from None
-        try:
-            info = os.fstat(self.fd)
+            if info is None:
+                info = os.fstat(self.fd)
             if not stat.S_ISREG(info.st_mode):
                 raise FormatError(f"{call}: {path!r} is not a file")
             self.size = info.st_size
@@ -271,12 +284,14 @@ class Archive:
         return data
 
     def _index(self) -> None:
-        tail_size = min(self.size, _EOCD.size)  # (no archive comment: the common case)
+        # one read for the end record and, in a small archive, the whole directory
+        tail_size = min(self.size, _TAIL)
         tail = self._read(self.size - tail_size, tail_size)
-        if not tail.startswith(b"PK\x05\x06"):
+        at = tail_size - _EOCD.size  # (no archive comment: the common case)
+        if at < 0 or not tail.startswith(b"PK\x05\x06", at):
             tail_size = min(self.size, _EOCD.size + 0xFFFF)
             tail = self._read(self.size - tail_size, tail_size)
-        at = tail.rfind(b"PK\x05\x06")
+            at = tail.rfind(b"PK\x05\x06")
         if at < 0 or at + _EOCD.size > len(tail):
             raise self._bad("no end of central directory record")
         eocd = _EOCD.unpack_from(tail, at)
@@ -292,7 +307,10 @@ class Archive:
             count, cd_size, cd_offset = record[7], record[8], record[9]
         if cd_offset + cd_size > self.size or count > cd_size // _CENTRAL.size:
             raise self._bad("its central directory lies beyond the end of the file")
-        directory = self._read(cd_offset, cd_size)
+        inside = cd_offset - (self.size - tail_size)  # (where the directory starts in tail)
+        directory = (
+            tail[inside : inside + cd_size] if inside >= 0 else self._read(cd_offset, cd_size)
+        )
         self.start_dir, self.count = cd_offset, count
         # The parse is a function of the directory's bytes and the scope alone: a load of
         # the same (unchanged) archive again reuses it after comparing those bytes.
@@ -385,11 +403,34 @@ class Archive:
         entry = self.entries.get(name)
         if entry is None:
             return None
-        offset, size, method, raw_name = entry
-        self._check_name(name)
+        offset, raw_name = entry[0], entry[3]
         want = _LOCAL.size + len(raw_name)  # the local header and its name: one read
         head = self._read(offset, want) if offset + want <= self.size else b""
-        if len(head) != want or head[:4] != b"PK\x03\x04":
+        return self._checked(name, entry, head)
+
+    def member_bytes(self, name: str) -> bytes | None:
+        """The data of the (small) member ``name``, its local header checked as by
+        :meth:`span`: one read for both when the header's extra field is short."""
+        entry = self.entries.get(name)
+        if entry is None or name in self.spans or entry[1] > _SMALL:
+            found = self.span(name)
+            return None if found is None else self.read(*found)
+        offset, size, raw_name = entry[0], entry[1], entry[3]
+        head = os.pread(self.fd, _LOCAL.size + len(raw_name) + 2 * ALIGN + size, offset)
+        start, size = self._checked(name, entry, head)
+        if start + size <= offset + len(head):
+            return head[start - offset : start - offset + size]
+        return self.read(start, size)  # (a long extra field)
+
+    def _checked(
+        self, name: str, entry: tuple[int, int, int, bytes], head: bytes
+    ) -> tuple[int, int]:
+        """Check the local header at the start of ``head`` (read at the member's offset)
+        against the central record ``entry``; remember and return the data's span."""
+        offset, size, method, raw_name = entry
+        self._check_name(name)
+        want = _LOCAL.size + len(raw_name)
+        if len(head) < want or head[:4] != b"PK\x03\x04":
             raise FormatError(f"{self.call}: {self.path!r} member {name!r} has no local header")
         local = _LOCAL.unpack_from(head)
         name_len, extra_len = local[9], local[10]
@@ -398,7 +439,7 @@ class Archive:
                 f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
                 "members uncompressed"
             )
-        if name_len != len(raw_name) or head[_LOCAL.size :] != raw_name:
+        if name_len != len(raw_name) or head[_LOCAL.size : want] != raw_name:
             raise FormatError(f"{self.call}: {self.path!r} member {name!r}: headers disagree")
         start = offset + _LOCAL.size + name_len + extra_len
         if start + size > self.size:
@@ -466,11 +507,11 @@ class _ArchiveLoader(_Loader):
         self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
 
     def _read_meta(self, folder: str, path: str) -> bytes:
-        found = self.archive.span(self.archive.member(path))
-        if found is None:
+        data = self.archive.member_bytes(self.archive.member(path))
+        if data is None:
             raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META})")
         self._visit(path, folder)
-        return self.archive.read(*found)
+        return data
 
     def _folder_identity(self, folder: str) -> Any:
         return folder
@@ -551,7 +592,7 @@ def archive_loader(
 ) -> _ArchiveLoader | None:
     """A loader for ``target`` when it is an archive file or a folder inside one;
     ``info`` is ``os.stat(target)`` (None: there is nothing at that path)."""
-    path = target
+    path, fd = target, -1
     if info is None:  # inside an archive, or missing: the nearest thing that exists
         while True:
             parent = os.path.dirname(path)
@@ -559,14 +600,19 @@ def archive_loader(
                 return None
             path = parent
             try:
-                info = os.stat(path)
+                fd = _open(path)  # (a folder opens too: fstat tells)
             except OSError:
                 continue
+            info = os.fstat(fd)
             break
     if not stat.S_ISREG(info.st_mode):
+        if fd >= 0:
+            os.close(fd)
         return None
     if mode not in ("r", "r+"):
+        if fd >= 0:
+            os.close(fd)
         raise ValueError(f"{call}: mode must be 'r' or 'r+', got {mode!r}")
     scope = target[len(path) + 1 :].replace(os.sep, "/")
-    archive = Archive(path, call, scope + "/" if scope else "")
+    archive = Archive(path, call, scope + "/" if scope else "", fd, info if fd >= 0 else None)
     return _ArchiveLoader(call, verify, allow_pickle, archive, mode)
