@@ -144,3 +144,55 @@ def test_a_sub_folder_load_maps_only_its_leaves(tmp_path: Path) -> None:
         TensorDict.load_memmap(tmp_path / "ckpt" / "missing")
     with pytest.raises(FormatError, match="bias.memmap' is not a valid archive: no end of"):
         TensorDict.load_memmap(tmp_path / "ckpt" / "0" / "bias.memmap" / "x")
+
+
+def _zip_of(folder: Path, target: Path, extra: bytes = b"", comment: bytes = b"") -> None:
+    """``folder`` as a ZIP written by zipfile (unaligned), meta.json with ``extra``."""
+    with zipfile.ZipFile(target, "w") as zf:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                info = zipfile.ZipInfo(file.relative_to(folder).as_posix())
+                if file.name == "meta.json":
+                    info.extra = extra
+                zf.writestr(info, file.read_bytes())
+        zf.comment = comment
+
+
+def test_metadata_behind_a_long_extra_field_and_a_large_directory(tmp_path: Path) -> None:
+    many = TensorDict({f"k{i:03d}": torch.full((2,), float(i)) for i in range(300)}, [])
+    many["0"] = _model(3.0)["0"]
+    many.memmap(tmp_path / "src")
+    padding = struct.pack("<HH", 0x6474, 600) + bytes(600)  # (longer than one read guesses)
+    for comment in (b"", b"a comment" * 10):  # (the end record at the end, or not)
+        _zip_of(tmp_path / "src", tmp_path / "x.tdz", padding, comment)
+        start, names = _central(tmp_path / "x.tdz")
+        assert os.path.getsize(tmp_path / "x.tdz") - start > 16 << 10  # (beyond a first read)
+        back = TensorDict.load_memmap(tmp_path / "x.tdz")
+        for i in (0, 150, 299):
+            assert torch.equal(back[f"k{i:03d}"], torch.full((2,), float(i)))
+        sub = TensorDict.load_memmap(tmp_path / "x.tdz", subpath="0")
+        assert torch.equal(sub["weight"], torch.arange(12.0).reshape(3, 4) * 3.0)
+        assert len(names) == 304
+
+
+def test_a_metadata_member_whose_local_header_disagrees_is_refused(tmp_path: Path) -> None:
+    _model(1.0).memmap(tmp_path / "x.tdz")
+    raw = bytearray((tmp_path / "x.tdz").read_bytes())
+    with zipfile.ZipFile(tmp_path / "x.tdz") as zf:
+        at = zf.getinfo("0/meta.json").header_offset
+        bias = zf.getinfo("0/bias.memmap").header_offset
+    assert raw[at + 30 : at + 41] == b"0/meta.json"
+    raw[at + 30 : at + 41] = b"0/meta.jsoN"  # (the local header names another member)
+    (tmp_path / "bad.tdz").write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="member '0/meta.json': headers disagree"):
+        TensorDict.load_memmap(tmp_path / "bad.tdz", subpath="0")
+    raw[at + 30 : at + 41] = b"0/meta.json"
+    raw[at : at + 4] = b"PK\x00\x00"
+    (tmp_path / "bad.tdz").write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="member '0/meta.json' has no local header"):
+        TensorDict.load_memmap(tmp_path / "bad.tdz", subpath="0")
+    raw[at : at + 4] = b"PK\x03\x04"
+    raw[bias + 30 : bias + 31] = b"1"  # (a leaf's local header: checked too)
+    (tmp_path / "bad.tdz").write_bytes(bytes(raw))
+    with pytest.raises(FormatError, match="member '0/bias.memmap': headers disagree"):
+        TensorDict.load_memmap(tmp_path / "bad.tdz", subpath="0")
