@@ -320,9 +320,10 @@ class Archive:
             self.entries = known[2]
             return
         self._parse(directory, count)
-        if len(_INDEXES) >= _CACHED_INDEXES:
-            del _INDEXES[next(iter(_INDEXES))]  # (the oldest)
-        _INDEXES[key] = (count, directory, self.entries)
+        if len(directory) <= _SMALL:  # (what is kept stays small: 16 directories of 1 MiB)
+            if len(_INDEXES) >= _CACHED_INDEXES:
+                _INDEXES.pop(next(iter(_INDEXES), None), None)  # type: ignore[arg-type]
+            _INDEXES[key] = (count, directory, self.entries)
 
     def _parse(self, directory: bytes, count: int) -> None:
         """Index the members of the central directory ``directory`` that lie under the

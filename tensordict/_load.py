@@ -115,7 +115,9 @@ class _Loader:
                 f"{self.call}: {path!r} has format version {meta['version']}; this "
                 f"library reads versions 1 to {VERSION}"
             )
-        _check_shape(self.call, path, "batch_size", meta["batch_size"])
+        bs = meta["batch_size"]
+        if bs and ({*map(type, bs)} != _INTS or min(bs) < 0 or max(bs) >= MAX_BYTES):
+            _check_shape(self.call, path, "batch_size", bs)  # (raises)
         if "shape" in meta and meta["shape"] != meta["batch_size"]:
             raise FormatError(
                 f"{self.call}: {path!r} member 'shape' {meta['shape']!r} differs from its "
@@ -359,7 +361,7 @@ class _Loader:
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
                     f"shape {shape} of {record['dtype']} needs {nbytes}"
                 )
-            if shape[: len(bs)] != list(bs):
+            if bs and shape[: len(bs)] != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
                     f"start with batch_size {list(bs)}"

@@ -196,3 +196,11 @@ def test_a_metadata_member_whose_local_header_disagrees_is_refused(tmp_path: Pat
     (tmp_path / "bad.tdz").write_bytes(bytes(raw))
     with pytest.raises(FormatError, match="member '0/bias.memmap': headers disagree"):
         TensorDict.load_memmap(tmp_path / "bad.tdz", subpath="0")
+
+
+def test_the_directories_kept_are_few(tmp_path: Path) -> None:
+    for i in range(20):
+        TensorDict({"a": torch.full((2,), float(i))}, []).memmap(tmp_path / f"{i}.tdz")
+        assert TensorDict.load_memmap(tmp_path / f"{i}.tdz")["a"].tolist() == [i, i]
+    assert len(_INDEXES) <= 16
+    assert TensorDict.load_memmap(tmp_path / "0.tdz")["a"].tolist() == [0.0, 0.0]
