@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import mmap
 import os
 import shutil
 import stat
@@ -466,12 +467,23 @@ class Archive:
         return self._read(offset, size)
 
     def storage(self, writable: bool) -> torch.UntypedStorage:
-        """The whole file mapped once (copy-on-write unless ``writable``)."""
+        """The whole file mapped once: copy-on-write from the descriptor the archive was
+        validated through (so it is that file, whatever its name leads to now), or, when
+        ``writable``, shared and opened anew by name for writing."""
         with self._lock:
             if self._storage is None:
-                self._storage = torch.from_file(
-                    self.path, shared=writable, size=self.size, dtype=torch.uint8
-                )
+                if writable or self.fd < 0:
+                    self._storage = torch.from_file(
+                        self.path, shared=writable, size=self.size, dtype=torch.uint8
+                    )
+                else:
+                    try:
+                        mapped = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_COPY)
+                    except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
+                        raise FormatError(
+                            f"{self.call}: {self.path!r} changed while loading: {err}"
+                        ) from None
+                    self._storage = torch.frombuffer(mapped, dtype=torch.uint8)
             return self._storage.untyped_storage()
 
 
@@ -543,7 +555,15 @@ class _ArchiveLoader(_Loader):
 
     def validated(self) -> None:
         self.archive.check_overlaps()
-        self.archive.close()  # (mapping opens the file anew)
+        if self.writable:
+            self.archive.close()  # (mapping opens the file anew, for writing)
+
+    def finished(self) -> None:
+        self.archive.close()
+
+    def replaced(self) -> bool:
+        # (read-only, the file validated is the file mapped: see Archive.storage)
+        return self.writable and super().replaced()
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         offset, size = self.archive.spans[self.archive.member(leaf.path)]

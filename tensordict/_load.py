@@ -224,6 +224,9 @@ class _Loader:
     def validated(self) -> None:
         """Called once everything is validated, before anything is mapped."""
 
+    def finished(self) -> None:
+        """Called once the load is over (mapped, or failed while mapping)."""
+
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
         return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
@@ -597,6 +600,7 @@ def _load_once(
             for slot in slots:
                 open_leaf(slot)
     finally:
+        loader.finished()
         if bar is not None:
             bar.close()
     return td

@@ -62,12 +62,14 @@ def test_a_directory_changed_in_place_is_parsed_again(tmp_path: Path) -> None:
     assert "0/bias.memmap" in names
 
 
-def test_an_archive_replaced_before_mapping_is_read_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_an_archive_replaced_before_mapping_is_never_viewed_at_old_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    """A sub-folder load maps the archive file by name: if another archive (another
-    layout) replaced it after validation, the load starts again on the new one instead
-    of viewing it at the old offsets."""
+    """Another archive (another layout) replacing the file after validation: a read-only
+    load maps the file it validated (through its descriptor), a writing load opens the
+    name anew, so it notices the replacement and loads again; neither views the new file
+    at the old file's offsets."""
     path = tmp_path / "x.tdz"
     _model(1.0).memmap(path)
     newer = _model(5.0)
@@ -84,10 +86,15 @@ def test_an_archive_replaced_before_mapping_is_read_again(
         calls.append(1)
 
     monkeypatch.setattr(_ArchiveLoader, "validated", swap)
-    sub = TensorDict.load_memmap(path, subpath="0")
-    assert len(calls) == 2  # read again
-    assert torch.equal(sub["weight"], torch.arange(12.0).reshape(3, 4) * 5.0)
-    assert torch.equal(sub["extra"], torch.zeros(1000))
+    sub = TensorDict.load_memmap(path, subpath="0", mode=mode)
+    if mode == "r":
+        assert len(calls) == 1
+        assert torch.equal(sub["weight"], torch.arange(12.0).reshape(3, 4))
+        assert "extra" not in sub.keys()
+    else:
+        assert len(calls) == 2  # read again
+        assert torch.equal(sub["weight"], torch.arange(12.0).reshape(3, 4) * 5.0)
+        assert torch.equal(sub["extra"], torch.zeros(1000))
 
 
 def test_truncated_and_overlong_central_records_are_refused(tmp_path: Path) -> None:
