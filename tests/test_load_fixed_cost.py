@@ -211,3 +211,13 @@ def test_the_directories_kept_are_few(tmp_path: Path) -> None:
         assert TensorDict.load_memmap(tmp_path / f"{i}.tdz")["a"].tolist() == [i, i]
     assert len(_INDEXES) <= 16
     assert TensorDict.load_memmap(tmp_path / "0.tdz")["a"].tolist() == [0.0, 0.0]
+
+
+def test_subpath_spellings_load_the_same_sub_folder(tmp_path: Path) -> None:
+    _model(4.0).memmap(tmp_path / "ckpt")
+    want = torch.arange(12.0).reshape(3, 4) * 4.0
+    for subpath in ("0", Path("0"), ("0",), ["0"]):
+        sub = TensorDict.load_memmap(tmp_path / "ckpt", subpath=subpath)
+        assert torch.equal(sub["weight"], want)
+    with pytest.raises(FormatError, match="is not a checkpoint"):
+        TensorDict.load_memmap(tmp_path / "ckpt", subpath="2")
