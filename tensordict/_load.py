@@ -37,7 +37,8 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
-_decode = json.JSONDecoder(parse_constant=_not_json).decode  # (made once: loads makes one a call)
+# (made once: json.loads given parse_constant builds a new decoder on every call)
+_decode = json.JSONDecoder(parse_constant=_not_json).decode
 
 
 _TOP: dict[str, Any] = {
