@@ -114,6 +114,28 @@ def load_and_sum() -> tuple[Fn, Fn]:
     return lib, base
 
 
+def load_and_sum_floor() -> tuple[Fn, Fn]:
+    """The floor under the load-and-sum row, without TensorDict: each leaf file mapped
+    by torch and summed (50 maps, 50 reductions, a Python sum of 50 scalars), against
+    the same one-file baseline."""
+    _, base = load_and_sum()  # (writes both files)
+    folder = _saved()
+    leaves = [
+        (os.path.join(folder, *key) + ".memmap", value.numel())
+        for key, value in _params().items(True, True)
+    ]
+
+    def floor() -> float:
+        return float(
+            sum(
+                torch.from_file(path, shared=True, size=n, dtype=torch.float32).sum()
+                for path, n in leaves
+            )
+        )
+
+    return floor, base
+
+
 def _dataset() -> tuple[TensorDict, torch.Tensor, torch.Tensor]:
     path = os.path.join(_ROOT, "dataset")
     if not os.path.exists(path):
@@ -174,6 +196,13 @@ CASES = [
         "one-file torch.from_file + sum",
         1.1,  # issue 15's target
         load_and_sum,
+        rounds=7,
+    ),
+    Case(
+        "floor of load+sum: 50 leaf files mapped by torch, summed",
+        "one-file torch.from_file + sum",
+        None,
+        load_and_sum_floor,
         rounds=7,
     ),
     Case(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import mmap
 import os
 import shutil
 import stat
@@ -26,10 +27,20 @@ _PAD_ID = 0x6474  # the extra field padding local headers ("td")
 _LOCAL = struct.Struct("<4s5H3I2H")  # a local file header's fixed part (30 bytes)
 _CENTRAL = struct.Struct("<4s6H3I5H2I")  # a central directory record's fixed part (46 bytes)
 _EOCD = struct.Struct("<4s4H2IH")  # the end of central directory record (22 bytes)
-_LENGTHS = struct.Struct("<3H")  # a central record's name, extra and comment lengths (at 28)
+_HEAD = struct.Struct("<4s24x3H")  # a central record's signature, name/extra/comment lengths
 _LOCATOR = struct.Struct("<4sIQI")  # the zip64 end of central directory locator (20 bytes)
 _EOCD64 = struct.Struct("<4sQ2H2I4Q")  # the zip64 end of central directory record
 _CHUNK = 16 << 20
+# (archive identity, scope) -> (member count, central directory bytes, parsed members)
+_INDEXES: dict[tuple[Any, bytes], tuple[int, bytes, dict[str, tuple[int, int, int, bytes]]]] = {}
+_CACHED_INDEXES = 16
+_TAIL = 16 << 10  # the first read at the file's end (the directory of ~200 members fits)
+_SMALL = 1 << 20  # a member this small (metadata) is read with its local header at once
+
+
+def _open(path: str) -> int:
+    """``path`` opened read-only (non-blocking: a FIFO put there cannot block us)."""
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
 # ------------------------------------------------------------------ writing
@@ -223,7 +234,11 @@ class Archive:
     local header is checked when a load first uses it (:meth:`span`). Nothing is mapped
     until :meth:`storage`."""
 
-    def __init__(self, path: str, call: str, scope: str = "") -> None:
+    def __init__(
+        self, path: str, call: str, scope: str = "", fd: int = -1, info: Any = None
+    ) -> None:
+        """``fd``: the file already opened (read-only) at ``path``, which the archive then
+        owns, and ``info`` its ``os.fstat``."""
         self.path = path
         self.call = call
         self.scope = scope.encode()  # only members under this folder ("" for all) are indexed
@@ -231,12 +246,19 @@ class Archive:
         self.spans: dict[str, tuple[int, int]] = {}  # checked members: data offset, size
         self._storage: torch.Tensor | None = None
         self._lock = threading.Lock()
+        self.fd = fd
+        if fd < 0:
+            try:
+                self.fd = _open(path)
+            except OSError as err:
+                raise FormatError(f"{call}: cannot open {path!r}: {err.strerror}") from None
         try:
-            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as err:
-            raise FormatError(f"{call}: cannot open {path!r}: {err.strerror}") from None
-        try:
-            self.size = os.fstat(self.fd).st_size
+            if info is None:
+                info = os.fstat(self.fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise FormatError(f"{call}: {path!r} is not a file")
+            self.size = info.st_size
+            self.identity = (info.st_dev, info.st_ino)  # (the file validated and mapped)
             self._index()
         except BaseException:
             self.close()
@@ -263,12 +285,14 @@ class Archive:
         return data
 
     def _index(self) -> None:
-        tail_size = min(self.size, _EOCD.size)  # (no archive comment: the common case)
+        # one read for the end record and, in a small archive, the whole directory
+        tail_size = min(self.size, _TAIL)
         tail = self._read(self.size - tail_size, tail_size)
-        if not tail.startswith(b"PK\x05\x06"):
+        at = tail_size - _EOCD.size  # (no archive comment: the common case)
+        if at < 0 or not tail.startswith(b"PK\x05\x06", at):
             tail_size = min(self.size, _EOCD.size + 0xFFFF)
             tail = self._read(self.size - tail_size, tail_size)
-        at = tail.rfind(b"PK\x05\x06")
+            at = tail.rfind(b"PK\x05\x06")
         if at < 0 or at + _EOCD.size > len(tail):
             raise self._bad("no end of central directory record")
         eocd = _EOCD.unpack_from(tail, at)
@@ -284,46 +308,70 @@ class Archive:
             count, cd_size, cd_offset = record[7], record[8], record[9]
         if cd_offset + cd_size > self.size or count > cd_size // _CENTRAL.size:
             raise self._bad("its central directory lies beyond the end of the file")
-        directory = self._read(cd_offset, cd_size)
+        inside = cd_offset - (self.size - tail_size)  # (where the directory starts in tail)
+        directory = (
+            tail[inside : inside + cd_size] if inside >= 0 else self._read(cd_offset, cd_size)
+        )
         self.start_dir, self.count = cd_offset, count
+        # The parse is a function of the directory's bytes and the scope alone: a load of
+        # the same (unchanged) archive again reuses it after comparing those bytes.
+        key = (self.identity, self.scope)
+        known = _INDEXES.get(key)
+        if known is not None and known[0] == count and known[1] == directory:
+            self.entries = known[2]
+            return
+        self._parse(directory, count)
+        if len(directory) <= _SMALL:  # (what is kept stays small: 16 directories of 1 MiB)
+            if len(_INDEXES) >= _CACHED_INDEXES:
+                _INDEXES.pop(next(iter(_INDEXES), None), None)  # type: ignore[arg-type]
+            _INDEXES[key] = (count, directory, self.entries)
+
+    def _parse(self, directory: bytes, count: int) -> None:
+        """Index the members of the central directory ``directory`` that lie under the
+        scope (and the top-level meta.json); the others' records are only walked over."""
         pos, size, scope = 0, len(directory), self.scope
-        lengths, central, sig = _LENGTHS.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
-        for _ in range(count):
-            if pos + _CENTRAL.size > size:
-                raise self._bad("its central directory is truncated")
-            if not directory.startswith(sig, pos):
-                raise self._bad("a central directory record has a bad signature")
-            name_len, extra_len, comment_len = lengths(directory, pos + 28)
-            start = pos + _CENTRAL.size
-            pos = start + name_len + extra_len + comment_len
-            if pos > size:
-                raise self._bad("its central directory is truncated")
-            if not directory.startswith(scope, start) and not (
-                name_len == 9 and directory.startswith(b"meta.json", start)
-            ):
-                continue  # (a load of a sub-folder does not use it: only its lengths are read)
-            fixed = central(directory, start - _CENTRAL.size)
-            flags, method, csize, usize, offset = fixed[3], fixed[4], fixed[8], fixed[9], fixed[16]
-            raw_name = directory[start : start + name_len]
-            if 0xFFFFFFFF in (usize, csize, offset):
-                extra = directory[start + name_len : start + name_len + extra_len]
-                usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
-            try:
-                name = raw_name.decode("ascii")  # (the common case, and the fast one)
-            except UnicodeDecodeError:
+        head, central, sig = _HEAD.unpack_from, _CENTRAL.unpack_from, b"PK\x01\x02"
+        entries = self.entries
+        try:
+            for _ in range(count):
+                signature, name_len, extra_len, comment_len = head(directory, pos)
+                if signature != sig:
+                    raise self._bad("a central directory record has a bad signature")
+                start = pos + _CENTRAL.size
+                pos = start + name_len + extra_len + comment_len
+                if not directory.startswith(scope, start) and not (
+                    name_len == 9 and directory.startswith(b"meta.json", start)
+                ):
+                    continue  # (a load of a sub-folder does not use it: only its lengths are read)
+                if pos > size:
+                    raise self._bad("its central directory is truncated")
+                fixed = central(directory, start - _CENTRAL.size)
+                flags, method, csize, usize = fixed[3], fixed[4], fixed[8], fixed[9]
+                offset = fixed[16]
+                raw_name = directory[start : start + name_len]
+                if 0xFFFFFFFF in (usize, csize, offset):
+                    extra = directory[start + name_len : start + name_len + extra_len]
+                    usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
                 try:
-                    name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+                    name = raw_name.decode("ascii")  # (the common case, and the fast one)
                 except UnicodeDecodeError:
-                    raise self._bad(f"a member name {raw_name!r} is not UTF-8") from None
-            if name in self.entries:
-                raise FormatError(f"{self.call}: {self.path!r} has two members named {name!r}")
-            if csize != usize:
-                raise FormatError(
-                    f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
-                    "members uncompressed"
-                )
-            if not name.endswith("/"):  # (folder entries, as zip tools write them: nothing)
-                self.entries[name] = (offset, usize, method, raw_name)
+                    try:
+                        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+                    except UnicodeDecodeError:
+                        raise self._bad(f"a member name {raw_name!r} is not UTF-8") from None
+                if name in entries:
+                    raise FormatError(f"{self.call}: {self.path!r} has two members named {name!r}")
+                if csize != usize:
+                    raise FormatError(
+                        f"{self.call}: {self.path!r} member {name!r} is compressed; archives "
+                        "store members uncompressed"
+                    )
+                if not name.endswith("/"):  # (folder entries, as zip tools write them: nothing)
+                    entries[name] = (offset, usize, method, raw_name)
+        except struct.error:  # (a record's fixed part runs past the directory's end)
+            raise self._bad("its central directory is truncated") from None
+        if pos > size:
+            raise self._bad("its central directory is truncated")
 
     def _check_name(self, name: str) -> None:
         if (
@@ -357,11 +405,34 @@ class Archive:
         entry = self.entries.get(name)
         if entry is None:
             return None
-        offset, size, method, raw_name = entry
-        self._check_name(name)
+        offset, raw_name = entry[0], entry[3]
         want = _LOCAL.size + len(raw_name)  # the local header and its name: one read
         head = self._read(offset, want) if offset + want <= self.size else b""
-        if len(head) != want or head[:4] != b"PK\x03\x04":
+        return self._checked(name, entry, head)
+
+    def member_bytes(self, name: str) -> bytes | None:
+        """The data of the (small) member ``name``, its local header checked as by
+        :meth:`span`: one read for both when the header's extra field is short."""
+        entry = self.entries.get(name)
+        if entry is None or name in self.spans or entry[1] > _SMALL:
+            found = self.span(name)
+            return None if found is None else self.read(*found)
+        offset, size, raw_name = entry[0], entry[1], entry[3]
+        head = os.pread(self.fd, _LOCAL.size + len(raw_name) + 2 * ALIGN + size, offset)
+        start, size = self._checked(name, entry, head)
+        if start + size <= offset + len(head):
+            return head[start - offset : start - offset + size]
+        return self.read(start, size)  # (a long extra field)
+
+    def _checked(
+        self, name: str, entry: tuple[int, int, int, bytes], head: bytes
+    ) -> tuple[int, int]:
+        """Check the local header at the start of ``head`` (read at the member's offset)
+        against the central record ``entry``; remember and return the data's span."""
+        offset, size, method, raw_name = entry
+        self._check_name(name)
+        want = _LOCAL.size + len(raw_name)
+        if len(head) < want or head[:4] != b"PK\x03\x04":
             raise FormatError(f"{self.call}: {self.path!r} member {name!r} has no local header")
         local = _LOCAL.unpack_from(head)
         name_len, extra_len = local[9], local[10]
@@ -370,7 +441,7 @@ class Archive:
                 f"{self.call}: {self.path!r} member {name!r} is compressed; archives store "
                 "members uncompressed"
             )
-        if name_len != len(raw_name) or head[_LOCAL.size :] != raw_name:
+        if name_len != len(raw_name) or head[_LOCAL.size : want] != raw_name:
             raise FormatError(f"{self.call}: {self.path!r} member {name!r}: headers disagree")
         start = offset + _LOCAL.size + name_len + extra_len
         if start + size > self.size:
@@ -396,12 +467,23 @@ class Archive:
         return self._read(offset, size)
 
     def storage(self, writable: bool) -> torch.UntypedStorage:
-        """The whole file mapped once (copy-on-write unless ``writable``)."""
+        """The whole file mapped once: copy-on-write from the descriptor the archive was
+        validated through (so it is that file, whatever its name leads to now), or, when
+        ``writable``, shared and opened anew by name for writing."""
         with self._lock:
             if self._storage is None:
-                self._storage = torch.from_file(
-                    self.path, shared=writable, size=self.size, dtype=torch.uint8
-                )
+                if writable or self.fd < 0:
+                    self._storage = torch.from_file(
+                        self.path, shared=writable, size=self.size, dtype=torch.uint8
+                    )
+                else:
+                    try:
+                        mapped = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_COPY)
+                    except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
+                        raise FormatError(
+                            f"{self.call}: {self.path!r} changed while loading: {err}"
+                        ) from None
+                    self._storage = torch.frombuffer(mapped, dtype=torch.uint8)
             return self._storage.untyped_storage()
 
 
@@ -433,15 +515,16 @@ class _ArchiveLoader(_Loader):
     ) -> None:
         super().__init__(call, verify, allow_pickle)
         self.archive = archive
+        self.watch = (archive.path, archive.identity)  # (the file mapped must be the one read)
         self.writable = mode == "r+"
         self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
 
     def _read_meta(self, folder: str, path: str) -> bytes:
-        found = self.archive.span(self.archive.member(path))
-        if found is None:
+        data = self.archive.member_bytes(self.archive.member(path))
+        if data is None:
             raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META})")
         self._visit(path, folder)
-        return self.archive.read(*found)
+        return data
 
     def _folder_identity(self, folder: str) -> Any:
         return folder
@@ -472,7 +555,15 @@ class _ArchiveLoader(_Loader):
 
     def validated(self) -> None:
         self.archive.check_overlaps()
-        self.archive.close()  # (mapping opens the file anew)
+        if self.writable:
+            self.archive.close()  # (mapping opens the file anew, for writing)
+
+    def finished(self) -> None:
+        self.archive.close()
+
+    def replaced(self) -> bool:
+        # (read-only, the file validated is the file mapped: see Archive.storage)
+        return self.writable and super().replaced()
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         offset, size = self.archive.spans[self.archive.member(leaf.path)]
@@ -513,19 +604,36 @@ class _Checker(_ArchiveLoader):
 
 
 def archive_loader(
-    target: str, call: str, verify: bool, allow_pickle: bool | None, mode: str = "r"
+    target: str,
+    call: str,
+    verify: bool,
+    allow_pickle: bool | None,
+    mode: str = "r",
+    info: os.stat_result | None = None,
 ) -> _ArchiveLoader | None:
-    """A loader for ``target`` when it is an archive file or a folder inside one."""
-    if os.path.isdir(target):
+    """A loader for ``target`` when it is an archive file or a folder inside one;
+    ``info`` is ``os.stat(target)`` (None: there is nothing at that path)."""
+    path, fd = target, -1
+    if info is None:  # inside an archive, or missing: the nearest thing that exists
+        while True:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+            try:
+                fd = _open(path)  # (a folder opens too: fstat tells)
+            except OSError:
+                continue
+            info = os.fstat(fd)
+            break
+    if not stat.S_ISREG(info.st_mode):
+        if fd >= 0:
+            os.close(fd)
         return None
-    path = target
-    while not os.path.isfile(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
     if mode not in ("r", "r+"):
+        if fd >= 0:
+            os.close(fd)
         raise ValueError(f"{call}: mode must be 'r' or 'r+', got {mode!r}")
     scope = target[len(path) + 1 :].replace(os.sep, "/")
-    archive = Archive(path, call, scope + "/" if scope else "")
+    archive = Archive(path, call, scope + "/" if scope else "", fd, info if fd >= 0 else None)
     return _ArchiveLoader(call, verify, allow_pickle, archive, mode)

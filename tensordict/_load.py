@@ -37,6 +37,10 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+# (made once: json.loads given parse_constant builds a new decoder on every call)
+_decode = json.JSONDecoder(parse_constant=_not_json).decode
+
+
 _TOP: dict[str, Any] = {
     "format": str,
     "version": int,
@@ -74,6 +78,13 @@ class _Loader:
         self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
         self.depth = 0
         self.version = VERSION  # of the metadata file being read
+        # the path whose identity (device, inode) must not change during the load, and
+        # its identity when the load began (a save replaces a whole folder)
+        self.watch: tuple[str, Any] = ("", None)
+
+    def replaced(self) -> bool:
+        """Whether the watched folder or archive file was replaced since the load began."""
+        return bool(_identity(self.watch[0]) != self.watch[1])
 
     def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
         """``folder``'s metadata: ``inline`` (version 2: given by the parent's file, which
@@ -85,7 +96,7 @@ class _Loader:
         else:
             raw = self._read_meta(folder, path)
             try:
-                meta = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+                meta = _decode(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError: a ValueError)
                 raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
             except RecursionError:
@@ -105,7 +116,9 @@ class _Loader:
                 f"{self.call}: {path!r} has format version {meta['version']}; this "
                 f"library reads versions 1 to {VERSION}"
             )
-        _check_shape(self.call, path, "batch_size", meta["batch_size"])
+        bs = meta["batch_size"]
+        if bs and ({*map(type, bs)} != _INTS or min(bs) < 0 or max(bs) >= MAX_BYTES):
+            _check_shape(self.call, path, "batch_size", bs)  # (raises)
         if "shape" in meta and meta["shape"] != meta["batch_size"]:
             raise FormatError(
                 f"{self.call}: {path!r} member 'shape' {meta['shape']!r} differs from its "
@@ -211,6 +224,9 @@ class _Loader:
 
     def validated(self) -> None:
         """Called once everything is validated, before anything is mapped."""
+
+    def finished(self) -> None:
+        """Called once the load is over (mapped, or failed while mapping)."""
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
@@ -349,7 +365,7 @@ class _Loader:
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
                     f"shape {shape} of {record['dtype']} needs {nbytes}"
                 )
-            if shape[: len(bs)] != list(bs):
+            if bs and shape[: len(bs)] != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
                     f"start with batch_size {list(bs)}"
@@ -482,13 +498,19 @@ def load(
     ``pbar`` shows a progress bar advancing per leaf mapped."""
     target = os.path.abspath(os.fspath(prefix))
     for _ in range(_ATTEMPTS):
-        before = _identity(target)
         try:
-            td = _load_once(
-                target, call, device, num_threads, verify, allow_pickle, mode, non_blocking, pbar
-            )
+            info: os.stat_result | None = os.stat(target)
+        except OSError:
+            info = None
+        loader: _Loader | None = None
+        try:
+            loader = _loader(target, info, call, verify, allow_pickle, mode)
+            td = _load_once(loader, target, device, num_threads, non_blocking, pbar)
         except (FormatError, RuntimeError, OSError) as err:
-            if _identity(target) != before:
+            if loader is None:
+                if _identity(target) != (None if info is None else (info.st_dev, info.st_ino)):
+                    continue  # (what was at the path was replaced while we looked at it)
+            elif loader.replaced():
                 continue  # the folder was replaced while we read it: read the new one
             if type(err) is FormatError:
                 from tensordict._append import interrupted_append
@@ -500,7 +522,7 @@ def load(
                         "append_memmap there finishes or undoes it"
                     ) from None
             raise
-        if _identity(target) == before:
+        if not loader.replaced():
             return td
     raise FormatError(
         f"{call}: {target!r} was replaced by concurrent saves while loading, "
@@ -512,7 +534,7 @@ _ATTEMPTS = 5
 
 
 def _identity(folder: str) -> tuple[int, int] | None:
-    """Which folder is at this path now (a save replaces the whole folder)."""
+    """Which folder (or file) is at this path now (a save replaces the whole folder)."""
     try:
         stat = os.stat(folder)
     except OSError:
@@ -520,30 +542,46 @@ def _identity(folder: str) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
-def _loader(target: str, call: str, verify: bool, allow_pickle: bool | None, mode: str) -> _Loader:
-    """The loader for ``target``: a folder, or a place inside an archive file."""
+@functools.cache
+def _archive_loader() -> Any:
+    """archive_loader (imported late: _archive imports this module)."""
     from tensordict._archive import archive_loader
 
-    archived = archive_loader(target, call, verify, allow_pickle, mode)
-    return archived if archived is not None else _Loader(call, verify, allow_pickle)
+    return archive_loader
 
 
-def _load_once(
+def _loader(
     target: str,
+    info: os.stat_result | None,
     call: str,
-    device: Any,
-    num_threads: int,
     verify: bool,
     allow_pickle: bool | None,
     mode: str,
+) -> _Loader:
+    """The loader for ``target`` (``info``: its stat, None if missing): a folder, or a
+    place inside an archive file (which then is what must not be replaced meanwhile)."""
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        archived: _Loader | None = _archive_loader()(target, call, verify, allow_pickle, mode, info)
+        if archived is not None:
+            return archived
+    loader = _Loader(call, verify, allow_pickle)
+    loader.watch = (target, None if info is None else (info.st_dev, info.st_ino))
+    return loader
+
+
+def _load_once(
+    loader: _Loader,
+    target: str,
+    device: Any,
+    num_threads: int,
     non_blocking: bool,
     pbar: bool = False,
 ) -> Any:
-    loader = _loader(target, call, verify, allow_pickle, mode)
     td = loader.collection(target, device)
     loader.validated()
     slots: list[tuple[dict[str, Any], str, _Leaf]] = []
     _placeholders(td, slots)
+    call = loader.call
     bar = progress_bar(call, len(slots), unit="leaf") if pbar else None
 
     def open_leaf(slot: tuple[dict[str, Any], str, _Leaf]) -> None:
@@ -563,6 +601,7 @@ def _load_once(
             for slot in slots:
                 open_leaf(slot)
     finally:
+        loader.finished()
         if bar is not None:
             bar.close()
     return td

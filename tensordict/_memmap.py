@@ -363,12 +363,18 @@ class MemoryMappedTensor(MappedViews):
         absolute and normal). A file this process may not write (read-only media, mode
         0444) is mapped copy-on-write: writes stay in private memory, the file is untouched.
         """
-        try:
-            mapped = _map_file(path, dtype, shape, normalised=True)
+        numel = shape.numel()
+        if not numel:
+            return cls._wrap(_map_file(path, dtype, shape, normalised=True))
+        try:  # (_map_file, inlined: a load makes one call per leaf)
+            mapped = torch.from_file(path, shared=True, size=numel, dtype=dtype)
         except RuntimeError:
             if os.access(path, os.W_OK) and not _read_only_mount(path):
                 raise
             return cls._wrap(_map_file(path, dtype, shape, normalised=True, writable=False))
+        register(mapped.untyped_storage(), path, shape)
+        if len(shape) != 1:
+            mapped = mapped.view(shape)
         mapped.__class__ = cls  # (a fresh object: no alias, as as_subclass makes)
         return mapped  # type: ignore[return-value]
 

@@ -539,7 +539,9 @@ class MemmapOps(CollectionPrimitives):
         if allow_pickle is not None and type(allow_pickle) is not bool:
             raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
         path = os.fspath(prefix)
-        if subpath is not None:
+        if type(subpath) is str:  # (the common case, without the general one's generator)
+            path = os.path.join(path, subpath)
+        elif subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))
         loaded = load(

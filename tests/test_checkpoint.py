@@ -228,16 +228,15 @@ _KILL_SCRIPT = textwrap.dedent(
     """
     import os, sys, torch
     from tensordict import TensorDict, MemoryMappedTensor
-    import tensordict._memmap as m
     prefix, fill = sys.argv[1], float(sys.argv[2])
-    original = m._map_file
+    original = MemoryMappedTensor._from_checked_file.__func__  # (maps each leaf written)
     count = [0]
     def dying(*args, **kwargs):
         count[0] += 1
         if count[0] == 3:
             os._exit(9)  # the process dies in the middle of writing leaves
         return original(*args, **kwargs)
-    m._map_file = dying
+    MemoryMappedTensor._from_checked_file = classmethod(dying)
     TensorDict({k: torch.full((100,), fill) for k in "abcdef"}, [100]).memmap(prefix)
     """
 )
