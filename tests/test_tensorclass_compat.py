@@ -191,16 +191,16 @@ def test_deleted_field_is_gone_until_assigned() -> None:
     assert x.c.item() == 2.0
 
 
-class _Pair(TensorClass):
+class _CtorPair(TensorClass):
     foo: Any
     bar: Any
 
 
-class _PairChild(_Pair):
+class _CtorPairChild(_CtorPair):
     pass
 
 
-@pytest.mark.parametrize("cls", [_Pair, _PairChild])
+@pytest.mark.parametrize("cls", [_CtorPair, _CtorPairChild])
 def test_td_constructors_on_a_tensorclass_give_an_instance(cls: Any, tmp_path: Any) -> None:
     rows = cls.from_list([{"foo": 1, "bar": 2}, {"foo": 3, "bar": 4}])
     assert type(rows) is cls
@@ -219,10 +219,10 @@ def test_td_constructors_on_a_tensorclass_give_an_instance(cls: Any, tmp_path: A
 
 
 def test_td_constructors_keep_what_already_is_a_tensorclass(tmp_path: Any) -> None:
-    inst = _Pair(foo=torch.zeros(2), bar=torch.ones(2), batch_size=[2])
+    inst = _CtorPair(foo=torch.zeros(2), bar=torch.ones(2), batch_size=[2])
     inst.memmap(tmp_path / "inst")
-    assert type(_PairChild.load_memmap(tmp_path / "inst")) is _Pair  # the saved class
+    assert type(_CtorPairChild.load_memmap(tmp_path / "inst")) is _CtorPair  # the saved class
     members = [inst, inst.clone()]
-    stack = _Pair.lazy_stack(members)  # a lazy stack of instances (no lazy tensorclass)
+    stack = _CtorPair.lazy_stack(members)  # a lazy stack of instances (no lazy tensorclass)
     assert isinstance(stack, LazyStackedTensorDict)
-    assert all(type(m) is _Pair for m in stack.tensordicts)
+    assert all(type(m) is _CtorPair for m in stack.tensordicts)
