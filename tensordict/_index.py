@@ -186,13 +186,10 @@ class IndexOps(DenseStorage):
         ndim = len(self._batch_size)
         for key, value in self._tensordict.items():
             cls = value.__class__
-            if cls is Tensor:
+            if cls is Tensor or MAPPED_CLASS.get(cls):
                 entries[key] = value.index_select(0, rows)
-            elif isinstance(value, Tensor):
-                is_mapped = MAPPED_CLASS.get(cls)
-                if is_mapped is None:
-                    is_mapped = learn_mapped(cls)
-                if is_mapped:
+            elif isinstance(value, Tensor):  # a foreign subclass, or a class seen first here
+                if learn_mapped(cls):
                     entries[key] = value.index_select(0, rows)
                 else:
                     entries[key] = value

@@ -173,7 +173,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._names = None
             self._is_locked = False
             self._tensordict = store = dict(source)
-            for key, value in store.items():  # as _fill_dict, inlined: a call is ~5% here
+            for key, value in store.items():  # as _fill_dict, inlined (a call: ~3% more)
                 if type(key) is str and key:
                     if type(value) is Tensor:
                         try:
