@@ -966,7 +966,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     return view
             except AttributeError:
                 pass
-            view = self._keys_view = FlatKeysView(self._tensordict)
+            view = FlatKeysView(self._tensordict)
+            _SET_KEYS_VIEW(self, view)  # the slot itself: a class's own __setattr__ never sees it
             return view
         return KeysView(self, include_nested, leaves_only, is_leaf)
 
@@ -1130,6 +1131,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._new_unsafe(part, bs, self._device, None if names is None else list(names))
             for part, bs in zip(parts, new_bss, strict=True)
         )
+
+
+# Writes TensorDict's ``_keys_view`` slot directly (a subclass may define __setattr__).
+_SET_KEYS_VIEW: Callable[[TensorDict, FlatKeysView], None] = TensorDict.__dict__[
+    "_keys_view"
+].__set__
 
 
 def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str, Any]) -> Any:

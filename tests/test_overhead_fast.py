@@ -185,3 +185,21 @@ def test_index_keeps_every_leaf_class(index: Any) -> None:
     if isinstance(index, int):
         assert type(out["mapped"]) is MemoryMappedTensor and type(out["sub"]) is _MyMapped
         assert out["mapped"].data_ptr() == td["mapped"][index].data_ptr()
+
+
+def test_keys_view_is_kept_without_the_class_setattr() -> None:
+    from tensordict import TensorClass
+
+    seen: list[str] = []
+
+    class Watched(TensorClass):
+        x: torch.Tensor
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            seen.append(name)
+            super().__setattr__(name, value)
+
+    obj = Watched(torch.zeros(2), batch_size=[2])
+    seen.clear()
+    assert list(obj.keys()) == ["x"] and obj.keys() is obj.keys()
+    assert seen == []
