@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._mapping import is_plain_mapping
-from tensordict._memmap_views import MappedViews, index_mapped
+from tensordict._memmap_views import MAPPED_CLASS, index_mapped_into, learn_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
 from tensordict._torch_compat import disable_subclass_dispatch
@@ -165,39 +165,62 @@ class IndexOps(DenseStorage):
         return self._index_with(idx, new_bs, _basic_names(idx, self._names, len(new_bs)))
 
     def _select_rows(self, rows: Tensor, new_bs: torch.Size) -> Self:
-        ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
         # index_select always copies: subclass dispatch (memory-mapped leaves) would only
-        # add a per-leaf hop to find that the result is a plain tensor
+        # add a per-leaf hop to find that the result is a plain tensor. A leaf of another
+        # tensor subclass keeps its own dispatch: it is selected after the context.
+        later: list[tuple[dict[str, Any], str]] = []
         with disable_subclass_dispatch():
-            self._select_into(entries, rows, new_bs, ndim)
-        return self._new_unsafe(entries, new_bs, self._device, self._names)
+            out = self._select_into(entries, rows, new_bs, later)
+        for store, key in later:
+            store[key] = store[key].index_select(0, rows)
+        return out
 
     def _select_into(
-        self, entries: dict[str, Any], rows: Tensor, new_bs: torch.Size, ndim: int
-    ) -> None:
+        self,
+        entries: dict[str, Any],
+        rows: Tensor,
+        new_bs: torch.Size,
+        later: list[tuple[dict[str, Any], str]],
+    ) -> Self:
+        ndim = len(self._batch_size)
         for key, value in self._tensordict.items():
-            if isinstance(value, Tensor):
+            cls = value.__class__
+            if cls is Tensor or MAPPED_CLASS.get(cls):
                 entries[key] = value.index_select(0, rows)
+            elif isinstance(value, Tensor):  # a foreign subclass, or a class seen first here
+                if learn_mapped(cls):
+                    entries[key] = value.index_select(0, rows)
+                else:
+                    entries[key] = value
+                    later.append((entries, key))
             elif isinstance(value, NonTensor):
                 entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
             elif hasattr(value, "_tensordict"):
-                entries[key] = value._select_rows(rows, new_bs + value._batch_size[ndim:])
+                sub_bs = new_bs + value._batch_size[ndim:]
+                entries[key] = value._select_into({}, rows, sub_bs, later)
             else:  # a ragged lazy stack indexes itself
                 entries[key] = value[rows]
+        return self._new_unsafe(entries, new_bs, self._device, self._names)
 
     def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
-        mapped_keys: list[str] = []  # memory-mapped leaves: indexed together below
-        mapped: list[Tensor] = []
+        mapped: list[str] | None = None  # memory-mapped leaves: indexed together below
         for key, value in self._tensordict.items():
-            if value.__class__ is Tensor:
+            cls = value.__class__
+            if cls is Tensor:
                 entries[key] = value[idx]
-            elif isinstance(value, MappedViews):
-                entries[key] = None  # keeps the key's place
-                mapped_keys.append(key)
-                mapped.append(value)
+                continue
+            is_mapped = MAPPED_CLASS.get(cls)
+            if is_mapped is None:
+                is_mapped = learn_mapped(cls)
+            if is_mapped:
+                entries[key] = value  # keeps the key's place; replaced by its view below
+                if mapped is None:
+                    mapped = [key]
+                else:
+                    mapped.append(key)
             elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif isinstance(value, NonTensor):
@@ -206,8 +229,8 @@ class IndexOps(DenseStorage):
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
             else:  # a ragged lazy stack indexes itself
                 entries[key] = value[idx]
-        if mapped:
-            entries.update(zip(mapped_keys, index_mapped(mapped, idx), strict=True))
+        if mapped is not None:
+            index_mapped_into(entries, mapped, idx)
         return self._new_unsafe(entries, new_bs, self._device, names)
 
     def _set_at_index(self, index: Any, value: Any) -> None:

@@ -69,24 +69,35 @@ def _mapped(out: Tensor, cls: type) -> Tensor:
     return out
 
 
-def index_mapped(tensors: list[Tensor], index: Any) -> list[Tensor]:
-    """``t[index]`` for each mapped tensor, as ``MappedViews.__getitem__`` gives it, in one
-    pass: no Python frame per tensor, and no per-argument ``__torch_function__`` lookup.
+# Whether a tensor class is mapped (a MappedViews), learned once per class: a dict read
+# is cheaper than ``isinstance`` against a class whose metaclass is torch's _TensorMeta.
+MAPPED_CLASS: dict[type, bool] = {Tensor: False}
+
+
+def learn_mapped(cls: type) -> bool:
+    """Whether ``cls`` is a mapped tensor class, recorded in ``MAPPED_CLASS``."""
+    mapped = MAPPED_CLASS[cls] = issubclass(cls, MappedViews)
+    return mapped
+
+
+def index_mapped_into(entries: dict[str, Any], keys: list[str], index: Any) -> None:
+    """Replace each mapped tensor ``entries[key]`` by ``tensor[index]`` as
+    ``MappedViews.__getitem__`` gives it, in one pass: no Python frame per tensor, and no
+    per-argument ``__torch_function__`` lookup.
 
     A collection indexing many mapped leaves at once (``td[3]``) calls this.
     """
     kind = index.__class__
+    basic = kind is int or kind is slice  # basic indexing: always a view
     with disable_subclass_dispatch():
-        outs = [_getitem(t, index) for t in tensors]
-    if kind is int or kind is slice:  # basic indexing: always a view
-        for t, out in zip(tensors, outs, strict=True):
-            if out.numel():
-                out.__class__ = t.__class__
-    else:
-        for t, out in zip(tensors, outs, strict=True):
-            if out.numel() and out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
-                out.__class__ = t.__class__
-    return outs
+        for key in keys:
+            tensor = entries[key]
+            out = _getitem(tensor, index)
+            if out.numel() and (
+                basic or out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+            ):
+                out.__class__ = tensor.__class__
+            entries[key] = out
 
 
 def _view(name: str) -> Callable[..., Any]:

@@ -207,15 +207,15 @@ class ShapeOps(CollectionPrimitives):
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,
         every leaf is viewed as that dtype (``batch_size`` then names the result's)."""
-        if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        if len(shape) == 1 and type(shape[0]) is torch.dtype:  # (dtype takes no subclass)
             dtype = shape[0]
             bs = self._batch_size if batch_size is None else batch_size
             return self.apply(lambda x: x.view(dtype), batch_size=bs)
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)
-        if _lazy_legacy():  # upstream's legacy views: undoing a view gives its source back
-            call = self._call("view")
+        if set_lazy_legacy._state is True:  # upstream's legacy views: undoing a view gives
+            call = self._call("view")  # its source back (the flag read inline: a hot path)
             new_bs = _infer_shape(call, _dims_arg(call, shape), self._batch_size)
             if new_bs == self._batch_size:
                 return self
@@ -231,19 +231,17 @@ class ShapeOps(CollectionPrimitives):
             new_bs = torch.Size(shape)  # one dim holding every element: nothing to infer
         else:
             new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
-        if new_bs == bs:
-            return self._remap(call, _shallow, bs, self._names_kept())
         n = len(bs)
-        if len(new_bs) == 1 and n > 1:
+        if len(new_bs) == 1 and n > 1:  # (so new_bs differs from bs: tested first)
             # merging every batch dim: flatten needs no per-leaf target shape
             if method == "reshape":
                 return self._remap(call, lambda x: x.flatten(0, n - 1), new_bs, None)
             b0, n1 = new_bs[0], n + 1
 
             def merged(x: Any) -> Any:
-                if isinstance(x, Tensor):
+                if x.__class__ is Tensor or isinstance(x, Tensor):  # (the first test: cheaper)
                     try:  # the common leaves: no feature dim, or one (then -1 is that dim)
-                        nd = x.dim()
+                        nd = x.ndim
                         if nd == n1:
                             return x.view(b0, -1)
                         if nd == n:
@@ -257,6 +255,8 @@ class ShapeOps(CollectionPrimitives):
                 return x.view(*new_bs, *x.shape[n:])
 
             return self._remap(call, merged, new_bs, None)
+        if new_bs == bs:
+            return self._remap(call, _shallow, bs, self._names_kept())
         targets: dict[torch.Size, tuple[int, ...]] = {}  # leaves of one shape share a target
         as_view = method == "view"
 

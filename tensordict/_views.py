@@ -205,22 +205,32 @@ class KeysView(_View):
 
 
 class FlatKeysView(KeysView):
-    """``keys()`` without options: iteration and length go straight to the storage."""
+    """``keys()`` without options: a view of the storage dict alone. It holds no reference
+    to its TensorDict, so a TensorDict keeps one and hands it out again (no cycle)."""
 
-    __slots__ = ()
+    __slots__ = ("_store",)
     # the options, fixed: these class attributes shadow the (unused) slots of _View
     _include_nested = False
     _leaves_only = False
     _is_leaf = None
 
-    def __init__(self, td: DenseTensorDictBase) -> None:
-        self._td = td
+    def __init__(self, store: dict[str, Any]) -> None:
+        self._store = store
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._td._tensordict)
+        return iter(self._store)
 
     def __len__(self) -> int:
-        return len(self._td._tensordict)
+        return len(self._store)
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is str:
+            return key in self._store
+        try:
+            path = key_path(key, "keys().__contains__")  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        return len(path) == 1 and path[0] in self._store
 
     def __repr__(self) -> str:
         return f"KeysView({list(self)!r})"
