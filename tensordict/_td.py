@@ -172,20 +172,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._device = None
             self._names = None
             self._is_locked = False
-            self._tensordict = store = dict(source)
-            for key, value in store.items():  # as _fill_dict, inlined (a call: ~3% more)
-                if type(key) is str and key:
-                    if type(value) is Tensor:
-                        try:
-                            if value.shape[0] == b0:
-                                continue
-                        except IndexError:  # a 0-dim tensor: reported by _fill_one
-                            pass
-                    self._fill_one(key, value)
-                else:
-                    self._tensordict = {}
-                    self._fill_pairs(source.items())
-                    break
+            self._fill_dict(source, b0)
             if names is not None:
                 self.names = names
             if lock:
