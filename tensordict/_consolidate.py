@@ -163,27 +163,6 @@ class Plan:
                     out[i] = view
         return out
 
-    def unpack(self, storage: Tensor, leaves: Sequence[Tensor]) -> None:
-        """Copy ``storage`` into ``leaves`` (walk order): one ``unbind_copy`` per run, no
-        view per leaf (a run whose leaves ``unbind_copy`` refuses, e.g. on another device,
-        is copied leaf by leaf)."""
-        with torch.no_grad():
-            for dtype, shape, count, start, idx in self.runs:
-                size = shape.numel() * dtype.itemsize * count
-                if not size:
-                    continue
-                block = storage[start : start + size].view(dtype).view(count, *shape)
-                first = idx[0]
-                if idx[-1] - first == count - 1:
-                    outs = list(leaves[first : first + count])
-                else:
-                    outs = [leaves[i] for i in idx]
-                try:
-                    torch.unbind_copy(block, 0, out=outs)
-                except RuntimeError:
-                    for out, view in zip(outs, block.unbind(0), strict=True):
-                        out.copy_(view)
-
     def dtype_spans(self) -> list[tuple[torch.dtype, int, int]]:
         """``(dtype, first byte, end byte)`` of each dtype's range of the storage."""
         spans: list[tuple[torch.dtype, int, int]] = []

@@ -36,6 +36,7 @@ from tensordict._dist_wire import (
     wire_device,
 )
 from tensordict._primitives import CollectionPrimitives
+from tensordict._staging import give_back, take
 
 if TYPE_CHECKING:
     from typing import Self
@@ -322,15 +323,21 @@ class DistributedOps(CollectionPrimitives):
         op = dist.ReduceOp.SUM if op is None else op
         plan, storage, leaves = plan_of(self)
         receives = dst is None or dist.get_rank() == dst
+        _, fps = wire_description(self, plan)
+        # the headers travel while the leaves are stacked into the staging buffer
+        header = torch.tensor([*fps, plan.nleaves, plan.nbytes]).to(wire_device(dist, group))
+        gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
+        exchange = dist.all_gather(gathered, header, group=group, async_op=True)
+        staging = None
         if storage is None:
             assert leaves is not None
-            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
+            staging = take(plan, _device_of(leaves))
+            storage = staging.storage
             plan.fill(storage, leaves)
         elif not receives:  # the other ranks keep their values: reduce a copy
             storage = storage.clone()
-        _, fps = wire_description(self, plan)
-        header = torch.tensor([*fps, plan.nleaves, plan.nbytes])
-        headers = _gather_small(dist, header, group)
+        exchange.wait()
+        headers = [h.tolist() for h in gathered]
         ranks = _ranks(dist, group)
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
         if differ:
@@ -351,11 +358,14 @@ class DistributedOps(CollectionPrimitives):
             else:
                 works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
-        if receives and leaves is not None:
-            kept, reduced = leaves, storage
+        if staging is not None:
+            kept, used = leaves, staging
 
             def finish() -> None:
-                plan.unpack(reduced, kept)
+                if receives:
+                    assert kept is not None
+                    used.copy_to(kept)
+                give_back(used)
 
         pending = Pending(works, finish, storage)
         if async_op:
@@ -488,11 +498,3 @@ def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, 
 
 def _device_of(leaves: list[Tensor]) -> torch.device:
     return leaves[0].device if leaves else torch.device("cpu")
-
-
-def _gather_small(dist: Any, header: Tensor, group: Any) -> list[list[int]]:
-    """Every rank's small int64 ``header``, in group order."""
-    header = header.to(wire_device(dist, group))
-    out = [torch.empty_like(header) for _ in _ranks(dist, group)]
-    dist.all_gather(out, header, group=group)
-    return [h.tolist() for h in out]

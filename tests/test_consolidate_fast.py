@@ -13,6 +13,8 @@ import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
 from tensordict._consolidate import Plan, explain_mismatch, wire_description
+from tensordict._staging import _FREE, Staging, give_back, take
+from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
 
 
@@ -164,15 +166,33 @@ def test_a_file_whose_run_lists_leaves_out_of_order_is_refused(tmp_path: Path) -
         TensorDict.from_consolidated(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
 
 
-def test_unpack_writes_every_leaf_in_place() -> None:
+def test_a_staging_buffer_writes_every_leaf_in_place() -> None:
     sources = [torch.randn(3, 2) if i % 2 else torch.arange(4.0).double() for i in range(9)]
     plan = Plan.of(sources)
-    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
-    plan.fill(storage, sources)
+    staging = take(plan, torch.device("cpu"))
+    plan.fill(staging.storage, sources)
     targets = [torch.zeros_like(s) for s in sources]
     targets[1] = torch.zeros(2, 3).t()  # a non-contiguous leaf is written through its strides
+    targets[3].requires_grad_()  # a parameter is written too (no autograd record)
     kept = [t.data_ptr() for t in targets]
-    plan.unpack(storage, targets)
+    staging.copy_to(targets)
     assert [t.data_ptr() for t in targets] == kept
+    assert targets[3].grad_fn is None
     for got, want in zip(targets, sources, strict=True):
-        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(got.detach(), want, rtol=0, atol=0)
+
+
+def test_staging_buffers_are_reused_per_plan_and_owned_by_one_transfer() -> None:
+    plan = Plan.of([torch.zeros(5, 3) for _ in range(4)])
+    first = take(plan, torch.device("cpu"))
+    views = first.views()
+    second = take(plan, torch.device("cpu"))  # the first is in use: a new buffer
+    assert second.storage.data_ptr() != first.storage.data_ptr()
+    give_back(first)
+    again = take(plan, torch.device("cpu"))
+    assert again is first and again.views() is views  # the views are made once
+    other = Plan.of([torch.zeros(7) for _ in range(2)])
+    assert take(other, torch.device("cpu")).plan is other  # never another plan's buffer
+    huge = Plan([(torch.uint8, torch.Size([1]), 1, 0, [0])], 1, _STAGING_LIMIT + 1)
+    give_back(Staging(huge, torch.empty(0, dtype=torch.uint8)))  # too large to keep
+    assert all(s.plan is not huge for s in _FREE)
