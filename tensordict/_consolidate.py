@@ -318,7 +318,7 @@ class Record:
         self.storage = storage
         self.plan = plan
         self.metadata = metadata
-        self._pickled: tuple[Any, ...] | None = None  # see template
+        self._pickled: tuple[Any, ...] | None = None  # see _pickled
         self.wire: tuple[bytes, tuple[int, int, int]] | None = None  # see wire_description
 
     def __getitem__(self, key: str) -> Any:  # upstream reads ``_consolidated["storage"]``
@@ -406,25 +406,44 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
     return _lock_one(out), pos
 
 
-def template(td: Any) -> tuple[Any, ...]:
+def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     """The structure of ``td`` for pickling, built from by :func:`from_template`: a dense
     node is ``("d", class, batch_size, device, names, keys, subs)`` with ``subs`` None
     when every entry is a tensor leaf, else per key None (a leaf), ``("v", value)`` (a
     non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``.
-    A class pickle cannot import by name is given by its registered name."""
+    A class pickle cannot import by name is given by its registered name. Equal key
+    tuples and batch sizes are one object (``memo``), which pickle writes once."""
+    memo = {} if memo is None else memo
     cls = type(td)
     kind: Any = cls if _importable(cls) else type_name(cls)
     parts = td._stack_parts()
     if parts is not None:
-        return ("s", kind, parts[0], tuple(template(m) for m in parts[1]))
+        return ("s", kind, parts[0], tuple(template(m, memo) for m in parts[1]))
     store = td._tensordict
     subs: tuple[Any, ...] | None = None
     if not all(isinstance(v, Tensor) for v in store.values()):
         subs = tuple(
-            None if isinstance(v, Tensor) else ("v", v) if isinstance(v, NonTensor) else template(v)
+            None
+            if isinstance(v, Tensor)
+            else ("v", v)
+            if isinstance(v, NonTensor)
+            else template(v, memo)
             for v in store.values()
         )
-    return ("d", kind, td._batch_size, td._device, td._names, tuple(store), subs)
+    keys = tuple(store)
+    keys = memo.setdefault(keys, keys)
+    size = memo.setdefault(td._batch_size, td._batch_size)
+    return ("d", kind, size, td._device, td._names, keys, subs)
+
+
+def _pickled(td: Any, record: Record) -> tuple[Any, ...]:
+    """What a consolidated collection pickles besides its storage: the plan's runs (a run
+    of consecutive leaves as its first index, not the list), the leaf count, the template."""
+    runs = [
+        (d, s, c, b, idx[0] if c and idx[-1] - idx[0] == c - 1 else idx)
+        for d, s, c, b, idx in record.plan.runs
+    ]
+    return (runs, record.plan.nleaves, template(td))
 
 
 def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple[Any, int]:
@@ -456,8 +475,12 @@ def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple
     return _lock_one(cls._new_unsafe(entries, batch_size, device, names)), pos
 
 
-def _unpickle(storage: Tensor, runs: list[Run], nleaves: int, node: tuple[Any, ...]) -> Any:
-    plan = Plan(runs, nleaves, storage.numel())
+def _unpickle(storage: Tensor, runs: list[Any], nleaves: int, node: tuple[Any, ...]) -> Any:
+    full: list[Run] = [
+        (d, s, c, b, list(range(idx, idx + c)) if type(idx) is int else idx)
+        for d, s, c, b, idx in runs
+    ]
+    plan = Plan(full, nleaves, storage.numel())
     td, _ = from_template(node, plan.views(storage), 0)
     return attach(td, Record(storage, plan, None), locked=True)
 
@@ -664,9 +687,8 @@ class ConsolidateOps(CollectionPrimitives):
         if record is None or not self._is_locked:
             return self.__reduce__()
         if record._pickled is None:
-            record._pickled = template(self)
-        plan = record.plan
-        return (_unpickle, (record.storage, plan.runs, plan.nleaves, record._pickled))
+            record._pickled = _pickled(self, record)
+        return (_unpickle, (record.storage, *record._pickled))
 
 
 def from_consolidated(filename: str | os.PathLike[str] | Tensor) -> Any:

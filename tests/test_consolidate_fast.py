@@ -196,3 +196,29 @@ def test_staging_buffers_are_reused_per_plan_and_owned_by_one_transfer() -> None
     huge = Plan([(torch.uint8, torch.Size([1]), 1, 0, [0])], 1, _STAGING_LIMIT + 1)
     give_back(Staging(huge, torch.empty(0, dtype=torch.uint8)))  # too large to keep
     assert all(s.plan is not huge for s in _FREE)
+
+
+def test_pickle_writes_a_repeated_structure_once() -> None:
+    groups = {
+        f"g{i}": {
+            f"leaf{j}": torch.randn(2, 3) if j % 2 else torch.arange(2) + i for j in range(10)
+        }
+        for i in range(20)
+    }
+    td = TensorDict(groups, [2]).consolidate()  # two interleaved runs: index lists
+    raw = pickle.dumps(td)
+    back = pickle.loads(raw)
+    assert back.is_consolidated()
+    assert_same(back, td)
+    # 20 nodes of 10 keys: each key tuple and batch size is written once (3,008 bytes when
+    # every node wrote its own)
+    assert len(raw) - td._consolidated.storage.numel() < 2000
+
+
+def test_pickle_of_one_run_carries_its_first_index_only() -> None:
+    td = TensorDict({f"k{i}": torch.full((3,), float(i)) for i in range(50)}, [3]).consolidate()
+    runs = td.__reduce_ex__(2)[1][1]
+    assert [r[4] for r in runs] == [0]
+    back = pickle.loads(pickle.dumps(td))
+    assert back._consolidated.plan.runs[0][4] == list(range(50))
+    assert_same(back, td)
