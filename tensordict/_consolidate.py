@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import itertools
 import json
+import operator
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -61,7 +62,10 @@ class _Recent:
         self.items = (entry, *self.items[: _RECENT_MAX - 1])
 
 
-_PLANS = _Recent()  # (shapes, dtypes, plan) of the last plans made
+_PLANS = _Recent()  # (shapes, dtypes, Plan._heads(), plan) of the last plans made
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
+_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
 
 
 class Plan:
@@ -76,17 +80,36 @@ class Plan:
         self.nbytes = nbytes
 
     @classmethod
-    def of(cls, leaves: Sequence[Tensor]) -> Plan:
+    def of(cls, leaves: Sequence[Tensor], stacked: bool = False) -> Plan:
         """The plan of ``leaves`` (walk order); the last few plans are reused when the
-        dtypes and shapes match, which costs one read of each leaf's dtype and shape."""
-        dtypes = [leaf.dtype for leaf in leaves]
-        shapes = [leaf.shape for leaf in leaves]
-        for seen_shapes, seen_dtypes, seen in _PLANS.items:
+        dtypes and shapes match, which costs one read of each leaf's dtype and shape.
+
+        ``stacked=True`` reads each leaf's dtype but only the shape of the first leaf of
+        each run: the caller then fills with :meth:`fill`, whose ``torch.stack`` refuses a
+        run of unequal shapes, and asks again without ``stacked`` when it raises."""
+        dtypes = list(map(_DTYPE, leaves))
+        if stacked:
+            for _, seen_dtypes, heads, seen in _PLANS.items:
+                if seen_dtypes == dtypes and all(leaves[i].shape == s for i, s in heads):
+                    return seen  # type: ignore[no-any-return]
+        shapes = list(map(_SHAPE, leaves))
+        for seen_shapes, seen_dtypes, _, seen in _PLANS.items:
             if seen_shapes == shapes and seen_dtypes == dtypes:
                 return seen  # type: ignore[no-any-return]
         plan = cls._group(dtypes, shapes)
-        _PLANS.add((shapes, dtypes, plan))
+        _PLANS.add((shapes, dtypes, plan._heads(), plan))
         return plan
+
+    def _heads(self) -> list[tuple[int, torch.Size]]:
+        """The leaves whose shapes :meth:`of` reads with ``stacked``: the first of each run,
+        and every leaf of a run without bytes (which :meth:`fill` skips)."""
+        heads: list[tuple[int, torch.Size]] = []
+        for dtype, shape, count, _, idx in self.runs:
+            if count and shape.numel() * dtype.itemsize:
+                heads.append((idx[0], shape))
+            else:
+                heads.extend((i, shape) for i in idx)
+        return heads
 
     @classmethod
     def _group(cls, dtypes: list[torch.dtype], shapes: list[torch.Size]) -> Plan:
@@ -389,7 +412,7 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
     store = td._tensordict
     n = len(store)
     chunk = views[pos : pos + n]
-    if len(chunk) == n and all(isinstance(v, Tensor) for v in store.values()):
+    if len(chunk) == n and all(map(isinstance, store.values(), _TENSORS)):
         entries = dict(zip(store, chunk, strict=True))
         pos += n
     else:
@@ -421,7 +444,7 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
         return ("s", kind, parts[0], tuple(template(m, memo) for m in parts[1]))
     store = td._tensordict
     subs: tuple[Any, ...] | None = None
-    if not all(isinstance(v, Tensor) for v in store.values()):
+    if not all(map(isinstance, store.values(), _TENSORS)):
         subs = tuple(
             None
             if isinstance(v, Tensor)
@@ -591,52 +614,65 @@ class ConsolidateOps(CollectionPrimitives):
                 "must be complete before the result is handed back)"
             )
         leaves = self._tensor_leaves([])
-        plan = Plan.of(leaves)
-        bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
-        dev = _storage_device(self, leaves, device)
-        meta = None
-        if filename is not None or metadata:
-            meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
-        if filename is not None:
-            if dev.type != "cpu":
-                raise ValueError(
-                    f"{call}: a consolidated file lives on the CPU; got device={device!r} "
-                    "with filename"
+        # in memory, only one shape per run is read (see Plan.of): with a stale plan the
+        # fill raises before anything is handed out, and the leaves are planned in full
+        quick = filename is None and not inplace and not (return_early and num_threads > 1)
+        plan = Plan.of(leaves, stacked=quick)
+        while True:
+            bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
+            dev = _storage_device(self, leaves, device)
+            meta = None
+            if filename is not None or metadata:
+                meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
+            if filename is not None:
+                if dev.type != "cpu":
+                    raise ValueError(
+                        f"{call}: a consolidated file lives on the CPU; got device={device!r} "
+                        "with filename"
+                    )
+                raw = json.dumps(meta, separators=(",", ":")).encode()
+                total = plan.nbytes + len(raw) + _TRAILER
+                whole = torch.from_file(
+                    os.fspath(filename), shared=True, size=total, dtype=torch.uint8
                 )
-            raw = json.dumps(meta, separators=(",", ":")).encode()
-            total = plan.nbytes + len(raw) + _TRAILER
-            whole = torch.from_file(os.fspath(filename), shared=True, size=total, dtype=torch.uint8)
-            whole[plan.nbytes : total - _TRAILER] = torch.frombuffer(
-                bytearray(raw), dtype=torch.uint8
-            )
-            whole[total - _TRAILER :] = torch.tensor([len(raw)], dtype=torch.int64).view(
-                torch.uint8
-            )
-            storage = whole[: plan.nbytes]
-        else:
-            pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
-            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
-            if share_memory and dev.type == "cpu":
-                storage.share_memory_()  # type: ignore[no-untyped-call]
-        views = plan.views(storage)
-        if inplace:
-            _replace_leaves(self, iter(views))
-            out: Any = self
-        else:
-            out, _ = locked_copy(self, views)
-        if dev != self._device and (self._device is not None or device is not None):
-            _set_device(out, dev)
-        record = Record(storage, plan, meta)
-        if return_early and num_threads > 1:
-            from tensordict._future import TensorDictFuture
+                whole[plan.nbytes : total - _TRAILER] = torch.frombuffer(
+                    bytearray(raw), dtype=torch.uint8
+                )
+                whole[total - _TRAILER :] = torch.tensor([len(raw)], dtype=torch.int64).view(
+                    torch.uint8
+                )
+                storage = whole[: plan.nbytes]
+            else:
+                pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
+                storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
+                if share_memory and dev.type == "cpu":
+                    storage.share_memory_()  # type: ignore[no-untyped-call]
+            views = plan.views(storage)
+            if inplace:
+                _replace_leaves(self, iter(views))
+                out: Any = self
+            else:
+                out, _ = locked_copy(self, views)
+            if dev != self._device and (self._device is not None or device is not None):
+                _set_device(out, dev)
+            record = Record(storage, plan, meta)
+            if return_early and num_threads > 1:
+                from tensordict._future import TensorDictFuture
 
-            pool = concurrent.futures.ThreadPoolExecutor(1)
-            job = pool.submit(plan.fill, storage, leaves, False, bar)
-            pool.shutdown(wait=False)
-            future: TensorDictFuture = TensorDictFuture([job], attach(out, record, not inplace))
-            return future
-        plan.fill(storage, leaves, non_blocking, bar)
-        return attach(out, record, not inplace)
+                pool = concurrent.futures.ThreadPoolExecutor(1)
+                job = pool.submit(plan.fill, storage, leaves, False, bar)
+                pool.shutdown(wait=False)
+                future: TensorDictFuture = TensorDictFuture([job], attach(out, record, not inplace))
+                return future
+            try:
+                plan.fill(storage, leaves, non_blocking, bar)
+            except RuntimeError:
+                full = Plan.of(leaves)
+                if not quick or full is plan:
+                    raise
+                plan, quick = full, False
+                continue
+            return attach(out, record, not inplace)
 
     @classmethod
     def from_consolidated(cls, filename: str | os.PathLike[str] | Tensor) -> Any:

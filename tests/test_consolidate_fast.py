@@ -222,3 +222,27 @@ def test_pickle_of_one_run_carries_its_first_index_only() -> None:
     back = pickle.loads(pickle.dumps(td))
     assert back._consolidated.plan.runs[0][4] == list(range(50))
     assert_same(back, td)
+
+
+@pytest.mark.parametrize("changed", ["head", "later", "empty"])
+def test_a_leaf_reshaped_in_place_is_planned_again(changed: str) -> None:
+    # consolidate() reads one shape per run of a reused plan and lets torch.stack check
+    # the others: a leaf whose shape changed in place (same object, same dtype) must
+    # still get a new plan, whichever leaf of the run it is
+    td = TensorDict(
+        {"a": torch.randn(3, 2), "b": torch.randn(3, 2), "c": torch.randn(3, 2)}
+        | {"e": torch.zeros(3, 0), "f": torch.zeros(3, 0)},
+        [3],
+    )
+    td.consolidate()  # the plan is made and kept
+    if changed == "head":
+        td["a"].resize_(3, 4).copy_(torch.randn(3, 4))
+    elif changed == "later":
+        td["c"].resize_(3, 4).copy_(torch.randn(3, 4))
+    else:
+        td["f"].resize_(3, 0, 2)
+    ctd = td.consolidate()
+    for key in "abcef":
+        assert ctd[key].shape == td[key].shape
+        torch.testing.assert_close(ctd[key], td[key], rtol=0, atol=0)
+    assert ctd.is_consolidated() and Plan.of(_leaf_list(td)) is ctd._consolidated.plan
