@@ -757,15 +757,6 @@ def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.dev
 
 
 # ------------------------------------------------------------------ for the wire
-def plan_of(td: Any) -> tuple[Plan, Tensor | None, list[Tensor] | None]:
-    """The plan of ``td`` and either its storage (consolidated) or its tensor leaves."""
-    record = getattr(td, "_consolidated", None)
-    if record is not None and td._is_locked:
-        return record.plan, record.storage, None
-    leaves = td._tensor_leaves([])
-    return Plan.of(leaves), None, leaves
-
-
 def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
     """The structure of ``td`` as a receiver checks it (JSON: its entry tokens, see
     :func:`_tokens`, and the plan's dtype and shape runs) and three 64-bit fingerprints of
@@ -776,6 +767,29 @@ def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
         return record.wire  # type: ignore[no-any-return]
     tokens: list[str] = []
     _tokens(td, tokens)
+    desc = _described(plan, tokens)
+    if record is not None and record.plan is plan and td._is_locked:
+        record.wire = desc
+    return desc
+
+
+def wire_plan(
+    td: Any,
+) -> tuple[Plan, Tensor | None, list[Tensor] | None, tuple[bytes, tuple[int, int, int]]]:
+    """The plan of ``td``, its storage (consolidated) or its tensor leaves, and its
+    :func:`wire_description`; a collection that is not consolidated is walked once for
+    its leaves and its tokens."""
+    record = getattr(td, "_consolidated", None)
+    if record is not None and td._is_locked:
+        return record.plan, record.storage, None, wire_description(td, record.plan)
+    leaves: list[Tensor] = []
+    tokens: list[str] = []
+    _tokens(td, tokens, leaves)
+    plan = Plan.of(leaves)
+    return plan, None, leaves, _described(plan, tokens)
+
+
+def _described(plan: Plan, tokens: list[str]) -> tuple[bytes, tuple[int, int, int]]:
     desc = next((d for p, t, d in _WIRES.items if p is plan and t == tokens), None)
     if desc is None:
         runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
@@ -784,8 +798,6 @@ def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
         fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
         desc = (raw, (fps[0], fps[1], fps[2]))
         _WIRES.add((plan, tokens, desc))
-    if record is not None and record.plan is plan and td._is_locked:
-        record.wire = desc
     return desc
 
 
@@ -793,26 +805,29 @@ _WIRES = _Recent()  # (plan, tokens, (raw, fingerprints)) of the last descriptio
 _LEAF_OTHER, _LEAF_STACK, _LEAF_CLOSE, _LEAF_OPEN = "\x1c", "\x1b", "\x1d", "\x1e"
 
 
-def _tokens(td: Any, out: list[str]) -> None:
+def _tokens(td: Any, out: list[str], leaves: list[Tensor] | None = None) -> None:
     """The entries of ``td`` in walk order: a tensor leaf is its key; a non-tensor entry
-    its key after ``\\x1c``; a nested collection ``\\x1e`` + key, its entries, ``\\x1d``; a
-    lazy stack ``\\x1b`` + "dim x count", then each member as a nested ``#i``."""
+    its key after ``\x1c``; a nested collection ``\x1e`` + key, its entries, ``\x1d``; a
+    lazy stack ``\x1b`` + "dim x count", then each member as a nested ``#i``. With
+    ``leaves``, the tensor leaves are appended to it (the order of ``_tensor_leaves``)."""
     parts = td._stack_parts()
     if parts is not None:
         out.append(f"{_LEAF_STACK}{parts[0]} x {len(parts[1])}")
         for i, member in enumerate(parts[1]):
             out.append(f"{_LEAF_OPEN}#{i}")
-            _tokens(member, out)
+            _tokens(member, out, leaves)
             out.append(_LEAF_CLOSE)
         return
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             out.append(key)
+            if leaves is not None:
+                leaves.append(value)
         elif isinstance(value, NonTensor):
             out.append(_LEAF_OTHER + key)
         else:
             out.append(_LEAF_OPEN + key)
-            _tokens(value, out)
+            _tokens(value, out, leaves)
             out.append(_LEAF_CLOSE)
 
 

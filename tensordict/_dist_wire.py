@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import explain_mismatch, plan_of, wire_description
+from tensordict._consolidate import explain_mismatch, wire_plan
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -454,10 +454,9 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage, leaves = plan_of(td)
+    plan, storage, leaves, (desc, fps) = wire_plan(td)
     if leaves is not None and any(run[0] not in _CODES for run in plan.runs):
         _check_dtypes(td, call)
-    desc, fps = wire_description(td, plan)
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
     raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
@@ -494,8 +493,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage, leaves = plan_of(td)
-    mine_desc, mine = wire_description(td, plan)
+    plan, storage, leaves, (mine_desc, mine) = wire_plan(td)
     pending = Pending([work])
 
     def finish() -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import plan_of, wire_description
+from tensordict._consolidate import wire_plan
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
@@ -321,9 +321,8 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage, leaves = plan_of(self)
+        plan, storage, leaves, (_, fps) = wire_plan(self)
         receives = dst is None or dist.get_rank() == dst
-        _, fps = wire_description(self, plan)
         # the headers travel while the leaves are stacked into the staging buffer
         header = torch.tensor([*fps, plan.nleaves, plan.nbytes]).to(wire_device(dist, group))
         gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
