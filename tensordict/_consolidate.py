@@ -162,7 +162,11 @@ class Plan:
                 if not size:
                     continue
                 dst = storage[start : start + size].view(dtype).view(count, *shape)
-                parts = [leaves[i] for i in idx]
+                first = idx[0]
+                if idx[-1] - first == count - 1:  # indices ascend, so they are a range
+                    parts = list(leaves[first : first + count])
+                else:
+                    parts = [leaves[i] for i in idx]
                 if parts[0].device != dev or parts[-1].device != dev:
                     parts = [p.to(dev, non_blocking=non_blocking) for p in parts]
                 if count == 1:
@@ -613,7 +617,7 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        leaves = self._tensor_leaves([])
+        leaves = _leaves_of(self, [])
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
@@ -748,6 +752,26 @@ def _read(filename: str | os.PathLike[str] | Tensor) -> Tensor:
     return torch.from_file(path, shared=True, size=os.path.getsize(path), dtype=torch.uint8)
 
 
+def _leaves_of(td: Any, out: list[Tensor]) -> list[Tensor]:
+    """The tensor leaves of ``td`` in walk order (as ``_tensor_leaves``), a level whose
+    entries are all tensors taken in one ``extend``."""
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
+            _leaves_of(member, out)
+        return out
+    values = td._tensordict.values()
+    if all(map(isinstance, values, _TENSORS)):
+        out.extend(values)
+        return out
+    for value in values:
+        if isinstance(value, Tensor):
+            out.append(value)
+        elif not isinstance(value, NonTensor):
+            _leaves_of(value, out)
+    return out
+
+
 def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.device:
     if device is not None:
         return torch.device(device)
@@ -818,7 +842,13 @@ def _tokens(td: Any, out: list[str], leaves: list[Tensor] | None = None) -> None
             _tokens(member, out, leaves)
             out.append(_LEAF_CLOSE)
         return
-    for key, value in td._tensordict.items():
+    store = td._tensordict
+    if all(map(isinstance, store.values(), _TENSORS)):
+        out.extend(store)
+        if leaves is not None:
+            leaves.extend(store.values())
+        return
+    for key, value in store.items():
         if isinstance(value, Tensor):
             out.append(key)
             if leaves is not None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
-from tensordict._consolidate import Plan, explain_mismatch, wire_description
+from tensordict._consolidate import Plan, _leaves_of, explain_mismatch, wire_description, wire_plan
 from tensordict._staging import _FREE, Staging, give_back, take
 from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
@@ -246,3 +246,18 @@ def test_a_leaf_reshaped_in_place_is_planned_again(changed: str) -> None:
         assert ctd[key].shape == td[key].shape
         torch.testing.assert_close(ctd[key], td[key], rtol=0, atol=0)
     assert ctd.is_consolidated() and Plan.of(_leaf_list(td)) is ctd._consolidated.plan
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_the_wire_and_consolidate_walks_take_the_leaves_in_walk_order(name: str) -> None:
+    td = CATALOGUE[name]()
+    mixed = _mixed()
+    for source in (td, lazy_stack([mixed, mixed.clone()]), TensorDict({"t": td, "m": mixed})):
+        expected = _leaf_list(source)
+        plan, storage, leaves, (raw, _) = wire_plan(source)
+        assert storage is None and leaves is not None
+        assert [id(x) for x in leaves] == [id(x) for x in expected]
+        assert [id(x) for x in _leaves_of(source, [])] == [id(x) for x in expected]
+        tokens = json.loads(raw)["tokens"]
+        assert sum(1 for t in tokens if t[:1] not in "\x1b\x1c\x1d\x1e") == len(expected)
+        assert plan is Plan.of(expected)
