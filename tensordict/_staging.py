@@ -21,11 +21,13 @@ import torch
 from torch import Tensor
 
 from tensordict._consolidate import Plan
+from tensordict._torch_compat import foreach
 
 _LIMIT = 32 << 20  # bytes
 _KEEP = 2
 _LOCK = threading.Lock()
 _FREE: list[Staging] = []
+_COPY = foreach("copy_")
 
 
 class Staging:
@@ -50,11 +52,14 @@ class Staging:
         e.g. leaves on several devices)."""
         views = self.views()
         with torch.no_grad():
-            try:
-                torch._foreach_copy_(list(leaves), views)
-            except RuntimeError:
-                for leaf, view in zip(leaves, views, strict=True):
-                    leaf.copy_(view)
+            if _COPY is not None:
+                try:
+                    _COPY(list(leaves), views)
+                    return
+                except RuntimeError:
+                    pass
+            for leaf, view in zip(leaves, views, strict=True):
+                leaf.copy_(view)
 
 
 def _kept(plan: Plan, device: torch.device) -> bool:
