@@ -470,7 +470,12 @@ def _post_send_one(
     if leaves is not None:
         staging = take(plan, _leaf_device(leaves))
         storage = staging.storage
-        plan.fill(storage, leaves)
+        try:
+            plan.fill(storage, leaves)
+        except BaseException:  # the posted messages use their buffers until they complete
+            for work in works:
+                work.wait()
+            raise
     pos = 2
     if plan.nbytes:
         tag = _payload_tag(tags[2], fps, DATA)

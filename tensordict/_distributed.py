@@ -332,7 +332,11 @@ class DistributedOps(CollectionPrimitives):
             assert leaves is not None
             staging = take(plan, _device_of(leaves))
             storage = staging.storage
-            plan.fill(storage, leaves)
+            try:
+                plan.fill(storage, leaves)
+            except BaseException:  # the exchange uses its buffers until it completes
+                exchange.wait()
+                raise
         elif not receives:  # the other ranks keep their values: reduce a copy
             storage = storage.clone()
         exchange.wait()
