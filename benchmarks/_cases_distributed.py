@@ -5,6 +5,10 @@ process on 127.0.0.1 (started before timing), and a torch.multiprocessing queue.
 The harness times both callables in this process, so each point-to-point call is a
 round trip: a one-element command tells the peer what comes (the same cost on both
 sides), the payload goes to the peer, which receives it and sends it back.
+
+The "floor" rows (no target) do the work any library must do for 1,000 separate leaves,
+with no TensorDict: stack them into one buffer and copy it back into them (send/recv,
+all_reduce), make 1,000 views of one storage (consolidate, the queue's receiver).
 """
 
 from __future__ import annotations
