@@ -5,6 +5,10 @@ process on 127.0.0.1 (started before timing), and a torch.multiprocessing queue.
 The harness times both callables in this process, so each point-to-point call is a
 round trip: a one-element command tells the peer what comes (the same cost on both
 sides), the payload goes to the peer, which receives it and sends it back.
+
+The "floor" rows (no target) do the work any library must do for 1,000 separate leaves,
+with no TensorDict: stack them into one buffer and copy it back into them (send/recv,
+all_reduce), make 1,000 views of one storage (consolidate, the queue's receiver).
 """
 
 from __future__ import annotations
@@ -21,9 +25,19 @@ import torch.multiprocessing as mp
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
 
-_STOP, _TENSOR, _TD, _SHARE, _SHARED, _CONSOLIDATED, _REDUCE_TD, _REDUCE_FLAT, _REDUCE_CTD = range(
-    9
-)
+(
+    _STOP,
+    _TENSOR,
+    _TD,
+    _SHARE,
+    _SHARED,
+    _CONSOLIDATED,
+    _REDUCE_TD,
+    _REDUCE_FLAT,
+    _REDUCE_CTD,
+    _FLOOR_TD,
+    _FLOOR_REDUCE,
+) = range(11)
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -33,6 +47,24 @@ def _payload() -> TensorDict:
         {f"group{g}": {f"leaf{i}": torch.rand(10, 100) for i in range(100)} for g in range(10)},
         [10],
     )
+
+
+class _Floor:
+    """The work any transfer of 1,000 separate leaves through one buffer does: stack them
+    into a kept buffer, and copy the buffer back into them (one multi-tensor copy from
+    views made once); no TensorDict, no plan, no header."""
+
+    def __init__(self) -> None:
+        self.leaves = list(_payload().values(True, True))
+        self.block = torch.empty(len(self.leaves), *self.leaves[0].shape)
+        self.flat = self.block.view(-1)
+        self.views = list(self.block.unbind(0))
+
+    def pack(self) -> None:
+        torch.stack(self.leaves, out=self.block)
+
+    def unpack(self) -> None:
+        torch._foreach_copy_(self.leaves, self.views)
 
 
 def _init(rank: int, port: int) -> None:
@@ -53,6 +85,7 @@ def _peer(port: int) -> None:
     shared = td
     consolidated = _payload().consolidate()
     reduced = _payload()
+    floor = _Floor()
     cmd = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(cmd, 0)
@@ -74,6 +107,15 @@ def _peer(port: int) -> None:
             consolidated.all_reduce()
         elif what == _REDUCE_FLAT:
             dist.all_reduce(flat)
+        elif what == _FLOOR_TD:
+            dist.recv(floor.flat, 0)
+            floor.unpack()
+            floor.pack()
+            dist.send(floor.flat, 0)
+        elif what == _FLOOR_REDUCE:
+            floor.pack()
+            dist.all_reduce(floor.flat)
+            floor.unpack()
         elif what == _CONSOLIDATED:
             consolidated.recv(0)
             consolidated.send(0)
@@ -119,6 +161,49 @@ def send_recv_vs_tensor() -> tuple[Fn, Fn]:
         dist.send(cmd_tensor, 1)
         dist.send(flat, 1)
         dist.recv(flat, 1)
+
+    return lib, base
+
+
+def send_recv_floor_vs_tensor() -> tuple[Fn, Fn]:
+    """The floor under a non-consolidated round trip: each side stacks its 1,000 leaves
+    into one kept buffer before sending it and copies the received buffer back into them
+    (see :class:`_Floor`), with no TensorDict, header or description."""
+    _connect()
+    floor, flat = _Floor(), torch.rand(_NUMEL)
+    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_TD]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_floor, 1)
+        floor.pack()
+        dist.send(floor.flat, 1)
+        dist.recv(floor.flat, 1)
+        floor.unpack()
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+def all_reduce_floor_vs_tensor() -> tuple[Fn, Fn]:
+    """The floor under a non-consolidated ``all_reduce``: stack the 1,000 leaves into a
+    kept buffer, reduce it, copy it back into them (both processes), no TensorDict."""
+    _connect()
+    floor, flat = _Floor(), torch.rand(_NUMEL)
+    cmd_floor, cmd_flat = torch.tensor([_FLOOR_REDUCE]), torch.tensor([_REDUCE_FLAT])
+
+    def lib() -> None:
+        dist.send(cmd_floor, 1)
+        floor.pack()
+        dist.all_reduce(floor.flat)
+        floor.unpack()
+
+    def base() -> None:
+        dist.send(cmd_flat, 1)
+        dist.all_reduce(flat)
 
     return lib, base
 
@@ -242,27 +327,53 @@ def _echo(inbox: Any, outbox: Any) -> None:
         item = inbox.get()
         if item is None:
             break
+        if isinstance(item, tuple):  # the floor case: 1,000 views of the tensor
+            item[1].view(1000, 10, 100).unbind(0)
         outbox.put(1)
+
+
+def _queue_peer() -> tuple[Any, Any]:
+    if "queue" not in _STATE:
+        ctx = mp.get_context("spawn")
+        inbox, outbox = ctx.Queue(), ctx.Queue()
+        peer = ctx.Process(target=_echo, args=(inbox, outbox), daemon=True)
+        peer.start()
+
+        def stop() -> None:
+            inbox.put(None)
+            peer.join(timeout=30)
+
+        atexit.register(stop)
+        _STATE["queue"] = (inbox, outbox)
+    return _STATE["queue"]  # type: ignore[return-value]
 
 
 def queue_vs_tensor() -> tuple[Fn, Fn]:
     """A consolidated TensorDict (shared memory) through a ``torch.multiprocessing`` queue
     to a peer, which answers, against one tensor of the same bytes the same way."""
-    ctx = mp.get_context("spawn")
-    inbox, outbox = ctx.Queue(), ctx.Queue()
-    peer = ctx.Process(target=_echo, args=(inbox, outbox), daemon=True)
-    peer.start()
-
-    def stop() -> None:
-        inbox.put(None)
-        peer.join(timeout=30)
-
-    atexit.register(stop)
+    inbox, outbox = _queue_peer()
     td = _payload().consolidate(share_memory=True)
     flat = torch.rand(_NUMEL).share_memory_()  # type: ignore[no-untyped-call]
 
     def lib() -> None:
         inbox.put(td)
+        outbox.get()
+
+    def base() -> None:
+        inbox.put(flat)
+        outbox.get()
+
+    return lib, base
+
+
+def queue_floor_vs_tensor() -> tuple[Fn, Fn]:
+    """The floor under the queue case: the same shared tensor, of which the peer makes
+    the 1,000 leaf views (one ``unbind``) before it answers."""
+    inbox, outbox = _queue_peer()
+    flat = torch.rand(_NUMEL).share_memory_()  # type: ignore[no-untyped-call]
+
+    def lib() -> None:
+        inbox.put(("views", flat))
         outbox.get()
 
     def base() -> None:
@@ -292,6 +403,13 @@ CASES = [
         send_recv_vs_tensor,
     ),
     Case(
+        "floor of send/recv: stack + copy back into 1,000 leaves, no TensorDict, 4 MB "
+        "(gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        None,
+        send_recv_floor_vs_tensor,
+    ),
+    Case(
         "send/recv consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
         "dist.send/recv one 4 MB tensor",
         1.2,
@@ -304,6 +422,13 @@ CASES = [
         all_reduce_vs_tensor,
     ),
     Case(
+        "floor of all_reduce: stack + copy back into 1,000 leaves, no TensorDict, 4 MB "
+        "(gloo, 2 procs)",
+        "dist.all_reduce one 4 MB tensor",
+        None,
+        all_reduce_floor_vs_tensor,
+    ),
+    Case(
         "all_reduce consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs)",
         "dist.all_reduce one 4 MB tensor",
         1.3,
@@ -314,6 +439,12 @@ CASES = [
         "one 4 MB shared tensor through the queue",
         1.5,
         queue_vs_tensor,
+    ),
+    Case(
+        "floor of the queue: one shared tensor, 1,000 views made by the peer, 1,000 leaves 4 MB",
+        "one 4 MB shared tensor through the queue",
+        None,
+        queue_floor_vs_tensor,
     ),
     Case(
         "send/recv from_remote_init TensorDicts 1,000 leaves 4 MB (gloo, round trip)",

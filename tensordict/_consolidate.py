@@ -20,6 +20,7 @@ import concurrent.futures
 import hashlib
 import itertools
 import json
+import operator
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -61,7 +62,10 @@ class _Recent:
         self.items = (entry, *self.items[: _RECENT_MAX - 1])
 
 
-_PLANS = _Recent()  # (shapes, dtypes, plan) of the last plans made
+_PLANS = _Recent()  # (shapes, dtypes, Plan._heads(), plan) of the last plans made
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
+_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
 
 
 class Plan:
@@ -76,17 +80,36 @@ class Plan:
         self.nbytes = nbytes
 
     @classmethod
-    def of(cls, leaves: Sequence[Tensor]) -> Plan:
+    def of(cls, leaves: Sequence[Tensor], stacked: bool = False) -> Plan:
         """The plan of ``leaves`` (walk order); the last few plans are reused when the
-        dtypes and shapes match, which costs one read of each leaf's dtype and shape."""
-        dtypes = [leaf.dtype for leaf in leaves]
-        shapes = [leaf.shape for leaf in leaves]
-        for seen_shapes, seen_dtypes, seen in _PLANS.items:
+        dtypes and shapes match, which costs one read of each leaf's dtype and shape.
+
+        ``stacked=True`` reads each leaf's dtype but only the shape of the first leaf of
+        each run: the caller then fills with :meth:`fill`, whose ``torch.stack`` refuses a
+        run of unequal shapes, and asks again without ``stacked`` when it raises."""
+        dtypes = list(map(_DTYPE, leaves))
+        if stacked:
+            for _, seen_dtypes, heads, seen in _PLANS.items:
+                if seen_dtypes == dtypes and all(leaves[i].shape == s for i, s in heads):
+                    return seen  # type: ignore[no-any-return]
+        shapes = list(map(_SHAPE, leaves))
+        for seen_shapes, seen_dtypes, _, seen in _PLANS.items:
             if seen_shapes == shapes and seen_dtypes == dtypes:
                 return seen  # type: ignore[no-any-return]
         plan = cls._group(dtypes, shapes)
-        _PLANS.add((shapes, dtypes, plan))
+        _PLANS.add((shapes, dtypes, plan._heads(), plan))
         return plan
+
+    def _heads(self) -> list[tuple[int, torch.Size]]:
+        """The leaves whose shapes :meth:`of` reads with ``stacked``: the first of each run,
+        and every leaf of a run without bytes (which :meth:`fill` skips)."""
+        heads: list[tuple[int, torch.Size]] = []
+        for dtype, shape, count, _, idx in self.runs:
+            if count and shape.numel() * dtype.itemsize:
+                heads.append((idx[0], shape))
+            else:
+                heads.extend((i, shape) for i in idx)
+        return heads
 
     @classmethod
     def _group(cls, dtypes: list[torch.dtype], shapes: list[torch.Size]) -> Plan:
@@ -139,7 +162,11 @@ class Plan:
                 if not size:
                     continue
                 dst = storage[start : start + size].view(dtype).view(count, *shape)
-                parts = [leaves[i] for i in idx]
+                first = idx[0]
+                if idx[-1] - first == count - 1:  # indices ascend, so they are a range
+                    parts = list(leaves[first : first + count])
+                else:
+                    parts = [leaves[i] for i in idx]
                 if parts[0].device != dev or parts[-1].device != dev:
                     parts = [p.to(dev, non_blocking=non_blocking) for p in parts]
                 if count == 1:
@@ -162,27 +189,6 @@ class Plan:
                 for i, view in zip(idx, block, strict=True):
                     out[i] = view
         return out
-
-    def unpack(self, storage: Tensor, leaves: Sequence[Tensor]) -> None:
-        """Copy ``storage`` into ``leaves`` (walk order): one ``unbind_copy`` per run, no
-        view per leaf (a run whose leaves ``unbind_copy`` refuses, e.g. on another device,
-        is copied leaf by leaf)."""
-        with torch.no_grad():
-            for dtype, shape, count, start, idx in self.runs:
-                size = shape.numel() * dtype.itemsize * count
-                if not size:
-                    continue
-                block = storage[start : start + size].view(dtype).view(count, *shape)
-                first = idx[0]
-                if idx[-1] - first == count - 1:
-                    outs = list(leaves[first : first + count])
-                else:
-                    outs = [leaves[i] for i in idx]
-                try:
-                    torch.unbind_copy(block, 0, out=outs)
-                except RuntimeError:
-                    for out, view in zip(outs, block.unbind(0), strict=True):
-                        out.copy_(view)
 
     def dtype_spans(self) -> list[tuple[torch.dtype, int, int]]:
         """``(dtype, first byte, end byte)`` of each dtype's range of the storage."""
@@ -339,7 +345,7 @@ class Record:
         self.storage = storage
         self.plan = plan
         self.metadata = metadata
-        self._pickled: tuple[Any, ...] | None = None  # see template
+        self._pickled: tuple[Any, ...] | None = None  # see _pickled
         self.wire: tuple[bytes, tuple[int, int, int]] | None = None  # see wire_description
 
     def __getitem__(self, key: str) -> Any:  # upstream reads ``_consolidated["storage"]``
@@ -410,7 +416,7 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
     store = td._tensordict
     n = len(store)
     chunk = views[pos : pos + n]
-    if len(chunk) == n and all(isinstance(v, Tensor) for v in store.values()):
+    if len(chunk) == n and all(map(isinstance, store.values(), _TENSORS)):
         entries = dict(zip(store, chunk, strict=True))
         pos += n
     else:
@@ -427,25 +433,44 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
     return _lock_one(out), pos
 
 
-def template(td: Any) -> tuple[Any, ...]:
+def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     """The structure of ``td`` for pickling, built from by :func:`from_template`: a dense
     node is ``("d", class, batch_size, device, names, keys, subs)`` with ``subs`` None
     when every entry is a tensor leaf, else per key None (a leaf), ``("v", value)`` (a
     non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``.
-    A class pickle cannot import by name is given by its registered name."""
+    A class pickle cannot import by name is given by its registered name. Equal key
+    tuples and batch sizes are one object (``memo``), which pickle writes once."""
+    memo = {} if memo is None else memo
     cls = type(td)
     kind: Any = cls if _importable(cls) else type_name(cls)
     parts = td._stack_parts()
     if parts is not None:
-        return ("s", kind, parts[0], tuple(template(m) for m in parts[1]))
+        return ("s", kind, parts[0], tuple(template(m, memo) for m in parts[1]))
     store = td._tensordict
     subs: tuple[Any, ...] | None = None
-    if not all(isinstance(v, Tensor) for v in store.values()):
+    if not all(map(isinstance, store.values(), _TENSORS)):
         subs = tuple(
-            None if isinstance(v, Tensor) else ("v", v) if isinstance(v, NonTensor) else template(v)
+            None
+            if isinstance(v, Tensor)
+            else ("v", v)
+            if isinstance(v, NonTensor)
+            else template(v, memo)
             for v in store.values()
         )
-    return ("d", kind, td._batch_size, td._device, td._names, tuple(store), subs)
+    keys = tuple(store)
+    keys = memo.setdefault(keys, keys)
+    size = memo.setdefault(td._batch_size, td._batch_size)
+    return ("d", kind, size, td._device, td._names, keys, subs)
+
+
+def _pickled(td: Any, record: Record) -> tuple[Any, ...]:
+    """What a consolidated collection pickles besides its storage: the plan's runs (a run
+    of consecutive leaves as its first index, not the list), the leaf count, the template."""
+    runs = [
+        (d, s, c, b, idx[0] if c and idx[-1] - idx[0] == c - 1 else idx)
+        for d, s, c, b, idx in record.plan.runs
+    ]
+    return (runs, record.plan.nleaves, template(td))
 
 
 def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple[Any, int]:
@@ -477,8 +502,12 @@ def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple
     return _lock_one(cls._new_unsafe(entries, batch_size, device, names)), pos
 
 
-def _unpickle(storage: Tensor, runs: list[Run], nleaves: int, node: tuple[Any, ...]) -> Any:
-    plan = Plan(runs, nleaves, storage.numel())
+def _unpickle(storage: Tensor, runs: list[Any], nleaves: int, node: tuple[Any, ...]) -> Any:
+    full: list[Run] = [
+        (d, s, c, b, list(range(idx, idx + c)) if type(idx) is int else idx)
+        for d, s, c, b, idx in runs
+    ]
+    plan = Plan(full, nleaves, storage.numel())
     td, _ = from_template(node, plan.views(storage), 0)
     return attach(td, Record(storage, plan, None), locked=True)
 
@@ -588,53 +617,66 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        leaves = self._tensor_leaves([])
-        plan = Plan.of(leaves)
-        bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
-        dev = _storage_device(self, leaves, device)
-        meta = None
-        if filename is not None or metadata:
-            meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
-        if filename is not None:
-            if dev.type != "cpu":
-                raise ValueError(
-                    f"{call}: a consolidated file lives on the CPU; got device={device!r} "
-                    "with filename"
+        leaves = _leaves_of(self, [])
+        # in memory, only one shape per run is read (see Plan.of): with a stale plan the
+        # fill raises before anything is handed out, and the leaves are planned in full
+        quick = filename is None and not inplace and not (return_early and num_threads > 1)
+        plan = Plan.of(leaves, stacked=quick)
+        while True:
+            bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
+            dev = _storage_device(self, leaves, device)
+            meta = None
+            if filename is not None or metadata:
+                meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
+            if filename is not None:
+                if dev.type != "cpu":
+                    raise ValueError(
+                        f"{call}: a consolidated file lives on the CPU; got device={device!r} "
+                        "with filename"
+                    )
+                raw = json.dumps(meta, separators=(",", ":")).encode()
+                total = plan.nbytes + len(raw) + _TRAILER
+                whole = torch.from_file(
+                    os.fspath(filename), shared=True, size=total, dtype=torch.uint8
                 )
-            raw = json.dumps(meta, separators=(",", ":")).encode()
-            total = plan.nbytes + len(raw) + _TRAILER
-            whole = torch.from_file(os.fspath(filename), shared=True, size=total, dtype=torch.uint8)
-            whole[plan.nbytes : total - _TRAILER] = torch.frombuffer(
-                bytearray(raw), dtype=torch.uint8
-            )
-            whole[total - _TRAILER :] = torch.tensor([len(raw)], dtype=torch.int64).view(
-                torch.uint8
-            )
-            storage = whole[: plan.nbytes]
-        else:
-            pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
-            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
-            if share_memory and dev.type == "cpu":
-                storage.share_memory_()  # type: ignore[no-untyped-call]
-        views = plan.views(storage)
-        if inplace:
-            _replace_leaves(self, iter(views))
-            out: Any = self
-        else:
-            out, _ = locked_copy(self, views)
-        if dev != self._device and (self._device is not None or device is not None):
-            _set_device(out, dev)
-        record = Record(storage, plan, meta)
-        if return_early and num_threads > 1:
-            from tensordict._future import TensorDictFuture
+                whole[plan.nbytes : total - _TRAILER] = torch.frombuffer(
+                    bytearray(raw), dtype=torch.uint8
+                )
+                whole[total - _TRAILER :] = torch.tensor([len(raw)], dtype=torch.int64).view(
+                    torch.uint8
+                )
+                storage = whole[: plan.nbytes]
+            else:
+                pin = pin_memory and dev.type == "cpu" and torch.cuda.is_available()
+                storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=dev, pin_memory=pin)
+                if share_memory and dev.type == "cpu":
+                    storage.share_memory_()  # type: ignore[no-untyped-call]
+            views = plan.views(storage)
+            if inplace:
+                _replace_leaves(self, iter(views))
+                out: Any = self
+            else:
+                out, _ = locked_copy(self, views)
+            if dev != self._device and (self._device is not None or device is not None):
+                _set_device(out, dev)
+            record = Record(storage, plan, meta)
+            if return_early and num_threads > 1:
+                from tensordict._future import TensorDictFuture
 
-            pool = concurrent.futures.ThreadPoolExecutor(1)
-            job = pool.submit(plan.fill, storage, leaves, False, bar)
-            pool.shutdown(wait=False)
-            future: TensorDictFuture = TensorDictFuture([job], attach(out, record, not inplace))
-            return future
-        plan.fill(storage, leaves, non_blocking, bar)
-        return attach(out, record, not inplace)
+                pool = concurrent.futures.ThreadPoolExecutor(1)
+                job = pool.submit(plan.fill, storage, leaves, False, bar)
+                pool.shutdown(wait=False)
+                future: TensorDictFuture = TensorDictFuture([job], attach(out, record, not inplace))
+                return future
+            try:
+                plan.fill(storage, leaves, non_blocking, bar)
+            except RuntimeError:
+                full = Plan.of(leaves)
+                if not quick or full is plan:
+                    raise
+                plan, quick = full, False
+                continue
+            return attach(out, record, not inplace)
 
     @classmethod
     def from_consolidated(cls, filename: str | os.PathLike[str] | Tensor) -> Any:
@@ -685,9 +727,8 @@ class ConsolidateOps(CollectionPrimitives):
         if record is None or not self._is_locked:
             return self.__reduce__()
         if record._pickled is None:
-            record._pickled = template(self)
-        plan = record.plan
-        return (_unpickle, (record.storage, plan.runs, plan.nleaves, record._pickled))
+            record._pickled = _pickled(self, record)
+        return (_unpickle, (record.storage, *record._pickled))
 
 
 def from_consolidated(filename: str | os.PathLike[str] | Tensor) -> Any:
@@ -711,6 +752,26 @@ def _read(filename: str | os.PathLike[str] | Tensor) -> Tensor:
     return torch.from_file(path, shared=True, size=os.path.getsize(path), dtype=torch.uint8)
 
 
+def _leaves_of(td: Any, out: list[Tensor]) -> list[Tensor]:
+    """The tensor leaves of ``td`` in walk order (as ``_tensor_leaves``), a level whose
+    entries are all tensors taken in one ``extend``."""
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
+            _leaves_of(member, out)
+        return out
+    values = td._tensordict.values()
+    if all(map(isinstance, values, _TENSORS)):
+        out.extend(values)
+        return out
+    for value in values:
+        if isinstance(value, Tensor):
+            out.append(value)
+        elif not isinstance(value, NonTensor):
+            _leaves_of(value, out)
+    return out
+
+
 def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.device:
     if device is not None:
         return torch.device(device)
@@ -720,15 +781,6 @@ def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.dev
 
 
 # ------------------------------------------------------------------ for the wire
-def plan_of(td: Any) -> tuple[Plan, Tensor | None, list[Tensor] | None]:
-    """The plan of ``td`` and either its storage (consolidated) or its tensor leaves."""
-    record = getattr(td, "_consolidated", None)
-    if record is not None and td._is_locked:
-        return record.plan, record.storage, None
-    leaves = td._tensor_leaves([])
-    return Plan.of(leaves), None, leaves
-
-
 def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
     """The structure of ``td`` as a receiver checks it (JSON: its entry tokens, see
     :func:`_tokens`, and the plan's dtype and shape runs) and three 64-bit fingerprints of
@@ -739,6 +791,29 @@ def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
         return record.wire  # type: ignore[no-any-return]
     tokens: list[str] = []
     _tokens(td, tokens)
+    desc = _described(plan, tokens)
+    if record is not None and record.plan is plan and td._is_locked:
+        record.wire = desc
+    return desc
+
+
+def wire_plan(
+    td: Any,
+) -> tuple[Plan, Tensor | None, list[Tensor] | None, tuple[bytes, tuple[int, int, int]]]:
+    """The plan of ``td``, its storage (consolidated) or its tensor leaves, and its
+    :func:`wire_description`; a collection that is not consolidated is walked once for
+    its leaves and its tokens."""
+    record = getattr(td, "_consolidated", None)
+    if record is not None and td._is_locked:
+        return record.plan, record.storage, None, wire_description(td, record.plan)
+    leaves: list[Tensor] = []
+    tokens: list[str] = []
+    _tokens(td, tokens, leaves)
+    plan = Plan.of(leaves)
+    return plan, None, leaves, _described(plan, tokens)
+
+
+def _described(plan: Plan, tokens: list[str]) -> tuple[bytes, tuple[int, int, int]]:
     desc = next((d for p, t, d in _WIRES.items if p is plan and t == tokens), None)
     if desc is None:
         runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
@@ -747,8 +822,6 @@ def wire_description(td: Any, plan: Plan) -> tuple[bytes, tuple[int, int, int]]:
         fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
         desc = (raw, (fps[0], fps[1], fps[2]))
         _WIRES.add((plan, tokens, desc))
-    if record is not None and record.plan is plan and td._is_locked:
-        record.wire = desc
     return desc
 
 
@@ -756,26 +829,35 @@ _WIRES = _Recent()  # (plan, tokens, (raw, fingerprints)) of the last descriptio
 _LEAF_OTHER, _LEAF_STACK, _LEAF_CLOSE, _LEAF_OPEN = "\x1c", "\x1b", "\x1d", "\x1e"
 
 
-def _tokens(td: Any, out: list[str]) -> None:
+def _tokens(td: Any, out: list[str], leaves: list[Tensor] | None = None) -> None:
     """The entries of ``td`` in walk order: a tensor leaf is its key; a non-tensor entry
-    its key after ``\\x1c``; a nested collection ``\\x1e`` + key, its entries, ``\\x1d``; a
-    lazy stack ``\\x1b`` + "dim x count", then each member as a nested ``#i``."""
+    its key after ``\x1c``; a nested collection ``\x1e`` + key, its entries, ``\x1d``; a
+    lazy stack ``\x1b`` + "dim x count", then each member as a nested ``#i``. With
+    ``leaves``, the tensor leaves are appended to it (the order of ``_tensor_leaves``)."""
     parts = td._stack_parts()
     if parts is not None:
         out.append(f"{_LEAF_STACK}{parts[0]} x {len(parts[1])}")
         for i, member in enumerate(parts[1]):
             out.append(f"{_LEAF_OPEN}#{i}")
-            _tokens(member, out)
+            _tokens(member, out, leaves)
             out.append(_LEAF_CLOSE)
         return
-    for key, value in td._tensordict.items():
+    store = td._tensordict
+    if all(map(isinstance, store.values(), _TENSORS)):
+        out.extend(store)
+        if leaves is not None:
+            leaves.extend(store.values())
+        return
+    for key, value in store.items():
         if isinstance(value, Tensor):
             out.append(key)
+            if leaves is not None:
+                leaves.append(value)
         elif isinstance(value, NonTensor):
             out.append(_LEAF_OTHER + key)
         else:
             out.append(_LEAF_OPEN + key)
-            _tokens(value, out)
+            _tokens(value, out, leaves)
             out.append(_LEAF_CLOSE)
 
 

@@ -30,14 +30,16 @@ import marshal
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import explain_mismatch, plan_of, wire_description
+from tensordict._consolidate import explain_mismatch, wire_plan
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
+from tensordict._staging import give_back, take
 from tensordict._torch_compat import flatten_dense, foreach
 
 if TYPE_CHECKING:
@@ -452,26 +454,35 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage, leaves = plan_of(td)
-    if leaves is not None:
-        if any(run[0] not in _CODES for run in plan.runs):
-            _check_dtypes(td, call)
-        storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
-        plan.fill(storage, leaves)
-    desc, fps = wire_description(td, plan)
+    plan, storage, leaves, (desc, fps) = wire_plan(td)
+    if leaves is not None and any(run[0] not in _CODES for run in plan.runs):
+        _check_dtypes(td, call)
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
     raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
+    # the header and the description go first: the receiver checks them and posts the
+    # payload's receive while the leaves are stacked here
     works = [
         dist.isend(header, dst, group=group, tag=tags[0]),
         dist.isend(raw, dst, group=group, tag=tags[1]),
     ]
+    staging = None
+    if leaves is not None:
+        staging = take(plan, _leaf_device(leaves))
+        storage = staging.storage
+        try:
+            plan.fill(storage, leaves)
+        except BaseException:  # the posted messages use their buffers until they complete
+            for work in works:
+                work.wait()
+            raise
     pos = 2
     if plan.nbytes:
         tag = _payload_tag(tags[2], fps, DATA)
         works.append(dist.isend(storage, dst, group=group, tag=tag))
         pos = 3
-    return Pending(works, keep=(header, raw, storage), next_tag=tags[pos])
+    done = None if staging is None else partial(give_back, staging)
+    return Pending(works, done, keep=(header, raw, storage), next_tag=tags[pos])
 
 
 def _leaf_device(leaves: Sequence[Tensor]) -> torch.device:
@@ -487,8 +498,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage, leaves = plan_of(td)
-    mine_desc, mine = wire_description(td, plan)
+    plan, storage, leaves, (mine_desc, mine) = wire_plan(td)
     pending = Pending([work])
 
     def finish() -> None:
@@ -505,11 +515,16 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         works = [dist.irecv(raw, src, group=group, tag=tags[1])]
         fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
-        if storage is not None:
-            buf = storage if fits else torch.empty(nbytes, dtype=torch.uint8, device=storage.device)
-        else:
+        staging = None
+        if fits and storage is not None:
+            buf = storage
+        elif fits:
             assert leaves is not None
-            buf = torch.empty(nbytes, dtype=torch.uint8, device=_leaf_device(leaves))
+            staging = take(plan, _leaf_device(leaves))
+            buf = staging.storage
+        else:
+            dev = storage.device if storage is not None else _leaf_device(leaves or [])
+            buf = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         if nbytes:  # the description and the buffer are received together
             tag = _payload_tag(tags[2], info[2:5], DATA)
             works.append(dist.irecv(buf, src, group=group, tag=tag))
@@ -526,8 +541,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
                 "in the same order, with the same shapes and dtypes; to send a structure the "
                 "receiver does not know, use init_remote/from_remote_init)"
             )
-        if leaves is not None:
-            plan.unpack(buf, leaves)
+        if staging is not None:
+            assert leaves is not None
+            staging.copy_to(leaves)
+            give_back(staging)
 
     pending._finish = finish
     return pending

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import plan_of, wire_description
+from tensordict._consolidate import wire_plan
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
@@ -36,6 +36,7 @@ from tensordict._dist_wire import (
     wire_device,
 )
 from tensordict._primitives import CollectionPrimitives
+from tensordict._staging import give_back, take
 
 if TYPE_CHECKING:
     from typing import Self
@@ -320,17 +321,26 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage, leaves = plan_of(self)
+        plan, storage, leaves, (_, fps) = wire_plan(self)
         receives = dst is None or dist.get_rank() == dst
+        # the headers travel while the leaves are stacked into the staging buffer
+        header = torch.tensor([*fps, plan.nleaves, plan.nbytes]).to(wire_device(dist, group))
+        gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
+        exchange = dist.all_gather(gathered, header, group=group, async_op=True)
+        staging = None
         if storage is None:
             assert leaves is not None
-            storage = torch.empty(plan.nbytes, dtype=torch.uint8, device=_device_of(leaves))
-            plan.fill(storage, leaves)
+            staging = take(plan, _device_of(leaves))
+            storage = staging.storage
+            try:
+                plan.fill(storage, leaves)
+            except BaseException:  # the exchange uses its buffers until it completes
+                exchange.wait()
+                raise
         elif not receives:  # the other ranks keep their values: reduce a copy
             storage = storage.clone()
-        _, fps = wire_description(self, plan)
-        header = torch.tensor([*fps, plan.nleaves, plan.nbytes])
-        headers = _gather_small(dist, header, group)
+        exchange.wait()
+        headers = [h.tolist() for h in gathered]
         ranks = _ranks(dist, group)
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
         if differ:
@@ -351,11 +361,14 @@ class DistributedOps(CollectionPrimitives):
             else:
                 works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
-        if receives and leaves is not None:
-            kept, reduced = leaves, storage
+        if staging is not None:
+            kept, used = leaves, staging
 
             def finish() -> None:
-                plan.unpack(reduced, kept)
+                if receives:
+                    assert kept is not None
+                    used.copy_to(kept)
+                give_back(used)
 
         pending = Pending(works, finish, storage)
         if async_op:
@@ -488,11 +501,3 @@ def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, 
 
 def _device_of(leaves: list[Tensor]) -> torch.device:
     return leaves[0].device if leaves else torch.device("cpu")
-
-
-def _gather_small(dist: Any, header: Tensor, group: Any) -> list[list[int]]:
-    """Every rank's small int64 ``header``, in group order."""
-    header = header.to(wire_device(dist, group))
-    out = [torch.empty_like(header) for _ in _ranks(dist, group)]
-    dist.all_gather(out, header, group=group)
-    return [h.tolist() for h in out]

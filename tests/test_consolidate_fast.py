@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
-from tensordict._consolidate import Plan, explain_mismatch, wire_description
+from tensordict._consolidate import Plan, _leaves_of, explain_mismatch, wire_description, wire_plan
+from tensordict._staging import _FREE, Staging, give_back, take
+from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
 
 
@@ -164,15 +166,98 @@ def test_a_file_whose_run_lists_leaves_out_of_order_is_refused(tmp_path: Path) -
         TensorDict.from_consolidated(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
 
 
-def test_unpack_writes_every_leaf_in_place() -> None:
+def test_a_staging_buffer_writes_every_leaf_in_place() -> None:
     sources = [torch.randn(3, 2) if i % 2 else torch.arange(4.0).double() for i in range(9)]
     plan = Plan.of(sources)
-    storage = torch.empty(plan.nbytes, dtype=torch.uint8)
-    plan.fill(storage, sources)
+    staging = take(plan, torch.device("cpu"))
+    plan.fill(staging.storage, sources)
     targets = [torch.zeros_like(s) for s in sources]
     targets[1] = torch.zeros(2, 3).t()  # a non-contiguous leaf is written through its strides
+    targets[3].requires_grad_()  # a parameter is written too (no autograd record)
     kept = [t.data_ptr() for t in targets]
-    plan.unpack(storage, targets)
+    staging.copy_to(targets)
     assert [t.data_ptr() for t in targets] == kept
+    assert targets[3].grad_fn is None
     for got, want in zip(targets, sources, strict=True):
-        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        torch.testing.assert_close(got.detach(), want, rtol=0, atol=0)
+
+
+def test_staging_buffers_are_reused_per_plan_and_owned_by_one_transfer() -> None:
+    plan = Plan.of([torch.zeros(5, 3) for _ in range(4)])
+    first = take(plan, torch.device("cpu"))
+    views = first.views()
+    second = take(plan, torch.device("cpu"))  # the first is in use: a new buffer
+    assert second.storage.data_ptr() != first.storage.data_ptr()
+    give_back(first)
+    again = take(plan, torch.device("cpu"))
+    assert again is first and again.views() is views  # the views are made once
+    other = Plan.of([torch.zeros(7) for _ in range(2)])
+    assert take(other, torch.device("cpu")).plan is other  # never another plan's buffer
+    huge = Plan([(torch.uint8, torch.Size([1]), 1, 0, [0])], 1, _STAGING_LIMIT + 1)
+    give_back(Staging(huge, torch.empty(0, dtype=torch.uint8)))  # too large to keep
+    assert all(s.plan is not huge for s in _FREE)
+
+
+def test_pickle_writes_a_repeated_structure_once() -> None:
+    groups = {
+        f"g{i}": {
+            f"leaf{j}": torch.randn(2, 3) if j % 2 else torch.arange(2) + i for j in range(10)
+        }
+        for i in range(20)
+    }
+    td = TensorDict(groups, [2]).consolidate()  # two interleaved runs: index lists
+    raw = pickle.dumps(td)
+    back = pickle.loads(raw)
+    assert back.is_consolidated()
+    assert_same(back, td)
+    # 20 nodes of 10 keys: each key tuple and batch size is written once (3,008 bytes when
+    # every node wrote its own)
+    assert len(raw) - td._consolidated.storage.numel() < 2000
+
+
+def test_pickle_of_one_run_carries_its_first_index_only() -> None:
+    td = TensorDict({f"k{i}": torch.full((3,), float(i)) for i in range(50)}, [3]).consolidate()
+    runs = td.__reduce_ex__(2)[1][1]
+    assert [r[4] for r in runs] == [0]
+    back = pickle.loads(pickle.dumps(td))
+    assert back._consolidated.plan.runs[0][4] == list(range(50))
+    assert_same(back, td)
+
+
+@pytest.mark.parametrize("changed", ["head", "later", "empty"])
+def test_a_leaf_reshaped_in_place_is_planned_again(changed: str) -> None:
+    # consolidate() reads one shape per run of a reused plan and lets torch.stack check
+    # the others: a leaf whose shape changed in place (same object, same dtype) must
+    # still get a new plan, whichever leaf of the run it is
+    td = TensorDict(
+        {"a": torch.randn(3, 2), "b": torch.randn(3, 2), "c": torch.randn(3, 2)}
+        | {"e": torch.zeros(3, 0), "f": torch.zeros(3, 0)},
+        [3],
+    )
+    td.consolidate()  # the plan is made and kept
+    if changed == "head":
+        td["a"].resize_(3, 4).copy_(torch.randn(3, 4))
+    elif changed == "later":
+        td["c"].resize_(3, 4).copy_(torch.randn(3, 4))
+    else:
+        td["f"].resize_(3, 0, 2)
+    ctd = td.consolidate()
+    for key in "abcef":
+        assert ctd[key].shape == td[key].shape
+        torch.testing.assert_close(ctd[key], td[key], rtol=0, atol=0)
+    assert ctd.is_consolidated() and Plan.of(_leaf_list(td)) is ctd._consolidated.plan
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_the_wire_and_consolidate_walks_take_the_leaves_in_walk_order(name: str) -> None:
+    td = CATALOGUE[name]()
+    mixed = _mixed()
+    for source in (td, lazy_stack([mixed, mixed.clone()]), TensorDict({"t": td, "m": mixed})):
+        expected = _leaf_list(source)
+        plan, storage, leaves, (raw, _) = wire_plan(source)
+        assert storage is None and leaves is not None
+        assert [id(x) for x in leaves] == [id(x) for x in expected]
+        assert [id(x) for x in _leaves_of(source, [])] == [id(x) for x in expected]
+        tokens = json.loads(raw)["tokens"]
+        assert sum(1 for t in tokens if t[:1] not in "\x1b\x1c\x1d\x1e") == len(expected)
+        assert plan is Plan.of(expected)

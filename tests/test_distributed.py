@@ -107,6 +107,22 @@ def _p2p(rank: int) -> None:
         _sample(1).send(1)  # received straight into from_remote_init's buffers
         _sample().send(1)  # from_remote_init on this one: refused
         _sample().init_remote(1)  # recv on this one: refused
+        # one structure again and again with new values: the staging buffers are reused
+        # on both sides, and a send still in flight keeps its own while a receive runs
+        echo = _zeros_like_sample()
+        for k in range(3):
+            _sample(k).send(1)
+            handles = _sample(k + 10).isend(1, return_early=True)
+            echo.recv(1)
+            for h in handles:  # type: ignore[union-attr]
+                h.wait()
+            assert _equal(echo, _sample(k + 20)), echo
+        # a copy that fails once the header and the description are out: send waits for
+        # them to be taken (their buffers stay alive), then raises
+        mixed = TensorDict(
+            {"a": torch.zeros(2), "b": torch.zeros(2, device="meta"), "c": torch.zeros(2)}, [2]
+        )
+        _raises(lambda: mixed.send(1), RuntimeError, "not on the expected device")
         return
     td = _zeros_like_sample()
     obs = td["obs"]
@@ -147,6 +163,18 @@ def _p2p(rank: int) -> None:
     assert fresh["obs"].data_ptr() == obs_ptr
     _raises(lambda: TensorDict.from_remote_init(0), RuntimeError, "pair from_remote_init")
     _raises(lambda: _zeros_like_sample().recv(0), RuntimeError, "does not pair")
+    got = _zeros_like_sample()
+    for k in range(3):
+        got.recv(0)
+        assert _equal(got, _sample(k)), got
+        got.recv(0)
+        assert _equal(got, _sample(k + 10)), got
+        _sample(k + 20).send(0)
+    from tensordict._dist_wire import HEADER_LEN
+
+    header = torch.empty(HEADER_LEN, dtype=torch.int64)
+    dist.recv(header, 0, tag=0)
+    dist.recv(torch.empty(int(header[6]), dtype=torch.uint8), 0, tag=1)  # no payload follows
 
 
 # ------------------------------------------------------------------ collectives
@@ -156,6 +184,13 @@ def _collectives(rank: int) -> None:
     td.all_reduce()
     expected = _sample(0).exclude("done").apply(lambda a, b: a + b, _sample(1).exclude("done"))
     assert _equal(td, expected), td
+    for k in range(2, 5):  # the same structure again: its staging buffer is reused
+        td = _sample(rank * k).exclude("done")
+        handles = td.all_reduce(async_op=True)
+        for h in handles:  # type: ignore[union-attr]
+            h.wait()
+        expected = _sample(0).exclude("done").apply(lambda a, b: a + b, _sample(k).exclude("done"))
+        assert _equal(td, expected), (k, td)
 
     td = TensorDict({"a": torch.full((2,), float(rank))}, [2])
     works = td.all_reduce(op=dist.ReduceOp.MAX, async_op=True)

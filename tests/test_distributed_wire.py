@@ -160,11 +160,10 @@ def _dies(rank: int, world: int) -> None:
     td = TensorDict({"a": torch.zeros(1000, 100)}, [1000])
     if rank == 0:
         # the header and the description go out, then the process is gone
-        from tensordict._consolidate import plan_of, wire_description
+        from tensordict._consolidate import wire_plan
         from tensordict._dist_wire import DATA, _one_header
 
-        plan, _ = plan_of(td)
-        desc, fps = wire_description(td, plan)
+        plan, _, _, (desc, fps) = wire_plan(td)
         dist.send(_one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes), 1)
         dist.send(torch.frombuffer(bytearray(desc), dtype=torch.uint8), 1, tag=1)
         os._exit(0)
