@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,9 +21,17 @@ _NOT_GIVEN: Any = object()
 _Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 
 
+_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
+
+
 def tensor_leaves(td: DenseTensorDictBase, out: list[Tensor]) -> list[Tensor]:
-    """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first)."""
-    for value in td._tensordict.values():
+    """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first);
+    a level whose entries are all tensors is taken in one ``extend``."""
+    values = td._tensordict.values()
+    if all(map(isinstance, values, _TENSORS)):
+        out.extend(values)
+        return out
+    for value in values:
         if isinstance(value, Tensor):
             out.append(value)
         elif not isinstance(value, NonTensor):

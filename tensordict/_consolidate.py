@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._apply import _TENSORS
 from tensordict._convert import _parse_to
 from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -65,7 +66,6 @@ class _Recent:
 _PLANS = _Recent()  # (shapes, dtypes, Plan._heads(), plan) of the last plans made
 _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
-_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
 
 
 class Plan:
@@ -457,9 +457,9 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
             else template(v, memo)
             for v in store.values()
         )
-    keys = tuple(store)
-    keys = memo.setdefault(keys, keys)
-    size = memo.setdefault(td._batch_size, td._batch_size)
+    keys = tuple(store)  # (memo keys tagged: an empty key tuple equals an empty Size)
+    keys = memo.setdefault(("k", keys), keys)
+    size = memo.setdefault(("b", td._batch_size), td._batch_size)
     return ("d", kind, size, td._device, td._names, keys, subs)
 
 
@@ -617,7 +617,7 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        leaves = _leaves_of(self, [])
+        leaves = self._tensor_leaves([])
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
@@ -750,26 +750,6 @@ def _read(filename: str | os.PathLike[str] | Tensor) -> Tensor:
         return filename
     path = os.fspath(filename)
     return torch.from_file(path, shared=True, size=os.path.getsize(path), dtype=torch.uint8)
-
-
-def _leaves_of(td: Any, out: list[Tensor]) -> list[Tensor]:
-    """The tensor leaves of ``td`` in walk order (as ``_tensor_leaves``), a level whose
-    entries are all tensors taken in one ``extend``."""
-    parts = td._stack_parts()
-    if parts is not None:
-        for member in parts[1]:
-            _leaves_of(member, out)
-        return out
-    values = td._tensordict.values()
-    if all(map(isinstance, values, _TENSORS)):
-        out.extend(values)
-        return out
-    for value in values:
-        if isinstance(value, Tensor):
-            out.append(value)
-        elif not isinstance(value, NonTensor):
-            _leaves_of(value, out)
-    return out
 
 
 def _storage_device(td: Any, leaves: Sequence[Tensor], device: Any) -> torch.device:

@@ -29,6 +29,7 @@ import json
 import marshal
 import math
 import random
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -357,7 +358,7 @@ def check_magic(call: str, info: list[int], src: object) -> None:
 class Pending:
     """A transfer in flight: ``wait()`` completes it, and also unpacks what it received."""
 
-    __slots__ = ("_done", "_finish", "_keep", "_works", "next_tag")
+    __slots__ = ("_done", "_finish", "_keep", "_lock", "_works", "next_tag")
 
     def __init__(
         self,
@@ -370,6 +371,7 @@ class Pending:
         self._finish = finish
         self._keep = keep  # the buffers in flight stay alive until wait()
         self._done = False
+        self._lock = threading.Lock()  # the finish step runs once, whoever waits
         self.next_tag = next_tag  # the tag after the last message (set by wait() for recv)
 
     def is_completed(self) -> bool:
@@ -381,10 +383,12 @@ class Pending:
         if not self._done:
             for work in self._works:
                 work.wait()
-            if self._finish is not None:
-                self._finish()
-            self._done = True
-            self._keep = None
+            with self._lock:  # (two threads waiting on one transfer: one unpacks)
+                if not self._done:
+                    if self._finish is not None:
+                        self._finish()
+                    self._done = True
+                    self._keep = None
         return True
 
 
@@ -457,25 +461,19 @@ def _post_send_one(
     plan, storage, leaves, (desc, fps) = wire_plan(td)
     if leaves is not None and any(run[0] not in _CODES for run in plan.runs):
         _check_dtypes(td, call)
+    staging = None
+    if leaves is not None:  # stacked before anything is posted: a leaf that cannot be
+        # stacked (another device, say) fails this send alone, the peer sees nothing of it
+        staging = take(plan, _leaf_device(leaves))
+        storage = staging.storage
+        plan.fill(storage, leaves)
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
     raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
-    # the header and the description go first: the receiver checks them and posts the
-    # payload's receive while the leaves are stacked here
     works = [
         dist.isend(header, dst, group=group, tag=tags[0]),
         dist.isend(raw, dst, group=group, tag=tags[1]),
     ]
-    staging = None
-    if leaves is not None:
-        staging = take(plan, _leaf_device(leaves))
-        storage = staging.storage
-        try:
-            plan.fill(storage, leaves)
-        except BaseException:  # the posted messages use their buffers until they complete
-            for work in works:
-                work.wait()
-            raise
     pos = 2
     if plan.nbytes:
         tag = _payload_tag(tags[2], fps, DATA)

@@ -80,5 +80,7 @@ def give_back(staging: Staging) -> None:
     """Return a buffer whose transfer has completed to the pool (the oldest is dropped)."""
     if _kept(staging.plan, staging.storage.device):
         with _LOCK:
+            if any(kept is staging for kept in _FREE):
+                return  # given back already: one buffer is never handed out twice
             _FREE.insert(0, staging)
             del _FREE[_KEEP:]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
-from tensordict._consolidate import Plan, _leaves_of, explain_mismatch, wire_description, wire_plan
+from tensordict._consolidate import Plan, explain_mismatch, wire_description, wire_plan
 from tensordict._staging import _FREE, Staging, give_back, take
 from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
@@ -215,6 +215,21 @@ def test_pickle_writes_a_repeated_structure_once() -> None:
     assert len(raw) - td._consolidated.storage.numel() < 2000
 
 
+def test_pickle_keeps_every_batch_size_a_size_next_to_an_empty_level() -> None:
+    # an empty level's key tuple () equals an empty torch.Size: the pickle writes each
+    # once, but never hands one out for the other
+    td = TensorDict(
+        {"e": TensorDict({}, []), "x": torch.zeros(2), "n": TensorDict({"y": torch.ones(1)}, [])},
+        [],
+    ).consolidate()
+    back = pickle.loads(pickle.dumps(td))
+    for level in (back, back["e"], back["n"]):
+        assert type(level.batch_size) is torch.Size
+        assert level.batch_size.numel() == 1
+    assert list(back["e"].keys()) == [] and list(back["n"].keys()) == ["y"]
+    assert_same(back, td)
+
+
 def test_pickle_of_one_run_carries_its_first_index_only() -> None:
     td = TensorDict({f"k{i}": torch.full((3,), float(i)) for i in range(50)}, [3]).consolidate()
     runs = td.__reduce_ex__(2)[1][1]
@@ -257,7 +272,38 @@ def test_the_wire_and_consolidate_walks_take_the_leaves_in_walk_order(name: str)
         plan, storage, leaves, (raw, _) = wire_plan(source)
         assert storage is None and leaves is not None
         assert [id(x) for x in leaves] == [id(x) for x in expected]
-        assert [id(x) for x in _leaves_of(source, [])] == [id(x) for x in expected]
         tokens = json.loads(raw)["tokens"]
         assert sum(1 for t in tokens if t[:1] not in "\x1b\x1c\x1d\x1e") == len(expected)
         assert plan is Plan.of(expected)
+
+
+def test_a_transfer_waited_from_two_threads_gives_its_buffer_back_once() -> None:
+    import threading
+    import time
+
+    from tensordict._dist_wire import Pending
+
+    class _SlowWork:
+        def wait(self) -> bool:
+            time.sleep(0.05)
+            return True
+
+    plan = Plan.of([torch.zeros(4) for _ in range(3)])
+    staging = take(plan, torch.device("cpu"))
+    finished: list[int] = []
+
+    def finish() -> None:
+        finished.append(1)
+        give_back(staging)
+
+    pending = Pending([_SlowWork()], finish)
+    threads = [threading.Thread(target=pending.wait) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert finished == [1]  # the unpacking ran once
+    give_back(staging)  # and a second give-back is ignored
+    assert sum(kept is staging for kept in _FREE) == 1
+    first, second = take(plan, torch.device("cpu")), take(plan, torch.device("cpu"))
+    assert first is not second  # never one buffer for two transfers

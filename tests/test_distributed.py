@@ -117,12 +117,13 @@ def _p2p(rank: int) -> None:
             for h in handles:  # type: ignore[union-attr]
                 h.wait()
             assert _equal(echo, _sample(k + 20)), echo
-        # a copy that fails once the header and the description are out: send waits for
-        # them to be taken (their buffers stay alive), then raises
+        # leaves that cannot be stacked fail the send before anything is posted: the peer
+        # sees nothing of it, and the next send arrives whole
         mixed = TensorDict(
             {"a": torch.zeros(2), "b": torch.zeros(2, device="meta"), "c": torch.zeros(2)}, [2]
         )
         _raises(lambda: mixed.send(1), RuntimeError, "not on the expected device")
+        _sample(5).send(1)
         return
     td = _zeros_like_sample()
     obs = td["obs"]
@@ -170,11 +171,9 @@ def _p2p(rank: int) -> None:
         got.recv(0)
         assert _equal(got, _sample(k + 10)), got
         _sample(k + 20).send(0)
-    from tensordict._dist_wire import HEADER_LEN
-
-    header = torch.empty(HEADER_LEN, dtype=torch.int64)
-    dist.recv(header, 0, tag=0)
-    dist.recv(torch.empty(int(header[6]), dtype=torch.uint8), 0, tag=1)  # no payload follows
+    after = _zeros_like_sample()
+    after.recv(0)  # the send after the failed one, whole
+    assert _equal(after, _sample(5)), after
 
 
 # ------------------------------------------------------------------ collectives
