@@ -68,6 +68,14 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 
 
+def _range_start(idx: list[int], count: int) -> int | None:
+    """The first index of a run whose ``count`` leaf indices are consecutive (they
+    ascend, so first and last tell), else None (also for an empty run)."""
+    if count and idx[-1] - idx[0] == count - 1:
+        return idx[0]
+    return None
+
+
 class Plan:
     """Where each leaf of a structure lies in its consolidated storage (immutable: plans
     are shared between collections of the same dtypes and shapes, see :meth:`of`)."""
@@ -162,8 +170,8 @@ class Plan:
                 if not size:
                     continue
                 dst = storage[start : start + size].view(dtype).view(count, *shape)
-                first = idx[0]
-                if idx[-1] - first == count - 1:  # indices ascend, so they are a range
+                first = _range_start(idx, count)
+                if first is not None:
                     parts = list(leaves[first : first + count])
                 else:
                     parts = [leaves[i] for i in idx]
@@ -182,8 +190,8 @@ class Plan:
         for dtype, shape, count, start, idx in self.runs:
             size = shape.numel() * dtype.itemsize * count
             block = storage[start : start + size].view(dtype).view(count, *shape).unbind(0)
-            first = idx[0] if count else 0
-            if count and idx[-1] - first == count - 1:  # indices ascend, so they are a range
+            first = _range_start(idx, count)
+            if first is not None:
                 out[first : first + count] = block
             else:
                 for i, view in zip(idx, block, strict=True):
@@ -467,7 +475,7 @@ def _pickled(td: Any, record: Record) -> tuple[Any, ...]:
     """What a consolidated collection pickles besides its storage: the plan's runs (a run
     of consecutive leaves as its first index, not the list), the leaf count, the template."""
     runs = [
-        (d, s, c, b, idx[0] if c and idx[-1] - idx[0] == c - 1 else idx)
+        (d, s, c, b, idx if (first := _range_start(idx, c)) is None else first)
         for d, s, c, b, idx in record.plan.runs
     ]
     return (runs, record.plan.nleaves, template(td))
