@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,14 +20,11 @@ _NOT_GIVEN: Any = object()
 _Dense = TypeVar("_Dense", bound="DenseTensorDictBase")
 
 
-_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
-
-
 def tensor_leaves(td: DenseTensorDictBase, out: list[Tensor]) -> list[Tensor]:
     """Append the tensor leaves of a dense ``td`` to ``out`` in storage order (depth first);
     a level whose entries are all tensors is taken in one ``extend``."""
     values = td._tensordict.values()
-    if all(map(isinstance, values, _TENSORS)):
+    if all(map(isinstance, values, (Tensor,) * len(values))):  # (a tuple: dynamo walks it)
         out.extend(values)
         return out
     for value in values:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._apply import _TENSORS
 from tensordict._convert import _parse_to
 from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -48,6 +47,7 @@ _TRAILER = 8  # the int64 length of the JSON description at the end of a file
 Run = tuple[torch.dtype, torch.Size, int, int, list[int]]
 
 _RECENT_MAX = 8
+_TENSORS = itertools.repeat(Tensor)  # isinstance's second argument, for map
 
 
 class _Recent:
