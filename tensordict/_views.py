@@ -101,28 +101,27 @@ def walk(
 
 
 def _count(
-    store: dict[str, Any],
-    include_nested: bool,
-    leaves_only: bool,
-    is_leaf: IsLeaf | None,
-    tables: tuple[dict[type, bool | None], IsLeaf | None] | None = None,
+    store: dict[str, Any], include_nested: bool, leaves_only: bool, is_leaf: IsLeaf | None
 ) -> int:
-    """How many entries ``walk`` yields, without building their keys."""
-    known, call = tables = tables or _tables(is_leaf)
+    """How many entries ``walk`` yields, without building their keys (the nested levels
+    an explicit stack, as in ``walk``: no call per level)."""
+    known, call = _tables(is_leaf)
     n = 0
-    for value in store.values():
-        cls = value.__class__
-        try:
-            leaf = known[cls]
-        except KeyError:
-            leaf = _learn(cls, known)
-        if not leaves_only or (leaf if call is None else call(cls)):
-            n += 1
-        if include_nested and leaf is False:
-            if hasattr(value, "_tensordict"):
-                n += _count(value._tensordict, include_nested, leaves_only, is_leaf, tables)
-            else:  # a ragged lazy stack: its common keys
-                n += len(value.keys(True, leaves_only, is_leaf))
+    pending = [store]
+    while pending:
+        for value in pending.pop().values():
+            cls = value.__class__
+            try:
+                leaf = known[cls]
+            except KeyError:
+                leaf = _learn(cls, known)
+            if not leaves_only or (leaf if call is None else call(cls)):
+                n += 1
+            if include_nested and leaf is False:
+                if hasattr(value, "_tensordict"):
+                    pending.append(value._tensordict)
+                else:  # a ragged lazy stack: its common keys
+                    n += len(value.keys(True, leaves_only, is_leaf))
     return n
 
 
