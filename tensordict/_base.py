@@ -163,8 +163,11 @@ class TensorDictBase(
         inplace: bool = False,
         filter_empty: bool = True,
         call_on_nested: bool = False,
+        default: Any = _NO_DEFAULT,
+        out: Any = None,
     ) -> Self:
-        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``).
+        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``);
+        ``default`` and ``out`` as for :meth:`apply`.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -177,9 +180,21 @@ class TensorDictBase(
         from tensordict._keys import join_path
 
         key_fn = join_path if nested_keys else (lambda path: path[-1])
-        return self._apply_impl(
-            fn, others, key_fn, batch_size, device, names, inplace, filter_empty, call_on_nested
+        result = self._apply_impl(
+            fn,
+            others,
+            key_fn,
+            batch_size,
+            device,
+            names,
+            inplace,
+            filter_empty,
+            call_on_nested,
+            default,
         )
+        if out is not None:
+            return out.update_(result)  # type: ignore[no-any-return]
+        return result
 
     def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase) -> Self:
         """Apply ``fn`` to every tensor leaf and copy the result back into the leaf.

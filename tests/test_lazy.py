@@ -323,3 +323,24 @@ def test_apply_with_default_on_a_nested_lazy_level_missing_from_the_other() -> N
     assert isinstance(out["inner"], LazyStackedTensorDict)
     torch.testing.assert_close(out["inner"][1]["y"], torch.full((1,), 7.0))
     torch.testing.assert_close(out["inner", "x"], torch.full((2, 2), 7.0))
+
+
+def test_named_apply_takes_default_and_out_as_apply_does() -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])
+    other = TensorDict({"a": torch.full((2,), 3.0)}, [2])
+    seen: list[object] = []
+
+    def fn(key: object, x: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
+        seen.append(key)
+        return x - 1 if y is None else x + y
+
+    result = td.named_apply(fn, other, nested_keys=True, default=None)
+    assert seen == ["a", ("n", "b")]
+    torch.testing.assert_close(result["a"], torch.full((2,), 3.0))
+    torch.testing.assert_close(result["n", "b"], torch.full((2,), -1.0))
+    with pytest.raises(KeyError, match="missing from one of the other TensorDicts"):
+        td.named_apply(fn, other, nested_keys=True)
+    out = td.clone()
+    assert td.named_apply(lambda k, x: x + 5, out=out) is out
+    torch.testing.assert_close(out["n", "b"], torch.full((2,), 5.0))
+    torch.testing.assert_close(td["n", "b"], torch.zeros(2))  # the source is left alone
