@@ -124,11 +124,13 @@ class TensorDictBase(
         call_on_nested: bool = False,
         default: Any = _NO_DEFAULT,
         out: Any = None,
+        propagate_lock: bool = False,
     ) -> Self:
         """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
 
         ``default`` stands in for the leaves ``others`` lack; ``out`` receives the result
-        in place (and is returned).
+        in place (and is returned); ``propagate_lock`` locks a new result when this
+        collection is locked.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -148,8 +150,15 @@ class TensorDictBase(
             call_on_nested,
             default,
         )
+        return self._applied(result, out, inplace, propagate_lock)  # type: ignore[no-any-return]
+
+    def _applied(self, result: Any, out: Any, inplace: bool, propagate_lock: bool) -> Any:
+        """What ``apply``/``named_apply`` return: ``result``, or ``out`` updated with it;
+        a new result locked when this collection is and ``propagate_lock`` asks."""
         if out is not None:
-            return out.update_(result)  # type: ignore[no-any-return]
+            return out.update_(result)
+        if propagate_lock and not inplace and self.is_locked:
+            result.lock_()
         return result
 
     def named_apply(
@@ -165,9 +174,10 @@ class TensorDictBase(
         call_on_nested: bool = False,
         default: Any = _NO_DEFAULT,
         out: Any = None,
+        propagate_lock: bool = False,
     ) -> Self:
         """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``);
-        ``default`` and ``out`` as for :meth:`apply`.
+        ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -192,9 +202,7 @@ class TensorDictBase(
             call_on_nested,
             default,
         )
-        if out is not None:
-            return out.update_(result)  # type: ignore[no-any-return]
-        return result
+        return self._applied(result, out, inplace, propagate_lock)  # type: ignore[no-any-return]
 
     def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase) -> Self:
         """Apply ``fn`` to every tensor leaf and copy the result back into the leaf.

@@ -344,3 +344,17 @@ def test_named_apply_takes_default_and_out_as_apply_does() -> None:
     assert td.named_apply(lambda k, x: x + 5, out=out) is out
     torch.testing.assert_close(out["n", "b"], torch.full((2,), 5.0))
     torch.testing.assert_close(td["n", "b"], torch.zeros(2))  # the source is left alone
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_apply_propagate_lock_locks_a_new_result_of_a_locked_collection(locked: bool) -> None:
+    members = [TensorDict({"a": torch.zeros(2)}, [2]) for _ in range(2)]
+    for td in (
+        TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2]),
+        lazy_stack(members),
+    ):
+        if locked:
+            td.lock_()
+        assert not td.apply(lambda x: x + 1).is_locked  # off by default
+        assert td.apply(lambda x: x + 1, propagate_lock=True).is_locked == locked
+        assert td.named_apply(lambda k, x: x + 1, propagate_lock=True).is_locked == locked
