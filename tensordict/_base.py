@@ -138,25 +138,25 @@ class TensorDictBase(
         >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
         ['a']
         """
-        result = self._apply_impl(
-            fn,
-            others,
-            None,
-            batch_size,
-            device,
-            names,
-            inplace,
-            filter_empty,
-            call_on_nested,
-            default,
-        )
-        return self._applied(result, out, inplace, propagate_lock)  # type: ignore[no-any-return]
+        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
+        return self._apply_with(fn, others, None, args, out, propagate_lock)  # type: ignore[no-any-return]
 
-    def _applied(self, result: Any, out: Any, inplace: bool, propagate_lock: bool) -> Any:
-        """What ``apply``/``named_apply`` return: ``result``, or ``out`` updated with it;
-        a new result locked when this collection is and ``propagate_lock`` asks."""
+    def _apply_with(
+        self,
+        fn: Callable[..., Any],
+        others: tuple[Any, ...],
+        key_fn: Callable[[tuple[str, ...]], Any] | None,
+        args: tuple[Any, ...],
+        out: Any,
+        propagate_lock: bool,
+    ) -> Any:
+        """``apply``/``named_apply``: the engine with ``args`` (batch size through default,
+        in ``_apply_impl``'s order), then ``out`` updated with the result, or a new result
+        locked when this collection is and ``propagate_lock`` asks."""
+        result = self._apply_impl(fn, others, key_fn, *args)
         if out is not None:
             return out.update_(result)
+        inplace = args[3]
         if propagate_lock and not inplace and self.is_locked:
             result.lock_()
         return result
@@ -190,19 +190,8 @@ class TensorDictBase(
         from tensordict._keys import join_path
 
         key_fn = join_path if nested_keys else (lambda path: path[-1])
-        result = self._apply_impl(
-            fn,
-            others,
-            key_fn,
-            batch_size,
-            device,
-            names,
-            inplace,
-            filter_empty,
-            call_on_nested,
-            default,
-        )
-        return self._applied(result, out, inplace, propagate_lock)  # type: ignore[no-any-return]
+        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
+        return self._apply_with(fn, others, key_fn, args, out, propagate_lock)  # type: ignore[no-any-return]
 
     def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase) -> Self:
         """Apply ``fn`` to every tensor leaf and copy the result back into the leaf.

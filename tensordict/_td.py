@@ -159,25 +159,6 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         lock: bool = False,
         **kwargs: Any,
     ) -> None:
-        if (  # the hot path: a plain dict and a batch size [N]; checked here, no call
-            type(source) is dict
-            and type(batch_size) is list
-            and len(batch_size) == 1
-            and type(b0 := batch_size[0]) is int
-            and (bs := _SIZES.get(b0)) is not None
-            and device is None
-            and not kwargs
-        ):
-            self._batch_size = bs
-            self._device = None
-            self._names = None
-            self._is_locked = False
-            self._fill_dict(source, b0)
-            if names is not None:
-                self.names = names
-            if lock:
-                self.lock_()
-            return
         if (  # the common [N] and torch.Size: checked here, no call
             type(batch_size) is list
             and len(batch_size) == 1
@@ -200,7 +181,25 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 f"(got source and {sorted(kwargs)})"
             )
         if type(source) is dict and dev is None and len(bs) == 1:
-            self._fill_dict(source, bs[0])
+            # The hot path: copied in one C call, then each entry checked once. Under a
+            # plain key, an entry that is not a plain tensor with the batch's first dim is
+            # nested, converted or reported by _fill_one, which replaces it in place; any
+            # other key sends the whole source to the general path.
+            self._tensordict = store = dict(source)
+            b0 = bs[0]
+            for key, value in store.items():
+                if type(key) is str and key:
+                    if type(value) is Tensor:
+                        try:
+                            if value.shape[0] == b0:
+                                continue
+                        except IndexError:  # a 0-dim tensor: reported by _fill_one
+                            pass
+                    self._fill_one(key, value)
+                else:
+                    self._tensordict = {}
+                    self._fill_pairs(source.items())
+                    break
         else:
             self._tensordict = {}
             if type(source) is dict:
@@ -222,29 +221,6 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self.names = names
         if lock:
             self.lock_()
-
-    def _fill_dict(self, source: dict[Any, Any], b0: int) -> None:
-        """Store a plain dict's entries under a one-dim batch size ``[b0]`` and no device.
-
-        Copied in one C call, then each entry checked once. Under a plain key, an entry
-        that is not a plain tensor with the batch's first dim is nested, converted or
-        reported by ``_fill_one``, which replaces it in place; any other key sends the
-        whole source to the general path.
-        """
-        self._tensordict = store = dict(source)
-        for key, value in store.items():
-            if type(key) is str and key:
-                if type(value) is Tensor:
-                    try:
-                        if value.shape[0] == b0:
-                            continue
-                    except IndexError:  # a 0-dim tensor: reported by _fill_one
-                        pass
-                self._fill_one(key, value)
-            else:
-                self._tensordict = {}
-                self._fill_pairs(source.items())
-                break
 
     def _fill(self, source: Mapping[Any, Any] | TensorDict) -> None:
         """Store the entries of ``source``; plain dicts nest without re-normalising anything."""
