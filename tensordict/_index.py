@@ -105,6 +105,8 @@ class ZeroDimIndexError(IndexError, RuntimeError):
 
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
+    if value_bs == sub_bs:  # the common case, without torch's symbolic broadcast rule
+        return
     try:
         ok = torch.broadcast_shapes(value_bs, sub_bs) == sub_bs  # type: ignore[no-untyped-call]
     except RuntimeError:
@@ -118,6 +120,17 @@ def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None
 
 def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) -> torch.Size:
     """The batch size after indexing, as torch computes it for a tensor of shape ``bs``."""
+    if len(idx) <= len(bs):  # ints within range and forward slices: no probe tensor
+        kept: list[int] = []
+        for item, n in zip(idx, bs, strict=False):
+            if type(item) is int and -n <= item < n:
+                continue
+            if type(item) is slice and (item.step is None or item.step > 0):
+                kept.append(len(range(*item.indices(n))))
+                continue
+            break
+        else:
+            return torch.Size([*kept, *bs[len(idx) :]])
     try:
         return torch.zeros(()).expand(bs)[idx].shape
     except (IndexError, TypeError, RuntimeError, ValueError) as err:

@@ -21,7 +21,7 @@ from tensordict._memmap_backing import (
     rename_files,
 )
 from tensordict._memmap_views import MappedViews
-from tensordict._torch_compat import disable_subclass_dispatch
+from tensordict._torch_compat import disable_subclass_dispatch, new_shared_storage
 
 __all__ = [
     "MemmapExistsError",
@@ -174,9 +174,12 @@ class MemoryMappedTensor(MappedViews):
     ) -> MemoryMappedTensor:
         """A new tensor of ``size``: a fresh file (reads as zeros), or shared memory
         (zeroed when ``zero``)."""
-        if filename is None:
-            fresh = torch.zeros(size, dtype=dtype) if zero else torch.empty(size, dtype=dtype)
-            fresh.share_memory_()  # type: ignore[no-untyped-call]
+        if filename is None:  # made in shared memory (not made, then copied there)
+            nbytes = size.numel() * dtype.itemsize
+            fresh = torch.empty(0, dtype=dtype, device="cpu")
+            fresh = fresh.set_(new_shared_storage(nbytes)).view(size)
+            if zero:
+                fresh.zero_()
             if fresh.numel():
                 register(fresh.untyped_storage(), None, size)
             return cls._wrap(fresh)

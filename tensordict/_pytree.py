@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tensordict import _vmap_whole
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
@@ -23,6 +24,7 @@ from tensordict._torch_compat import (
     batched_dim,
     is_batched,
     let_vmap_take_one_out_dim,
+    let_vmap_take_whole,
     mapping_key,
     register_pytree_node,
     sequence_key,
@@ -251,8 +253,11 @@ def register() -> None:
         "tensordict.LazyStackedTensorDict",
     )
     let_vmap_take_one_out_dim(
-        lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)), _name_out_dim
+        lambda x: isinstance(x, (TensorDict, LazyStackedTensorDict)),
+        _name_out_dim,
+        _vmap_whole.unbatch,
     )
+    let_vmap_take_whole(_vmap_whole.stand_in, _vmap_whole.batch)
 
 
 def _name_out_dim(inside: Any, outside: Any, out_dim: Any) -> Any:

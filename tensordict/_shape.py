@@ -13,6 +13,7 @@ from tensordict._context import adopt, record
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, as_collection
 from tensordict._switches import set_lazy_legacy
+from tensordict._torch_compat import split_with_sizes
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -108,6 +109,15 @@ def _split_check(call: str, bs: torch.Size, split_size: Any, dim: int) -> int:
             f"size of batch dim {d}), got {list(split_size)}"
         )
     return d
+
+
+def _split_lengths(n: int, split_size: int | Sequence[int]) -> list[int]:
+    """The lengths ``split`` cuts a dim of size ``n`` into (checked by ``_split_check``):
+    pieces of ``split_size`` and a shorter last one, or the sizes given; as torch, a dim
+    of size 0 gives one empty piece."""
+    if isinstance(split_size, int):
+        return [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
+    return list(split_size)
 
 
 def _dummy(bs: torch.Size) -> Tensor:
@@ -461,15 +471,17 @@ class ShapeOps(CollectionPrimitives):
     # --------------------------------------------------------- slicing kinds
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
-        d = _split_check(self._call("split"), self._batch_size, split_size, dim)
-        sizes = _shape_via(
-            self._call("split"),
-            self._batch_size,
-            lambda t: [p.shape for p in t.split(split_size, d)],  # type: ignore[no-untyped-call]
-        )
-        return self._remap_many(
-            self._call("split"), lambda x: x.split(split_size, d), sizes, self._names_kept()
-        )
+        bs = self._batch_size
+        d = _split_check(self._call("split"), bs, split_size, dim)
+        lengths = _split_lengths(bs[d], split_size)
+        sizes = [torch.Size([*bs[:d], n, *bs[d + 1 :]]) for n in lengths]
+
+        def pieces(x: Any) -> Any:  # a plain tensor skips Tensor.split's Python wrapper
+            if x.__class__ is Tensor:
+                return split_with_sizes(x, lengths, d)
+            return x.split(split_size, d)
+
+        return self._remap_many(self._call("split"), pieces, sizes, self._names_kept())
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into ``chunks`` nearly equal pieces."""

@@ -242,6 +242,14 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     except IndexError:  # a 0-dim tensor: reported below
                         pass
                 self._fill_one(key, value)
+        elif dev is None and type(self)._fill_one is TensorDict._fill_one:
+            # plain tensors under plain keys, checked on their leading dims (a subclass
+            # with its own _fill_one, a tensorclass that casts, sees every entry)
+            for key, value in pairs:
+                if type(value) is Tensor and type(key) is str and key and value.shape[:n] == bs:
+                    store[key] = value
+                    continue
+                self._fill_one(key, value)
         else:
             for key, value in pairs:
                 self._fill_one(key, value)
@@ -611,6 +619,14 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
+        if type(key) is tuple and key and not (as_list or as_padded_tensor or as_nested_tensor):
+            node: Any = self  # plain nested keys: a walk down the stores, no path built
+            try:
+                for part in key:
+                    node = node._tensordict[part]
+                return node
+            except (KeyError, TypeError, AttributeError):  # anything else: the general path
+                pass
         if as_list or as_padded_tensor or as_nested_tensor:
             stacked: dict[str, Any] = {"as_list": as_list, "as_padded_tensor": as_padded_tensor}
             stacked.update(as_nested_tensor=as_nested_tensor, padding_side=padding_side)
@@ -808,8 +824,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if done is not None:
             return done  # type: ignore[no-any-return]
         items = other._tensordict.items() if _is_td(other) else other.items()
+        call = self._call("update")
         for key, value in items:
-            path = key_path(key, self._call("update"))
+            if type(value) is Tensor and type(key) is str and key and not inplace:
+                self._set_str(key, value, call)  # a plain tensor under a flat key replaces
+                continue
+            path = key_path(key, call)
             target = self._get_path_or_none(path)
             if (
                 _is_td(target)
@@ -820,13 +840,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
                 dim = value._stack_parts()[0]
                 lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
-                self._set_path(path, lazy, self._call("update"))
+                self._set_path(path, lazy, call)
             elif inplace and target is not None:
                 self.set_(path, value)
             else:
                 if _is_td(value):  # a structural copy: dst must not share src's nested levels
                     value = value.clone(recurse=False)
-                self._set_path(path, value, self._call("update"))
+                self._set_path(path, value, call)
         return self
 
     def update_(

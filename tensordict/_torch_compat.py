@@ -99,12 +99,15 @@ def unwrapping_vmap_outputs() -> bool:
 def let_vmap_take_one_out_dim(
     is_collection: Callable[[Any], bool],
     finish: Callable[[Any, Any, Any], Any] | None = None,
+    unbatch: Callable[[Any, Any, int, int], Any] | None = None,
 ) -> None:
     """Let ``vmap(f, ..., out_dims=(d,))`` return one TensorDict, as it already lets
     ``f`` return one tensor: torch special-cases a tensor output only, and a TensorDict
     opens into a pytree that ``(d,)`` does not match. ``finish(inside, outside, out_dims)``
     then sees each collection output before and after the mapped dim is put back (to
-    carry what the leaves cannot, such as dim names). Idempotent."""
+    carry what the leaves cannot, such as dim names). ``unbatch(output, out_dims, level,
+    size)`` may put the mapped dim back into a collection output whole (None: it goes
+    through pytree). Idempotent."""
     from torch._functorch import vmap as _vmap
 
     original = _vmap._unwrap_batched
@@ -124,13 +127,98 @@ def let_vmap_take_one_out_dim(
                 return original(batched_outputs, out_dims, vmap_level, batch_size, func)
             if isinstance(out_dims, tuple) and len(out_dims) == 1:
                 out_dims = out_dims[0]
-            out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
+            out = None
+            if unbatch is not None and not torch.compiler.is_compiling():
+                out = unbatch(batched_outputs, out_dims, vmap_level, batch_size)
+            if out is None:
+                out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
             return out if finish is None else finish(batched_outputs, out, out_dims)
         finally:
             _VMAP_OUT.depth -= 1
 
     unwrap_batched._tensordict_one_out_dim = True  # type: ignore[attr-defined]
     _vmap._unwrap_batched = unwrap_batched
+
+
+# vmap's own steps that make a tensor batched at a vmap level, (tensor, dim, level), and
+# put the mapped dim back, (tensor, level, size, dim) (an unbatched tensor is expanded).
+add_batch_dim: Callable[[torch.Tensor, int, int], torch.Tensor] = torch._C._functorch._add_batch_dim
+remove_batch_dim: Callable[[torch.Tensor, int, int, int], torch.Tensor] = (
+    torch._C._functorch._remove_batch_dim
+)
+
+
+def let_vmap_take_whole(
+    stand_in: Callable[[Any, Any], torch.Tensor | None],
+    batch: Callable[[Any, int, int], Any],
+) -> None:
+    """Let ``vmap`` batch some top-level arguments whole, where it would open them into a
+    pytree and batch their leaves one by one (then rebuild every level). For each
+    argument and its ``in_dim``, ``stand_in`` gives a tensor of its batch shape (vmap
+    checks the ``in_dim`` and the mapped size on it) or None (the argument goes through
+    pytree as before); ``batch(arg, dim, level)`` then batches the argument. Under
+    ``torch.compile`` nothing changes. Idempotent."""
+    from torch._functorch import vmap as _vmap
+    from torch.utils._pytree import tree_unflatten
+
+    process, create = _vmap._process_batched_inputs, _vmap._create_batched_inputs
+    if getattr(process, "_tensordict_whole", False):
+        return
+
+    def process_batched_inputs(in_dims: Any, args: Any, func: Callable[..., Any]) -> Any:
+        if torch.compiler.is_compiling() or type(args) is not tuple:
+            return process(in_dims, args, func)
+        if type(in_dims) is int:
+            dims: tuple[Any, ...] = (in_dims,) * len(args)
+        elif type(in_dims) is tuple and len(in_dims) == len(args):
+            dims = in_dims
+        else:
+            return process(in_dims, args, func)
+        wholes: dict[int, Any] = {}
+        standing = list(args)
+        for i, (arg, dim) in enumerate(zip(args, dims, strict=True)):
+            tensor = stand_in(arg, dim)
+            if tensor is not None:
+                standing[i] = tensor
+                wholes[id(tensor)] = arg
+        if not wholes:
+            return process(in_dims, args, func)
+        size, flat_dims, flat_args, spec = process(in_dims, tuple(standing), func)
+        return size, flat_dims, [wholes.get(id(a), a) for a in flat_args], spec
+
+    def create_batched_inputs(
+        flat_in_dims: list[int | None], flat_args: list[Any], vmap_level: int, args_spec: Any
+    ) -> tuple[Any, ...]:
+        pairs = list(zip(flat_in_dims, flat_args, strict=True))
+        if torch.compiler.is_compiling() or all(
+            d is None or isinstance(a, torch.Tensor) for d, a in pairs
+        ):
+            return create(flat_in_dims, flat_args, vmap_level, args_spec)
+        batched = [
+            a
+            if d is None
+            else add_batch_dim(a, d, vmap_level)
+            if isinstance(a, torch.Tensor)
+            else batch(a, d, vmap_level)
+            for d, a in pairs
+        ]
+        out: tuple[Any, ...] = tree_unflatten(batched, args_spec)
+        return out
+
+    process_batched_inputs._tensordict_whole = True  # type: ignore[attr-defined]
+    _vmap._process_batched_inputs = process_batched_inputs
+    _vmap._create_batched_inputs = create_batched_inputs
+
+
+# ``Tensor.split`` with a list of sizes, without the Python wrapper ``Tensor.split`` adds.
+split_with_sizes: Callable[..., tuple[torch.Tensor, ...]] = torch._C.TensorBase.split_with_sizes
+
+
+def new_shared_storage(nbytes: int) -> torch.UntypedStorage:
+    """A new storage of ``nbytes`` in shared memory (made there, not copied there), by
+    the sharing strategy of ``torch.multiprocessing``."""
+    storage: torch.UntypedStorage = torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
+    return storage
 
 
 def batched_dim(tensor: torch.Tensor) -> int | None:

@@ -17,6 +17,8 @@ def batch_sizes_clash(td: Any, other: Any) -> bool:
     if not isinstance(other, CollectionPrimitives):
         return False
     mine, theirs = td.batch_size, other.batch_size
+    if mine == theirs:  # the common case, without building two slices
+        return False
     return bool(mine[: len(theirs)] != theirs[: len(mine)])
 
 
@@ -40,12 +42,11 @@ def prepare_update(
         return td.update(kwargs, inplace, clone=clone, keys_to_update=keys_to_update), None
     if other is None:
         return td, None
-    call = td._call("update")
     if batch_sizes_clash(td, other):
-        check_resize(call, td, other, update_batch_size, inplace, keys_to_update)
+        check_resize(td._call("update"), td, other, update_batch_size, inplace, keys_to_update)
         return resize(other), None
     if clone or keys_to_update is not None:
-        other = update_source(other, clone, keys_to_update, call)
+        other = update_source(other, clone, keys_to_update, td._call("update"))
     return None, other
 
 
