@@ -23,7 +23,7 @@ import json
 import operator
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -799,6 +799,34 @@ def wire_plan(
     _tokens(td, tokens, leaves)
     plan = Plan.of(leaves)
     return plan, None, leaves, _described(plan, tokens)
+
+
+def wire_fill(
+    td: Any, take: Callable[[Plan, torch.device], Any], check: Callable[[Plan], None]
+) -> tuple[Plan, Any, list[Tensor], tuple[bytes, tuple[int, int, int]]]:
+    """For a collection that is not consolidated: its plan (passed to ``check`` first), a
+    buffer from ``take(plan, device)`` (with a ``storage``) its leaves are stacked into,
+    the leaves and the :func:`wire_description`. The plan is matched on each run's first
+    shape only (``Plan.of(stacked=True)``): ``torch.stack`` refuses a run of unequal
+    shapes, and the leaves are then planned in full and stacked again; an error that
+    remains is raised before the caller posts anything."""
+    leaves: list[Tensor] = []
+    tokens: list[str] = []
+    _tokens(td, tokens, leaves)
+    plan = Plan.of(leaves, stacked=True)
+    dev = leaves[0].device if leaves else torch.device("cpu")
+    while True:
+        check(plan)
+        buffer = take(plan, dev)
+        try:
+            plan.fill(buffer.storage, leaves)
+        except RuntimeError:
+            full = Plan.of(leaves)
+            if full is plan:
+                raise
+            plan = full
+            continue
+        return plan, buffer, leaves, _described(plan, tokens)
 
 
 def _described(plan: Plan, tokens: list[str]) -> tuple[bytes, tuple[int, int, int]]:

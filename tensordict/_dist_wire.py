@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import explain_mismatch, wire_plan
+from tensordict._consolidate import Plan, explain_mismatch, wire_description, wire_fill, wire_plan
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -434,7 +434,10 @@ def post_send(
     return Pending(works, keep=messages, next_tag=tags[pos])
 
 
-def _check_dtypes(td: CollectionPrimitives, call: str) -> None:
+def _check_dtypes(td: CollectionPrimitives, call: str, plan: Plan) -> None:
+    """Refuse, naming the key, a leaf whose dtype has no code on the wire."""
+    if all(run[0] in _CODES for run in plan.runs):
+        return
     bad = [
         (k, v.dtype)
         for k, v in td.items(True, True)
@@ -458,15 +461,14 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage, leaves, (desc, fps) = wire_plan(td)
-    if leaves is not None and any(run[0] not in _CODES for run in plan.runs):
-        _check_dtypes(td, call)
+    record = getattr(td, "_consolidated", None)
     staging = None
-    if leaves is not None:  # stacked before anything is posted: a leaf that cannot be
-        # stacked (another device, say) fails this send alone, the peer sees nothing of it
-        staging = take(plan, _leaf_device(leaves))
+    if record is not None and td._is_locked:
+        plan, storage, (desc, fps) = record.plan, record.storage, wire_description(td, record.plan)
+    else:  # stacked before anything is posted: a leaf that cannot be stacked (another
+        # device, say) fails this send alone, the peer sees nothing of it
+        plan, staging, _, (desc, fps) = wire_fill(td, take, partial(_check_dtypes, td, call))
         storage = staging.storage
-        plan.fill(storage, leaves)
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
     raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
