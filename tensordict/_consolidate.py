@@ -410,22 +410,50 @@ def _lock_one(td: Any) -> Any:
     return td
 
 
-def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
+def walk(td: Any, leaves: list[Tensor], whole: list[bool]) -> None:
+    """Append the tensor leaves of ``td`` to ``leaves`` in walk order (the order of
+    ``_tensor_leaves``) and, for each dense node in the order :func:`locked_copy` meets
+    them, whether all its entries are tensors (so that it need not test them again)."""
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
+            walk(member, leaves, whole)
+        return
+    values = td._tensordict.values()
+    if all(map(isinstance, values, _TENSORS)):
+        whole.append(True)
+        leaves.extend(values)
+        return
+    whole.append(False)
+    for value in values:
+        if isinstance(value, Tensor):
+            leaves.append(value)
+        elif not isinstance(value, NonTensor):
+            walk(value, leaves, whole)
+
+
+def locked_copy(
+    td: Any, views: list[Tensor], pos: int = 0, whole: Iterator[bool] | None = None
+) -> tuple[Any, int]:
     """A locked collection of ``td``'s kind and structure whose tensor leaves are
     ``views[pos:]`` in walk order (one walk: the rebuild and the lock of a consolidate);
-    returns it and the position after its leaves."""
+    returns it and the position after its leaves. ``whole``, from :func:`walk`, says for
+    each dense node whether all its entries are tensors."""
     parts = td._stack_parts()
     if parts is not None:
         members = []
         for member in parts[1]:
-            built, pos = locked_copy(member, views, pos)
+            built, pos = locked_copy(member, views, pos, whole)
             members.append(built)
         return _lock_one(td._restack(members)), pos
     store = td._tensordict
     n = len(store)
-    chunk = views[pos : pos + n]
-    if len(chunk) == n and all(map(isinstance, store.values(), _TENSORS)):
-        entries = dict(zip(store, chunk, strict=True))
+    if whole is not None:
+        all_tensors = next(whole)
+    else:
+        all_tensors = pos + n <= len(views) and all(map(isinstance, store.values(), _TENSORS))
+    if all_tensors:
+        entries = dict(zip(store, views[pos : pos + n], strict=True))
         pos += n
     else:
         entries = {}
@@ -436,7 +464,7 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
             elif isinstance(value, NonTensor):
                 entries[key] = value
             else:
-                entries[key], pos = locked_copy(value, views, pos)
+                entries[key], pos = locked_copy(value, views, pos, whole)
     out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
     return _lock_one(out), pos
 
@@ -625,7 +653,9 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        leaves = self._tensor_leaves([])
+        leaves: list[Tensor] = []
+        whole: list[bool] = []
+        walk(self, leaves, whole)
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
@@ -664,7 +694,7 @@ class ConsolidateOps(CollectionPrimitives):
                 _replace_leaves(self, iter(views))
                 out: Any = self
             else:
-                out, _ = locked_copy(self, views)
+                out, _ = locked_copy(self, views, 0, iter(whole))
             if dev != self._device and (self._device is not None or device is not None):
                 _set_device(out, dev)
             record = Record(storage, plan, meta)

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
-from tensordict._consolidate import Plan, explain_mismatch, wire_description, wire_plan
+from tensordict._consolidate import (
+    Plan,
+    explain_mismatch,
+    locked_copy,
+    walk,
+    wire_description,
+    wire_fill,
+    wire_plan,
+)
 from tensordict._staging import _FREE, Staging, give_back, take
 from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
@@ -275,6 +283,22 @@ def test_the_wire_and_consolidate_walks_take_the_leaves_in_walk_order(name: str)
         tokens = json.loads(raw)["tokens"]
         assert sum(1 for t in tokens if t[:1] not in "\x1b\x1c\x1d\x1e") == len(expected)
         assert plan is Plan.of(expected)
+        # consolidate's walk: the same leaves, and one flag per dense node for its rebuild
+        walked: list[torch.Tensor] = []
+        whole: list[bool] = []
+        walk(source, walked, whole)
+        assert [id(x) for x in walked] == [id(x) for x in expected]
+        flags = iter(whole)
+        rebuilt, end = locked_copy(source, walked, 0, flags)
+        assert end == len(expected) and next(flags, None) is None
+        assert [id(x) for x in rebuilt._tensor_leaves([])] == [id(x) for x in expected]
+        # a send's walk: the leaves stacked into a staging buffer, the same description
+        filled, staging, sent, (sent_raw, _) = wire_fill(source, take, lambda plan: None)
+        assert filled is plan and sent_raw == raw
+        assert [id(x) for x in sent] == [id(x) for x in expected]
+        for leaf, view in zip(expected, staging.views(), strict=True):
+            torch.testing.assert_close(view, leaf, rtol=0, atol=0)
+        give_back(staging)
 
 
 def test_a_transfer_waited_from_two_threads_gives_its_buffer_back_once() -> None:
