@@ -654,8 +654,8 @@ class ConsolidateOps(CollectionPrimitives):
                 "must be complete before the result is handed back)"
             )
         leaves: list[Tensor] = []
-        whole: list[bool] = []
-        walk(self, leaves, whole)
+        dense: list[bool] = []  # per dense node: all its entries are tensors
+        walk(self, leaves, dense)
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
@@ -694,7 +694,7 @@ class ConsolidateOps(CollectionPrimitives):
                 _replace_leaves(self, iter(views))
                 out: Any = self
             else:
-                out, _ = locked_copy(self, views, 0, iter(whole))
+                out, _ = locked_copy(self, views, 0, iter(dense))
             if dev != self._device and (self._device is not None or device is not None):
                 _set_device(out, dev)
             record = Record(storage, plan, meta)

@@ -331,3 +331,18 @@ def test_a_transfer_waited_from_two_threads_gives_its_buffer_back_once() -> None
     assert sum(kept is staging for kept in _FREE) == 1
     first, second = take(plan, torch.device("cpu")), take(plan, torch.device("cpu"))
     assert first is not second  # never one buffer for two transfers
+
+
+def test_a_file_consolidation_rebuilds_every_level(tmp_path: Path) -> None:
+    # levels that mix tensors and other entries, with leaves whose bytes are not zero:
+    # the rebuild takes each level's kind from the walk, never from the file's bytes
+    td = TensorDict(
+        {"x": torch.full((2, 3), 7.0), "n": {"y": torch.full((2,), 5), "s": "text"}, "t": "top"},
+        [2],
+    )
+    ctd = td.consolidate(tmp_path / "td.bin")
+    back = TensorDict.from_consolidated(tmp_path / "td.bin")
+    for out in (ctd, back):
+        assert out["t"] == "top" and out["n", "s"] == "text"
+        torch.testing.assert_close(out["x"], td["x"], rtol=0, atol=0)
+        torch.testing.assert_close(out["n", "y"], td["n", "y"], rtol=0, atol=0)
