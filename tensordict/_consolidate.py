@@ -653,6 +653,25 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
+        if self._stack_parts() is None and getattr(self, "_tensordict", None) is None:
+            # the leaves live in a file (PersistentTensorDict): consolidate them in memory
+            if inplace:
+                raise ValueError(
+                    f"{call}: inplace=True needs the leaves in memory, and a "
+                    f"{type(self).__name__} reads them from its file; use inplace=False"
+                )
+            return self._as_dense(call).consolidate(
+                filename,
+                num_threads=num_threads,
+                device=device,
+                non_blocking=non_blocking,
+                return_early=return_early,
+                use_buffer=use_buffer,
+                share_memory=share_memory,
+                pin_memory=pin_memory,
+                metadata=metadata,
+                pbar=pbar,
+            )
         leaves: list[Tensor] = []
         dense: list[bool] = []  # per dense node: all its entries are tensors
         walk(self, leaves, dense)

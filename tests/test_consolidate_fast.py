@@ -346,3 +346,18 @@ def test_a_file_consolidation_rebuilds_every_level(tmp_path: Path) -> None:
         assert out["t"] == "top" and out["n", "s"] == "text"
         torch.testing.assert_close(out["x"], td["x"], rtol=0, atol=0)
         torch.testing.assert_close(out["n", "y"], td["n", "y"], rtol=0, atol=0)
+
+
+def test_a_file_backed_collection_is_consolidated_in_memory(tmp_path: Path) -> None:
+    pytest.importorskip("h5py")
+    from tensordict import PersistentTensorDict
+
+    td = TensorDict({"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.arange(3)}}, [3])
+    on_disk = PersistentTensorDict.from_dict(td, filename=str(tmp_path / "td.h5"))
+    ctd = on_disk.consolidate()
+    assert ctd.is_consolidated() and ctd.batch_size == td.batch_size
+    assert len({v.untyped_storage().data_ptr() for v in ctd.values(True, True)}) == 1
+    for key in (("a",), ("n", "b")):
+        torch.testing.assert_close(ctd[key], td[key], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="consolidate: inplace=True needs the leaves in memory"):
+        on_disk.consolidate(inplace=True)
