@@ -653,8 +653,7 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        if self._stack_parts() is None and getattr(self, "_tensordict", None) is None:
-            # the leaves live in a file (PersistentTensorDict): consolidate them in memory
+        if file_backed(self):  # (PersistentTensorDict): consolidate its values in memory
             if inplace:
                 raise ValueError(
                     f"{call}: inplace=True needs the leaves in memory, and a "
@@ -850,15 +849,27 @@ def wire_plan(
     return plan, None, leaves, _described(plan, tokens)
 
 
+def file_backed(td: Any) -> bool:
+    """Whether ``td`` reads its leaves from a file on each access (a PersistentTensorDict:
+    no in-memory store of entries)."""
+    return td._stack_parts() is None and getattr(td, "_tensordict", None) is None
+
+
 def wire_fill(
-    td: Any, take: Callable[[Plan, torch.device], Any], check: Callable[[Plan], None]
+    td: Any,
+    take: Callable[[Plan, torch.device], Any],
+    check: Callable[[Plan], None],
+    call: str = "send",
 ) -> tuple[Plan, Any, list[Tensor], tuple[bytes, tuple[int, int, int]]]:
     """For a collection that is not consolidated: its plan (passed to ``check`` first), a
     buffer from ``take(plan, device)`` (with a ``storage``) its leaves are stacked into,
     the leaves and the :func:`wire_description`. The plan is matched on each run's first
     shape only (``Plan.of(stacked=True)``): ``torch.stack`` refuses a run of unequal
     shapes, and the leaves are then planned in full and stacked again; an error that
-    remains is raised before the caller posts anything."""
+    remains is raised before the caller posts anything. A file-backed collection (see
+    :func:`file_backed`) sends its values, read into memory."""
+    if file_backed(td):
+        td = td._as_dense(call)
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)

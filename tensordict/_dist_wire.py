@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import Plan, explain_mismatch, wire_description, wire_fill, wire_plan
+from tensordict._consolidate import (
+    Plan,
+    explain_mismatch,
+    file_backed,
+    wire_description,
+    wire_fill,
+    wire_plan,
+)
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -467,7 +474,8 @@ def _post_send_one(
         plan, storage, (desc, fps) = record.plan, record.storage, wire_description(td, record.plan)
     else:  # stacked before anything is posted: a leaf that cannot be stacked (another
         # device, say) fails this send alone, the peer sees nothing of it
-        plan, staging, _, (desc, fps) = wire_fill(td, take, partial(_check_dtypes, td, call))
+        check = partial(_check_dtypes, td, call)
+        plan, staging, _, (desc, fps) = wire_fill(td, take, check, call)
         storage = staging.storage
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
@@ -485,6 +493,16 @@ def _post_send_one(
     return Pending(works, done, keep=(header, raw, storage), next_tag=tags[pos])
 
 
+def file_backed_error(td: CollectionPrimitives, call: str) -> TypeError:
+    """The error of a receive or a reduction into a collection that reads its leaves from
+    a file on each access (the values would land in a temporary copy of them)."""
+    return TypeError(
+        f"{call}: a {type(td).__name__} reads its leaves from its file, so received "
+        "values cannot be written into them; receive into a TensorDict, then write it "
+        "to the file with update_()"
+    )
+
+
 def _leaf_device(leaves: Sequence[Tensor]) -> torch.device:
     return leaves[0].device if leaves else torch.device("cpu")
 
@@ -498,7 +516,9 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage, leaves, (mine_desc, mine) = wire_plan(td)
+    # a file-backed collection is refused once the transfer is consumed, as a mismatch is
+    backed = file_backed(td)
+    plan, storage, leaves, (mine_desc, mine) = wire_plan(td._as_dense(call) if backed else td)
     pending = Pending([work])
 
     def finish() -> None:
@@ -514,7 +534,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         nbytes = info[FIXED + _U8]
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         works = [dist.irecv(raw, src, group=group, tag=tags[1])]
-        fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
+        fits = not backed and tuple(info[2:5]) == mine and nbytes == plan.nbytes
         staging = None
         if fits and storage is not None:
             buf = storage
@@ -533,6 +553,8 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
             pending.next_tag = tags[2]
         for w in works:
             w.wait()
+        if backed:
+            raise file_backed_error(td, call)
         if not fits:
             theirs = bytes(raw.cpu().numpy())
             raise RuntimeError(
