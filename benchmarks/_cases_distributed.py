@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch import Tensor
 
 from benchmarks._harness import Case, Fn
 from tensordict import TensorDict
@@ -37,7 +38,9 @@ from tensordict import TensorDict
     _REDUCE_CTD,
     _FLOOR_TD,
     _FLOOR_REDUCE,
-) = range(11)
+    _FLOOR_HEADED,
+    _FLOOR_HEADED_TD,
+) = range(13)
 _NUMEL = 1_000_000  # 4 MB of float32
 
 
@@ -67,6 +70,21 @@ class _Floor:
         torch._foreach_copy_(self.leaves, self.views)
 
 
+def _send_headed(header: Tensor, payload: Tensor, dst: int) -> None:
+    """A header, then the payload: both posted at once (what a TensorDict send posts)."""
+    works = [dist.isend(header, dst, tag=1), dist.isend(payload, dst, tag=2)]
+    for work in works:
+        work.wait()
+
+
+def _recv_headed(header: Tensor, payload: Tensor, src: int) -> None:
+    """The header first, then the payload once the header was read: the receive of a
+    TensorDict posts no buffer before a header announced its size."""
+    dist.recv(header, src, tag=1)
+    header.tolist()
+    dist.recv(payload, src, tag=2)
+
+
 def _init(rank: int, port: int) -> None:
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -86,6 +104,7 @@ def _peer(port: int) -> None:
     consolidated = _payload().consolidate()
     reduced = _payload()
     floor = _Floor()
+    header = torch.zeros(24, dtype=torch.int64)
     cmd = torch.zeros(1, dtype=torch.int64)
     while True:
         dist.recv(cmd, 0)
@@ -116,6 +135,14 @@ def _peer(port: int) -> None:
             floor.pack()
             dist.all_reduce(floor.flat)
             floor.unpack()
+        elif what == _FLOOR_HEADED:
+            _recv_headed(header, flat, 0)
+            _send_headed(header, flat, 0)
+        elif what == _FLOOR_HEADED_TD:
+            _recv_headed(header, floor.flat, 0)
+            floor.unpack()
+            floor.pack()
+            _send_headed(header, floor.flat, 0)
         elif what == _CONSOLIDATED:
             consolidated.recv(0)
             consolidated.send(0)
@@ -178,6 +205,52 @@ def send_recv_floor_vs_tensor() -> tuple[Fn, Fn]:
         floor.pack()
         dist.send(floor.flat, 1)
         dist.recv(floor.flat, 1)
+        floor.unpack()
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+def send_recv_headed_floor_vs_tensor() -> tuple[Fn, Fn]:
+    """The floor under a consolidated round trip: a header, then the one 4 MB buffer,
+    received once the header was read (the payload's receive waits for a header that
+    announces its size: a posted receive cannot be withdrawn, and gloo aborts on a
+    message larger than the buffer), with no TensorDict."""
+    _connect()
+    header = torch.zeros(24, dtype=torch.int64)
+    flat, payload = torch.rand(_NUMEL), torch.rand(_NUMEL)
+    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_HEADED]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_floor, 1)
+        _send_headed(header, payload, 1)
+        _recv_headed(header, payload, 1)
+
+    def base() -> None:
+        dist.send(cmd_tensor, 1)
+        dist.send(flat, 1)
+        dist.recv(flat, 1)
+
+    return lib, base
+
+
+def send_recv_headed_stack_floor_vs_tensor() -> tuple[Fn, Fn]:
+    """The floor under a non-consolidated round trip with its header: :class:`_Floor`'s
+    stack and copy back, and the payload received once the header was read."""
+    _connect()
+    floor, flat = _Floor(), torch.rand(_NUMEL)
+    header = torch.zeros(24, dtype=torch.int64)
+    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_HEADED_TD]), torch.tensor([_TENSOR])
+
+    def lib() -> None:
+        dist.send(cmd_floor, 1)
+        floor.pack()
+        _send_headed(header, floor.flat, 1)
+        _recv_headed(header, floor.flat, 1)
         floor.unpack()
 
     def base() -> None:
@@ -410,10 +483,24 @@ CASES = [
         send_recv_floor_vs_tensor,
     ),
     Case(
+        "floor of send/recv with a header: stack, header then payload, copy back, no "
+        "TensorDict, 4 MB (gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        None,
+        send_recv_headed_stack_floor_vs_tensor,
+    ),
+    Case(
         "send/recv consolidated TensorDict 1,000 leaves 4 MB (gloo, 2 procs, round trip)",
         "dist.send/recv one 4 MB tensor",
         1.2,
         send_recv_consolidated_vs_tensor,
+    ),
+    Case(
+        "floor of consolidated send/recv: a header, then 4 MB received once the header "
+        "was read, no TensorDict (gloo, 2 procs, round trip)",
+        "dist.send/recv one 4 MB tensor",
+        None,
+        send_recv_headed_floor_vs_tensor,
     ),
     Case(
         "all_reduce TensorDict 1,000 leaves 4 MB (gloo, 2 procs)",

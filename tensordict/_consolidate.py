@@ -23,7 +23,7 @@ import json
 import operator
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -410,22 +410,50 @@ def _lock_one(td: Any) -> Any:
     return td
 
 
-def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
+def walk(td: Any, leaves: list[Tensor], whole: list[bool]) -> None:
+    """Append the tensor leaves of ``td`` to ``leaves`` in walk order (the order of
+    ``_tensor_leaves``) and, for each dense node in the order :func:`locked_copy` meets
+    them, whether all its entries are tensors (so that it need not test them again)."""
+    parts = td._stack_parts()
+    if parts is not None:
+        for member in parts[1]:
+            walk(member, leaves, whole)
+        return
+    values = td._tensordict.values()
+    if all(map(isinstance, values, _TENSORS)):
+        whole.append(True)
+        leaves.extend(values)
+        return
+    whole.append(False)
+    for value in values:
+        if isinstance(value, Tensor):
+            leaves.append(value)
+        elif not isinstance(value, NonTensor):
+            walk(value, leaves, whole)
+
+
+def locked_copy(
+    td: Any, views: list[Tensor], pos: int = 0, whole: Iterator[bool] | None = None
+) -> tuple[Any, int]:
     """A locked collection of ``td``'s kind and structure whose tensor leaves are
     ``views[pos:]`` in walk order (one walk: the rebuild and the lock of a consolidate);
-    returns it and the position after its leaves."""
+    returns it and the position after its leaves. ``whole``, from :func:`walk`, says for
+    each dense node whether all its entries are tensors."""
     parts = td._stack_parts()
     if parts is not None:
         members = []
         for member in parts[1]:
-            built, pos = locked_copy(member, views, pos)
+            built, pos = locked_copy(member, views, pos, whole)
             members.append(built)
         return _lock_one(td._restack(members)), pos
     store = td._tensordict
     n = len(store)
-    chunk = views[pos : pos + n]
-    if len(chunk) == n and all(map(isinstance, store.values(), _TENSORS)):
-        entries = dict(zip(store, chunk, strict=True))
+    if whole is not None:
+        all_tensors = next(whole)
+    else:
+        all_tensors = pos + n <= len(views) and all(map(isinstance, store.values(), _TENSORS))
+    if all_tensors:
+        entries = dict(zip(store, views[pos : pos + n], strict=True))
         pos += n
     else:
         entries = {}
@@ -436,7 +464,7 @@ def locked_copy(td: Any, views: list[Tensor], pos: int = 0) -> tuple[Any, int]:
             elif isinstance(value, NonTensor):
                 entries[key] = value
             else:
-                entries[key], pos = locked_copy(value, views, pos)
+                entries[key], pos = locked_copy(value, views, pos, whole)
     out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
     return _lock_one(out), pos
 
@@ -625,7 +653,27 @@ class ConsolidateOps(CollectionPrimitives):
                 f"{call}: return_early=True cannot be combined with {flag}=True (the copy "
                 "must be complete before the result is handed back)"
             )
-        leaves = self._tensor_leaves([])
+        if file_backed(self):  # (PersistentTensorDict): consolidate its values in memory
+            if inplace:
+                raise ValueError(
+                    f"{call}: inplace=True needs the leaves in memory, and a "
+                    f"{type(self).__name__} reads them from its file; use inplace=False"
+                )
+            return self._as_dense(call).consolidate(
+                filename,
+                num_threads=num_threads,
+                device=device,
+                non_blocking=non_blocking,
+                return_early=return_early,
+                use_buffer=use_buffer,
+                share_memory=share_memory,
+                pin_memory=pin_memory,
+                metadata=metadata,
+                pbar=pbar,
+            )
+        leaves: list[Tensor] = []
+        dense: list[bool] = []  # per dense node: all its entries are tensors
+        walk(self, leaves, dense)
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
@@ -664,7 +712,7 @@ class ConsolidateOps(CollectionPrimitives):
                 _replace_leaves(self, iter(views))
                 out: Any = self
             else:
-                out, _ = locked_copy(self, views)
+                out, _ = locked_copy(self, views, 0, iter(dense))
             if dev != self._device and (self._device is not None or device is not None):
                 _set_device(out, dev)
             record = Record(storage, plan, meta)
@@ -799,6 +847,46 @@ def wire_plan(
     _tokens(td, tokens, leaves)
     plan = Plan.of(leaves)
     return plan, None, leaves, _described(plan, tokens)
+
+
+def file_backed(td: Any) -> bool:
+    """Whether ``td`` reads its leaves from a file on each access (a PersistentTensorDict:
+    no in-memory store of entries)."""
+    return td._stack_parts() is None and getattr(td, "_tensordict", None) is None
+
+
+def wire_fill(
+    td: Any,
+    take: Callable[[Plan, torch.device], Any],
+    check: Callable[[Plan], None],
+    call: str = "send",
+) -> tuple[Plan, Any, list[Tensor], tuple[bytes, tuple[int, int, int]]]:
+    """For a collection that is not consolidated: its plan (passed to ``check`` first), a
+    buffer from ``take(plan, device)`` (with a ``storage``) its leaves are stacked into,
+    the leaves and the :func:`wire_description`. The plan is matched on each run's first
+    shape only (``Plan.of(stacked=True)``): ``torch.stack`` refuses a run of unequal
+    shapes, and the leaves are then planned in full and stacked again; an error that
+    remains is raised before the caller posts anything. A file-backed collection (see
+    :func:`file_backed`) sends its values, read into memory."""
+    if file_backed(td):
+        td = td._as_dense(call)
+    leaves: list[Tensor] = []
+    tokens: list[str] = []
+    _tokens(td, tokens, leaves)
+    plan = Plan.of(leaves, stacked=True)
+    dev = leaves[0].device if leaves else torch.device("cpu")
+    while True:
+        check(plan)
+        buffer = take(plan, dev)
+        try:
+            plan.fill(buffer.storage, leaves)
+        except RuntimeError:
+            full = Plan.of(leaves)
+            if full is plan:
+                raise
+            plan = full
+            continue
+        return plan, buffer, leaves, _described(plan, tokens)
 
 
 def _described(plan: Plan, tokens: list[str]) -> tuple[bytes, tuple[int, int, int]]:

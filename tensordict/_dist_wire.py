@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import explain_mismatch, wire_plan
+from tensordict._consolidate import (
+    Plan,
+    explain_mismatch,
+    file_backed,
+    wire_description,
+    wire_fill,
+    wire_plan,
+)
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -434,7 +441,10 @@ def post_send(
     return Pending(works, keep=messages, next_tag=tags[pos])
 
 
-def _check_dtypes(td: CollectionPrimitives, call: str) -> None:
+def _check_dtypes(td: CollectionPrimitives, call: str, plan: Plan) -> None:
+    """Refuse, naming the key, a leaf whose dtype has no code on the wire."""
+    if all(run[0] in _CODES for run in plan.runs):
+        return
     bad = [
         (k, v.dtype)
         for k, v in td.items(True, True)
@@ -458,15 +468,15 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    plan, storage, leaves, (desc, fps) = wire_plan(td)
-    if leaves is not None and any(run[0] not in _CODES for run in plan.runs):
-        _check_dtypes(td, call)
+    record = getattr(td, "_consolidated", None)
     staging = None
-    if leaves is not None:  # stacked before anything is posted: a leaf that cannot be
-        # stacked (another device, say) fails this send alone, the peer sees nothing of it
-        staging = take(plan, _leaf_device(leaves))
+    if record is not None and td._is_locked:
+        plan, storage, (desc, fps) = record.plan, record.storage, wire_description(td, record.plan)
+    else:  # stacked before anything is posted: a leaf that cannot be stacked (another
+        # device, say) fails this send alone, the peer sees nothing of it
+        check = partial(_check_dtypes, td, call)
+        plan, staging, _, (desc, fps) = wire_fill(td, take, check, call)
         storage = staging.storage
-        plan.fill(storage, leaves)
     wire = wire_device(dist, group)
     header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
     raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
@@ -483,6 +493,16 @@ def _post_send_one(
     return Pending(works, done, keep=(header, raw, storage), next_tag=tags[pos])
 
 
+def file_backed_error(td: CollectionPrimitives, call: str) -> TypeError:
+    """The error of a receive or a reduction into a collection that reads its leaves from
+    a file on each access (the values would land in a temporary copy of them)."""
+    return TypeError(
+        f"{call}: a {type(td).__name__} reads its leaves from its file, so received "
+        "values cannot be written into them; receive into a TensorDict, then write it "
+        "to the file with update_()"
+    )
+
+
 def _leaf_device(leaves: Sequence[Tensor]) -> torch.device:
     return leaves[0].device if leaves else torch.device("cpu")
 
@@ -496,7 +516,9 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     dist = require_init(call)
     header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
     work = dist.irecv(header, src, group=group, tag=tags[0])
-    plan, storage, leaves, (mine_desc, mine) = wire_plan(td)
+    # a file-backed collection is refused once the transfer is consumed, as a mismatch is
+    backed = file_backed(td)
+    plan, storage, leaves, (mine_desc, mine) = wire_plan(td._as_dense(call) if backed else td)
     pending = Pending([work])
 
     def finish() -> None:
@@ -512,7 +534,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         nbytes = info[FIXED + _U8]
         raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
         works = [dist.irecv(raw, src, group=group, tag=tags[1])]
-        fits = tuple(info[2:5]) == mine and nbytes == plan.nbytes
+        fits = not backed and tuple(info[2:5]) == mine and nbytes == plan.nbytes
         staging = None
         if fits and storage is not None:
             buf = storage
@@ -531,6 +553,8 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
             pending.next_tag = tags[2]
         for w in works:
             w.wait()
+        if backed:
+            raise file_backed_error(td, call)
         if not fits:
             theirs = bytes(raw.cpu().numpy())
             raise RuntimeError(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import wire_plan
+from tensordict._consolidate import file_backed, wire_plan
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
@@ -28,6 +28,7 @@ from tensordict._dist_wire import (
     check_magic,
     drain,
     empty_buffers,
+    file_backed_error,
     post_recv,
     post_send,
     recv_new,
@@ -321,10 +322,14 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        plan, storage, leaves, (_, fps) = wire_plan(self)
+        # a file-backed collection cannot take the result: its header tells the other
+        # ranks (-1 leaves), so that every rank raises after the exchange
+        backed = file_backed(self)
+        plan, storage, leaves, (_, fps) = wire_plan(self._as_dense(call) if backed else self)
         receives = dst is None or dist.get_rank() == dst
         # the headers travel while the leaves are stacked into the staging buffer
-        header = torch.tensor([*fps, plan.nleaves, plan.nbytes]).to(wire_device(dist, group))
+        count = -1 if backed else plan.nleaves
+        header = torch.tensor([*fps, count, plan.nbytes]).to(wire_device(dist, group))
         gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
         exchange = dist.all_gather(gathered, header, group=group, async_op=True)
         staging = None
@@ -340,6 +345,8 @@ class DistributedOps(CollectionPrimitives):
         elif not receives:  # the other ranks keep their values: reduce a copy
             storage = storage.clone()
         exchange.wait()
+        if backed:
+            raise file_backed_error(self, call)
         headers = [h.tolist() for h in gathered]
         ranks = _ranks(dist, group)
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from tensordict import TensorClass, TensorDict, lazy_stack
-from tensordict._consolidate import Plan, explain_mismatch, wire_description, wire_plan
+from tensordict._consolidate import (
+    Plan,
+    explain_mismatch,
+    locked_copy,
+    walk,
+    wire_description,
+    wire_fill,
+    wire_plan,
+)
 from tensordict._staging import _FREE, Staging, give_back, take
 from tensordict._staging import _LIMIT as _STAGING_LIMIT
 from tests.catalogue import CATALOGUE, assert_same
@@ -275,6 +283,22 @@ def test_the_wire_and_consolidate_walks_take_the_leaves_in_walk_order(name: str)
         tokens = json.loads(raw)["tokens"]
         assert sum(1 for t in tokens if t[:1] not in "\x1b\x1c\x1d\x1e") == len(expected)
         assert plan is Plan.of(expected)
+        # consolidate's walk: the same leaves, and one flag per dense node for its rebuild
+        walked: list[torch.Tensor] = []
+        whole: list[bool] = []
+        walk(source, walked, whole)
+        assert [id(x) for x in walked] == [id(x) for x in expected]
+        flags = iter(whole)
+        rebuilt, end = locked_copy(source, walked, 0, flags)
+        assert end == len(expected) and next(flags, None) is None
+        assert [id(x) for x in rebuilt._tensor_leaves([])] == [id(x) for x in expected]
+        # a send's walk: the leaves stacked into a staging buffer, the same description
+        filled, staging, sent, (sent_raw, _) = wire_fill(source, take, lambda plan: None)
+        assert filled is plan and sent_raw == raw
+        assert [id(x) for x in sent] == [id(x) for x in expected]
+        for leaf, view in zip(expected, staging.views(), strict=True):
+            torch.testing.assert_close(view, leaf, rtol=0, atol=0)
+        give_back(staging)
 
 
 def test_a_transfer_waited_from_two_threads_gives_its_buffer_back_once() -> None:
@@ -307,3 +331,33 @@ def test_a_transfer_waited_from_two_threads_gives_its_buffer_back_once() -> None
     assert sum(kept is staging for kept in _FREE) == 1
     first, second = take(plan, torch.device("cpu")), take(plan, torch.device("cpu"))
     assert first is not second  # never one buffer for two transfers
+
+
+def test_a_file_consolidation_rebuilds_every_level(tmp_path: Path) -> None:
+    # levels that mix tensors and other entries, with leaves whose bytes are not zero:
+    # the rebuild takes each level's kind from the walk, never from the file's bytes
+    td = TensorDict(
+        {"x": torch.full((2, 3), 7.0), "n": {"y": torch.full((2,), 5), "s": "text"}, "t": "top"},
+        [2],
+    )
+    ctd = td.consolidate(tmp_path / "td.bin")
+    back = TensorDict.from_consolidated(tmp_path / "td.bin")
+    for out in (ctd, back):
+        assert out["t"] == "top" and out["n", "s"] == "text"
+        torch.testing.assert_close(out["x"], td["x"], rtol=0, atol=0)
+        torch.testing.assert_close(out["n", "y"], td["n", "y"], rtol=0, atol=0)
+
+
+def test_a_file_backed_collection_is_consolidated_in_memory(tmp_path: Path) -> None:
+    pytest.importorskip("h5py")
+    from tensordict import PersistentTensorDict
+
+    td = TensorDict({"a": torch.arange(6.0).view(3, 2), "n": {"b": torch.arange(3)}}, [3])
+    on_disk = PersistentTensorDict.from_dict(td, filename=str(tmp_path / "td.h5"))
+    ctd = on_disk.consolidate()
+    assert ctd.is_consolidated() and ctd.batch_size == td.batch_size
+    assert len({v.untyped_storage().data_ptr() for v in ctd.values(True, True)}) == 1
+    for key in (("a",), ("n", "b")):
+        torch.testing.assert_close(ctd[key], td[key], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="consolidate: inplace=True needs the leaves in memory"):
+        on_disk.consolidate(inplace=True)

@@ -197,6 +197,59 @@ def _regroup(rank: int, world: int) -> None:
         assert target["a"].tolist() == [0.0, 1.0, 2.0]
 
 
+# ------------------------------------------------------------------ a stale plan
+def _stale_plan(rank: int, world: int) -> None:
+    """A send matches the last plans on each run's first shape only: a later leaf of a run
+    whose shape changed makes the stack refuse, and the leaves are planned in full."""
+    shapes = {"a": (2, 3), "b": (2, 3), "c": (2, 3)}
+    if rank == 0:
+        td = TensorDict(
+            {k: torch.full(s, float(i)) for i, (k, s) in enumerate(shapes.items())}, [2]
+        )
+        td.send(1)  # one run of three (2, 3) leaves
+        td["c"] = torch.arange(8.0).view(2, 4)  # the run's first leaf keeps its shape
+        td.send(1)
+        td.send(1)
+        return
+    old = TensorDict({k: torch.zeros(s) for k, s in shapes.items()}, [2])
+    old.recv(0)
+    for i, k in enumerate(shapes):
+        torch.testing.assert_close(old[k], torch.full(shapes[k], float(i)))
+    _raises(lambda: old.recv(0), RuntimeError, "key ('c',) is float32 (2, 4) on the sender")
+    new = TensorDict({"a": torch.zeros(2, 3), "b": torch.zeros(2, 3), "c": torch.zeros(2, 4)}, [2])
+    new.recv(0)
+    torch.testing.assert_close(new["a"], torch.zeros(2, 3))
+    torch.testing.assert_close(new["b"], torch.ones(2, 3))
+    torch.testing.assert_close(new["c"], torch.arange(8.0).view(2, 4))
+
+
+# ------------------------------------------------------------------ a file-backed collection
+def _file_backed(rank: int, world: int) -> None:
+    """A PersistentTensorDict sends its values; receiving or reducing into one is refused
+    after the transfer is consumed (the next transfer arrives whole)."""
+    from tensordict import PersistentTensorDict
+
+    td = TensorDict({"a": torch.arange(6.0).view(3, 2) + rank, "n": {"b": torch.ones(3)}}, [3])
+    path = os.path.join(os.environ["TD_TEST_FOLDER"], f"rank{rank}.h5")
+    on_disk = PersistentTensorDict.from_dict(td, filename=path)
+    if rank == 0:
+        on_disk.send(1)
+        on_disk.send(1)
+        td.send(1)
+        _raises(on_disk.all_reduce, TypeError, "reads its leaves from its file")
+        return
+    got = td.apply(torch.zeros_like)
+    got.recv(0)
+    torch.testing.assert_close(got["a"], torch.arange(6.0).view(3, 2))
+    torch.testing.assert_close(got["n", "b"], torch.ones(3))
+    _raises(lambda: on_disk.recv(0), TypeError, "reads its leaves from its file")
+    torch.testing.assert_close(on_disk["a"], torch.arange(6.0).view(3, 2) + 1)  # unchanged
+    got = td.apply(torch.zeros_like)
+    got.recv(0)
+    torch.testing.assert_close(got["a"], torch.arange(6.0).view(3, 2))
+    _raises(td.all_reduce, RuntimeError, "the ranks hold different structures")
+
+
 # ------------------------------------------------------------------ the launcher
 def _child(
     fn: Callable[[int, int], None], rank: int, world: int, folder: str, timeout_s: int, out: Any
@@ -275,6 +328,15 @@ def test_a_peer_that_dies_mid_transfer_gives_an_error() -> None:
 
 def test_a_group_made_again_after_a_refused_transfer() -> None:
     _check(_launch(_regroup, 2), [0, 1])
+
+
+def test_a_send_after_a_leaf_changed_shape_plans_in_full() -> None:
+    _check(_launch(_stale_plan, 2), [0, 1])
+
+
+def test_a_file_backed_collection_sends_and_refuses_to_receive() -> None:
+    pytest.importorskip("h5py")
+    _check(_launch(_file_backed, 2), [0, 1])
 
 
 def test_torchrun_example_trains_four_identical_replicas(tmp_path: pathlib.Path) -> None:
