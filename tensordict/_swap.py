@@ -53,6 +53,26 @@ class Swap:
     def __exit__(self, *exc: Any) -> None:
         self.restore()
 
+    # Upstream's to_module(return_swap=True) returns the TensorDict of the originals
+    # itself, so code written for it reads them off the result (``swap.to_module(m)``,
+    # ``swap["0", "weight"]``): those reads reach ``swapped``.
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # (an unset slot, or a private name: not forwarded)
+            raise AttributeError(f"'Swap' object has no attribute {name!r}")
+        return getattr(self._swapped, name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._swapped[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._swapped)
+
+    def __len__(self) -> int:
+        return len(self._swapped)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._swapped
+
     def restore(self) -> None:
         """Put the original tensors back (idempotent)."""
         undo = self._undo

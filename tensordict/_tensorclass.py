@@ -401,6 +401,16 @@ class TensorClass(TensorDict):
         names: list[str | None] | None,
     ) -> Any:
         td = cls.__new__(cls)
+        if torch.compiler.is_compiling():  # dynamo traces object.__setattr__, not a slot's __set__
+            for name, value in (
+                ("_tensordict", entries),
+                ("_batch_size", batch_size),
+                ("_device", device),
+                ("_names", names),
+                ("_is_locked", False),
+            ):
+                object.__setattr__(td, name, value)
+            return td
         _SET_STORE(td, entries)
         _SET_BS(td, batch_size)
         _SET_DEVICE(td, device)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks._cases_compile import PlainChain, _linears, chain, chain_dict, sequence
-from tensordict import TensorDict
+from tensordict import TensorDict, tensorclass
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +108,22 @@ def test_collection_attributes_resolve_on_the_class_itself(lazy: bool) -> None:
     if lazy:
         td = torch.stack([td[:16], td[16:]], 0)  # type: ignore[assignment]
     assert _mro_guards(lambda t: (t * 2).exp(), td) == []
+
+
+@tensorclass
+class _CompiledPoint:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def test_tensorclass_ops_are_one_graph() -> None:
+    point = _CompiledPoint(x=torch.randn(4, 3), y=torch.randn(4), batch_size=[4])
+
+    def step(p: _CompiledPoint) -> _CompiledPoint:
+        return (p + 1).replace(x=p.x * 2)
+
+    _one_graph(step, point)
+    out = torch.compile(step, fullgraph=True, backend="aot_eager")(point)
+    assert type(out) is _CompiledPoint and out.batch_size == (4,)
+    torch.testing.assert_close(out.x, point.x * 2)
+    torch.testing.assert_close(out.y, point.y + 1)

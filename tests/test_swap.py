@@ -214,3 +214,19 @@ def test_originals_are_the_modules_own_when_a_key_is_unexpected() -> None:
             assert set(old.keys()) == {"weight", "bias"}
         assert lin.weight is weight and lin.bias is bias
         assert list(lin._parameters) == ["weight", "bias"]
+
+
+def test_the_swap_reads_as_the_tensordict_of_the_originals_as_upstream() -> None:
+    # upstream's to_module(return_swap=True) returns that TensorDict: code written for it
+    # puts the originals back with to_module on the result
+    model = nn.Linear(3, 2)
+    before = model.weight
+    params = TensorDict.from_module(model).apply(torch.zeros_like)
+    swap = params.to_module(model, return_swap=True)
+    assert (model.weight == 0).all()
+    assert torch.equal(swap["weight"], before) and "bias" in swap
+    assert sorted(swap.keys()) == ["bias", "weight"]
+    swap.to_module(model, return_swap=False)
+    assert model.weight is before
+    with pytest.raises(AttributeError, match="'_hidden'"):
+        swap._hidden
