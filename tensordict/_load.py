@@ -254,7 +254,7 @@ class _Loader:
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
-        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape, False)
 
     def _visit(self, identity: Any, folder: str) -> None:
         """Refuse a folder (identified by its meta.json, or itself for inline metadata)
@@ -636,7 +636,11 @@ def _load_once(
             bar.update(1)
 
     try:
-        if num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
+        if device is None and bar is None and num_threads <= 1:  # (the common case)
+            map_leaf = loader.map_leaf
+            for store, key, leaf in slots:
+                store[key] = map_leaf(leaf)
+        elif num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
             with ThreadPoolExecutor(max_workers=num_threads) as pool:
                 list(pool.map(open_leaf, slots))
         else:
