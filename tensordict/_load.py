@@ -427,7 +427,7 @@ class _Loader:
             version = self.version
             nested = self.collection(sub, device, inline if version >= 2 else None)
             self.version = version
-            if list(nested.batch_size[: len(bs)]) != list(bs):
+            if bs and list(nested.batch_size[: len(bs)]) != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has batch_size "
                     f"{list(nested.batch_size)}, which does not start with {list(bs)}"
