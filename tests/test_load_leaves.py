@@ -37,8 +37,30 @@ def _as(raw: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return raw.view(dtype).squeeze(-1) if raw.dim() > 1 else raw.view(dtype).reshape(())
 
 
+def _save_and_load(tmp_path: Path, td: TensorDict, where: str, threads: int = 0) -> Any:
+    """Save ``td`` under key "sub" of a bigger collection, as a folder or an archive, and
+    load it back: the whole (``where`` "folder", "archive") or "sub" alone."""
+    outer = TensorDict({"first": torch.arange(5.0), "sub": td, "last": torch.ones(3)}, [])
+    if where.startswith("folder"):
+        outer.memmap(tmp_path / "ckpt")
+        path, subpath = tmp_path / "ckpt", None
+    else:
+        outer.save(str(tmp_path / "x.tdz"))
+        path, subpath = tmp_path / "x.tdz", None
+    if where.endswith("sub"):
+        subpath = "sub"
+    loaded = TensorDict.load_memmap(path, subpath=subpath, num_threads=threads)
+    return loaded if subpath else loaded["sub"]
+
+
+_WHERE = ["folder", "folder sub", "archive", "archive sub"]
+
+
+@pytest.mark.parametrize("where", _WHERE)
 @pytest.mark.parametrize(("name", "dtype"), _NAMED, ids=[n for n, _ in _NAMED])
-def test_every_dtype_loads_bit_exactly(tmp_path: Path, name: str, dtype: torch.dtype) -> None:
+def test_every_dtype_loads_bit_exactly(
+    tmp_path: Path, name: str, dtype: torch.dtype, where: str
+) -> None:
     torch.manual_seed(0)
     raws = {
         "matrix": _random_bytes(dtype, (3, 5)),
@@ -58,14 +80,53 @@ def test_every_dtype_loads_bit_exactly(tmp_path: Path, name: str, dtype: torch.d
         leaves.pop("column", None)
         leaves.pop("transposed", None)
     assert leaves["scalar"].dim() == 0
-    TensorDict(dict(leaves), []).memmap(tmp_path / "ckpt")
-    loaded = TensorDict.load_memmap(tmp_path / "ckpt")
+    loaded = _save_and_load(tmp_path, TensorDict(dict(leaves), []), where)
     assert set(loaded.keys()) == set(leaves)
     for key, want in leaves.items():
         got = loaded[key]
         assert got.dtype == dtype, key
         assert got.shape == want.shape, key
         assert _bytes_of(got) == raws[key].reshape(-1).tolist(), key
+
+
+@pytest.mark.parametrize("threads", [0, 4])
+@pytest.mark.parametrize("where", _WHERE)
+def test_leaves_of_several_dtypes_and_sizes_load_from_one_mapping(
+    tmp_path: Path, where: str, threads: int
+) -> None:
+    td = TensorDict(
+        {
+            "tiny": torch.tensor([7], dtype=torch.int8),
+            "f64": torch.arange(6, dtype=torch.float64).reshape(2, 3),
+            "empty": torch.zeros(0, 3),
+            "i16": torch.arange(-3, 4, dtype=torch.int16),
+            "nested": {"b": torch.full((2, 2), 2.5, dtype=torch.bfloat16)},
+        },
+        [],
+    )
+    loaded = _save_and_load(tmp_path, td, where, threads)
+    for key in ("tiny", "f64", "empty", "i16", ("nested", "b")):
+        assert loaded[key].dtype == td[key].dtype
+        assert torch.equal(loaded[key], td[key]), key
+
+
+@pytest.mark.parametrize("where", ["archive", "archive sub"])
+def test_an_archive_of_tiny_leaves_loads(tmp_path: Path, where: str) -> None:
+    """Leaves of a few bytes in all: too small a window to map on its own."""
+    td = TensorDict({"a": torch.tensor([1], dtype=torch.uint8), "b": torch.zeros(0)}, [])
+    loaded = _save_and_load(tmp_path, td, where)
+    assert loaded["a"].tolist() == [1]
+    assert loaded["b"].shape == torch.Size([0])
+
+
+def test_an_archive_leaf_written_through_a_copy_leaves_the_file(tmp_path: Path) -> None:
+    td = TensorDict({"w": torch.arange(4.0)}, [])
+    loaded = _save_and_load(tmp_path, td, "archive sub")
+    loaded["w"][0] = 9.0  # copy-on-write: private to this mapping
+    again = _save_and_load(tmp_path / "again", td, "archive sub")
+    assert again["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    fresh = TensorDict.load_memmap(tmp_path / "x.tdz", subpath="sub")
+    assert fresh["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
 def test_nested_and_batched_leaves_load_in_place(tmp_path: Path) -> None:
