@@ -206,12 +206,15 @@ class _Loader:
     def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
         """The checked path of the entry ``name`` in ``folder`` (not leaving it); one
         ``lstat`` checks for a link and gives the identity :meth:`_folder_identity` needs."""
-        path = checked_name(folder, name, self.call, key, what)
+        if type(name) is str and name not in _DOTS and _NOT_IN_NAMES.isdisjoint(name):
+            path = folder + _SEP + name
+        else:
+            path = checked_name(folder, name, self.call, key, what)  # (raises)
         try:
             info = os.lstat(path)
         except OSError:
             return path  # (missing: the caller says so, naming what it expected)
-        if stat.S_ISLNK(info.st_mode):
+        if info.st_mode & _S_IFMT == _S_IFLNK:
             check_link(folder, path, self.call, key, what)
             try:
                 info = os.stat(path)
@@ -292,7 +295,7 @@ class _Loader:
             )
         self.version = version
         cls = self.lookup(meta["type"], path)
-        bs = torch.Size(meta["batch_size"])
+        bs = torch.Size(meta["batch_size"]) if meta["batch_size"] else _NO_BATCH
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
         dev = device if device is not None else (None if meta["device"] is None else "cpu")
@@ -485,9 +488,10 @@ class _Leaf:
         self.shape = shape
 
 
-_S_IFMT, _S_IFREG = 0o170000, stat.S_IFREG  # (stat.S_ISREG, without its call)
+_S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK  # (no S_ISREG call)
 _ITEMSIZES = {name: (dtype, dtype.itemsize) for name, dtype in DTYPES.items()}
 _SEP = os.sep
+_NO_BATCH = torch.Size([])
 _DOTS = ("", ".", "..")  # names that are not a file's (with ``/``, ``\\``, NUL: _NOT_IN_NAMES)
 _NOT_IN_NAMES = frozenset("/\\\0")
 

@@ -276,3 +276,37 @@ def test_named_and_batched_metadata_still_loads(tmp_path: Path) -> None:
     loaded = TensorDict.load_memmap(tmp_path / "ckpt")
     assert loaded.names == ["a", None]
     assert loaded.batch_size == torch.Size([2, 3])
+
+
+def _nested(tmp_path: Path) -> Path:
+    folder = tmp_path / "ckpt"
+    TensorDict({"s": {"x": torch.arange(3.0)}, "t": {"y": torch.ones(2)}}, []).memmap(folder)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "a\\b", "a\0b", 5])
+def test_an_invalid_sub_folder_name_is_refused(tmp_path: Path, name: Any) -> None:
+    folder = _nested(tmp_path)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["entries"]["s"]["dir"] = name
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match="folder name .* of key 's'"):
+        TensorDict.load_memmap(folder)
+
+
+def test_sub_folder_links_out_or_to_a_folder_already_loaded_are_refused(tmp_path: Path) -> None:
+    folder = _nested(tmp_path)
+    os.rename(folder / "s", tmp_path / "s_outside")
+    os.symlink(tmp_path / "s_outside", folder / "s")
+    with pytest.raises(FormatError, match="folder 's' of key 's' .* leads outside"):
+        TensorDict.load_memmap(folder)
+    os.remove(folder / "s")
+    os.rename(tmp_path / "s_outside", folder / "s_real")
+    os.symlink("s_real", folder / "s")  # a link inside: loads
+    assert TensorDict.load_memmap(folder)["s", "x"].tolist() == [0.0, 1.0, 2.0]
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["entries"]["t"]["dir"] = "s_real"  # two entries reaching one folder
+    meta["entries"]["t"]["meta"] = meta["entries"]["s"]["meta"]
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match="same folder as one already loaded"):
+        TensorDict.load_memmap(folder)
