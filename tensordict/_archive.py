@@ -521,6 +521,7 @@ class _ArchiveLoader(_Loader):
         self._window: mmap.mmap | None = None  # read-only: the part of the file mapped
         self._shift = 0  # the file offset of the mapping's first byte
         self._lock = threading.Lock()
+        self._skip = len(archive.path) + 1  # a leaf path's prefix before its member name
 
     def _read_meta(self, folder: str, path: str) -> bytes:
         data = self.archive.member_bytes(self.archive.member(path))
@@ -579,11 +580,12 @@ class _ArchiveLoader(_Loader):
             if found is not None:
                 return found
             if self._window is None and not self.writable and self.archive.fd >= 0:
-                spans = self.archive.spans
-                used = [spans[self.archive.member(leaf.path)] for _, _, leaf in self.slots]
-                low = min(start for start, _ in used)
+                spans, skip = self.archive.spans, self._skip
+                low, high = self.archive.size, 0
+                for _, _, leaf in self.slots:
+                    start, size = spans[leaf.path[skip:]]
+                    low, high = min(low, start), max(high, start + size)
                 low -= low % mmap.ALLOCATIONGRANULARITY
-                high = max(start + size for start, size in used)
                 if high - low >= 16:  # (else: the whole file, as below)
                     try:
                         self._window = mmap.mmap(
@@ -605,7 +607,7 @@ class _ArchiveLoader(_Loader):
             return base
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
-        offset, size = self.archive.spans[self.archive.member(leaf.path)]
+        offset, size = self.archive.spans[leaf.path[self._skip :]]  # (archive.member, inline)
         dtype = leaf.dtype
         itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
