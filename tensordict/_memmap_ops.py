@@ -539,7 +539,10 @@ class MemmapOps(CollectionPrimitives):
             raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
         path = os.fspath(prefix)
         if type(subpath) is str:  # (the common case, without the general one's generator)
-            path = os.path.join(path, subpath)
+            if type(path) is str and subpath[:1] != os.sep:
+                path = path + os.sep + subpath  # (os.path.join; the loader normalises it)
+            else:
+                path = os.path.join(path, subpath)
         elif subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))

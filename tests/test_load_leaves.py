@@ -310,3 +310,19 @@ def test_sub_folder_links_out_or_to_a_folder_already_loaded_are_refused(tmp_path
     (folder / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(FormatError, match="same folder as one already loaded"):
         TensorDict.load_memmap(folder)
+
+
+@pytest.mark.parametrize("archive", [False, True])
+def test_subpath_strings_join_as_os_path_join(tmp_path: Path, archive: bool) -> None:
+    td = TensorDict({"sub": {"x": torch.arange(3)}, "y": torch.ones(1)}, [])
+    path = tmp_path / ("x.tdz" if archive else "ckpt")
+    td.save(str(path))
+    for subpath in ("sub", "sub/", "./sub", "sub//"):
+        assert TensorDict.load_memmap(path, subpath=subpath)["x"].tolist() == [0, 1, 2]
+    assert set(TensorDict.load_memmap(path, subpath="").keys()) == {"sub", "y"}
+    absolute = os.path.join(str(path), "sub")  # (an absolute sub-path replaces the prefix)
+    assert TensorDict.load_memmap(tmp_path / "elsewhere", subpath=absolute)["x"].tolist() == [
+        0,
+        1,
+        2,
+    ]
