@@ -517,7 +517,11 @@ class _ArchiveLoader(_Loader):
         self.archive = archive
         self.watch = (archive.path, archive.identity)  # (the file mapped must be the one read)
         self.writable = mode == "r+"
-        self._bases: dict[torch.dtype, torch.Tensor] = {}  # the whole mapping, per dtype
+        self._bases: dict[torch.dtype, torch.Tensor] = {}  # the mapping, per dtype
+        self._window: mmap.mmap | None = None  # read-only: the part of the file mapped
+        self._shift = 0  # the file offset of the mapping's first byte
+        self._lock = threading.Lock()
+        self._skip = len(archive.path) + 1  # a leaf path's prefix before its member name
 
     def _read_meta(self, folder: str, path: str) -> bytes:
         data = self.archive.member_bytes(self.archive.member(path))
@@ -565,8 +569,45 @@ class _ArchiveLoader(_Loader):
         # (read-only, the file validated is the file mapped: see Archive.storage)
         return self.writable and super().replaced()
 
+    def _base(self, dtype: torch.dtype) -> torch.Tensor:
+        """The mapping as one flat tensor of ``dtype``, made once per dtype. Read-only, it
+        maps only the window of the file that this load's leaves lie in (a sub-folder's
+        few members, not the whole archive: less to map and unmap), from the descriptor
+        the archive was validated through; ``_shift`` is the window's offset in the file."""
+        itemsize = dtype.itemsize
+        with self._lock:  # (threads may map leaves; the archive's own lock is for storage())
+            found = self._bases.get(dtype)
+            if found is not None:
+                return found
+            if self._window is None and not self.writable and self.archive.fd >= 0:
+                spans, skip = self.archive.spans, self._skip
+                low, high = self.archive.size, 0
+                for _, _, leaf in self.slots:
+                    start, size = spans[leaf.path[skip:]]
+                    low, high = min(low, start), max(high, start + size)
+                low -= low % mmap.ALLOCATIONGRANULARITY
+                if high - low >= 16:  # (else: the whole file, as below)
+                    try:
+                        self._window = mmap.mmap(
+                            self.archive.fd, high - low, access=mmap.ACCESS_COPY, offset=low
+                        )
+                    except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
+                        raise FormatError(
+                            f"{self.call}: {self.archive.path!r} changed while loading: {err}"
+                        ) from None
+                    self._shift = low
+            if self._window is not None:
+                count = len(self._window) // itemsize
+                base = torch.frombuffer(self._window, dtype=dtype, count=count)
+            else:  # the whole file
+                storage = self.archive.storage(self.writable)
+                empty = torch.empty(0, dtype=torch.uint8).view(dtype)  # (no complex32 warning)
+                base = empty.set_(storage, 0, (storage.nbytes() // itemsize,), (1,))
+            self._bases[dtype] = base
+            return base
+
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
-        offset, size = self.archive.spans[self.archive.member(leaf.path)]
+        offset, size = self.archive.spans[leaf.path[self._skip :]]  # (archive.member, inline)
         dtype = leaf.dtype
         itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
@@ -574,16 +615,14 @@ class _ArchiveLoader(_Loader):
             flat = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (size,), (1,))
             return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(leaf.shape))
         base = self._bases.get(dtype)
-        if base is None:  # the whole file as one flat tensor of this dtype, made once
-            storage = self.archive.storage(self.writable)
-            empty = torch.empty(0, dtype=torch.uint8).view(dtype)  # (warning-free: complex32)
-            base = empty.set_(storage, 0, (storage.nbytes() // itemsize,), (1,))
-            self._bases[dtype] = base
+        if base is None:
+            base = self._base(dtype)
         strides, step = [], 1
         for dim in reversed(leaf.shape):
             strides.append(step)
             step *= max(dim, 1)
-        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], offset // itemsize)
+        start = (offset - self._shift) // itemsize
+        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], start)
         view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
         return view
 

@@ -8,7 +8,7 @@ import math
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -67,6 +67,24 @@ def _well_typed(meta: dict[str, Any]) -> bool:
     )
 
 
+def _plain(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` passes every check of :meth:`_Loader.meta` in its common form
+    (an empty batch size, no names); False sends it through the checks one by one."""
+    get = meta.get
+    version, device = get("version"), get("device", 0)
+    return (
+        get("format") == FORMAT
+        and type(version) is int
+        and 1 <= version <= VERSION
+        and type(get("type")) is str
+        and get("batch_size") == []
+        and get("shape", []) == []
+        and (device is None or type(device) is str)
+        and get("names", 0) is None
+        and type(get("entries")) is dict
+    )
+
+
 class _Loader:
     folders = True  # loaded collections remember their folder (an archive's have none)
 
@@ -77,6 +95,8 @@ class _Loader:
         self.seen: set[Any] = set()  # the meta.json files read so far
         self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
         self.depth = 0
+        # every leaf validated, in order, with the entries holding its placeholder
+        self.slots: list[tuple[dict[str, Any], str, _Leaf]] = []
         self.version = VERSION  # of the metadata file being read
         # the path whose identity (device, inode) must not change during the load, and
         # its identity when the load began (a save replaces a whole folder)
@@ -101,6 +121,8 @@ class _Loader:
                 raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
             except RecursionError:
                 raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
+        if type(meta) is dict and _plain(meta):
+            return meta  # (the common case, every check below passed in one expression)
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         if not _well_typed(meta):  # (the common case passes in one expression)
@@ -184,12 +206,15 @@ class _Loader:
     def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
         """The checked path of the entry ``name`` in ``folder`` (not leaving it); one
         ``lstat`` checks for a link and gives the identity :meth:`_folder_identity` needs."""
-        path = checked_name(folder, name, self.call, key, what)
+        if type(name) is str and name not in _DOTS and _NOT_IN_NAMES.isdisjoint(name):
+            path = folder + _SEP + name
+        else:
+            path = checked_name(folder, name, self.call, key, what)  # (raises)
         try:
             info = os.lstat(path)
         except OSError:
             return path  # (missing: the caller says so, naming what it expected)
-        if stat.S_ISLNK(info.st_mode):
+        if info.st_mode & _S_IFMT == _S_IFLNK:
             check_link(folder, path, self.call, key, what)
             try:
                 info = os.stat(path)
@@ -202,6 +227,8 @@ class _Loader:
         """The size of a leaf file, after checking it is a regular file in ``folder``."""
         try:
             info = os.lstat(leaf_path)  # one call: the link check, the kind and the size
+            if info.st_mode & _S_IFMT == _S_IFREG:  # (the common case: a regular file)
+                return info.st_size
             if stat.S_ISLNK(info.st_mode):
                 check_link(folder, leaf_path, self.call, key, "file")
                 info = os.stat(leaf_path)
@@ -230,7 +257,7 @@ class _Loader:
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
-        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape)
+        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape, False)
 
     def _visit(self, identity: Any, folder: str) -> None:
         """Refuse a folder (identified by its meta.json, or itself for inline metadata)
@@ -268,7 +295,7 @@ class _Loader:
             )
         self.version = version
         cls = self.lookup(meta["type"], path)
-        bs = torch.Size(meta["batch_size"])
+        bs = torch.Size(meta["batch_size"]) if meta["batch_size"] else _NO_BATCH
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
         dev = device if device is not None else (None if meta["device"] is None else "cpu")
@@ -326,61 +353,72 @@ class _Loader:
                         "entry names too"
                     )
                 names.add(name)
-            entries[key] = self.entry(folder, path, key, record, bs, device)
+            value = entries[key] = self.entry(folder, path, key, record, bs, device)
+            if type(value) is _Leaf:
+                self.slots.append((entries, key, value))
         td = _build(cls, entries, bs, dev, meta["names"])
         if self.folders:
             td._saved_folder = folder
         return td
+
+    def _tensor(
+        self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
+    ) -> _Leaf:
+        """A tensor entry's leaf, validated (docs/format.md, section 8); not mapped yet."""
+        # The common case passes each group of checks in one expression; when one fails,
+        # :func:`_refuse_tensor` (or :func:`checked_name`) finds which and raises.
+        name, shape, file = record.get("dtype"), record.get("shape"), record.get("file")
+        known = _ITEMSIZES.get(name) if type(name) is str else None
+        if (
+            known is None
+            or type(shape) is not list
+            or (
+                shape
+                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
+            )
+        ):
+            _refuse_tensor(self.call, path, key, record)
+        dtype, itemsize = known
+        nbytes = math.prod(shape) * itemsize  # Python ints: no int64 overflow
+        # (the strides' reach counts zero dims as one)
+        if nbytes > MAX_BYTES or (0 in shape and _span(shape) * itemsize > MAX_BYTES):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
+                f"{MAX_BYTES} bytes"
+            )
+        if type(file) is str and file not in _DOTS and _NOT_IN_NAMES.isdisjoint(file):
+            leaf_path = folder + _SEP + file
+        else:
+            leaf_path = checked_name(folder, file, self.call, key, "file")  # (raises)
+        actual = self._leaf_size(folder, leaf_path, key)
+        if actual != nbytes:
+            raise FormatError(
+                f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
+                f"shape {shape} of {name} needs {nbytes}"
+            )
+        if bs and shape[: len(bs)] != list(bs):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
+                f"start with batch_size {list(bs)}"
+            )
+        if "sha256" in record:
+            if type(record["sha256"]) is not str:
+                raise FormatError(
+                    f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
+                    f"{record['sha256']!r}"
+                )
+            if self.verify and self._sha256(leaf_path) != record["sha256"]:
+                raise FormatError(
+                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
+                )
+        return _Leaf(leaf_path, dtype, torch.Size(shape))
 
     def entry(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
     ) -> Any:
         kind = record["kind"]
         if kind == "tensor":
-            dtype_name = record.get("dtype")
-            dtype = DTYPES.get(dtype_name) if type(dtype_name) is str else None
-            if dtype is None:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has unknown dtype {record.get('dtype')!r}"
-                )
-            shape: Any = record.get("shape")
-            if type(shape) is not list or (
-                shape
-                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
-            ):
-                _check_shape(self.call, path, "shape of key", shape, key)  # (raises)
-            nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
-            span = nbytes  # the strides' reach, zero dims counted as one
-            if 0 in shape:
-                span = math.prod(max(s, 1) for s in shape) * dtype.itemsize
-            if nbytes > MAX_BYTES or span > MAX_BYTES:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
-                    f"{MAX_BYTES} bytes"
-                )
-            leaf_path = checked_name(folder, record.get("file"), self.call, key, "file")
-            actual = self._leaf_size(folder, leaf_path, key)
-            if actual != nbytes:
-                raise FormatError(
-                    f"{self.call}: leaf file {leaf_path!r} of key {key!r} holds {actual} bytes; "
-                    f"shape {shape} of {record['dtype']} needs {nbytes}"
-                )
-            if bs and shape[: len(bs)] != list(bs):
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has shape {shape}, which does not "
-                    f"start with batch_size {list(bs)}"
-                )
-            if "sha256" in record:
-                if type(record["sha256"]) is not str:
-                    raise FormatError(
-                        f"{self.call}: {path!r} key {key!r} has a non-string sha256 "
-                        f"{record['sha256']!r}"
-                    )
-                if self.verify and self._sha256(leaf_path) != record["sha256"]:
-                    raise FormatError(
-                        f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
-                    )
-            return _Leaf(leaf_path, dtype, torch.Size(shape))
+            return self._tensor(folder, path, key, record, bs)
         if kind == "collection":
             sub = self._sub_folder(folder, record.get("dir"), key, "folder")
             inline = record.get("meta")
@@ -392,7 +430,7 @@ class _Loader:
             version = self.version
             nested = self.collection(sub, device, inline if version >= 2 else None)
             self.version = version
-            if list(nested.batch_size[: len(bs)]) != list(bs):
+            if bs and list(nested.batch_size[: len(bs)]) != list(bs):
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has batch_size "
                     f"{list(nested.batch_size)}, which does not start with {list(bs)}"
@@ -450,6 +488,28 @@ class _Leaf:
         self.shape = shape
 
 
+_S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK  # (no S_ISREG call)
+_ITEMSIZES = {name: (dtype, dtype.itemsize) for name, dtype in DTYPES.items()}
+_SEP = os.sep
+_NO_BATCH = torch.Size([])
+_DOTS = ("", ".", "..")  # names that are not a file's (with ``/``, ``\\``, NUL: _NOT_IN_NAMES)
+_NOT_IN_NAMES = frozenset("/\\\0")
+
+
+def _span(shape: list[int]) -> int:
+    """The elements a shape's strides reach, zero dims counted as one."""
+    return math.prod(max(s, 1) for s in shape)
+
+
+def _refuse_tensor(call: str, path: str, key: str, record: dict[str, Any]) -> NoReturn:
+    """Raise the error for a tensor entry whose dtype or shape is invalid."""
+    name = record.get("dtype")
+    if type(name) is not str or name not in DTYPES:
+        raise FormatError(f"{call}: {path!r} key {key!r} has unknown dtype {name!r}")
+    _check_shape(call, path, "shape of key", record.get("shape"), key)
+    raise FormatError(f"{call}: {path!r} key {key!r} is not a valid tensor entry")
+
+
 def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = None) -> None:
     if type(shape) is not list or not all(
         type(s) is int and 0 <= s < MAX_BYTES  # (type(True) is bool, not int)
@@ -467,19 +527,6 @@ def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names
     if names is not None:
         td.names = names
     return td
-
-
-def _placeholders(td: Any, out: list[tuple[dict[str, Any], str, _Leaf]]) -> None:
-    parts = td._stack_parts()
-    if parts is not None:
-        for member in parts[1]:
-            _placeholders(member, out)
-        return
-    for key, value in td._tensordict.items():
-        if isinstance(value, _Leaf):
-            out.append((td._tensordict, key, value))
-        elif not isinstance(value, (torch.Tensor, NonTensorData, NonTensorStack)):
-            _placeholders(value, out)
 
 
 def load(
@@ -579,8 +626,7 @@ def _load_once(
 ) -> Any:
     td = loader.collection(target, device)
     loader.validated()
-    slots: list[tuple[dict[str, Any], str, _Leaf]] = []
-    _placeholders(td, slots)
+    slots = loader.slots
     call = loader.call
     bar = progress_bar(call, len(slots), unit="leaf") if pbar else None
 
@@ -594,7 +640,11 @@ def _load_once(
             bar.update(1)
 
     try:
-        if num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
+        if device is None and bar is None and num_threads <= 1:  # (the common case)
+            map_leaf = loader.map_leaf
+            for store, key, leaf in slots:
+                store[key] = map_leaf(leaf)
+        elif num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
             with ThreadPoolExecutor(max_workers=num_threads) as pool:
                 list(pool.map(open_leaf, slots))
         else:

@@ -15,6 +15,7 @@ from torch import Tensor
 from tensordict._memmap_backing import (
     Backing,
     MemmapExistsError,
+    attach,
     backing_of,
     prepare_file,
     register,
@@ -360,11 +361,13 @@ class MemoryMappedTensor(MappedViews):
 
     @classmethod
     def _from_checked_file(
-        cls, path: str, dtype: torch.dtype, shape: torch.Size
+        cls, path: str, dtype: torch.dtype, shape: torch.Size, renamed: bool = True
     ) -> MemoryMappedTensor:
         """Map a file whose size the caller has just checked (the loader; its paths are
         absolute and normal). A file this process may not write (read-only media, mode
         0444) is mapped copy-on-write: writes stay in private memory, the file is untouched.
+        ``renamed=False``: the file will not be renamed (a loaded checkpoint's), so its
+        name is recorded on the storage (:func:`attach`), not in the registry.
         """
         numel = shape.numel()
         if not numel:
@@ -375,7 +378,10 @@ class MemoryMappedTensor(MappedViews):
             if os.access(path, os.W_OK) and not _read_only_mount(path):
                 raise
             return cls._wrap(_map_file(path, dtype, shape, normalised=True, writable=False))
-        register(mapped.untyped_storage(), path, shape)
+        if renamed:
+            register(mapped.untyped_storage(), path, shape)
+        else:
+            attach(mapped.untyped_storage(), path, shape)
         if len(shape) != 1:
             mapped = mapped.view(shape)
         mapped.__class__ = cls  # (a fresh object: no alias, as as_subclass makes)

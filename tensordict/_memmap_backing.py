@@ -77,9 +77,21 @@ def register(storage: torch.UntypedStorage, filename: str | None, shape: torch.S
     return backing
 
 
+def attach(storage: torch.UntypedStorage, filename: str, shape: torch.Size) -> None:
+    """Record that ``storage`` maps ``filename``, on the storage object itself (torch
+    keeps one Python object per storage while any tensor holds it): cheaper than
+    :func:`register` for a loader's many leaves, with no registry entry and no callback
+    when the storage goes. Only for files that are never renamed (:func:`rename_files`
+    updates the registry's records, written by saves)."""
+    storage._td_backing = Backing(filename, storage, shape)  # type: ignore[attr-defined]
+
+
 def backing_of(storage: torch.UntypedStorage) -> Backing | None:
     """The recorded backing of ``storage``, or None (zero-size or never recorded)."""
-    return _BACKINGS.get(storage.data_ptr()) if storage.nbytes() else None
+    if not storage.nbytes():
+        return None
+    found = _BACKINGS.get(storage.data_ptr())
+    return found if found is not None else getattr(storage, "_td_backing", None)
 
 
 def rename_files(old_dir: str, new_dir: str) -> None:

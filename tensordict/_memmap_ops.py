@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
+from tensordict._load import load as _load
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
@@ -532,19 +533,20 @@ class MemmapOps(CollectionPrimitives):
         >>> TensorDict.load_memmap(path, subpath=("net",))["w"].tolist()
         [1.0, 1.0]
         """
-        from tensordict._load import load
-
         call = "TensorDict.load_memmap"
         # (robust_key: names are never decoded, keys are read from the metadata: any value)
         if allow_pickle is not None and type(allow_pickle) is not bool:
             raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
         path = os.fspath(prefix)
         if type(subpath) is str:  # (the common case, without the general one's generator)
-            path = os.path.join(path, subpath)
+            if type(path) is str and subpath[:1] != os.sep:
+                path = path + os.sep + subpath  # (os.path.join; the loader normalises it)
+            else:
+                path = os.path.join(path, subpath)
         elif subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))
-        loaded = load(
+        loaded = _load(
             path,
             call=call,
             device=device,
