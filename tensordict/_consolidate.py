@@ -839,8 +839,8 @@ def wire_plan(
     """The plan of ``td``, its storage (consolidated) or its tensor leaves, and its
     :func:`wire_description`; a collection that is not consolidated is walked once for
     its leaves and its tokens."""
-    record = getattr(td, "_consolidated", None)
-    if record is not None and td._is_locked:
+    record = sent_record(td)
+    if record is not None:
         return record.plan, record.storage, None, wire_description(td, record.plan)
     leaves: list[Tensor] = []
     tokens: list[str] = []
@@ -849,10 +849,27 @@ def wire_plan(
     return plan, None, leaves, _described(plan, tokens)
 
 
+def sent_record(td: Any) -> Record | None:
+    """The record of a consolidated ``td`` whose storage a transfer sends as it is (locked:
+    its leaves are still the storage's views), or None."""
+    record: Record | None = getattr(td, "_consolidated", None)
+    return record if record is not None and td._is_locked else None
+
+
+def leaf_device(leaves: Sequence[Tensor]) -> torch.device:
+    """Where a buffer for ``leaves`` goes: the first leaf's device (the CPU for none)."""
+    return leaves[0].device if leaves else torch.device("cpu")
+
+
 def file_backed(td: Any) -> bool:
     """Whether ``td`` reads its leaves from a file on each access (a PersistentTensorDict:
     no in-memory store of entries)."""
     return td._stack_parts() is None and getattr(td, "_tensordict", None) is None
+
+
+def in_memory(td: Any, call: str) -> Any:
+    """``td``, or the values of a file-backed one (see :func:`file_backed`) read into memory."""
+    return td._as_dense(call) if file_backed(td) else td
 
 
 def wire_fill(
@@ -868,13 +885,12 @@ def wire_fill(
     shapes, and the leaves are then planned in full and stacked again; an error that
     remains is raised before the caller posts anything. A file-backed collection (see
     :func:`file_backed`) sends its values, read into memory."""
-    if file_backed(td):
-        td = td._as_dense(call)
+    td = in_memory(td, call)
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)
     plan = Plan.of(leaves, stacked=True)
-    dev = leaves[0].device if leaves else torch.device("cpu")
+    dev = leaf_device(leaves)
     while True:
         check(plan)
         buffer = take(plan, dev)

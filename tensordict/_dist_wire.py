@@ -41,6 +41,9 @@ from tensordict._consolidate import (
     Plan,
     explain_mismatch,
     file_backed,
+    in_memory,
+    leaf_device,
+    sent_record,
     wire_description,
     wire_fill,
     wire_plan,
@@ -468,9 +471,9 @@ def _post_send_one(
     td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
 ) -> Pending:
     dist = require_init(call)
-    record = getattr(td, "_consolidated", None)
+    record = sent_record(td)
     staging = None
-    if record is not None and td._is_locked:
+    if record is not None:
         plan, storage, (desc, fps) = record.plan, record.storage, wire_description(td, record.plan)
     else:  # stacked before anything is posted: a leaf that cannot be stacked (another
         # device, say) fails this send alone, the peer sees nothing of it
@@ -503,10 +506,6 @@ def file_backed_error(td: CollectionPrimitives, call: str) -> TypeError:
     )
 
 
-def _leaf_device(leaves: Sequence[Tensor]) -> torch.device:
-    return leaves[0].device if leaves else torch.device("cpu")
-
-
 def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: str) -> Pending:
     """Post the header receive; ``wait()`` checks it, receives the description and the one
     buffer, and writes it into the leaves (straight into the storage of a consolidated
@@ -518,7 +517,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     work = dist.irecv(header, src, group=group, tag=tags[0])
     # a file-backed collection is refused once the transfer is consumed, as a mismatch is
     backed = file_backed(td)
-    plan, storage, leaves, (mine_desc, mine) = wire_plan(td._as_dense(call) if backed else td)
+    plan, storage, leaves, (mine_desc, mine) = wire_plan(in_memory(td, call))
     pending = Pending([work])
 
     def finish() -> None:
@@ -540,10 +539,10 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
             buf = storage
         elif fits:
             assert leaves is not None
-            staging = take(plan, _leaf_device(leaves))
+            staging = take(plan, leaf_device(leaves))
             buf = staging.storage
         else:
-            dev = storage.device if storage is not None else _leaf_device(leaves or [])
+            dev = storage.device if storage is not None else leaf_device(leaves or [])
             buf = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         if nbytes:  # the description and the buffer are received together
             tag = _payload_tag(tags[2], info[2:5], DATA)

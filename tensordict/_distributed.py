@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import file_backed, wire_plan
+from tensordict._consolidate import file_backed, in_memory, leaf_device, wire_plan
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
@@ -323,19 +323,21 @@ class DistributedOps(CollectionPrimitives):
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
         # a file-backed collection cannot take the result: its header tells the other
-        # ranks (-1 leaves), so that every rank raises after the exchange
+        # ranks (-1 leaves), so that every rank raises after the exchange; on a rank that
+        # only contributes (reduce to another rank) it sends its values
         backed = file_backed(self)
-        plan, storage, leaves, (_, fps) = wire_plan(self._as_dense(call) if backed else self)
+        plan, storage, leaves, (_, fps) = wire_plan(in_memory(self, call))
         receives = dst is None or dist.get_rank() == dst
+        refused = backed and receives
         # the headers travel while the leaves are stacked into the staging buffer
-        count = -1 if backed else plan.nleaves
+        count = -1 if refused else plan.nleaves
         header = torch.tensor([*fps, count, plan.nbytes]).to(wire_device(dist, group))
         gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
         exchange = dist.all_gather(gathered, header, group=group, async_op=True)
         staging = None
         if storage is None:
             assert leaves is not None
-            staging = take(plan, _device_of(leaves))
+            staging = take(plan, leaf_device(leaves))
             storage = staging.storage
             try:
                 plan.fill(storage, leaves)
@@ -345,7 +347,7 @@ class DistributedOps(CollectionPrimitives):
         elif not receives:  # the other ranks keep their values: reduce a copy
             storage = storage.clone()
         exchange.wait()
-        if backed:
+        if refused:
             raise file_backed_error(self, call)
         headers = [h.tolist() for h in gathered]
         ranks = _ranks(dist, group)
@@ -504,7 +506,3 @@ def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, 
         return rank
     dist = require_init(call)
     return int(dist.get_global_rank(dist.group.WORLD if group is None else group, group_rank))
-
-
-def _device_of(leaves: list[Tensor]) -> torch.device:
-    return leaves[0].device if leaves else torch.device("cpu")

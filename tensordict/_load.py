@@ -522,7 +522,8 @@ def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = 
 
 
 def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names: Any) -> Any:
-    """An unmapped collection: leaves are _Leaf placeholders until :func:`_map_leaves`."""
+    """An unmapped collection: its leaves are _Leaf placeholders until the load maps
+    them (``open_leaf`` in :func:`_load_once`, through the reader's ``slots``)."""
     td = cls._new_unsafe(entries, bs, None if device is None else torch.device(device), None)
     if names is not None:
         td.names = names

@@ -1,4 +1,5 @@
-"""Pytree support: TensorDicts open into their tensors for vmap, torch.func and compile.
+"""Pytree support: TensorDicts open into their tensors for vmap, torch.func and compile
+(``vmap`` takes a plain TensorDict argument or output whole instead: ``_vmap_whole``).
 
 Unflattening recomputes the batch size: under ``vmap`` the leaves lose the mapped dim,
 and outputs gain dims, so the batch size grows or shrinks by the same number of dims
@@ -257,7 +258,7 @@ def register() -> None:
         _name_out_dim,
         _vmap_whole.unbatch,
     )
-    let_vmap_take_whole(_vmap_whole.stand_in, _vmap_whole.batch)
+    let_vmap_take_whole(_vmap_whole.prepare, _vmap_whole.batch)
 
 
 def _name_out_dim(inside: Any, outside: Any, out_dim: Any) -> Any:

@@ -99,10 +99,16 @@ def _split_check(call: str, bs: torch.Size, split_size: Any, dim: int) -> int:
         if split_size <= 0:
             raise ValueError(f"{call}: split_size must be positive, got {split_size}.")
         return d
-    if not isinstance(split_size, (list, tuple)) or not all(isinstance(s, int) for s in split_size):
+    if not isinstance(split_size, (list, tuple)) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in split_size
+    ):
         raise TypeError(f"{call}: split_size must be int or list of ints, got {split_size!r}")
     if not split_size:
         raise RuntimeError(f"{call}: Insufficient number of elements in split_size []")
+    if min(split_size) < 0:
+        raise RuntimeError(
+            f"{call}: split_size entries must be non-negative, got {list(split_size)}"
+        )
     if sum(split_size) != bs[d]:
         raise RuntimeError(
             f"{call}: split_with_sizes expects split_size to sum exactly to {bs[d]} (the "

@@ -70,6 +70,9 @@ class Swap:
     def __len__(self) -> int:
         return len(self._swapped)
 
+    def __bool__(self) -> bool:  # (len() is the originals' batch length: 0)
+        return True
+
     def __contains__(self, key: object) -> bool:
         return key in self._swapped
 

@@ -203,7 +203,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         else:
             self._tensordict = {}
             if type(source) is dict:
-                self._fill_pairs(source.items())
+                if source:
+                    self._fill_pairs(source.items())
             elif source is not None:
                 if not _is_mapping(source):
                     view = params_view(source)  # a TensorDictParams: its TensorDict of leaves

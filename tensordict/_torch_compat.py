@@ -128,7 +128,7 @@ def let_vmap_take_one_out_dim(
             if isinstance(out_dims, tuple) and len(out_dims) == 1:
                 out_dims = out_dims[0]
             out = None
-            if unbatch is not None and not torch.compiler.is_compiling():
+            if unbatch is not None:
                 out = unbatch(batched_outputs, out_dims, vmap_level, batch_size)
             if out is None:
                 out = original(batched_outputs, out_dims, vmap_level, batch_size, func)
@@ -140,24 +140,31 @@ def let_vmap_take_one_out_dim(
     _vmap._unwrap_batched = unwrap_batched
 
 
-# vmap's own steps that make a tensor batched at a vmap level, (tensor, dim, level), and
-# put the mapped dim back, (tensor, level, size, dim) (an unbatched tensor is expanded).
-add_batch_dim: Callable[[torch.Tensor, int, int], torch.Tensor] = torch._C._functorch._add_batch_dim
-remove_batch_dim: Callable[[torch.Tensor, int, int, int], torch.Tensor] = (
-    torch._C._functorch._remove_batch_dim
-)
+def batch_dim_steps() -> tuple[
+    Callable[[torch.Tensor, int, int], torch.Tensor],
+    Callable[[torch.Tensor, int, int, int], torch.Tensor],
+]:
+    """vmap's own steps that make a tensor batched at a vmap level, ``(tensor, dim,
+    level)``, and put the mapped dim back, ``(tensor, level, size, dim)`` (an unbatched
+    tensor is expanded): torch's C functions, or under ``torch.compile`` the wrappers
+    dynamo traces."""
+    if torch.compiler.is_compiling():
+        from torch._functorch import predispatch
+
+        return predispatch._add_batch_dim, predispatch._remove_batch_dim
+    return torch._C._functorch._add_batch_dim, torch._C._functorch._remove_batch_dim
 
 
 def let_vmap_take_whole(
-    stand_in: Callable[[Any, Any], torch.Tensor | None],
+    prepare: Callable[[Any, Any], tuple[torch.Tensor | None, Any]],
     batch: Callable[[Any, int, int], Any],
 ) -> None:
     """Let ``vmap`` batch some top-level arguments whole, where it would open them into a
     pytree and batch their leaves one by one (then rebuild every level). For each
-    argument and its ``in_dim``, ``stand_in`` gives a tensor of its batch shape (vmap
+    argument and its ``in_dim``, ``prepare`` gives a tensor of its batch shape (vmap
     checks the ``in_dim`` and the mapped size on it) or None (the argument goes through
-    pytree as before); ``batch(arg, dim, level)`` then batches the argument. Under
-    ``torch.compile`` nothing changes. Idempotent."""
+    pytree), and the ``in_dim`` to use; ``batch(arg, dim, level)`` then batches the
+    argument. Idempotent."""
     from torch._functorch import vmap as _vmap
     from torch.utils._pytree import tree_unflatten
 
@@ -166,7 +173,7 @@ def let_vmap_take_whole(
         return
 
     def process_batched_inputs(in_dims: Any, args: Any, func: Callable[..., Any]) -> Any:
-        if torch.compiler.is_compiling() or type(args) is not tuple:
+        if type(args) is not tuple:
             return process(in_dims, args, func)
         if type(in_dims) is int:
             dims: tuple[Any, ...] = (in_dims,) * len(args)
@@ -174,30 +181,36 @@ def let_vmap_take_whole(
             dims = in_dims
         else:
             return process(in_dims, args, func)
-        wholes: dict[int, Any] = {}
+        wholes: list[tuple[torch.Tensor, Any]] = []  # (stand-in, the argument)
         standing = list(args)
+        new_dims = list(dims)
         for i, (arg, dim) in enumerate(zip(args, dims, strict=True)):
-            tensor = stand_in(arg, dim)
+            tensor, new_dims[i] = prepare(arg, dim)
             if tensor is not None:
                 standing[i] = tensor
-                wholes[id(tensor)] = arg
+                wholes.append((tensor, arg))
+        if new_dims != list(dims):
+            in_dims = tuple(new_dims)
         if not wholes:
             return process(in_dims, args, func)
         size, flat_dims, flat_args, spec = process(in_dims, tuple(standing), func)
-        return size, flat_dims, [wholes.get(id(a), a) for a in flat_args], spec
+        for i, a in enumerate(flat_args):  # the arguments back in place of their stand-ins
+            for tensor, arg in wholes:
+                if a is tensor:
+                    flat_args[i] = arg
+        return size, flat_dims, flat_args, spec
 
     def create_batched_inputs(
         flat_in_dims: list[int | None], flat_args: list[Any], vmap_level: int, args_spec: Any
     ) -> tuple[Any, ...]:
         pairs = list(zip(flat_in_dims, flat_args, strict=True))
-        if torch.compiler.is_compiling() or all(
-            d is None or isinstance(a, torch.Tensor) for d, a in pairs
-        ):
+        if all(d is None or isinstance(a, torch.Tensor) for d, a in pairs):
             return create(flat_in_dims, flat_args, vmap_level, args_spec)
+        add = batch_dim_steps()[0]
         batched = [
             a
             if d is None
-            else add_batch_dim(a, d, vmap_level)
+            else add(a, d, vmap_level)
             if isinstance(a, torch.Tensor)
             else batch(a, d, vmap_level)
             for d, a in pairs

@@ -2,15 +2,18 @@
 TensorDict output whole: its leaves in one walk, without opening it into a pytree and
 rebuilding (and relocking) every level, as upstream does.
 
-What comes out is what the pytree route gives: each tensor batched at the mapped batch
-dim, that dim gone from the batch size and the names (and back at ``out_dims``, named
-None), non-tensor entries kept, the lock kept. A TensorDict holding anything else (a
-ragged lazy stack), mapped over a dim outside its batch dims, or an output without a
-tensor, still goes through pytree.
+The function sees what the pytree route gives: each tensor batched at the mapped batch
+dim, that dim gone from the batch size and the names, non-tensor entries kept, each
+level locked as it was; an output gets the dim back at ``out_dims`` (named None). A
+negative ``in_dims`` counts from the last batch dim, on either route. A TensorDict with
+no mapped dim (``in_dims`` None: the function gets a rebuilt copy, so writes stay
+inside), one holding anything else (a ragged lazy stack), mapped over a dim outside its
+batch dims, or an output without a tensor still goes through pytree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,7 +21,7 @@ from torch import Tensor
 
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
-from tensordict._torch_compat import add_batch_dim, remove_batch_dim
+from tensordict._torch_compat import batch_dim_steps
 
 _ZERO = torch.zeros(())
 
@@ -34,42 +37,32 @@ def _whole(td: TensorDict) -> bool:
     return True
 
 
-def stand_in(arg: Any, in_dim: Any) -> Tensor | None:
-    """A zero-strided tensor of the batch shape of a TensorDict vmap can take whole (it
-    checks ``in_dim`` and the mapped size on it), or None."""
-    if not isinstance(arg, TensorDict):
-        return None
+def prepare(arg: Any, in_dim: Any) -> tuple[Tensor | None, Any]:
+    """For a top-level argument of vmap and its ``in_dim``: a zero-strided tensor of its
+    batch shape when vmap can take it whole (vmap checks ``in_dim`` and the mapped size
+    on it), else None; and the ``in_dim`` to use (a negative one on a TensorDict counted
+    from its last batch dim)."""
+    if not isinstance(arg, TensorDict) or in_dim is None or type(in_dim) is not int:
+        return None, in_dim
     bs = arg._batch_size
-    if in_dim is not None and not (type(in_dim) is int and -len(bs) <= in_dim < len(bs)):
-        return None
-    if not _whole(arg):
-        return None
-    return _ZERO.expand(bs)
+    if -len(bs) <= in_dim < 0:
+        in_dim += len(bs)
+    if not 0 <= in_dim < len(bs) or not _whole(arg):
+        return None, in_dim
+    return _ZERO.expand(bs), in_dim
 
 
 def batch(td: TensorDict, dim: int, level: int) -> TensorDict:
     """``td`` with every tensor batched at ``dim`` (a batch dim) for vmap level ``level``."""
-    out = _batched(td, dim, level)
-    if td._is_locked:
-        out.lock_()
-    return out
-
-
-def _batched(td: TensorDict, dim: int, level: int) -> TensorDict:
+    add = batch_dim_steps()[0]
     bs = td._batch_size
-    new_bs = torch.Size([*bs[:dim], *bs[dim + 1 :]])
-    entries: dict[str, Any] = {}
-    for key, value in td._tensordict.items():
-        if isinstance(value, Tensor):
-            entries[key] = add_batch_dim(value, dim, level)
-        elif isinstance(value, NonTensor):
-            entries[key] = value._with(new_bs, value.device)
-        else:
-            entries[key] = _batched(value, dim, level)
-    names = td._names
-    if names is not None:
-        names = [*names[:dim], *names[dim + 1 :]]
-    return type(td)._new_unsafe(entries, new_bs, td._device, names)
+    return _rebuilt(
+        td,
+        lambda t: add(t, dim, level),
+        lambda size: torch.Size([*size[:dim], *size[dim + 1 :]]),
+        lambda names: [*names[:dim], *names[dim + 1 :]],
+        len(bs),
+    )
 
 
 def unbatch(out: Any, out_dim: Any, level: int, size: int) -> TensorDict | None:
@@ -79,10 +72,14 @@ def unbatch(out: Any, out_dim: Any, level: int, size: int) -> TensorDict | None:
         return None
     if not 0 <= out_dim <= len(out._batch_size) or not _whole(out) or not _has_tensor(out):
         return None
-    whole = _unbatched(out, out_dim, level, size)
-    if out._is_locked:
-        whole.lock_()
-    return whole
+    remove = batch_dim_steps()[1]
+    return _rebuilt(
+        out,
+        lambda t: remove(t, level, size, out_dim),
+        lambda bs: torch.Size([*bs[:out_dim], size, *bs[out_dim:]]),
+        lambda names: None,  # (the root's come back through _pytree._name_out_dim)
+        len(out._batch_size),
+    )
 
 
 def _has_tensor(td: TensorDict) -> bool:
@@ -92,15 +89,29 @@ def _has_tensor(td: TensorDict) -> bool:
     )
 
 
-def _unbatched(td: TensorDict, dim: int, level: int, size: int) -> TensorDict:
-    bs = td._batch_size
-    new_bs = torch.Size([*bs[:dim], size, *bs[dim:]])
+def _rebuilt(
+    td: TensorDict,
+    leaf: Callable[[Tensor], Tensor],
+    batch_size: Callable[[torch.Size], torch.Size],
+    names: Callable[[list[Any]], list[Any] | None],
+    ndim: int,
+    under_lock: bool = False,
+) -> TensorDict:
+    """``td`` rebuilt level by level: ``leaf`` of each tensor, ``batch_size`` and
+    ``names`` of each level's (``ndim`` batch dims of the root are mapped); each level
+    locked as it was (a locked level locks its whole subtree once)."""
+    new_bs = batch_size(td._batch_size)
+    locked = td._is_locked
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
-            entries[key] = remove_batch_dim(value, level, size, dim)
+            entries[key] = leaf(value)
         elif isinstance(value, NonTensor):
             entries[key] = value._with(new_bs, value.device)
         else:
-            entries[key] = _unbatched(value, dim, level, size)
-    return type(td)._new_unsafe(entries, new_bs, td._device, None)  # (names: see _pytree)
+            entries[key] = _rebuilt(value, leaf, batch_size, names, ndim, under_lock or locked)
+    kept = None if td._names is None else names(td._names)
+    out = type(td)._new_unsafe(entries, new_bs, td._device, kept)
+    if locked and not under_lock:
+        out.lock_()
+    return out

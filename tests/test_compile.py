@@ -127,3 +127,22 @@ def test_tensorclass_ops_are_one_graph() -> None:
     assert type(out) is _CompiledPoint and out.batch_size == (4,)
     torch.testing.assert_close(out.x, point.x * 2)
     torch.testing.assert_close(out.y, point.y + 1)
+
+
+def test_vmap_over_a_tensordict_compiles_as_it_runs_eagerly() -> None:
+    td = TensorDict(
+        {"a": torch.arange(24.0).reshape(3, 4, 2), "n": {"b": torch.ones(3, 4)}}, [3, 4]
+    )
+
+    def f(t: TensorDict) -> torch.Tensor:  # -1: the last batch dim, eager and compiled
+        return torch.vmap(lambda u: u["a"].sum() + u["n", "b"].sum(), in_dims=-1)(t)
+
+    def g(p: _CompiledPoint) -> torch.Tensor:
+        return torch.vmap(lambda q: q.x * 2 + q.y.unsqueeze(-1))(p)
+
+    _one_graph(f, td)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True, backend="aot_eager")(td), f(td))
+    point = _CompiledPoint(x=torch.randn(4, 3), y=torch.randn(4), batch_size=[4])
+    torch.testing.assert_close(
+        torch.compile(g, fullgraph=True, backend="aot_eager")(point), g(point)
+    )

@@ -237,6 +237,7 @@ def _file_backed(rank: int, world: int) -> None:
         on_disk.send(1)
         td.send(1)
         _raises(on_disk.all_reduce, TypeError, "reads its leaves from its file")
+        on_disk.reduce(1)  # a rank that only contributes sends its values
         return
     got = td.apply(torch.zeros_like)
     got.recv(0)
@@ -248,6 +249,10 @@ def _file_backed(rank: int, world: int) -> None:
     got.recv(0)
     torch.testing.assert_close(got["a"], torch.arange(6.0).view(3, 2))
     _raises(td.all_reduce, RuntimeError, "the ranks hold different structures")
+    total = td.clone()
+    total.reduce(1)
+    torch.testing.assert_close(total["a"], torch.arange(6.0).view(3, 2) * 2 + 1)
+    torch.testing.assert_close(total["n", "b"], torch.full((3,), 2.0))
 
 
 # ------------------------------------------------------------------ the launcher

@@ -155,3 +155,18 @@ def test_empty_and_zeros_in_shared_memory(shape: tuple[int, ...], dtype: torch.d
     assert not zeros.any()
     zeros.fill_(1)
     assert zeros.all()
+
+
+@pytest.mark.parametrize(("sizes", "kind"), [([-1, 5], RuntimeError), ([True, True, 2], TypeError)])
+def test_split_refuses_negative_sizes_and_bools_naming_the_call(sizes: Any, kind: type) -> None:
+    with pytest.raises(kind, match="TensorDict.split"):
+        TensorDict({"a": torch.zeros(4)}, [4]).split(sizes)
+
+
+def test_a_swap_is_truthy_though_its_originals_have_no_batch_dims() -> None:
+    from torch import nn
+
+    model = nn.Linear(2, 2)
+    swap = TensorDict.from_module(model).to_module(model)
+    assert bool(swap) and len(swap) == 0
+    swap.restore()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict, lazy_stack, tensorclass
-from tensordict._vmap_whole import stand_in
+from tensordict._vmap_whole import prepare
 
 
 def _td(locked: bool = False, names: bool = False) -> TensorDict:
@@ -81,7 +81,7 @@ def test_mapped_sizes_that_differ_are_refused() -> None:
 
 def test_an_in_dim_outside_the_batch_dims_still_maps_the_leaves() -> None:
     td = TensorDict({"a": torch.randn(3, 4)}, [3])
-    assert stand_in(td, 1) is None  # the pytree route: dim 1 of every leaf
+    assert prepare(td, 1) == (None, 1)  # the pytree route: dim 1 of every leaf
     out = torch.vmap(lambda t: t["a"] * 2, in_dims=(1,))(td)
     torch.testing.assert_close(out, td["a"].T * 2)
 
@@ -108,7 +108,9 @@ def test_a_tensorclass_is_taken_whole_at_the_top_and_nested() -> None:
 
 def test_a_tensordict_holding_a_ragged_lazy_stack_goes_through_pytree() -> None:
     ragged = lazy_stack([TensorDict({"x": torch.ones(2)}), TensorDict({"y": torch.ones(2)})])
-    assert stand_in(TensorDict({"l": ragged}, [2]), 0) is None
+    held = TensorDict({"l": ragged}, [2])
+    assert prepare(held, 0) == (None, 0)
+    assert prepare(held, -1) == (None, 0)  # counted from the last batch dim on this route too
 
 
 def test_chunked_vmap_takes_the_whole_tensordict_in_chunks() -> None:
@@ -121,6 +123,31 @@ def test_nested_vmap_over_both_batch_dims() -> None:
     td = _td()
     out = torch.vmap(torch.vmap(lambda t: t["a"].sum() + t["n", "b"]))(td)
     torch.testing.assert_close(out, td["a"].sum(-1) + td["n", "b"])
+
+
+def test_a_locked_level_under_an_unlocked_one_stays_locked_in_and_out() -> None:
+    td = _td()
+    td["n"].lock_()
+    states: list[tuple[bool, bool]] = []
+
+    def f(t: TensorDict) -> TensorDict:
+        states.append((t.is_locked, t["n"].is_locked))
+        return t
+
+    out = torch.vmap(f)(td)
+    assert states == [(False, True)]
+    assert not out.is_locked and out["n"].is_locked
+
+
+def test_writes_to_an_unmapped_tensordict_stay_inside_vmap() -> None:
+    td, x = _td(), torch.randn(5)
+
+    def f(t: TensorDict, y: torch.Tensor) -> torch.Tensor:
+        t["y"] = y.expand(3, 4)  # a batched tensor: must not reach the caller's TensorDict
+        return t["n", "b"].sum() * y
+
+    torch.vmap(f, in_dims=(None, 0))(td, x)
+    assert "y" not in td.keys()
 
 
 def test_the_rebuilt_lock_still_protects_its_nested_levels() -> None:
