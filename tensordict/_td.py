@@ -144,7 +144,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     # _saved_folder: the checkpoint folder it was saved as or loaded from (unset: none)
     # _keys_view: the view ``keys()`` hands out (unset until the first call)
-    __slots__ = ("_keys_view", "_saved_folder", "_tensordict")
+    # _locked_by: weak references to the locked TensorDicts holding it (see _lock_parents)
+    __slots__ = ("_keys_view", "_locked_by", "_saved_folder", "_tensordict")
     _abstract = False
     _tensordict: dict[str, Any]
     _saved_folder: str
