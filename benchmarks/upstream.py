@@ -10,6 +10,9 @@ without (upstream's), timing with process CPU time; rounds alternate, and a benc
 ratio (ours / upstream, of medians) is the median over rounds. Prints the counts (win
 below 0.95, tie, lose above 1.05), the geometric mean, and every benchmark above 1.05.
 The compile benchmarks are left out (minutes per round); pass ``--compile`` to add them.
+Cases that allocate tens of MB per call (tensorclass ``clone``/``ones_like`` of 24 MB,
+``consolidate(filename=)``, the model saves) swing up to 8x on either side with the
+allocator's state (page faults of fresh memory, or reuse), so use three rounds or more.
 """
 
 from __future__ import annotations
