@@ -2,6 +2,7 @@
 TensorDict output whole: its leaves in one walk, without opening it into a pytree and
 rebuilding (and relocking) every level, as upstream does.
 
+A ``TensorDictParams`` is taken as the TensorDict of its leaves, as pytree opens it.
 The function sees what the pytree route gives: each tensor batched at the mapped batch
 dim, that dim gone from the batch size and the names, non-tensor entries kept, each
 level locked as it was; an output gets the dim back at ``out_dims`` (named None). A
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
 from tensordict._torch_compat import batch_dim_steps
@@ -42,8 +44,14 @@ def prepare(arg: Any, in_dim: Any) -> tuple[Tensor | None, Any]:
     batch shape when vmap can take it whole (vmap checks ``in_dim`` and the mapped size
     on it), else None; and the ``in_dim`` to use (a negative one on a TensorDict counted
     from its last batch dim)."""
-    if not isinstance(arg, TensorDict) or in_dim is None or type(in_dim) is not int:
+    if in_dim is None or type(in_dim) is not int:
         return None, in_dim
+    if not isinstance(arg, TensorDict):
+        if isinstance(arg, Tensor):
+            return None, in_dim
+        arg = params_view(arg)  # a TensorDictParams: the TensorDict of its leaves
+        if arg is None:
+            return None, in_dim
     bs = arg._batch_size
     if -len(bs) <= in_dim < 0:
         in_dim += len(bs)
@@ -52,8 +60,12 @@ def prepare(arg: Any, in_dim: Any) -> tuple[Tensor | None, Any]:
     return _ZERO.expand(bs), in_dim
 
 
-def batch(td: TensorDict, dim: int, level: int) -> TensorDict:
-    """``td`` with every tensor batched at ``dim`` (a batch dim) for vmap level ``level``."""
+def batch(td: Any, dim: int, level: int) -> TensorDict:
+    """``td`` (or the TensorDict of a ``TensorDictParams``' leaves, which the function
+    gets, as through pytree) with every tensor batched at ``dim`` (a batch dim) for vmap
+    level ``level``."""
+    if not isinstance(td, TensorDict):
+        td = params_view(td)
     add = batch_dim_steps()[0]
     bs = td._batch_size
     return _rebuilt(

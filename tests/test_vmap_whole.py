@@ -193,3 +193,22 @@ def test_an_output_without_tensors_goes_through_pytree() -> None:
 
     assert unbatch(TensorDict({"s": "text"}), 0, 1, 3) is None
     assert unbatch(TensorDict({"a": torch.zeros(2)}, [2]), 2, 1, 3) is None
+
+
+def test_tensordict_params_are_taken_whole_as_the_tensordict_of_their_leaves() -> None:
+    from torch import nn
+
+    from tensordict.nn import TensorDictParams
+
+    params = TensorDictParams(TensorDict.from_module(nn.Linear(3, 2)).expand(4).clone())
+    standing, dim = prepare(params, -1)
+    assert standing is not None and standing.shape == (4,) and dim == 0
+    kinds: list[type] = []
+
+    def f(p: Any) -> torch.Tensor:
+        kinds.append(type(p))
+        return p["weight"].sum() + p["bias"].sum()
+
+    out = torch.vmap(f)(params)
+    assert kinds == [TensorDict]
+    torch.testing.assert_close(out, params["weight"].sum((1, 2)) + params["bias"].sum(1))
