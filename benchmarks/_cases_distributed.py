@@ -174,22 +174,34 @@ def _connect() -> None:
     atexit.register(stop)
 
 
-def send_recv_vs_tensor() -> tuple[Fn, Fn]:
-    _connect()
-    td, flat = _payload(), torch.rand(_NUMEL)
-    cmd_td, cmd_tensor = torch.tensor([_TD]), torch.tensor([_TENSOR])
-
-    def lib() -> None:
-        dist.send(cmd_td, 1)
-        td.send(1)
-        td.recv(1)
+def _tensor_round_trip() -> Fn:
+    """The baseline of every send/recv row: one 4 MB tensor there and back."""
+    flat, cmd = torch.rand(_NUMEL), torch.tensor([_TENSOR])
 
     def base() -> None:
-        dist.send(cmd_tensor, 1)
+        dist.send(cmd, 1)
         dist.send(flat, 1)
         dist.recv(flat, 1)
 
-    return lib, base
+    return base
+
+
+def _td_round_trip(td: TensorDict, cmd: Tensor) -> Fn:
+    """A TensorDict there and back (the peer answers the command ``cmd`` names)."""
+
+    def lib() -> None:
+        dist.send(cmd, 1)
+        td.send(1)
+        td.recv(1)
+
+    return lib
+
+
+def send_recv_vs_tensor() -> tuple[Fn, Fn]:
+    _connect()
+    td, cmd_td = _payload(), torch.tensor([_TD])
+
+    return _td_round_trip(td, cmd_td), _tensor_round_trip()
 
 
 def send_recv_floor_vs_tensor() -> tuple[Fn, Fn]:
@@ -197,8 +209,7 @@ def send_recv_floor_vs_tensor() -> tuple[Fn, Fn]:
     into one kept buffer before sending it and copies the received buffer back into them
     (see :class:`_Floor`), with no TensorDict, header or description."""
     _connect()
-    floor, flat = _Floor(), torch.rand(_NUMEL)
-    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_TD]), torch.tensor([_TENSOR])
+    floor, cmd_floor = _Floor(), torch.tensor([_FLOOR_TD])
 
     def lib() -> None:
         dist.send(cmd_floor, 1)
@@ -207,12 +218,7 @@ def send_recv_floor_vs_tensor() -> tuple[Fn, Fn]:
         dist.recv(floor.flat, 1)
         floor.unpack()
 
-    def base() -> None:
-        dist.send(cmd_tensor, 1)
-        dist.send(flat, 1)
-        dist.recv(flat, 1)
-
-    return lib, base
+    return lib, _tensor_round_trip()
 
 
 def send_recv_headed_floor_vs_tensor() -> tuple[Fn, Fn]:
@@ -221,30 +227,23 @@ def send_recv_headed_floor_vs_tensor() -> tuple[Fn, Fn]:
     announces its size: a posted receive cannot be withdrawn, and gloo aborts on a
     message larger than the buffer), with no TensorDict."""
     _connect()
-    header = torch.zeros(24, dtype=torch.int64)
-    flat, payload = torch.rand(_NUMEL), torch.rand(_NUMEL)
-    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_HEADED]), torch.tensor([_TENSOR])
+    header, payload = torch.zeros(24, dtype=torch.int64), torch.rand(_NUMEL)
+    cmd_floor = torch.tensor([_FLOOR_HEADED])
 
     def lib() -> None:
         dist.send(cmd_floor, 1)
         _send_headed(header, payload, 1)
         _recv_headed(header, payload, 1)
 
-    def base() -> None:
-        dist.send(cmd_tensor, 1)
-        dist.send(flat, 1)
-        dist.recv(flat, 1)
-
-    return lib, base
+    return lib, _tensor_round_trip()
 
 
 def send_recv_headed_stack_floor_vs_tensor() -> tuple[Fn, Fn]:
     """The floor under a non-consolidated round trip with its header: :class:`_Floor`'s
     stack and copy back, and the payload received once the header was read."""
     _connect()
-    floor, flat = _Floor(), torch.rand(_NUMEL)
-    header = torch.zeros(24, dtype=torch.int64)
-    cmd_floor, cmd_tensor = torch.tensor([_FLOOR_HEADED_TD]), torch.tensor([_TENSOR])
+    floor, header = _Floor(), torch.zeros(24, dtype=torch.int64)
+    cmd_floor = torch.tensor([_FLOOR_HEADED_TD])
 
     def lib() -> None:
         dist.send(cmd_floor, 1)
@@ -253,12 +252,7 @@ def send_recv_headed_stack_floor_vs_tensor() -> tuple[Fn, Fn]:
         _recv_headed(header, floor.flat, 1)
         floor.unpack()
 
-    def base() -> None:
-        dist.send(cmd_tensor, 1)
-        dist.send(flat, 1)
-        dist.recv(flat, 1)
-
-    return lib, base
+    return lib, _tensor_round_trip()
 
 
 def all_reduce_floor_vs_tensor() -> tuple[Fn, Fn]:
@@ -288,20 +282,9 @@ def send_recv_received_vs_tensor() -> tuple[Fn, Fn]:
     dist.send(torch.tensor([_SHARE]), 1)
     _payload().init_remote(1)
     td = TensorDict.from_remote_init(1)
-    flat = torch.rand(_NUMEL)
-    cmd_td, cmd_tensor = torch.tensor([_SHARED]), torch.tensor([_TENSOR])
+    cmd_td = torch.tensor([_SHARED])
 
-    def lib() -> None:
-        dist.send(cmd_td, 1)
-        td.send(1)
-        td.recv(1)
-
-    def base() -> None:
-        dist.send(cmd_tensor, 1)
-        dist.send(flat, 1)
-        dist.recv(flat, 1)
-
-    return lib, base
+    return _td_round_trip(td, cmd_td), _tensor_round_trip()
 
 
 def consolidate_vs_cat() -> tuple[Fn, Fn]:
@@ -342,20 +325,9 @@ def send_recv_consolidated_vs_tensor() -> tuple[Fn, Fn]:
     """The round trip between consolidated TensorDicts: one storage each way, received in
     place, plus the header and the (cached) description."""
     _connect()
-    td, flat = _payload().consolidate(), torch.rand(_NUMEL)
-    cmd_td, cmd_tensor = torch.tensor([_CONSOLIDATED]), torch.tensor([_TENSOR])
+    td, cmd_td = _payload().consolidate(), torch.tensor([_CONSOLIDATED])
 
-    def lib() -> None:
-        dist.send(cmd_td, 1)
-        td.send(1)
-        td.recv(1)
-
-    def base() -> None:
-        dist.send(cmd_tensor, 1)
-        dist.send(flat, 1)
-        dist.recv(flat, 1)
-
-    return lib, base
+    return _td_round_trip(td, cmd_td), _tensor_round_trip()
 
 
 def all_reduce_vs_tensor() -> tuple[Fn, Fn]:

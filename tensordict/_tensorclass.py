@@ -45,6 +45,7 @@ _SET_DEVICE = _SLOT_SETTERS["_device"]
 _SET_NAMES = _SLOT_SETTERS["_names"]
 _SET_LOCKED = _SLOT_SETTERS["_is_locked"]
 _SET_STORE = _SLOT_SETTERS["_tensordict"]
+_COMPILING = torch.compiler.is_compiling  # (read once: _new_unsafe builds every op's result)
 
 
 def _field_property(name: str) -> property:
@@ -401,7 +402,7 @@ class TensorClass(TensorDict):
         names: list[str | None] | None,
     ) -> Any:
         td = cls.__new__(cls)
-        if torch.compiler.is_compiling():  # dynamo traces object.__setattr__, not a slot's __set__
+        if _COMPILING():  # dynamo traces object.__setattr__, not a slot's __set__
             for name, value in (
                 ("_tensordict", entries),
                 ("_batch_size", batch_size),
