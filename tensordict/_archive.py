@@ -477,14 +477,17 @@ class Archive:
                         self.path, shared=writable, size=self.size, dtype=torch.uint8
                     )
                 else:
-                    try:
-                        mapped = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_COPY)
-                    except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
-                        raise FormatError(
-                            f"{self.call}: {self.path!r} changed while loading: {err}"
-                        ) from None
+                    mapped = self.copy_on_write(0, self.size)
                     self._storage = torch.frombuffer(mapped, dtype=torch.uint8)
             return self._storage.untyped_storage()
+
+    def copy_on_write(self, offset: int, length: int) -> mmap.mmap:
+        """``length`` bytes of the file from ``offset`` (a multiple of the allocation
+        granularity), mapped copy-on-write from the descriptor it was validated through."""
+        try:
+            return mmap.mmap(self.fd, length, access=mmap.ACCESS_COPY, offset=offset)
+        except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
+            raise FormatError(f"{self.call}: {self.path!r} changed while loading: {err}") from None
 
 
 def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
@@ -521,7 +524,6 @@ class _ArchiveLoader(_Loader):
         self._window: mmap.mmap | None = None  # read-only: the part of the file mapped
         self._shift = 0  # the file offset of the mapping's first byte
         self._lock = threading.Lock()
-        self._skip = len(archive.path) + 1  # a leaf path's prefix before its member name
 
     def _read_meta(self, folder: str, path: str) -> bytes:
         data = self.archive.member_bytes(self.archive.member(path))
@@ -580,21 +582,14 @@ class _ArchiveLoader(_Loader):
             if found is not None:
                 return found
             if self._window is None and not self.writable and self.archive.fd >= 0:
-                spans, skip = self.archive.spans, self._skip
+                spans, member = self.archive.spans, self.archive.member
                 low, high = self.archive.size, 0
                 for _, _, leaf in self.slots:
-                    start, size = spans[leaf.path[skip:]]
+                    start, size = spans[member(leaf.path)]
                     low, high = min(low, start), max(high, start + size)
                 low -= low % mmap.ALLOCATIONGRANULARITY
                 if high - low >= 16:  # (else: the whole file, as below)
-                    try:
-                        self._window = mmap.mmap(
-                            self.archive.fd, high - low, access=mmap.ACCESS_COPY, offset=low
-                        )
-                    except (ValueError, OSError) as err:  # (it shrank since: not ours to map)
-                        raise FormatError(
-                            f"{self.call}: {self.archive.path!r} changed while loading: {err}"
-                        ) from None
+                    self._window = self.archive.copy_on_write(low, high - low)
                     self._shift = low
             if self._window is not None:
                 count = len(self._window) // itemsize
@@ -607,7 +602,7 @@ class _ArchiveLoader(_Loader):
             return base
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
-        offset, size = self.archive.spans[leaf.path[self._skip :]]  # (archive.member, inline)
+        offset, size = self.archive.spans[self.archive.member(leaf.path)]
         dtype = leaf.dtype
         itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)

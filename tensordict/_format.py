@@ -115,16 +115,13 @@ def checked_name(folder: str, name: Any, call: str, key: str, what: str) -> str:
     """``folder/name`` after checking the name itself; a link there is the caller's to
     check with :func:`check_link` (the loader learns it from the ``lstat`` it needs anyway).
     """
-    if (
-        type(name) is not str
-        or not name
-        or name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or "\0" in name
-    ):
+    if type(name) is not str or name in _NOT_NAMES or not _NOT_IN_NAMES.isdisjoint(name):
         raise FormatError(f"{call}: {what} name {name!r} of key {key!r} in {folder!r} is not valid")
     return folder + os.sep + name
+
+
+_NOT_NAMES = ("", ".", "..")  # never a file's or folder's name
+_NOT_IN_NAMES = frozenset("/\\\0")  # nor does one hold a separator or a NUL
 
 
 def check_link(folder: str, path: str, call: str, key: str, what: str) -> None:

@@ -206,10 +206,7 @@ class _Loader:
     def _sub_folder(self, folder: str, name: Any, key: str, what: str) -> str:
         """The checked path of the entry ``name`` in ``folder`` (not leaving it); one
         ``lstat`` checks for a link and gives the identity :meth:`_folder_identity` needs."""
-        if type(name) is str and name not in _DOTS and _NOT_IN_NAMES.isdisjoint(name):
-            path = folder + _SEP + name
-        else:
-            path = checked_name(folder, name, self.call, key, what)  # (raises)
+        path = checked_name(folder, name, self.call, key, what)
         try:
             info = os.lstat(path)
         except OSError:
@@ -386,10 +383,7 @@ class _Loader:
                 f"{self.call}: {path!r} key {key!r} declares shape {shape}, beyond "
                 f"{MAX_BYTES} bytes"
             )
-        if type(file) is str and file not in _DOTS and _NOT_IN_NAMES.isdisjoint(file):
-            leaf_path = folder + _SEP + file
-        else:
-            leaf_path = checked_name(folder, file, self.call, key, "file")  # (raises)
+        leaf_path = checked_name(folder, file, self.call, key, "file")
         actual = self._leaf_size(folder, leaf_path, key)
         if actual != nbytes:
             raise FormatError(
@@ -490,10 +484,7 @@ class _Leaf:
 
 _S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK  # (no S_ISREG call)
 _ITEMSIZES = {name: (dtype, dtype.itemsize) for name, dtype in DTYPES.items()}
-_SEP = os.sep
 _NO_BATCH = torch.Size([])
-_DOTS = ("", ".", "..")  # names that are not a file's (with ``/``, ``\\``, NUL: _NOT_IN_NAMES)
-_NOT_IN_NAMES = frozenset("/\\\0")
 
 
 def _span(shape: list[int]) -> int:
