@@ -13,6 +13,7 @@ from tensordict._torch_compat import functorch_wrapped
 
 _PARAMETER = nn.Parameter
 _make_subclass = Tensor._make_subclass
+_compiling = torch.compiler.is_compiling
 NO_BATCH = torch.Size([])
 
 # Undo steps. A slot written in place: (the store, name, original); assigning the original
@@ -180,10 +181,11 @@ class SwapWalk:
     (shared) is swapped once; its originals appear under each of its names. The originals
     come back as nested ``cls`` TensorDicts (dicts when ``cls`` is None)."""
 
-    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected")
+    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "traced", "undo", "unexpected")
 
     def __init__(self, preserve: bool, cls: Any) -> None:
         self.preserve = preserve
+        self.traced = _compiling()  # (dynamo cannot build a Parameter: see _params_traced)
         self.cls = cls
         self.undo: _Undo = []
         self.moves: _Moves = []
@@ -205,7 +207,8 @@ class SwapWalk:
         first_move = len(self.moves)
         if self.preserve:  # (nothing moves between stores: each is walked as it is)
             if params:
-                matched = self._params_preserved(params, entries, originals, path)
+                fill = self._params_traced if self.traced else self._params_preserved
+                matched = fill(params, entries, originals, path)
             if buffers:
                 matched += self._store(module, "_buffers", entries, originals, path, buffers)
         elif params or buffers:  # both stores as they were before either changed
@@ -272,6 +275,38 @@ class SwapWalk:
                 attrs[name] = value
                 self.undo.append((attrs, name, current))
         return left
+
+    def _params_traced(
+        self,
+        params: dict[str, Any],
+        entries: dict[str, Any],
+        originals: dict[str, Any],
+        path: _Path,
+    ) -> int:
+        """Parameter slots under ``torch.compile``: dynamo cannot build an ``nn.Parameter``
+        (nor tell a functorch wrapper) without breaking the graph, so each slot gets the
+        tensor given (a plain one detached where the slot does not require grad):
+        gradients reach the given tensors as in eager mode, but the slot holds a plain
+        tensor while swapped."""
+        undo = self.undo
+        matched = 0
+        for name, current in params.items():
+            if current is None:
+                continue
+            value = entries.get(name)
+            if value is None:
+                self.missing.append(_dotted(path, name))
+                continue
+            matched += 1
+            if not isinstance(value, Tensor):
+                self.unexpected.append(_dotted(path, name))
+                continue
+            if type(value) is not _PARAMETER and value.requires_grad and not current.requires_grad:
+                value = value.detach()  # (a parameter, e.g. an original put back, stays itself)
+            params[name] = value
+            undo.append((params, name, current))
+            originals[name] = current
+        return matched
 
     def _params_preserved(
         self,

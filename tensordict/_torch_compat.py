@@ -156,15 +156,15 @@ def batch_dim_steps() -> tuple[
 
 
 def let_vmap_take_whole(
-    prepare: Callable[[Any, Any], tuple[torch.Tensor | None, Any]],
+    prepare: Callable[[Any, Any], tuple[torch.Tensor | None, Any, Any]],
     batch: Callable[[Any, int, int], Any],
 ) -> None:
     """Let ``vmap`` batch some top-level arguments whole, where it would open them into a
     pytree and batch their leaves one by one (then rebuild every level). For each
     argument and its ``in_dim``, ``prepare`` gives a tensor of its batch shape (vmap
     checks the ``in_dim`` and the mapped size on it) or None (the argument goes through
-    pytree), and the ``in_dim`` to use; ``batch(arg, dim, level)`` then batches the
-    argument. Idempotent."""
+    pytree), the ``in_dim`` to use, and what to batch in the argument's place;
+    ``batch(that, dim, level)`` then batches it. Idempotent."""
     from torch._functorch import vmap as _vmap
     from torch.utils._pytree import tree_unflatten
 
@@ -185,10 +185,10 @@ def let_vmap_take_whole(
         standing = list(args)
         new_dims = list(dims)
         for i, (arg, dim) in enumerate(zip(args, dims, strict=True)):
-            tensor, new_dims[i] = prepare(arg, dim)
+            tensor, new_dims[i], whole = prepare(arg, dim)
             if tensor is not None:
                 standing[i] = tensor
-                wholes.append((tensor, arg))
+                wholes.append((tensor, whole))
         if new_dims != list(dims):
             in_dims = tuple(new_dims)
         if not wholes:

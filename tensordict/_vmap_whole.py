@@ -39,33 +39,31 @@ def _whole(td: TensorDict) -> bool:
     return True
 
 
-def prepare(arg: Any, in_dim: Any) -> tuple[Tensor | None, Any]:
+def prepare(arg: Any, in_dim: Any) -> tuple[Tensor | None, Any, Any]:
     """For a top-level argument of vmap and its ``in_dim``: a zero-strided tensor of its
     batch shape when vmap can take it whole (vmap checks ``in_dim`` and the mapped size
-    on it), else None; and the ``in_dim`` to use (a negative one on a TensorDict counted
-    from its last batch dim)."""
+    on it), else None; the ``in_dim`` to use (a negative one on a TensorDict counted
+    from its last batch dim); and the TensorDict to batch (for a ``TensorDictParams``
+    the TensorDict of its leaves, which the function gets, as through pytree)."""
     if in_dim is None or type(in_dim) is not int:
-        return None, in_dim
+        return None, in_dim, arg
     if not isinstance(arg, TensorDict):
         if isinstance(arg, Tensor):
-            return None, in_dim
+            return None, in_dim, arg
         arg = params_view(arg)  # a TensorDictParams: the TensorDict of its leaves
         if arg is None:
-            return None, in_dim
+            return None, in_dim, arg
     bs = arg._batch_size
     if -len(bs) <= in_dim < 0:
         in_dim += len(bs)
     if not 0 <= in_dim < len(bs) or not _whole(arg):
-        return None, in_dim
-    return _ZERO.expand(bs), in_dim
+        return None, in_dim, arg
+    return _ZERO.expand(bs), in_dim, arg
 
 
-def batch(td: Any, dim: int, level: int) -> TensorDict:
-    """``td`` (or the TensorDict of a ``TensorDictParams``' leaves, which the function
-    gets, as through pytree) with every tensor batched at ``dim`` (a batch dim) for vmap
-    level ``level``."""
-    if not isinstance(td, TensorDict):
-        td = params_view(td)
+def batch(td: TensorDict, dim: int, level: int) -> TensorDict:
+    """``td`` (from :func:`prepare`) with every tensor batched at ``dim`` (a batch dim)
+    for vmap level ``level``."""
     add = batch_dim_steps()[0]
     bs = td._batch_size
     return _rebuilt(

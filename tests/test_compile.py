@@ -146,3 +146,60 @@ def test_vmap_over_a_tensordict_compiles_as_it_runs_eagerly() -> None:
     torch.testing.assert_close(
         torch.compile(g, fullgraph=True, backend="aot_eager")(point), g(point)
     )
+
+
+@pytest.mark.parametrize("style", ["context", "return_swap"])
+def test_vmapped_to_module_is_one_graph_with_eager_gradients(style: str) -> None:
+    from tensordict import TensorDictParams
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    stacked = TensorDict.from_module(module).data.expand(4).clone()
+    params = TensorDictParams(stacked.apply(lambda t: t.normal_()))
+
+    def call(x: torch.Tensor, p: TensorDict) -> torch.Tensor:
+        if style == "context":
+            with p.to_module(module):
+                return module(x)
+        swap = p.to_module(module, return_swap=True)
+        out = module(x)
+        swap.to_module(module, return_swap=False)
+        return out
+
+    def grads(fn: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        for leaf in params.values(True, True):
+            leaf.grad = None
+        out = fn(x, params)
+        out.square().mean().backward()
+        return out.detach(), [leaf.grad.clone() for leaf in params.values(True, True)]
+
+    x = torch.randn(2, 5)
+    vmapped = torch.vmap(call, (None, 0))
+    _one_graph(vmapped, x, params)
+    torch._dynamo.reset()
+    eager_out, eager_grads = grads(vmapped)
+    out, compiled_grads = grads(torch.compile(vmapped, fullgraph=True, backend="aot_eager"))
+    torch.testing.assert_close(out, eager_out)
+    for got, expected in zip(compiled_grads, eager_grads, strict=True):
+        torch.testing.assert_close(got, expected)
+    # the module's own parameters are back, as parameters
+    assert all(type(p) is torch.nn.Parameter for p in module.parameters())
+    assert module[0].weight.shape == torch.Size([6, 5])
+
+
+def test_compiled_to_module_keeps_a_frozen_slot_frozen() -> None:
+    module = torch.nn.Linear(3, 2)
+    module.weight.requires_grad_(False)
+    values = TensorDict.from_module(module).apply(lambda t: torch.randn_like(t).requires_grad_())
+
+    def call(x: torch.Tensor, p: TensorDict) -> torch.Tensor:
+        with p.to_module(module):
+            return module(x)
+
+    x = torch.randn(4, 3)
+    _one_graph(call, x, values)
+    torch._dynamo.reset()
+    torch.compile(call, fullgraph=True, backend="aot_eager")(x, values).sum().backward()
+    assert values["weight"].grad is None  # the slot does not require grad: detached
+    torch.testing.assert_close(values["bias"].grad, torch.full((2,), 4.0))
+    assert type(module.weight) is torch.nn.Parameter and not module.weight.requires_grad

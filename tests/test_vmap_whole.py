@@ -81,7 +81,7 @@ def test_mapped_sizes_that_differ_are_refused() -> None:
 
 def test_an_in_dim_outside_the_batch_dims_still_maps_the_leaves() -> None:
     td = TensorDict({"a": torch.randn(3, 4)}, [3])
-    assert prepare(td, 1) == (None, 1)  # the pytree route: dim 1 of every leaf
+    assert prepare(td, 1)[:2] == (None, 1)  # the pytree route: dim 1 of every leaf
     out = torch.vmap(lambda t: t["a"] * 2, in_dims=(1,))(td)
     torch.testing.assert_close(out, td["a"].T * 2)
 
@@ -109,8 +109,8 @@ def test_a_tensorclass_is_taken_whole_at_the_top_and_nested() -> None:
 def test_a_tensordict_holding_a_ragged_lazy_stack_goes_through_pytree() -> None:
     ragged = lazy_stack([TensorDict({"x": torch.ones(2)}), TensorDict({"y": torch.ones(2)})])
     held = TensorDict({"l": ragged}, [2])
-    assert prepare(held, 0) == (None, 0)
-    assert prepare(held, -1) == (None, 0)  # counted from the last batch dim on this route too
+    assert prepare(held, 0)[:2] == (None, 0)
+    assert prepare(held, -1)[:2] == (None, 0)  # counted from the last batch dim on this route too
 
 
 def test_chunked_vmap_takes_the_whole_tensordict_in_chunks() -> None:
@@ -201,7 +201,7 @@ def test_tensordict_params_are_taken_whole_as_the_tensordict_of_their_leaves() -
     from tensordict.nn import TensorDictParams
 
     params = TensorDictParams(TensorDict.from_module(nn.Linear(3, 2)).expand(4).clone())
-    standing, dim = prepare(params, -1)
+    standing, dim, _ = prepare(params, -1)
     assert standing is not None and standing.shape == (4,) and dim == 0
     kinds: list[type] = []
 
