@@ -334,6 +334,8 @@ class ModuleOps(CollectionPrimitives):
         ``requires_grad``; a value with autograd history is aliased, not detached) and a
         value swapped into a buffer a buffer, so ``state_dict()`` keeps its keys.
         ``False`` writes plain tensors as plain attributes (upstream's older behaviour).
+        Under ``torch.compile`` a parameter slot receives the tensor itself (dynamo cannot
+        build an ``nn.Parameter`` without breaking the graph); gradients flow as in eager.
         """
         source: Any = self
         if use_state_dict:
