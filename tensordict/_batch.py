@@ -17,19 +17,16 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
     """Normalise ``batch_size`` (int, list, tuple, torch.Size or None) to a torch.Size."""
     if batch_size is None:
         return _EMPTY
-    if type(batch_size) is torch.Size:
-        size = batch_size
-    elif type(batch_size) is list and len(batch_size) == 1 and type(batch_size[0]) is int:
-        if batch_size[0] >= 0:  # the common [N]: nothing more to check
-            return torch.Size(batch_size)
-        size = torch.Size(batch_size)
-    elif type(batch_size) is list or type(batch_size) is tuple:
+    kind = type(batch_size)
+    if kind is list or kind is tuple:
         try:
-            size = torch.Size(batch_size)
+            size = torch.Size(batch_size)  # type: ignore[arg-type]
         except TypeError:
             raise TypeError(
                 f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
             ) from None
+    elif kind is torch.Size:
+        size = batch_size  # type: ignore[assignment]
     elif isinstance(batch_size, int) and not isinstance(batch_size, bool):
         size = torch.Size([batch_size])
     else:
@@ -39,8 +36,9 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
             raise TypeError(
                 f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
             ) from None
-    if size and min(size) < 0:
-        raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
+    for dim in size:  # (a loop: cheaper than min() for the usual one or two dims)
+        if dim < 0:
+            raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
     return size
 
 
