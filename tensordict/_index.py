@@ -219,7 +219,7 @@ class IndexOps(DenseStorage):
     def _index_with(self, idx: Any, new_bs: torch.Size, names: Any) -> Self:
         ndim = len(self._batch_size)
         entries: dict[str, Any] = {}
-        mapped: list[str] | None = None  # memory-mapped leaves: indexed together below
+        mapped: list[tuple[str, Tensor]] | None = None  # memory-mapped: indexed together below
         for key, value in self._tensordict.items():
             cls = value.__class__
             if cls is Tensor:
@@ -231,9 +231,9 @@ class IndexOps(DenseStorage):
             if is_mapped:
                 entries[key] = value  # keeps the key's place; replaced by its view below
                 if mapped is None:
-                    mapped = [key]
+                    mapped = [(key, value)]
                 else:
-                    mapped.append(key)
+                    mapped.append((key, value))
             elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif isinstance(value, NonTensor):

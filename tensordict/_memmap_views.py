@@ -80,18 +80,17 @@ def learn_mapped(cls: type) -> bool:
     return mapped
 
 
-def index_mapped_into(entries: dict[str, Any], keys: list[str], index: Any) -> None:
-    """Replace each mapped tensor ``entries[key]`` by ``tensor[index]`` as
-    ``MappedViews.__getitem__`` gives it, in one pass: no Python frame per tensor, and no
-    per-argument ``__torch_function__`` lookup.
+def index_mapped_into(entries: dict[str, Any], pairs: list[tuple[str, Tensor]], index: Any) -> None:
+    """Set ``entries[key]`` to ``tensor[index]`` as ``MappedViews.__getitem__`` gives it,
+    for each mapped ``(key, tensor)`` of ``pairs``, in one pass: no Python frame per
+    tensor, and no per-argument ``__torch_function__`` lookup.
 
     A collection indexing many mapped leaves at once (``td[3]``) calls this.
     """
     kind = index.__class__
     basic = kind is int or kind is slice  # basic indexing: always a view
     with disable_subclass_dispatch():
-        for key in keys:
-            tensor = entries[key]
+        for key, tensor in pairs:
             out = _getitem(tensor, index)
             if out.numel() and (
                 basic or out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
