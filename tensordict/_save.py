@@ -62,8 +62,9 @@ class _Writer:
         """Write every meta.json, after the leaves (so optional checksums are in them);
         each describes its whole subtree (version 2: nested metas are inline)."""
         for path, meta in self.metas:
+            text = json.dumps(meta)  # (one shot: json.dump would take the pure-Python encoder)
             with open(path, "w", encoding="utf-8") as handle:
-                json.dump(meta, handle)
+                handle.write(text)
 
     def folder(self, td: Any, folder: str, prefix: tuple[str, ...]) -> dict[str, Any]:
         """Write ``td``'s folder (meta.json now, leaves later as jobs); returns the meta."""
