@@ -144,6 +144,17 @@ def param_value(value: Tensor, current: Tensor) -> Tensor:
     return _make_subclass(_PARAMETER, plain, current.requires_grad)
 
 
+def traced_value(value: Tensor, current: Tensor) -> Tensor:
+    """What a parameter slot holding ``current`` receives for ``value`` under
+    ``torch.compile``: dynamo can neither build an ``nn.Parameter`` nor tell a functorch
+    wrapper without breaking the graph, so the slot gets ``value`` itself (a plain tensor
+    detached where the slot does not require grad; a parameter, such as an original put
+    back, stays itself). Gradients reach ``value`` as in eager mode."""
+    if type(value) is not _PARAMETER and value.requires_grad and not current.requires_grad:
+        return value.detach()
+    return value
+
+
 def _is_param(value: Tensor) -> bool:
     tv = type(value)
     return tv is _PARAMETER or (tv is not Tensor and isinstance(value, _PARAMETER))
@@ -185,7 +196,7 @@ class SwapWalk:
 
     def __init__(self, preserve: bool, cls: Any) -> None:
         self.preserve = preserve
-        self.traced = _compiling()  # (dynamo cannot build a Parameter: see _params_traced)
+        self.traced = _compiling()  # (dynamo cannot build a Parameter: see traced_value)
         self.cls = cls
         self.undo: _Undo = []
         self.moves: _Moves = []
@@ -207,8 +218,7 @@ class SwapWalk:
         first_move = len(self.moves)
         if self.preserve:  # (nothing moves between stores: each is walked as it is)
             if params:
-                fill = self._params_traced if self.traced else self._params_preserved
-                matched = fill(params, entries, originals, path)
+                matched = self._params_preserved(params, entries, originals, path)
             if buffers:
                 matched += self._store(module, "_buffers", entries, originals, path, buffers)
         elif params or buffers:  # both stores as they were before either changed
@@ -276,38 +286,6 @@ class SwapWalk:
                 self.undo.append((attrs, name, current))
         return left
 
-    def _params_traced(
-        self,
-        params: dict[str, Any],
-        entries: dict[str, Any],
-        originals: dict[str, Any],
-        path: _Path,
-    ) -> int:
-        """Parameter slots under ``torch.compile``: dynamo cannot build an ``nn.Parameter``
-        (nor tell a functorch wrapper) without breaking the graph, so each slot gets the
-        tensor given (a plain one detached where the slot does not require grad):
-        gradients reach the given tensors as in eager mode, but the slot holds a plain
-        tensor while swapped."""
-        undo = self.undo
-        matched = 0
-        for name, current in params.items():
-            if current is None:
-                continue
-            value = entries.get(name)
-            if value is None:
-                self.missing.append(_dotted(path, name))
-                continue
-            matched += 1
-            if not isinstance(value, Tensor):
-                self.unexpected.append(_dotted(path, name))
-                continue
-            if type(value) is not _PARAMETER and value.requires_grad and not current.requires_grad:
-                value = value.detach()  # (a parameter, e.g. an original put back, stays itself)
-            params[name] = value
-            undo.append((params, name, current))
-            originals[name] = current
-        return matched
-
     def _params_preserved(
         self,
         params: dict[str, Any],
@@ -316,6 +294,7 @@ class SwapWalk:
         path: _Path,
     ) -> int:
         undo = self.undo
+        traced = self.traced
         matched = 0
         for name, current in params.items():  # (values reassigned, keys unchanged: safe)
             if current is None:
@@ -327,12 +306,16 @@ class SwapWalk:
             matched += 1
             if type(value) is Tensor and not value.requires_grad:  # (param_value inlined)
                 grad = current.requires_grad
-                if grad and functorch_wrapped(value):
+                if traced:
+                    params[name] = value
+                elif grad and functorch_wrapped(value):
                     params[name] = value.as_subclass(_PARAMETER)
                 else:
                     params[name] = _make_subclass(_PARAMETER, value, grad)
             elif isinstance(value, Tensor):
-                params[name] = param_value(value, current)
+                params[name] = (
+                    traced_value(value, current) if traced else param_value(value, current)
+                )
             else:
                 self.unexpected.append(_dotted(path, name))
                 continue
