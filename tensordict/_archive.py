@@ -584,8 +584,8 @@ class _ArchiveLoader(_Loader):
             if self._window is None and not self.writable and self.archive.fd >= 0:
                 spans, member = self.archive.spans, self.archive.member
                 low, high = self.archive.size, 0
-                for _, _, leaf in self.slots:
-                    start, size = spans[member(leaf.path)]
+                for _, _, (path, _, _) in self.slots:
+                    start, size = spans[member(path)]
                     low, high = min(low, start), max(high, start + size)
                 low -= low % mmap.ALLOCATIONGRANULARITY
                 if high - low >= 16:  # (else: the whole file, as below)
@@ -602,22 +602,22 @@ class _ArchiveLoader(_Loader):
             return base
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
-        offset, size = self.archive.spans[self.archive.member(leaf.path)]
-        dtype = leaf.dtype
+        path, dtype, shape = leaf
+        offset, size = self.archive.spans[self.archive.member(path)]
         itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
             storage = self.archive.storage(self.writable)
             flat = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (size,), (1,))
-            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(leaf.shape))
+            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(shape))
         base = self._bases.get(dtype)
         if base is None:
             base = self._base(dtype)
         strides, step = [], 1
-        for dim in reversed(leaf.shape):
+        for dim in reversed(shape):
             strides.append(step)
             step *= max(dim, 1)
         start = (offset - self._shift) // itemsize
-        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], start)
+        view = torch.Tensor.as_strided(base, shape, strides[::-1], start)
         view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
         return view
 

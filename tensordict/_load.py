@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import torch
 
 from tensordict._format import (
+    _TYPES,
     DTYPES,
     FORMAT,
     MAX_BYTES,
@@ -94,7 +95,6 @@ class _Loader:
         self.allow_pickle = allow_pickle
         self.seen: set[Any] = set()  # the meta.json files read so far
         self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
-        self.depth = 0
         # every leaf validated, in order, with the entries holding its placeholder
         self.slots: list[tuple[dict[str, Any], str, _Leaf]] = []
         self.version = VERSION  # of the metadata file being read
@@ -112,7 +112,12 @@ class _Loader:
         path = folder + os.sep + META
         if inline is not None:
             meta = inline
-            self._visit(self._folder_identity(folder), folder)
+            identity = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
+            if identity is None:
+                identity = self._folder_identity(folder)
+            if identity in self.seen:
+                self._visit(identity, folder)  # (raises)
+            self.seen.add(identity)
         else:
             raw = self._read_meta(folder, path)
             try:
@@ -193,10 +198,8 @@ class _Loader:
 
     # ---- where the files live: a folder here; an archive overrides these (_archive.py)
     def _folder_identity(self, folder: str) -> Any:
-        """What tells ``folder`` apart from every other (its device and inode)."""
-        known = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
-        if known is not None:
-            return known
+        """What tells ``folder`` apart from every other (its device and inode), for a
+        folder whose ``lstat`` :meth:`_sub_folder` did not make (the load's target)."""
         try:
             info = os.stat(folder)
         except OSError:
@@ -254,7 +257,7 @@ class _Loader:
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
-        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape, False)
+        return MemoryMappedTensor._from_checked_file(*leaf, False)
 
     def _visit(self, identity: Any, folder: str) -> None:
         """Refuse a folder (identified by its meta.json, or itself for inline metadata)
@@ -270,18 +273,13 @@ class _Loader:
         """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
         return lookup_type(name, self.call, path)
 
-    def collection(self, folder: str, device: Any, inline: Any = None) -> Any:
-        if self.depth >= MAX_DEPTH:
+    def collection(self, folder: str, device: Any, inline: Any = None, depth: int = 0) -> Any:
+        """The collection at ``folder`` (``inline``: its metadata object, given by its
+        parent's), validated; its leaves are placeholders until the load maps them."""
+        if depth >= MAX_DEPTH:
             raise FormatError(
                 f"{self.call}: {folder!r} is nested more than {MAX_DEPTH} levels deep"
             )
-        self.depth += 1
-        try:
-            return self._collection(folder, device, inline)
-        finally:
-            self.depth -= 1
-
-    def _collection(self, folder: str, device: Any, inline: Any) -> Any:
         meta = self.meta(folder, inline)
         path = folder + os.sep + META
         version = meta["version"]
@@ -291,7 +289,9 @@ class _Loader:
                 f"version {self.version}"
             )
         self.version = version
-        cls = self.lookup(meta["type"], path)
+        cls: Any = _TYPES.get(meta["type"])  # (the common case: a registered name)
+        if cls is None:
+            cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"]) if meta["batch_size"] else _NO_BATCH
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
@@ -324,7 +324,10 @@ class _Loader:
                     )
             members = [
                 self.collection(
-                    self._sub_folder(folder, str(i), str(i), "member"), device, inlines[i]
+                    self._sub_folder(folder, str(i), str(i), "member"),
+                    device,
+                    inlines[i],
+                    depth + 1,
                 )
                 for i in range(count)
             ]
@@ -337,23 +340,33 @@ class _Loader:
             return cls(members, stack_dim=stack_dim)
         entries: dict[str, Any] = {}
         names: set[str] = set()
+        slots = self.slots
         for key, record in meta["entries"].items():
-            if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            # (JSON objects are plain dicts; the two common kinds are handled here, the
+            # others by :meth:`entry`)
+            kind = record.get("kind") if type(record) is dict else None
+            if type(kind) is not str:
                 raise FormatError(
                     f"{self.call}: {path!r} entry {key!r} is not an object with a kind"
                 )
             name = record.get("file", record.get("dir"))
-            if isinstance(name, str):
+            if type(name) is str:
                 if name in names:
                     raise FormatError(
                         f"{self.call}: {path!r} entry {key!r} names {name!r}, which another "
                         "entry names too"
                     )
                 names.add(name)
-            value = entries[key] = self.entry(folder, path, key, record, bs, device)
-            if type(value) is _Leaf:
-                self.slots.append((entries, key, value))
-        td = _build(cls, entries, bs, dev, meta["names"])
+            if kind == "tensor":
+                leaf = entries[key] = self._tensor(folder, path, key, record, bs)
+                slots.append((entries, key, leaf))
+            elif kind == "collection":
+                entries[key] = self._nested(folder, path, key, record, bs, device, depth)
+            else:
+                entries[key] = self.entry(folder, path, key, record, bs, device)
+        td = cls._new_unsafe(entries, bs, None if dev is None else torch.device(dev), None)
+        if meta["names"] is not None:
+            td.names = meta["names"]
         if self.folders:
             td._saved_folder = folder
         return td
@@ -405,7 +418,35 @@ class _Loader:
                 raise FormatError(
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
                 )
-        return _Leaf(leaf_path, dtype, torch.Size(shape))
+        return (leaf_path, dtype, torch.Size(shape))
+
+    def _nested(
+        self,
+        folder: str,
+        path: str,
+        key: str,
+        record: dict[str, Any],
+        bs: torch.Size,
+        device: Any,
+        depth: int = 0,
+    ) -> Any:
+        """A collection entry's collection, validated (its leaves are placeholders)."""
+        sub = self._sub_folder(folder, record.get("dir"), key, "folder")
+        inline = record.get("meta")
+        version = self.version
+        if version >= 2 and type(inline) is not dict:
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
+                "'meta' (version 2)"
+            )
+        nested = self.collection(sub, device, inline if version >= 2 else None, depth + 1)
+        self.version = version
+        if bs and list(nested.batch_size[: len(bs)]) != list(bs):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} has batch_size "
+                f"{list(nested.batch_size)}, which does not start with {list(bs)}"
+            )
+        return nested
 
     def entry(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
@@ -414,22 +455,7 @@ class _Loader:
         if kind == "tensor":
             return self._tensor(folder, path, key, record, bs)
         if kind == "collection":
-            sub = self._sub_folder(folder, record.get("dir"), key, "folder")
-            inline = record.get("meta")
-            if self.version >= 2 and type(inline) is not dict:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
-                    "'meta' (version 2)"
-                )
-            version = self.version
-            nested = self.collection(sub, device, inline if version >= 2 else None)
-            self.version = version
-            if bs and list(nested.batch_size[: len(bs)]) != list(bs):
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has batch_size "
-                    f"{list(nested.batch_size)}, which does not start with {list(bs)}"
-                )
-            return nested
+            return self._nested(folder, path, key, record, bs, device)
         if kind == "json":
             if "value" not in record:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
@@ -471,16 +497,8 @@ def _lazy_type() -> type:
     return LazyStackedTensorDict
 
 
-class _Leaf:
-    """A validated leaf file, mapped once every file has been checked."""
-
-    __slots__ = ("dtype", "path", "shape")
-
-    def __init__(self, path: str, dtype: torch.dtype, shape: torch.Size) -> None:
-        self.path = path
-        self.dtype = dtype
-        self.shape = shape
-
+# A validated leaf file (path, dtype, shape), mapped once every file has been checked.
+_Leaf = tuple[str, torch.dtype, torch.Size]
 
 _S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK  # (no S_ISREG call)
 _ITEMSIZES = {name: (dtype, dtype.itemsize) for name, dtype in DTYPES.items()}
@@ -510,15 +528,6 @@ def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = 
         raise FormatError(
             f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"
         )
-
-
-def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names: Any) -> Any:
-    """An unmapped collection: its leaves are _Leaf placeholders until the load maps
-    them (``open_leaf`` in :func:`_load_once`, through the reader's ``slots``)."""
-    td = cls._new_unsafe(entries, bs, None if device is None else torch.device(device), None)
-    if names is not None:
-        td.names = names
-    return td
 
 
 def load(
@@ -633,9 +642,14 @@ def _load_once(
 
     try:
         if device is None and bar is None and num_threads <= 1:  # (the common case)
-            map_leaf = loader.map_leaf
-            for store, key, leaf in slots:
-                store[key] = map_leaf(leaf)
+            if type(loader).map_leaf is _Loader.map_leaf:  # (a folder: one call per leaf)
+                from_file = MemoryMappedTensor._from_checked_file
+                for store, key, (path, dtype, shape) in slots:
+                    store[key] = from_file(path, dtype, shape, False)
+            else:
+                map_leaf = loader.map_leaf
+                for store, key, leaf in slots:
+                    store[key] = map_leaf(leaf)
         elif num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
             with ThreadPoolExecutor(max_workers=num_threads) as pool:
                 list(pool.map(open_leaf, slots))

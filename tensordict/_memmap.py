@@ -382,7 +382,9 @@ class MemoryMappedTensor(MappedViews):
             register(mapped.untyped_storage(), path, shape)
         else:
             attach(mapped.untyped_storage(), path, shape)
-        if len(shape) != 1:
+        if len(shape) > 1:
+            mapped = mapped.view(*shape)  # (unpacked: half the cost of a torch.Size argument)
+        elif not shape:
             mapped = mapped.view(shape)
         mapped.__class__ = cls  # (a fresh object: no alias, as as_subclass makes)
         return mapped  # type: ignore[return-value]
