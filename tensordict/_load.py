@@ -375,19 +375,15 @@ class _Loader:
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
     ) -> _Leaf:
         """A tensor entry's leaf, validated (docs/format.md, section 8); not mapped yet."""
-        # The common case passes each group of checks in one expression; when one fails,
+        # The common case passes each group of checks at once; when one fails,
         # :func:`_refuse_tensor` (or :func:`checked_name`) finds which and raises.
         name, shape, file = record.get("dtype"), record.get("shape"), record.get("file")
         known = _ITEMSIZES.get(name) if type(name) is str else None
-        if (
-            known is None
-            or type(shape) is not list
-            or (
-                shape
-                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
-            )
-        ):
+        if known is None or type(shape) is not list:
             _refuse_tensor(self.call, path, key, record)
+        for dim in shape:  # (a loop: shapes are short, and this beats set/min/max)
+            if type(dim) is not int or not 0 <= dim < MAX_BYTES:
+                _refuse_tensor(self.call, path, key, record)
         dtype, itemsize = known
         nbytes = math.prod(shape) * itemsize  # Python ints: no int64 overflow
         # (the strides' reach counts zero dims as one)
