@@ -125,7 +125,6 @@ class _Loader:
     def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
         """``folder``'s metadata: ``inline`` (version 2: given by the parent's file, which
         describes its whole subtree) or else its meta.json, read once; checked either way."""
-        path = folder + os.sep + META
         if inline is not None:
             meta = inline
             identity = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
@@ -135,6 +134,7 @@ class _Loader:
                 self._visit(identity, folder)  # (raises)
             self.seen.add(identity)
         else:
+            path = folder + os.sep + META
             raw = self._read_meta(folder, path)
             try:
                 meta = _parse(raw.decode("utf-8"))
@@ -144,6 +144,7 @@ class _Loader:
                 raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if type(meta) is dict and _plain(meta):
             return meta  # (the common case, every check below passed in one expression)
+        path = folder + os.sep + META
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         if not _well_typed(meta):  # (the common case passes in one expression)

@@ -373,7 +373,7 @@ class MemoryMappedTensor(MappedViews):
         if not numel:
             return cls._wrap(_map_file(path, dtype, shape, normalised=True))
         try:  # (_map_file, inlined: a load makes one call per leaf)
-            mapped = torch.from_file(path, shared=True, size=numel, dtype=dtype)
+            mapped = torch.from_file(path, True, numel, dtype=dtype)  # (shared; positional)
         except RuntimeError:
             if os.access(path, os.W_OK) and not _read_only_mount(path):
                 raise
