@@ -464,10 +464,14 @@ class _Loader:
     def entry(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
     ) -> Any:
+        """The value of one entry of any kind (a tensor's is its unmapped leaf). A load's
+        walk (:meth:`collection`) handles tensor and collection entries itself, counting
+        the nesting depth; it calls this for the other kinds, the hook read-only tools
+        override."""
         kind = record["kind"]
         if kind == "tensor":
             return self._tensor(folder, path, key, record, bs)
-        if kind == "collection":
+        if kind == "collection":  # (outside a walk: the depth counts from here)
             return self._nested(folder, path, key, record, bs, device)
         if kind == "json":
             if "value" not in record:
