@@ -521,6 +521,7 @@ class _ArchiveLoader(_Loader):
         self.watch = (archive.path, archive.identity)  # (the file mapped must be the one read)
         self.writable = mode == "r+"
         self._bases: dict[torch.dtype, torch.Tensor] = {}  # the mapping, per dtype
+        self._at: dict[str, tuple[int, int]] = {}  # leaf path -> its data's (offset, size)
         self._window: mmap.mmap | None = None  # read-only: the part of the file mapped
         self._shift = 0  # the file offset of the mapping's first byte
         self._lock = threading.Lock()
@@ -544,6 +545,7 @@ class _ArchiveLoader(_Loader):
             raise FormatError(
                 f"{self.call}: leaf file {leaf_path!r} of key {key!r} is missing from the archive"
             )
+        self._at[leaf_path] = found
         return found[1]
 
     def _sha256(self, leaf_path: str) -> str:
@@ -582,10 +584,10 @@ class _ArchiveLoader(_Loader):
             if found is not None:
                 return found
             if self._window is None and not self.writable and self.archive.fd >= 0:
-                spans, member = self.archive.spans, self.archive.member
+                at = self._at
                 low, high = self.archive.size, 0
-                for _, _, leaf in self.slots:
-                    start, size = spans[member(leaf.path)]
+                for _, _, (path, _, _) in self.slots:
+                    start, size = at[path]
                     low, high = min(low, start), max(high, start + size)
                 low -= low % mmap.ALLOCATIONGRANULARITY
                 if high - low >= 16:  # (else: the whole file, as below)
@@ -602,24 +604,31 @@ class _ArchiveLoader(_Loader):
             return base
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
-        offset, size = self.archive.spans[self.archive.member(leaf.path)]
-        dtype = leaf.dtype
+        path, dtype, shape = leaf
+        offset, size = self._at[path]
         itemsize = dtype.itemsize
         if offset % itemsize:  # (not written by us: unaligned, so copied)
             storage = self.archive.storage(self.writable)
             flat = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (size,), (1,))
-            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(leaf.shape))
+            return MemoryMappedTensor._wrap(flat.clone().view(dtype).view(shape))
         base = self._bases.get(dtype)
         if base is None:
             base = self._base(dtype)
-        strides, step = [], 1
-        for dim in reversed(leaf.shape):
-            strides.append(step)
-            step *= max(dim, 1)
+        if len(shape) == 1:
+            strides: Any = _ONE
+        else:
+            strides, step = [], 1
+            for dim in reversed(shape):
+                strides.append(step)
+                step *= max(dim, 1)
+            strides.reverse()
         start = (offset - self._shift) // itemsize
-        view = torch.Tensor.as_strided(base, leaf.shape, strides[::-1], start)
+        view = torch.Tensor.as_strided(base, shape, strides, start)
         view.__class__ = MemoryMappedTensor  # (a fresh object: no alias, as as_subclass makes)
         return view
+
+
+_ONE = (1,)  # a vector's strides
 
 
 class _Checker(_ArchiveLoader):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import json.scanner
 import math
 import os
 import stat
@@ -13,6 +14,7 @@ from typing import Any, NoReturn
 import torch
 
 from tensordict._format import (
+    _TYPES,
     DTYPES,
     FORMAT,
     MAX_BYTES,
@@ -38,7 +40,22 @@ def _not_json(constant: str) -> Any:
 
 
 # (made once: json.loads given parse_constant builds a new decoder on every call)
-_decode = json.JSONDecoder(parse_constant=_not_json).decode
+_DECODER = json.JSONDecoder(parse_constant=_not_json)
+_decode = _DECODER.decode
+# (the C scanner, which _decode calls; typeshed types its argument as a scanner)
+_scan = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+
+
+def _parse(text: str) -> Any:
+    """``_decode(text)``, calling the scanner directly when nothing but JSON whitespace
+    follows the value (the decoder's own code around it costs a sixth of a small parse)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:  # (leading whitespace, or no value: the decoder decides)
+        return _decode(text)
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        return _decode(text)  # (raises: extra data)
+    return value
 
 
 _TOP: dict[str, Any] = {
@@ -94,7 +111,6 @@ class _Loader:
         self.allow_pickle = allow_pickle
         self.seen: set[Any] = set()  # the meta.json files read so far
         self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
-        self.depth = 0
         # every leaf validated, in order, with the entries holding its placeholder
         self.slots: list[tuple[dict[str, Any], str, _Leaf]] = []
         self.version = VERSION  # of the metadata file being read
@@ -109,20 +125,26 @@ class _Loader:
     def meta(self, folder: str, inline: Any = None) -> dict[str, Any]:
         """``folder``'s metadata: ``inline`` (version 2: given by the parent's file, which
         describes its whole subtree) or else its meta.json, read once; checked either way."""
-        path = folder + os.sep + META
         if inline is not None:
             meta = inline
-            self._visit(self._folder_identity(folder), folder)
+            identity = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
+            if identity is None:
+                identity = self._folder_identity(folder)
+            if identity in self.seen:
+                self._visit(identity, folder)  # (raises)
+            self.seen.add(identity)
         else:
+            path = folder + os.sep + META
             raw = self._read_meta(folder, path)
             try:
-                meta = _decode(raw.decode("utf-8"))
+                meta = _parse(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as err:  # (JSONDecodeError: a ValueError)
                 raise FormatError(f"{self.call}: {path!r} is not valid JSON: {err}") from None
             except RecursionError:
                 raise FormatError(f"{self.call}: {path!r} nests its JSON too deeply") from None
         if type(meta) is dict and _plain(meta):
             return meta  # (the common case, every check below passed in one expression)
+        path = folder + os.sep + META
         if not isinstance(meta, dict):
             raise FormatError(f"{self.call}: {path!r} must hold a JSON object")
         if not _well_typed(meta):  # (the common case passes in one expression)
@@ -193,10 +215,8 @@ class _Loader:
 
     # ---- where the files live: a folder here; an archive overrides these (_archive.py)
     def _folder_identity(self, folder: str) -> Any:
-        """What tells ``folder`` apart from every other (its device and inode)."""
-        known = self.identities.pop(folder, None)  # (learnt by _sub_folder's lstat)
-        if known is not None:
-            return known
+        """What tells ``folder`` apart from every other (its device and inode), for a
+        folder whose ``lstat`` :meth:`_sub_folder` did not make (the load's target)."""
         try:
             info = os.stat(folder)
         except OSError:
@@ -254,7 +274,7 @@ class _Loader:
 
     def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
         """The tensor of a validated leaf, mapping its file."""
-        return MemoryMappedTensor._from_checked_file(leaf.path, leaf.dtype, leaf.shape, False)
+        return MemoryMappedTensor._from_checked_file(*leaf, False)
 
     def _visit(self, identity: Any, folder: str) -> None:
         """Refuse a folder (identified by its meta.json, or itself for inline metadata)
@@ -270,18 +290,13 @@ class _Loader:
         """The class a checkpoint's ``type`` names (a hook for read-only tools)."""
         return lookup_type(name, self.call, path)
 
-    def collection(self, folder: str, device: Any, inline: Any = None) -> Any:
-        if self.depth >= MAX_DEPTH:
+    def collection(self, folder: str, device: Any, inline: Any = None, depth: int = 0) -> Any:
+        """The collection at ``folder`` (``inline``: its metadata object, given by its
+        parent's), validated; its leaves are placeholders until the load maps them."""
+        if depth >= MAX_DEPTH:
             raise FormatError(
                 f"{self.call}: {folder!r} is nested more than {MAX_DEPTH} levels deep"
             )
-        self.depth += 1
-        try:
-            return self._collection(folder, device, inline)
-        finally:
-            self.depth -= 1
-
-    def _collection(self, folder: str, device: Any, inline: Any) -> Any:
         meta = self.meta(folder, inline)
         path = folder + os.sep + META
         version = meta["version"]
@@ -291,7 +306,9 @@ class _Loader:
                 f"version {self.version}"
             )
         self.version = version
-        cls = self.lookup(meta["type"], path)
+        cls: Any = _TYPES.get(meta["type"])  # (the common case: a registered name)
+        if cls is None:
+            cls = self.lookup(meta["type"], path)
         bs = torch.Size(meta["batch_size"]) if meta["batch_size"] else _NO_BATCH
         # Leaves are mapped on the CPU unless the caller asks for a device: the recorded
         # device says where the collection lived, not where its files are.
@@ -324,7 +341,10 @@ class _Loader:
                     )
             members = [
                 self.collection(
-                    self._sub_folder(folder, str(i), str(i), "member"), device, inlines[i]
+                    self._sub_folder(folder, str(i), str(i), "member"),
+                    device,
+                    inlines[i],
+                    depth + 1,
                 )
                 for i in range(count)
             ]
@@ -337,23 +357,33 @@ class _Loader:
             return cls(members, stack_dim=stack_dim)
         entries: dict[str, Any] = {}
         names: set[str] = set()
+        slots = self.slots
         for key, record in meta["entries"].items():
-            if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            # (JSON objects are plain dicts; the two common kinds are handled here, the
+            # others by :meth:`entry`)
+            kind = record.get("kind") if type(record) is dict else None
+            if type(kind) is not str:
                 raise FormatError(
                     f"{self.call}: {path!r} entry {key!r} is not an object with a kind"
                 )
             name = record.get("file", record.get("dir"))
-            if isinstance(name, str):
+            if type(name) is str:
                 if name in names:
                     raise FormatError(
                         f"{self.call}: {path!r} entry {key!r} names {name!r}, which another "
                         "entry names too"
                     )
                 names.add(name)
-            value = entries[key] = self.entry(folder, path, key, record, bs, device)
-            if type(value) is _Leaf:
-                self.slots.append((entries, key, value))
-        td = _build(cls, entries, bs, dev, meta["names"])
+            if kind == "tensor":
+                leaf = entries[key] = self._tensor(folder, path, key, record, bs)
+                slots.append((entries, key, leaf))
+            elif kind == "collection":
+                entries[key] = self._nested(folder, path, key, record, bs, device, depth)
+            else:
+                entries[key] = self.entry(folder, path, key, record, bs, device)
+        td = cls._new_unsafe(entries, bs, None if dev is None else torch.device(dev), None)
+        if meta["names"] is not None:
+            td.names = meta["names"]
         if self.folders:
             td._saved_folder = folder
         return td
@@ -362,19 +392,15 @@ class _Loader:
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
     ) -> _Leaf:
         """A tensor entry's leaf, validated (docs/format.md, section 8); not mapped yet."""
-        # The common case passes each group of checks in one expression; when one fails,
+        # The common case passes each group of checks at once; when one fails,
         # :func:`_refuse_tensor` (or :func:`checked_name`) finds which and raises.
         name, shape, file = record.get("dtype"), record.get("shape"), record.get("file")
         known = _ITEMSIZES.get(name) if type(name) is str else None
-        if (
-            known is None
-            or type(shape) is not list
-            or (
-                shape
-                and ({*map(type, shape)} != _INTS or min(shape) < 0 or max(shape) >= MAX_BYTES)
-            )
-        ):
+        if known is None or type(shape) is not list:
             _refuse_tensor(self.call, path, key, record)
+        for dim in shape:  # (a loop: shapes are short, and this beats set/min/max)
+            if type(dim) is not int or not 0 <= dim < MAX_BYTES:
+                _refuse_tensor(self.call, path, key, record)
         dtype, itemsize = known
         nbytes = math.prod(shape) * itemsize  # Python ints: no int64 overflow
         # (the strides' reach counts zero dims as one)
@@ -405,31 +431,48 @@ class _Loader:
                 raise FormatError(
                     f"{self.call}: leaf file {leaf_path!r} of key {key!r} fails its checksum"
                 )
-        return _Leaf(leaf_path, dtype, torch.Size(shape))
+        return (leaf_path, dtype, torch.Size(shape))
+
+    def _nested(
+        self,
+        folder: str,
+        path: str,
+        key: str,
+        record: dict[str, Any],
+        bs: torch.Size,
+        device: Any,
+        depth: int = 0,
+    ) -> Any:
+        """A collection entry's collection, validated (its leaves are placeholders)."""
+        sub = self._sub_folder(folder, record.get("dir"), key, "folder")
+        inline = record.get("meta")
+        version = self.version
+        if version >= 2 and type(inline) is not dict:
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
+                "'meta' (version 2)"
+            )
+        nested = self.collection(sub, device, inline if version >= 2 else None, depth + 1)
+        self.version = version
+        if bs and list(nested.batch_size[: len(bs)]) != list(bs):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} has batch_size "
+                f"{list(nested.batch_size)}, which does not start with {list(bs)}"
+            )
+        return nested
 
     def entry(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size, device: Any
     ) -> Any:
+        """The value of one entry of any kind (a tensor's is its unmapped leaf). A load's
+        walk (:meth:`collection`) handles tensor and collection entries itself, counting
+        the nesting depth; it calls this for the other kinds, the hook read-only tools
+        override."""
         kind = record["kind"]
         if kind == "tensor":
             return self._tensor(folder, path, key, record, bs)
-        if kind == "collection":
-            sub = self._sub_folder(folder, record.get("dir"), key, "folder")
-            inline = record.get("meta")
-            if self.version >= 2 and type(inline) is not dict:
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} lacks its inline metadata object "
-                    "'meta' (version 2)"
-                )
-            version = self.version
-            nested = self.collection(sub, device, inline if version >= 2 else None)
-            self.version = version
-            if bs and list(nested.batch_size[: len(bs)]) != list(bs):
-                raise FormatError(
-                    f"{self.call}: {path!r} key {key!r} has batch_size "
-                    f"{list(nested.batch_size)}, which does not start with {list(bs)}"
-                )
-            return nested
+        if kind == "collection":  # (outside a walk: the depth counts from here)
+            return self._nested(folder, path, key, record, bs, device)
         if kind == "json":
             if "value" not in record:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
@@ -471,16 +514,8 @@ def _lazy_type() -> type:
     return LazyStackedTensorDict
 
 
-class _Leaf:
-    """A validated leaf file, mapped once every file has been checked."""
-
-    __slots__ = ("dtype", "path", "shape")
-
-    def __init__(self, path: str, dtype: torch.dtype, shape: torch.Size) -> None:
-        self.path = path
-        self.dtype = dtype
-        self.shape = shape
-
+# A validated leaf file (path, dtype, shape), mapped once every file has been checked.
+_Leaf = tuple[str, torch.dtype, torch.Size]
 
 _S_IFMT, _S_IFREG, _S_IFLNK = 0o170000, stat.S_IFREG, stat.S_IFLNK  # (no S_ISREG call)
 _ITEMSIZES = {name: (dtype, dtype.itemsize) for name, dtype in DTYPES.items()}
@@ -510,15 +545,6 @@ def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = 
         raise FormatError(
             f"{call}: {path!r} {what} must be a list of non-negative ints, got {shape!r}"
         )
-
-
-def _build(cls: Any, entries: dict[str, Any], bs: torch.Size, device: Any, names: Any) -> Any:
-    """An unmapped collection: its leaves are _Leaf placeholders until the load maps
-    them (``open_leaf`` in :func:`_load_once`, through the reader's ``slots``)."""
-    td = cls._new_unsafe(entries, bs, None if device is None else torch.device(device), None)
-    if names is not None:
-        td.names = names
-    return td
 
 
 def load(
@@ -633,9 +659,14 @@ def _load_once(
 
     try:
         if device is None and bar is None and num_threads <= 1:  # (the common case)
-            map_leaf = loader.map_leaf
-            for store, key, leaf in slots:
-                store[key] = map_leaf(leaf)
+            if type(loader).map_leaf is _Loader.map_leaf:  # (a folder: one call per leaf)
+                from_file = MemoryMappedTensor._from_checked_file
+                for store, key, (path, dtype, shape) in slots:
+                    store[key] = from_file(path, dtype, shape, False)
+            else:
+                map_leaf = loader.map_leaf
+                for store, key, leaf in slots:
+                    store[key] = map_leaf(leaf)
         elif num_threads > 1 and len(slots) > 1:  # (automatic, -1: this thread; mapping is cheap)
             with ThreadPoolExecutor(max_workers=num_threads) as pool:
                 list(pool.map(open_leaf, slots))

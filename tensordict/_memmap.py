@@ -373,7 +373,7 @@ class MemoryMappedTensor(MappedViews):
         if not numel:
             return cls._wrap(_map_file(path, dtype, shape, normalised=True))
         try:  # (_map_file, inlined: a load makes one call per leaf)
-            mapped = torch.from_file(path, shared=True, size=numel, dtype=dtype)
+            mapped = torch.from_file(path, True, numel, dtype=dtype)  # (shared; positional)
         except RuntimeError:
             if os.access(path, os.W_OK) and not _read_only_mount(path):
                 raise
@@ -382,7 +382,9 @@ class MemoryMappedTensor(MappedViews):
             register(mapped.untyped_storage(), path, shape)
         else:
             attach(mapped.untyped_storage(), path, shape)
-        if len(shape) != 1:
+        if len(shape) > 1:
+            mapped = mapped.view(*shape)  # (unpacked: half the cost of a torch.Size argument)
+        elif not shape:
             mapped = mapped.view(shape)
         mapped.__class__ = cls  # (a fresh object: no alias, as as_subclass makes)
         return mapped  # type: ignore[return-value]

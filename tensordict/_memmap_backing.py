@@ -82,8 +82,9 @@ def attach(storage: torch.UntypedStorage, filename: str, shape: torch.Size) -> N
     keeps one Python object per storage while any tensor holds it): cheaper than
     :func:`register` for a loader's many leaves, with no registry entry and no callback
     when the storage goes. Only for files that are never renamed (:func:`rename_files`
-    updates the registry's records, written by saves)."""
-    storage._td_backing = Backing(filename, storage, shape)  # type: ignore[attr-defined]
+    updates the registry's records, written by saves). The :class:`Backing` itself is
+    made when first asked for (:func:`backing_of`): most leaves never are."""
+    storage._td_backing = (filename, shape)  # type: ignore[attr-defined]
 
 
 def backing_of(storage: torch.UntypedStorage) -> Backing | None:
@@ -91,7 +92,12 @@ def backing_of(storage: torch.UntypedStorage) -> Backing | None:
     if not storage.nbytes():
         return None
     found = _BACKINGS.get(storage.data_ptr())
-    return found if found is not None else getattr(storage, "_td_backing", None)
+    if found is not None:
+        return found
+    attached = getattr(storage, "_td_backing", None)
+    if type(attached) is tuple:  # (recorded by attach: made into a Backing once)
+        attached = storage._td_backing = Backing(attached[0], storage, attached[1])  # type: ignore[attr-defined]
+    return attached
 
 
 def rename_files(old_dir: str, new_dir: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zipfile
@@ -221,3 +222,57 @@ def test_subpath_spellings_load_the_same_sub_folder(tmp_path: Path) -> None:
         assert torch.equal(sub["weight"], want)
     with pytest.raises(FormatError, match="is not a checkpoint"):
         TensorDict.load_memmap(tmp_path / "ckpt", subpath="2")
+
+
+def test_metadata_around_json_whitespace_loads_and_anything_else_is_refused(
+    tmp_path: Path,
+) -> None:
+    _model(2.0).memmap(tmp_path / "ckpt")
+    meta = tmp_path / "ckpt" / "meta.json"
+    text = meta.read_text()
+    meta.write_text("\n \t" + text + " \r\n\t ")  # (JSON whitespace on both sides)
+    back = TensorDict.load_memmap(tmp_path / "ckpt")
+    assert torch.equal(back["0", "weight"], torch.arange(12.0).reshape(3, 4) * 2.0)
+    assert torch.equal(back["1", "weight"], torch.full((2, 2), 2.0))
+    for bad in (text + " x", text + text, text + "\f", ""):
+        meta.write_text(bad)
+        with pytest.raises(FormatError, match="is not valid JSON"):
+            TensorDict.load_memmap(tmp_path / "ckpt")
+
+
+@pytest.mark.parametrize("dims", [[1.0], [True], [2, -1], [2, 2**62], [2, "2"], [None]])
+def test_a_shape_holding_anything_but_small_ints_is_refused(
+    tmp_path: Path, dims: list[object]
+) -> None:
+    _model(1.0).memmap(tmp_path / "ckpt")
+    meta = tmp_path / "ckpt" / "meta.json"
+    tree = json.loads(meta.read_text())
+    tree["entries"]["0"]["meta"]["entries"]["bias"]["shape"] = dims
+    meta.write_text(json.dumps(tree))
+    with pytest.raises(FormatError, match="must be a list of non-negative ints"):
+        TensorDict.load_memmap(tmp_path / "ckpt")
+    assert os.path.getsize(tmp_path / "ckpt" / "0" / "bias.memmap") == 12  # untouched
+
+
+def test_loaded_leaves_of_every_rank_keep_their_file(tmp_path: Path) -> None:
+    td = TensorDict(
+        {
+            "scalar": torch.tensor(3.5),
+            "vector": torch.arange(5),
+            "cube": torch.arange(24.0).reshape(2, 3, 4),
+            "empty": torch.zeros(0, 3),
+        },
+        [],
+    )
+    td.memmap(tmp_path / "ckpt")
+    back = TensorDict.load_memmap(tmp_path / "ckpt")
+    for key in ("scalar", "vector", "cube", "empty"):
+        assert back[key].shape == td[key].shape and back[key].dtype == td[key].dtype
+        assert torch.equal(back[key], td[key])
+    for key in ("scalar", "vector", "cube"):  # (asked twice: the record is made once)
+        expected = str(tmp_path / "ckpt" / f"{key}.memmap")
+        assert back[key].filename == expected and back[key].filename == expected
+    back["cube"][1, 2, 3] = -1.0  # (mapped shared: the write reaches the file)
+    again = TensorDict.load_memmap(tmp_path / "ckpt")
+    assert again["cube"][1, 2, 3].item() == -1.0
+    assert torch.equal(again["cube"].flatten()[:23], torch.arange(23.0))
