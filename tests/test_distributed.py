@@ -84,6 +84,13 @@ def _equal(a: TensorDict, b: TensorDict) -> bool:
     )
 
 
+def _wide(extra: bool = False) -> TensorDict:
+    """A structure whose description and JSON structure are longer than a header message
+    carries (``INLINE`` bytes): they travel as messages of their own."""
+    keys = [f"{i:04d}" + "k" * 96 for i in range(800)] + (["more"] if extra else [])
+    return TensorDict({k: torch.full((2,), float(i)) for i, k in enumerate(keys)}, [2])
+
+
 # ------------------------------------------------------------------ point to point
 def _p2p(rank: int) -> None:
     if rank == 0:
@@ -124,6 +131,15 @@ def _p2p(rank: int) -> None:
         )
         _raises(lambda: mixed.send(1), RuntimeError, "not on the expected device")
         _sample(5).send(1)
+        from tensordict._consolidate import wire_plan
+        from tensordict._dist_wire import INLINE, structure
+
+        assert len(wire_plan(_wide())[3][0]) > INLINE
+        assert len(structure(_wide(), "test")) > INLINE
+        _wide().send(1)
+        _wide().init_remote(1)
+        _wide(extra=True).send(1)  # refused with the long description's keys
+        _sample(6).send(1)  # the stream is still aligned
         return
     td = _zeros_like_sample()
     obs = td["obs"]
@@ -174,6 +190,13 @@ def _p2p(rank: int) -> None:
     after = _zeros_like_sample()
     after.recv(0)  # the send after the failed one, whole
     assert _equal(after, _sample(5)), after
+    wide = _wide().apply(torch.zeros_like)
+    assert wide.recv(0) == 3
+    assert _equal(wide, _wide())
+    assert _equal(TensorDict.from_remote_init(0), _wide())
+    _raises(lambda: wide.recv(0), RuntimeError, "keys only on the sender [('more',)]")
+    after.recv(0)
+    assert _equal(after, _sample(6)), after
 
 
 # ------------------------------------------------------------------ collectives
