@@ -233,6 +233,19 @@ def _collectives(rank: int) -> None:
     bad = TensorDict({"a": torch.zeros(2 + rank)}, [])
     _raises(bad.all_reduce, RuntimeError, "different structures")
 
+    # leaves that cannot be stacked (rank 0) refuse the reduction on every rank: the
+    # header says so, nobody waits in the reduction, and the next one runs as usual
+    parts = {"a": torch.zeros(2), "b": torch.zeros(2), "c": torch.zeros(2)}
+    if rank == 0:
+        parts["b"] = torch.zeros(2, device="meta")
+        unstackable = TensorDict(parts, [2])
+        _raises(unstackable.all_reduce, RuntimeError, "not on the expected device")
+    else:
+        _raises(TensorDict(parts, [2]).all_reduce, RuntimeError, "rank(s) [0] cannot take part")
+    td = TensorDict({"a": torch.ones(2)}, [2])
+    td.all_reduce()
+    assert td["a"].tolist() == [2.0, 2.0]
+
     # broadcast: the others need not know the structure
     got = (_sample() if rank == 0 else TensorDict()).broadcast(0)
     assert _equal(got, _sample()), got
