@@ -489,3 +489,18 @@ def test_the_wire_groups_each_dtype_by_shape_and_rebuilds_in_that_order() -> Non
     target = td.apply(torch.zeros_like)
     Layout(target, "test").unpack(buffers)
     assert _equal(target, td)
+
+
+def test_a_header_message_carries_a_description_that_fits() -> None:
+    from tensordict._dist_wire import HEADER_LEN, INLINE, header_message, inlined, read_header
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert inlined(cpu, 0) and inlined(cpu, INLINE) and not inlined(cpu, INLINE + 1)
+    assert inlined(cuda, 0) and not inlined(cuda, 1)  # nccl: equal sizes, no room
+    values = list(range(-3, HEADER_LEN - 3))
+    short = header_message(values, b"desc", cpu)
+    assert short.dtype == torch.uint8 and short.numel() == HEADER_LEN * 8 + 4
+    assert read_header(short) == values
+    assert bytes(short[HEADER_LEN * 8 :].tolist()) == b"desc"
+    long = header_message(values, b"x" * (INLINE + 1), cpu)  # travels on its own
+    assert long.numel() == HEADER_LEN * 8 and read_header(long) == values
