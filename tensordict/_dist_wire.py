@@ -4,10 +4,14 @@ Every transfer starts with a fixed-size int64 *header*: a magic number, the kind
 message, three 64-bit fingerprints of the structure, the number of entries, the length
 of the description that follows and the element count of each dtype's buffer.
 
-``send``/``isend`` then send the *wire description* (JSON: the keys in walk order and
-the dtype and shape runs, see ``_consolidate.wire_description``) and ONE byte buffer:
+``send``/``isend`` also send the *wire description* (JSON: the keys in walk order and
+the dtype and shape runs, see ``_consolidate.wire_description``), then ONE byte buffer:
 the consolidated storage (see ``_consolidate.py``), or the leaves consolidated on the
-fly. A receiver
+fly. On a CPU wire (gloo) a description or structure of at most ``INLINE`` bytes rides
+in the header's own message: the header receive is posted with room for it (gloo
+takes a message shorter than the posted buffer, never a longer one), so a send is two
+messages. nccl needs equal sizes on both sides: there it is a message of its own. A
+receiver
 whose fingerprints match receives straight into its own storage when it is consolidated,
 else into one buffer copied into its leaves. The calls that send a structure
 (``init_remote``, ``scatter``) send JSON and one buffer per dtype instead.
@@ -29,6 +33,7 @@ import json
 import marshal
 import math
 import random
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
@@ -66,7 +71,7 @@ DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in 
 _CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(DTYPES) if d is not None}
 _NODE, _NONTENSOR = -1, -3  # entry codes of nested TensorDicts and non-tensors
 
-_MAGIC = 0x7D1C_0001  # "td" and the protocol version
+_MAGIC = 0x7D1C_0002  # "td" and the protocol version
 DATA, INIT, REDUCE, GATHER = 1, 2, 3, 4
 _KIND_NAMES = {
     DATA: "send/isend",
@@ -76,6 +81,49 @@ _KIND_NAMES = {
 }
 FIXED = 7  # magic, kind, keys fp, shapes fp, dtypes fp, entries, structure length
 HEADER_LEN = FIXED + len(DTYPES)
+_HEAD_BYTES = HEADER_LEN * 8
+_HEAD_FORMAT = struct.Struct(f"={HEADER_LEN}q")  # native order, as a tensor view reads it
+INLINE = 1 << 16  # the most description bytes that ride in a header message (CPU wire)
+
+
+def inlined(wire: torch.device, nbytes: int) -> bool:
+    """Whether ``nbytes`` of description travel inside the header message on ``wire``
+    (both sides apply the same rule to the length the header announces)."""
+    return nbytes == 0 or (wire.type == "cpu" and nbytes <= INLINE)
+
+
+def header_message(values: Sequence[int], extra: bytes, wire: torch.device) -> Tensor:
+    """The header ``values`` as bytes, followed by ``extra`` (a description or a
+    structure) when it is :func:`inlined` (else ``extra`` travels as a message of its own)."""
+    data = _HEAD_FORMAT.pack(*values)
+    if inlined(wire, len(extra)):
+        data += extra
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).to(wire)
+
+
+def post_header(
+    dist: Any, src: int, group: Any, tag: int, wire: torch.device
+) -> tuple[Any, Tensor]:
+    """Post the receive of a header message, with room for an inlined description."""
+    room = INLINE if wire.type == "cpu" else 0
+    buf = torch.empty(_HEAD_BYTES + room, dtype=torch.uint8, device=wire)
+    return dist.irecv(buf, src, group=group, tag=tag), buf
+
+
+def read_header(buf: Tensor) -> list[int]:
+    """The header values of a received header message."""
+    return buf[:_HEAD_BYTES].view(torch.int64).tolist()
+
+
+def recv_extra(
+    dist: Any, info: list[int], head: Tensor, src: int, group: Any, tag: int
+) -> tuple[Tensor, Any]:
+    """The description or structure the header ``info`` announces: a view of the header
+    message when it was inlined (and None), else a posted receive of it (and its work)."""
+    if inlined(head.device, info[6]):
+        return head[_HEAD_BYTES : _HEAD_BYTES + info[6]], None
+    raw = torch.empty(info[6], dtype=torch.uint8, device=head.device)
+    return raw, dist.irecv(raw, src, group=group, tag=tag)
 
 
 def _dist() -> Any:
@@ -425,14 +473,15 @@ def post_send(
     numels = lay.numels()
     fps = lay.fingerprints()
     wire = wire_device(dist, group)
-    header = torch.tensor([_MAGIC, kind, *fps, len(lay.codes), len(structure or b""), *numels])
-    header = header.to(wire)
-    messages = [header]
-    works = [dist.isend(header, dst, group=group, tag=tags[0])]
+    extra = structure or b""
+    values = [_MAGIC, kind, *fps, len(lay.codes), len(extra), *numels]
+    messages = [header_message(values, extra, wire)]
+    works = [dist.isend(messages[0], dst, group=group, tag=tags[0])]
     pos = 1
     if structure is not None:
-        messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
-        works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
+        if not inlined(wire, len(structure)):
+            messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
+            works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
         pos = 2
     bufs = lay.pack()
     for code in sorted(bufs):
@@ -461,10 +510,13 @@ def _check_dtypes(td: CollectionPrimitives, call: str, plan: Plan) -> None:
         )
 
 
-def _one_header(kind: int, fps: Sequence[int], entries: int, desc: int, nbytes: int) -> Tensor:
-    numels = [0] * len(DTYPES)
-    numels[_U8] = nbytes
-    return torch.tensor([_MAGIC, kind, *fps, entries, desc, *numels])
+def one_header(
+    kind: int, fps: Sequence[int], entries: int, desc: bytes, nbytes: int, wire: torch.device
+) -> Tensor:
+    """The header message of a transfer of one ``nbytes`` buffer described by ``desc``."""
+    values = [_MAGIC, kind, *fps, entries, len(desc)] + [0] * len(DTYPES)
+    values[FIXED + _U8] = nbytes
+    return header_message(values, desc, wire)
 
 
 def _post_send_one(
@@ -481,12 +533,12 @@ def _post_send_one(
         plan, staging, _, (desc, fps) = wire_fill(td, take, check, call)
         storage = staging.storage
     wire = wire_device(dist, group)
-    header = _one_header(DATA, fps, plan.nleaves, len(desc), plan.nbytes).to(wire)
-    raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
-    works = [
-        dist.isend(header, dst, group=group, tag=tags[0]),
-        dist.isend(raw, dst, group=group, tag=tags[1]),
-    ]
+    header = one_header(DATA, fps, plan.nleaves, desc, plan.nbytes, wire)
+    works = [dist.isend(header, dst, group=group, tag=tags[0])]
+    raw = None
+    if not inlined(wire, len(desc)):
+        raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
+        works.append(dist.isend(raw, dst, group=group, tag=tags[1]))
     pos = 2
     if plan.nbytes:
         tag = _payload_tag(tags[2], fps, DATA)
@@ -513,26 +565,26 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
     completes, the next transfer is aligned), then refused naming the keys that differ.
     """
     dist = require_init(call)
-    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
-    work = dist.irecv(header, src, group=group, tag=tags[0])
+    wire = wire_device(dist, group)
+    work, head = post_header(dist, src, group, tags[0], wire)
     # a file-backed collection is refused once the transfer is consumed, as a mismatch is
     backed = file_backed(td)
     plan, storage, leaves, (mine_desc, mine) = wire_plan(in_memory(td, call))
     pending = Pending([work])
 
     def finish() -> None:
-        info = header.tolist()
+        info = read_header(head)
         check_magic(call, info, src)
         if info[1] != DATA:
-            _, _, end = _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
+            _, _, end = _recv_buffers(dist, info, head, src, group, tags, torch.device("cpu"))
             pending.next_tag = tags[end]
             raise RuntimeError(
                 f"{call}: the tensordict from rank {src} does not fit: the sender called "
                 f"{_KIND_NAMES.get(info[1], '?')}, which does not pair with send/isend"
             )
         nbytes = info[FIXED + _U8]
-        raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
-        works = [dist.irecv(raw, src, group=group, tag=tags[1])]
+        raw, raw_work = recv_extra(dist, info, head, src, group, tags[1])
+        works = [] if raw_work is None else [raw_work]
         fits = not backed and tuple(info[2:5]) == mine and nbytes == plan.nbytes
         staging = None
         if fits and storage is not None:
@@ -572,15 +624,23 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
 
 
 def _recv_buffers(
-    dist: Any, info: list[int], src: int, group: Any, tags: Tags, device: torch.device
+    dist: Any,
+    info: list[int],
+    head: Tensor,
+    src: int,
+    group: Any,
+    tags: Tags,
+    device: torch.device,
 ) -> tuple[dict[int, Tensor], Tensor | None, int]:
-    """Receive what the header ``info`` announces after it: the structure (if any) and the
-    buffers. Returns them and the position of the next tag."""
+    """Receive what the header ``info`` (from the header message ``head``) announces
+    after it: the structure (if any) and the buffers. Returns them and the position of
+    the next tag."""
     raw = None
     pos = 1
     if info[6]:
-        raw = torch.empty(info[6], dtype=torch.uint8, device=wire_device(dist, group))
-        dist.recv(raw, src, group=group, tag=tags[1])
+        raw, work = recv_extra(dist, info, head, src, group, tags[1])
+        if work is not None:
+            work.wait()
         pos = 2
     posted = {}
     for code, numel in enumerate(info[FIXED:]):
@@ -593,29 +653,29 @@ def _recv_buffers(
     return {code: buf for code, (_, buf) in posted.items()}, raw, pos
 
 
-def _recv_header(src: int, group: Any, call: str) -> tuple[Any, Tags, list[int]]:
+def _recv_header(src: int, group: Any, call: str) -> tuple[Any, Tags, list[int], Tensor]:
     """Block for the header of the next transfer from ``src``; check it is one."""
     dist = require_init(call)
     tags = Tags()
-    header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire_device(dist, group))
-    dist.recv(header, src, group=group, tag=tags[0])
-    info = header.tolist()
+    work, head = post_header(dist, src, group, tags[0], wire_device(dist, group))
+    work.wait()
+    info = read_header(head)
     check_magic(call, info, src)
-    return dist, tags, info
+    return dist, tags, info, head
 
 
 def drain(src: int, group: Any, call: str) -> None:
     """Receive and drop one transfer from ``src`` (header, then what it announces), so a
     sender is not left blocked when this rank refuses the call."""
-    dist, tags, info = _recv_header(src, group, call)
-    _recv_buffers(dist, info, src, group, tags, torch.device("cpu"))
+    dist, tags, info, head = _recv_header(src, group, call)
+    _recv_buffers(dist, info, head, src, group, tags, torch.device("cpu"))
 
 
 def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDictBase:
     """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
-    dist, tags, info = _recv_header(src, group, call)
+    dist, tags, info, head = _recv_header(src, group, call)
     dev = torch.device("cpu") if device is None else torch.device(device)
-    bufs, raw, _ = _recv_buffers(dist, info, src, group, tags, dev)
+    bufs, raw, _ = _recv_buffers(dist, info, head, src, group, tags, dev)
     if info[1] != INIT or raw is None:
         raise RuntimeError(
             f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "

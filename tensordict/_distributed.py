@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import file_backed, in_memory, leaf_device, wire_plan
+from tensordict._consolidate import (
+    Plan,
+    file_backed,
+    sent_record,
+    wire_description,
+    wire_fill,
+)
 from tensordict._dist_wire import (
     DTYPES,
     FIXED,
@@ -322,35 +328,48 @@ class DistributedOps(CollectionPrimitives):
     ) -> list[Pending] | None:
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
-        # a file-backed collection cannot take the result: its header tells the other
-        # ranks (-1 leaves), so that every rank raises after the exchange; on a rank that
-        # only contributes (reduce to another rank) it sends its values
-        backed = file_backed(self)
-        plan, storage, leaves, (_, fps) = wire_plan(in_memory(self, call))
+        # A rank that cannot take part says so in its header (-1 leaves), so that every
+        # rank raises after the exchange and none waits in the reduction: a file-backed
+        # collection cannot take the result (on a rank that only contributes, reduce to
+        # another rank, it sends its values), and leaves that cannot be stacked fail here.
+        # The leaves are stacked before the exchange: the stack checks every shape against
+        # a plan matched on each run's first shape (see ``wire_fill``).
         receives = dst is None or dist.get_rank() == dst
-        refused = backed and receives
-        # the headers travel while the leaves are stacked into the staging buffer
-        count = -1 if refused else plan.nleaves
-        header = torch.tensor([*fps, count, plan.nbytes]).to(wire_device(dist, group))
-        gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
-        exchange = dist.all_gather(gathered, header, group=group, async_op=True)
-        staging = None
-        if storage is None:
-            assert leaves is not None
-            staging = take(plan, leaf_device(leaves))
-            storage = staging.storage
+        refused = file_backed(self) and receives
+        staging, leaves, error = None, None, None
+        fps: tuple[int, ...] = (0, 0, 0)
+        nleaves = nbytes = -1
+        record = None if refused else sent_record(self)
+        if record is not None:
+            plan, storage = record.plan, record.storage
+            fps = wire_description(self, plan)[1]
+            if not receives:  # the other ranks keep their values: reduce a copy
+                storage = storage.clone()
+        elif not refused:
             try:
-                plan.fill(storage, leaves)
-            except BaseException:  # the exchange uses its buffers until it completes
-                exchange.wait()
-                raise
-        elif not receives:  # the other ranks keep their values: reduce a copy
-            storage = storage.clone()
-        exchange.wait()
+                plan, staging, leaves, (_, fps) = wire_fill(self, take, _any_dtype, call)
+            except Exception as err:  # raised again after the exchange
+                error = err
+            else:
+                storage = staging.storage
+        if not refused and error is None:
+            nleaves, nbytes = plan.nleaves, plan.nbytes
+        header = torch.tensor([*fps, nleaves, nbytes]).to(wire_device(dist, group))
+        gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
+        dist.all_gather(gathered, header, group=group)
         if refused:
             raise file_backed_error(self, call)
+        if error is not None:
+            raise error
         headers = [h.tolist() for h in gathered]
         ranks = _ranks(dist, group)
+        refusing = [rank for rank, h in zip(ranks, headers, strict=True) if h[3] == -1]
+        if refusing:
+            raise RuntimeError(
+                f"{call}: rank(s) {refusing} cannot take part in the reduction (see the error "
+                "raised there: a file-backed collection receiving the result, or leaves that "
+                "cannot be stacked); no data moved"
+            )
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
         if differ:
             mine = headers[ranks.index(dist.get_rank())]
@@ -493,6 +512,10 @@ class DistributedOps(CollectionPrimitives):
         if problems:
             raise RuntimeError("; ".join(problems))
         return self  # type: ignore[return-value]
+
+
+def _any_dtype(plan: Plan) -> None:
+    """A reduction takes every dtype torch.distributed reduces (no wire codes involved)."""
 
 
 def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, what: str) -> int:

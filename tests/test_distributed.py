@@ -84,6 +84,13 @@ def _equal(a: TensorDict, b: TensorDict) -> bool:
     )
 
 
+def _wide(extra: bool = False) -> TensorDict:
+    """A structure whose description and JSON structure are longer than a header message
+    carries (``INLINE`` bytes): they travel as messages of their own."""
+    keys = [f"{i:04d}" + "k" * 96 for i in range(800)] + (["more"] if extra else [])
+    return TensorDict({k: torch.full((2,), float(i)) for i, k in enumerate(keys)}, [2])
+
+
 # ------------------------------------------------------------------ point to point
 def _p2p(rank: int) -> None:
     if rank == 0:
@@ -124,6 +131,15 @@ def _p2p(rank: int) -> None:
         )
         _raises(lambda: mixed.send(1), RuntimeError, "not on the expected device")
         _sample(5).send(1)
+        from tensordict._consolidate import wire_plan
+        from tensordict._dist_wire import INLINE, structure
+
+        assert len(wire_plan(_wide())[3][0]) > INLINE
+        assert len(structure(_wide(), "test")) > INLINE
+        _wide().send(1)
+        _wide().init_remote(1)
+        _wide(extra=True).send(1)  # refused with the long description's keys
+        _sample(6).send(1)  # the stream is still aligned
         return
     td = _zeros_like_sample()
     obs = td["obs"]
@@ -174,6 +190,13 @@ def _p2p(rank: int) -> None:
     after = _zeros_like_sample()
     after.recv(0)  # the send after the failed one, whole
     assert _equal(after, _sample(5)), after
+    wide = _wide().apply(torch.zeros_like)
+    assert wide.recv(0) == 3
+    assert _equal(wide, _wide())
+    assert _equal(TensorDict.from_remote_init(0), _wide())
+    _raises(lambda: wide.recv(0), RuntimeError, "keys only on the sender [('more',)]")
+    after.recv(0)
+    assert _equal(after, _sample(6)), after
 
 
 # ------------------------------------------------------------------ collectives
@@ -209,6 +232,19 @@ def _collectives(rank: int) -> None:
     # a structure mismatch raises on every rank, before any data moves
     bad = TensorDict({"a": torch.zeros(2 + rank)}, [])
     _raises(bad.all_reduce, RuntimeError, "different structures")
+
+    # leaves that cannot be stacked (rank 0) refuse the reduction on every rank: the
+    # header says so, nobody waits in the reduction, and the next one runs as usual
+    parts = {"a": torch.zeros(2), "b": torch.zeros(2), "c": torch.zeros(2)}
+    if rank == 0:
+        parts["b"] = torch.zeros(2, device="meta")
+        unstackable = TensorDict(parts, [2])
+        _raises(unstackable.all_reduce, RuntimeError, "not on the expected device")
+    else:
+        _raises(TensorDict(parts, [2]).all_reduce, RuntimeError, "rank(s) [0] cannot take part")
+    td = TensorDict({"a": torch.ones(2)}, [2])
+    td.all_reduce()
+    assert td["a"].tolist() == [2.0, 2.0]
 
     # broadcast: the others need not know the structure
     got = (_sample() if rank == 0 else TensorDict()).broadcast(0)
@@ -453,3 +489,18 @@ def test_the_wire_groups_each_dtype_by_shape_and_rebuilds_in_that_order() -> Non
     target = td.apply(torch.zeros_like)
     Layout(target, "test").unpack(buffers)
     assert _equal(target, td)
+
+
+def test_a_header_message_carries_a_description_that_fits() -> None:
+    from tensordict._dist_wire import HEADER_LEN, INLINE, header_message, inlined, read_header
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert inlined(cpu, 0) and inlined(cpu, INLINE) and not inlined(cpu, INLINE + 1)
+    assert inlined(cuda, 0) and not inlined(cuda, 1)  # nccl: equal sizes, no room
+    values = list(range(-3, HEADER_LEN - 3))
+    short = header_message(values, b"desc", cpu)
+    assert short.dtype == torch.uint8 and short.numel() == HEADER_LEN * 8 + 4
+    assert read_header(short) == values
+    assert bytes(short[HEADER_LEN * 8 :].tolist()) == b"desc"
+    long = header_message(values, b"x" * (INLINE + 1), cpu)  # travels on its own
+    assert long.numel() == HEADER_LEN * 8 and read_header(long) == values
