@@ -160,19 +160,12 @@ class TensorDictParams(nn.Module):
 
     def _tree(self, hooks: bool = True) -> Any:
         """The TensorDict of the registered leaves themselves (gradients flow through it).
-        Without get hooks it is built once and kept, as long as it holds what is
-        registered and is still as built (locked as this module is, without names): a
-        check costs about a third of a build. While locked, the TensorDicts nested in it
-        then have a live locked parent, as upstream's have."""
+        While locked it is built once and kept (as long as it holds what is registered):
+        the TensorDicts nested in it then have a live locked parent, as upstream's have."""
         state = self.__dict__
-        if not state["_hooks_get"]:
-            kept = state.get("_kept_tree")
-            if (
-                kept is not None
-                and kept.is_locked == state["_locked"]
-                and not any(kept.names)
-                and self._holds(kept)
-            ):
+        if state["_locked"] and not state["_hooks_get"]:
+            kept = state.get("_locked_tree")
+            if kept is not None and self._holds(kept):
                 return kept
         entries: dict[str, Any] = {}
         hooks_get = self.__dict__["_hooks_get"] if hooks else ()
@@ -200,8 +193,8 @@ class TensorDictParams(nn.Module):
             tree = TensorDict(entries, [], device=self.__dict__["_device"])
         if state["_locked"]:
             tree.lock_()
-        if not state["_hooks_get"]:
-            state["_kept_tree"] = tree
+            if not state["_hooks_get"]:
+                state["_locked_tree"] = tree
         return tree
 
     def _holds(self, tree: Any) -> bool:
@@ -216,9 +209,8 @@ class TensorDictParams(nn.Module):
             if isinstance(value, Tensor):
                 if self._parameters.get(key, self._buffers.get(key)) is not value:
                     return False
-            elif key in extras:
-                if extras[key] is not value:
-                    return False
+            elif key in extras:  # (only this module's own methods change those, unlocked)
+                continue
             else:
                 sub = self._modules.get(key)
                 if not isinstance(sub, TensorDictParams) or not sub._holds(value):
@@ -290,7 +282,7 @@ class TensorDictParams(nn.Module):
 
     def _lock_all(self, value: bool) -> None:
         self.__dict__["_locked"] = value
-        kept = self.__dict__.pop("_kept_tree", None)
+        kept = self.__dict__.pop("_locked_tree", None)
         if kept is not None and not value:  # what is nested in it may be unlocked now
             kept.unlock_()
         for sub in self._modules.values():

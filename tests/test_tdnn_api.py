@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 from torch import nn
@@ -284,53 +282,3 @@ def test_dense_stack_and_cat_take_tensordict_params() -> None:
         TypeError, match="torch.stack: expected TensorDicts, got Linear at position 1"
     ):
         TensorDict.stack([p0, nn.Linear(2, 2)])
-
-
-def _holder_adds_a_key(member: TensorDict) -> None:
-    member["extra"] = torch.zeros(3)
-
-
-def _holder_replaces_a_leaf(member: TensorDict) -> None:
-    member["a"] = torch.ones(3, 2)
-
-
-def _holder_replaces_non_tensor_data(member: TensorDict) -> None:
-    from tensordict import NonTensorData
-
-    member["note"] = NonTensorData("theirs", batch_size=[3])
-
-
-def _holder_names_it(member: TensorDict) -> None:
-    member.names = ["n"]
-
-
-def _holder_locks_it(member: TensorDict) -> None:
-    member.lock_()
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        _holder_adds_a_key,
-        _holder_replaces_a_leaf,
-        _holder_replaces_non_tensor_data,
-        _holder_names_it,
-        _holder_locks_it,
-    ],
-)
-def test_the_kept_tree_of_unlocked_params_never_shows_what_a_holder_changed(
-    change: Any,
-) -> None:
-    """The TensorDict of an unlocked TensorDictParams' leaves is kept between calls; what a
-    holder of it (here a lazy stack) changes in it is never read back as the params' own."""
-    from tensordict import NonTensorData, lazy_stack
-
-    p = _params(0.0)
-    p["note"] = NonTensorData("mine", batch_size=[3])
-    change(lazy_stack([p, _params(1.0)]).tensordicts[0])
-    tree = lazy_stack([p, _params(1.0)]).tensordicts[0]
-    assert sorted(tree.keys()) == ["a", "b", "note"]
-    assert tree["a"] is p["a"] and isinstance(tree["a"], nn.Parameter)
-    assert (tree["a"] == 0).all() and tree["note"] == "mine"
-    assert tree.names == [None]
-    assert not p["b"].is_locked and not p.data.is_locked  # as unlocked as the params
