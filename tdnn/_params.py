@@ -199,9 +199,10 @@ class TensorDictParams(nn.Module):
 
     def _holds(self, tree: Any) -> bool:
         """Whether ``tree`` holds exactly the leaves registered now (nothing was swapped in,
-        moved or cast since it was built)."""
+        moved or cast since it was built), and none of its levels has get hooks since (a
+        hook registered on a sub-module alone must be applied when the tree is read)."""
         state = self.__dict__
-        if tree.batch_size != state["_batch_size"]:
+        if tree.batch_size != state["_batch_size"] or state["_hooks_get"]:
             return False
         extras, count = state["_extras"], 0
         for key, value in tree.items():

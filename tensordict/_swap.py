@@ -144,13 +144,28 @@ def param_value(value: Tensor, current: Tensor) -> Tensor:
     return _make_subclass(_PARAMETER, plain, current.requires_grad)
 
 
+def _as_plain(value: Tensor) -> Tensor:
+    """A tensor subclass (a memory-mapped leaf) as a plain view of the same bytes."""
+    return value.as_subclass(Tensor)
+
+
+# (dynamo cannot trace as_subclass: run it outside the graph, a clean graph break)
+_plain_view: Callable[[Tensor], Tensor] = torch.compiler.disable(_as_plain)  # type: ignore[no-untyped-call]
+
+
 def traced_value(value: Tensor, current: Tensor) -> Tensor:
     """What a parameter slot holding ``current`` receives for ``value`` under
     ``torch.compile``: dynamo can neither build an ``nn.Parameter`` nor tell a functorch
-    wrapper without breaking the graph, so the slot gets ``value`` itself (a plain tensor
-    detached where the slot does not require grad; a parameter, such as an original put
-    back, stays itself). Gradients reach ``value`` as in eager mode."""
-    if type(value) is not _PARAMETER and value.requires_grad and not current.requires_grad:
+    wrapper without breaking the graph, so the slot gets ``value`` itself (a memory-mapped
+    leaf as a plain view of its bytes, as in eager mode), detached where the slot's own
+    parameter does not require grad. A ``current`` that is not a parameter is what an
+    enclosing swap put there (the originals coming back): nothing is detached then.
+    Gradients reach ``value`` as in eager mode; a value that does not require grad is not
+    made a leaf that does (eager builds one)."""
+    kind = type(value)
+    if kind is not Tensor and kind is not _PARAMETER:
+        value = _plain_view(value)
+    if value.requires_grad and not current.requires_grad and type(current) is _PARAMETER:
         return value.detach()
     return value
 
@@ -294,7 +309,9 @@ class SwapWalk:
         path: _Path,
     ) -> int:
         undo = self.undo
-        traced = self.traced
+        # (asked again here: after a graph break dynamo runs the walk's frames eagerly
+        # and compiles each one it enters, such as this one, apart)
+        traced = self.traced or _compiling()
         matched = 0
         for name, current in params.items():  # (values reassigned, keys unchanged: safe)
             if current is None:

@@ -187,10 +187,16 @@ def test_vmapped_to_module_is_one_graph_with_eager_gradients(style: str) -> None
     assert module[0].weight.shape == torch.Size([6, 5])
 
 
-def test_compiled_to_module_keeps_a_frozen_slot_frozen() -> None:
+@pytest.mark.parametrize("kind", ["tensors", "parameters"])
+def test_compiled_to_module_keeps_a_frozen_slot_frozen(kind: str) -> None:
     module = torch.nn.Linear(3, 2)
     module.weight.requires_grad_(False)
-    values = TensorDict.from_module(module).apply(lambda t: torch.randn_like(t).requires_grad_())
+    if kind == "tensors":
+        values = TensorDict.from_module(module).apply(
+            lambda t: torch.randn_like(t).requires_grad_()
+        )
+    else:  # another module's: nn.Parameters that require grad
+        values = TensorDict.from_module(torch.nn.Linear(3, 2))
 
     def call(x: torch.Tensor, p: TensorDict) -> torch.Tensor:
         with p.to_module(module):
@@ -203,3 +209,23 @@ def test_compiled_to_module_keeps_a_frozen_slot_frozen() -> None:
     assert values["weight"].grad is None  # the slot does not require grad: detached
     torch.testing.assert_close(values["bias"].grad, torch.full((2,), 4.0))
     assert type(module.weight) is torch.nn.Parameter and not module.weight.requires_grad
+
+
+# (after the graph break dynamo compiles the walk's frames one by one as they run eagerly,
+# and warns once that it cannot trace torch's is_functorch_wrapped_tensor in one of them)
+@pytest.mark.filterwarnings("ignore:Dynamo does not know how to trace the builtin")
+def test_compiled_to_module_takes_memory_mapped_values(tmp_path: Any) -> None:
+    module = torch.nn.Linear(3, 2)
+    values = TensorDict.from_module(module).data.clone().apply(torch.randn_like)
+    mapped = values.memmap(tmp_path / "ck")
+
+    def call(x: torch.Tensor, p: TensorDict) -> torch.Tensor:
+        with p.to_module(module):
+            return module(x)
+
+    x = torch.randn(4, 3)
+    expected = torch.nn.functional.linear(x, values["weight"], values["bias"])
+    torch.testing.assert_close(call(x, mapped), expected)
+    torch._dynamo.reset()  # (a graph break where the mapped leaf becomes a plain view)
+    torch.testing.assert_close(torch.compile(call, backend="aot_eager")(x, mapped), expected)
+    assert all(type(p) is torch.nn.Parameter for p in module.parameters())

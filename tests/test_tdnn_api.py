@@ -282,3 +282,13 @@ def test_dense_stack_and_cat_take_tensordict_params() -> None:
         TypeError, match="torch.stack: expected TensorDicts, got Linear at position 1"
     ):
         TensorDict.stack([p0, nn.Linear(2, 2)])
+
+
+def test_a_get_hook_on_a_sub_module_applies_after_the_locked_tree_was_built() -> None:
+    p = TensorDictParams(
+        TensorDict({"a": torch.zeros(3, 2), "sub": {"x": torch.zeros(3, 4)}}, [3]), lock=True
+    )
+    assert p["sub", "x"].requires_grad  # (the locked tree is built and kept here)
+    p.get_submodule("sub").register_get_post_hook(lambda _, x: x.data)
+    assert not p["sub", "x"].requires_grad and not p.data["sub", "x"].requires_grad
+    assert p["a"].requires_grad  # the root has no hook
