@@ -1,17 +1,18 @@
 """The wire protocol of TensorDict transfers: a checked header, then as few buffers as can be.
 
-Every transfer starts with a fixed-size int64 *header*: a magic number, the kind of
-message, three 64-bit fingerprints of the structure, the number of entries, the length
-of the description that follows and the element count of each dtype's buffer.
+Every transfer starts with a fixed-size message holding the int64 *header*: a magic
+number, the kind of message, three 64-bit fingerprints of the structure, the number of
+entries, the length of the description that follows and the element count of each
+dtype's buffer.
 
 ``send``/``isend`` also send the *wire description* (JSON: the keys in walk order and
 the dtype and shape runs, see ``_consolidate.wire_description``), then ONE byte buffer:
 the consolidated storage (see ``_consolidate.py``), or the leaves consolidated on the
-fly. On a CPU wire (gloo) a description or structure of at most ``INLINE`` bytes rides
-in the header's own message: the header receive is posted with room for it (gloo
-takes a message shorter than the posted buffer, never a longer one), so a send is two
-messages. nccl needs equal sizes on both sides: there it is a message of its own. A
-receiver
+fly. A description or structure of at most ``INLINE`` bytes rides in the header's own
+message, so such a send is two messages; a longer one travels as a message of its own.
+The header message has one size whatever it carries (padded to ``INLINE`` bytes after
+the header), as every transport needs: nccl and gloo's libuv transport (macOS,
+Windows) take only a message of exactly the size posted. A receiver
 whose fingerprints match receives straight into its own storage when it is consolidated,
 else into one buffer copied into its leaves. The calls that send a structure
 (``init_remote``, ``scatter``) send JSON and one buffer per dtype instead.
@@ -83,30 +84,32 @@ FIXED = 7  # magic, kind, keys fp, shapes fp, dtypes fp, entries, structure leng
 HEADER_LEN = FIXED + len(DTYPES)
 _HEAD_BYTES = HEADER_LEN * 8
 _HEAD_FORMAT = struct.Struct(f"={HEADER_LEN}q")  # native order, as a tensor view reads it
-INLINE = 1 << 16  # the most description bytes that ride in a header message (CPU wire)
+INLINE = 1 << 13  # the description bytes that ride in a header message (~600 leaves)
+_HEAD_MESSAGE = _HEAD_BYTES + INLINE  # every header message's size, on every transport
 
 
-def inlined(wire: torch.device, nbytes: int) -> bool:
-    """Whether ``nbytes`` of description travel inside the header message on ``wire``
-    (both sides apply the same rule to the length the header announces)."""
-    return nbytes == 0 or (wire.type == "cpu" and nbytes <= INLINE)
+def inlined(nbytes: int) -> bool:
+    """Whether ``nbytes`` of description travel inside the header message (both sides
+    apply this rule to the length the header announces)."""
+    return nbytes <= INLINE
 
 
 def header_message(values: Sequence[int], extra: bytes, wire: torch.device) -> Tensor:
-    """The header ``values`` as bytes, followed by ``extra`` (a description or a
-    structure) when it is :func:`inlined` (else ``extra`` travels as a message of its own)."""
-    data = _HEAD_FORMAT.pack(*values)
-    if inlined(wire, len(extra)):
-        data += extra
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).to(wire)
+    """The header message: the header ``values`` as bytes, then ``extra`` (a description
+    or a structure) when it is :func:`inlined` (else ``extra`` travels as a message of
+    its own), padded to its one size."""
+    data = bytearray(_HEAD_MESSAGE)
+    _HEAD_FORMAT.pack_into(data, 0, *values)
+    if inlined(len(extra)):
+        data[_HEAD_BYTES : _HEAD_BYTES + len(extra)] = extra
+    return torch.frombuffer(data, dtype=torch.uint8).to(wire)
 
 
 def post_header(
     dist: Any, src: int, group: Any, tag: int, wire: torch.device
 ) -> tuple[Any, Tensor]:
-    """Post the receive of a header message, with room for an inlined description."""
-    room = INLINE if wire.type == "cpu" else 0
-    buf = torch.empty(_HEAD_BYTES + room, dtype=torch.uint8, device=wire)
+    """Post the receive of a header message."""
+    buf = torch.empty(_HEAD_MESSAGE, dtype=torch.uint8, device=wire)
     return dist.irecv(buf, src, group=group, tag=tag), buf
 
 
@@ -120,7 +123,7 @@ def recv_extra(
 ) -> tuple[Tensor, Any]:
     """The description or structure the header ``info`` announces: a view of the header
     message when it was inlined (and None), else a posted receive of it (and its work)."""
-    if inlined(head.device, info[6]):
+    if inlined(info[6]):
         return head[_HEAD_BYTES : _HEAD_BYTES + info[6]], None
     raw = torch.empty(info[6], dtype=torch.uint8, device=head.device)
     return raw, dist.irecv(raw, src, group=group, tag=tag)
@@ -447,6 +450,7 @@ class Pending:
                         self._finish()
                     self._done = True
                     self._keep = None
+                    self._finish = None  # (its closure holds the header and the target)
         return True
 
 
@@ -479,7 +483,7 @@ def post_send(
     works = [dist.isend(messages[0], dst, group=group, tag=tags[0])]
     pos = 1
     if structure is not None:
-        if not inlined(wire, len(structure)):
+        if not inlined(len(structure)):
             messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
             works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
         pos = 2
@@ -536,7 +540,7 @@ def _post_send_one(
     header = one_header(DATA, fps, plan.nleaves, desc, plan.nbytes, wire)
     works = [dist.isend(header, dst, group=group, tag=tags[0])]
     raw = None
-    if not inlined(wire, len(desc)):
+    if not inlined(len(desc)):
         raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
         works.append(dist.isend(raw, dst, group=group, tag=tags[1]))
     pos = 2
