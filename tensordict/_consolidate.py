@@ -981,28 +981,32 @@ def _by_key(
     return {path: kinds[i] for i, path in enumerate(paths)}, others
 
 
-def explain_mismatch(theirs: bytes, mine: bytes) -> str:
-    """Which keys differ between two wire descriptions, all of them, by name."""
+def explain_mismatch(
+    theirs: bytes, mine: bytes, there: str = "the sender", here: str | None = None
+) -> str:
+    """Which keys differ between two wire descriptions, all of them, by name (``there``
+    names the holder of ``theirs``; ``here`` the holder of ``mine``, else "here")."""
+    at_here = "here" if here is None else f"on {here}"
     try:
         sender, sender_others = _by_key(theirs)
     except (UnicodeDecodeError, ValueError, TypeError, IndexError, KeyError, AttributeError):
         return "the sender's description is unreadable"
-    here, here_others = _by_key(mine)
+    mine_by_key, here_others = _by_key(mine)
     problems = []
-    only_there = [k for k in sender if k not in here]
-    only_here = [k for k in here if k not in sender]
+    only_there = [k for k in sender if k not in mine_by_key]
+    only_here = [k for k in mine_by_key if k not in sender]
     if only_there:
-        problems.append(f"keys only on the sender {only_there}")
+        problems.append(f"keys only on {there} {only_there}")
     if only_here:
-        problems.append(f"keys only here {only_here}")
+        problems.append(f"keys only {at_here} {only_here}")
     for key, (kind, shape) in sender.items():
-        mine_row = here.get(key)
+        mine_row = mine_by_key.get(key)
         if mine_row is not None and mine_row != (kind, shape):
             problems.append(
-                f"key {key!r} is {kind} {shape} on the sender, {mine_row[0]} {mine_row[1]} here"
+                f"key {key!r} is {kind} {shape} on {there}, {mine_row[0]} {mine_row[1]} {at_here}"
             )
     if sender_others != here_others:
-        problems.append(f"the non-tensor entries and stacks differ (the sender's: {sender_others})")
+        problems.append(f"the non-tensor entries and stacks differ ({there}'s: {sender_others})")
     if not problems:
         problems.append("the keys come in a different order")
     return "; ".join(problems)

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from tensordict._consolidate import (
     Plan,
+    explain_mismatch,
     file_backed,
     sent_record,
     wire_description,
@@ -371,13 +372,17 @@ class DistributedOps(CollectionPrimitives):
                 "cannot be stacked); no data moved"
             )
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
-        if differ:
-            mine = headers[ranks.index(dist.get_rank())]
+        if differ:  # (every rank is here: the descriptions are exchanged to name the keys)
+            descs = _gather_bytes(dist, group, wire_description(self, plan)[0])
+            first = f"rank {ranks[0]}"
+            details = "; ".join(
+                f"rank {rank} against {first}: "
+                + explain_mismatch(descs[0], descs[ranks.index(rank)], first, f"rank {rank}")
+                for rank in differ
+            )
             raise RuntimeError(
-                f"{call}: the ranks hold different structures: rank(s) {differ} differ from rank "
-                f"{ranks[0]} in their keys, shapes or dtypes (this rank, {dist.get_rank()}, has "
-                f"{mine[3]} leaves of {mine[4]} bytes); every rank must hold the same keys in "
-                "the same order, with the same shapes and dtypes"
+                f"{call}: the ranks hold different structures: {details}; every rank must "
+                "hold the same keys in the same order, with the same shapes and dtypes"
             )
         works = []
         for dtype, start, end in plan.dtype_spans():
@@ -529,3 +534,21 @@ def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, 
         return rank
     dist = require_init(call)
     return int(dist.get_global_rank(dist.group.WORLD if group is None else group, group_rank))
+
+
+def _gather_bytes(dist: Any, group: Any, data: bytes) -> list[bytes]:
+    """Every rank's ``data``, in rank order (two all_gathers: the lengths, then the bytes
+    padded to the longest)."""
+    wire = wire_device(dist, group)
+    count = len(_ranks(dist, group))
+    length = torch.tensor([len(data)]).to(wire)
+    lengths = [torch.empty_like(length) for _ in range(count)]
+    dist.all_gather(lengths, length, group=group)
+    sizes = [int(n.item()) for n in lengths]
+    mine = torch.zeros(max(sizes), dtype=torch.uint8)
+    if data:
+        mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    mine = mine.to(wire)
+    out = [torch.empty_like(mine) for _ in range(count)]
+    dist.all_gather(out, mine, group=group)
+    return [o[:n].cpu().numpy().tobytes() for o, n in zip(out, sizes, strict=True)]

@@ -238,7 +238,18 @@ def _collectives(rank: int) -> None:
 
     # a structure mismatch raises on every rank, before any data moves
     bad = TensorDict({"a": torch.zeros(2 + rank)}, [])
-    _raises(bad.all_reduce, RuntimeError, "different structures")
+    _raises(
+        bad.all_reduce,
+        RuntimeError,
+        "different structures: rank 1 against rank 0: key ('a',) is float32 (2,) on rank 0, "
+        "float32 (3,) on rank 1",
+    )
+    other = TensorDict({"a" if rank == 0 else "b": torch.zeros(2)}, [2])
+    _raises(
+        lambda: other.reduce(0),
+        RuntimeError,
+        "keys only on rank 0 [('a',)]; keys only on rank 1 [('b',)]",
+    )
 
     # leaves that cannot be stacked (rank 0) refuse the reduction on every rank: the
     # header says so, nobody waits in the reduction, and the next one runs as usual
