@@ -207,11 +207,10 @@ class SwapWalk:
     (shared) is swapped once; its originals appear under each of its names. The originals
     come back as nested ``cls`` TensorDicts (dicts when ``cls`` is None)."""
 
-    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "traced", "undo", "unexpected")
+    __slots__ = ("cls", "memo", "missing", "moves", "preserve", "undo", "unexpected")
 
     def __init__(self, preserve: bool, cls: Any) -> None:
         self.preserve = preserve
-        self.traced = _compiling()  # (dynamo cannot build a Parameter: see traced_value)
         self.cls = cls
         self.undo: _Undo = []
         self.moves: _Moves = []
@@ -309,9 +308,10 @@ class SwapWalk:
         path: _Path,
     ) -> int:
         undo = self.undo
-        # (asked again here: after a graph break dynamo runs the walk's frames eagerly
-        # and compiles each one it enters, such as this one, apart)
-        traced = self.traced or _compiling()
+        # (dynamo cannot build a Parameter: see traced_value. Asked per module, not per
+        # walk: after a graph break dynamo runs the walk's frames eagerly and compiles
+        # each one it enters, such as this one, apart)
+        traced = _compiling()
         matched = 0
         for name, current in params.items():  # (values reassigned, keys unchanged: safe)
             if current is None:
