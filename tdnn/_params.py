@@ -167,18 +167,18 @@ class TensorDictParams(nn.Module):
             kept = state.get("_locked_tree")
             if kept is not None and self._holds(kept):
                 return kept
-        entries: dict[str, Any] = {}
-        hooks_get = self.__dict__["_hooks_get"] if hooks else ()
-        for key, value in self._parameters.items():
-            entries[key] = value
-        for key, buffer in self._buffers.items():
-            entries[key] = buffer
+        hooks_get = state["_hooks_get"] if hooks else ()
+        entries: dict[str, Any] = dict(self._parameters)
+        if self._buffers:
+            entries.update(self._buffers)
         for key, sub in self._modules.items():
             if isinstance(sub, TensorDictParams):
                 entries[key] = sub._tree(hooks)
-        entries.update(self.__dict__["_extras"])
-        order = self.__dict__["_order"]  # the keys in the order they were set, as a dict has
-        if list(entries) != [k for k in order if k in entries]:
+        if state["_extras"]:
+            entries.update(state["_extras"])
+        order = state["_order"]  # the keys in the order they were set, as a dict has
+        keys = list(entries)
+        if keys != (list(order) if len(order) == len(keys) else [k for k in order if k in entries]):
             entries = {k: entries[k] for k in (*order, *entries) if k in entries}
         if hooks_get:
             for hook in hooks_get:
@@ -186,11 +186,9 @@ class TensorDictParams(nn.Module):
                     k: hook(self, v) if isinstance(v, Tensor) else v for k, v in entries.items()
                 }
         try:
-            tree = TensorDict(
-                entries, self.__dict__["_batch_size"], device=self.__dict__["_device"]
-            )
+            tree = TensorDict(entries, state["_batch_size"], device=state["_device"])
         except ValueError:  # leaves swapped in with other batch dims (to_module into it)
-            tree = TensorDict(entries, [], device=self.__dict__["_device"])
+            tree = TensorDict(entries, [], device=state["_device"])
         if state["_locked"]:
             tree.lock_()
             if not state["_hooks_get"]:

@@ -247,6 +247,21 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         elif dev is None and type(self)._fill_one is TensorDict._fill_one:
             # plain tensors under plain keys, checked on their leading dims (a subclass
             # with its own _fill_one, a tensorclass that casts, sees every entry)
+            if n == 0:  # no batch dims: any tensor (parameters too) and any unnamed
+                # TensorDict fit, without reading a shape
+                for key, value in pairs:
+                    if (
+                        type(key) is str
+                        and key
+                        and (
+                            isinstance(value, Tensor)
+                            or (type(value) is TensorDict and value._names is None)
+                        )
+                    ):
+                        store[key] = value
+                        continue
+                    self._fill_one(key, value)
+                return
             for key, value in pairs:
                 if type(value) is Tensor and type(key) is str and key and value.shape[:n] == bs:
                     store[key] = value

@@ -160,3 +160,21 @@ def test_from_dict_infers_batch() -> None:
 def test_construction_shares_leaves() -> None:
     a = torch.zeros(2)
     assert TensorDict({"a": a}, [2])["a"] is a
+
+
+def test_an_unbatched_tensordict_keeps_each_value_it_is_given() -> None:
+    """Without batch dims every tensor fits: parameters, subclasses and nested
+    TensorDicts are stored as given (the same objects); the rest is converted as ever."""
+    weight = torch.nn.Parameter(torch.randn(3, 2))
+    nested = TensorDict({"x": torch.zeros(4)}, [4])
+    named = TensorDict({"y": torch.zeros(2, 3)}, [2], names=["n"])
+    td = TensorDict(
+        {"w": weight, "sub": nested, "named": named, "d": {"z": torch.ones(1)}, "s": "text"},
+        torch.Size([]),
+    )
+    assert td["w"] is weight and type(td["w"]) is torch.nn.Parameter
+    assert td.get("sub") is nested and td.get("named") is named
+    assert td["named"].names == ["n"] and td["d", "z"].tolist() == [1.0]
+    assert td["s"] == "text" and td.batch_size == torch.Size([])
+    with pytest.raises(ValueError, match="empty"):
+        TensorDict({"": torch.zeros(1)}, torch.Size([]))
