@@ -454,7 +454,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if isinstance(value, Tensor):
             if self._device is not None and value.device != self._device:
                 value = value.to(self._device)
-            if value.shape[: len(bs)] != bs:  # (starts_with, inlined: every write passes here)
+            if bs and value.shape[: len(bs)] != bs:  # (starts_with inlined: every write)
                 raise leaf_shape_error(call, key, value.shape, bs)
             return value
         if _is_td(value):
