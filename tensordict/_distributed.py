@@ -338,24 +338,24 @@ class DistributedOps(CollectionPrimitives):
         receives = dst is None or dist.get_rank() == dst
         refused = file_backed(self) and receives
         staging, leaves, error = None, None, None
-        fps: tuple[int, ...] = (0, 0, 0)
+        desc, fps = b"", (0, 0, 0)
         nleaves = nbytes = -1
         record = None if refused else sent_record(self)
         if record is not None:
             plan, storage = record.plan, record.storage
-            fps = wire_description(self, plan)[1]
+            desc, fps = wire_description(self, plan)
             if not receives:  # the other ranks keep their values: reduce a copy
                 storage = storage.clone()
         elif not refused:
             try:
-                plan, staging, leaves, (_, fps) = wire_fill(self, take, _any_dtype, call)
+                plan, staging, leaves, (desc, fps) = wire_fill(self, take, _any_dtype, call)
             except Exception as err:  # raised again after the exchange
                 error = err
             else:
                 storage = staging.storage
         if not refused and error is None:
             nleaves, nbytes = plan.nleaves, plan.nbytes
-        header = torch.tensor([*fps, nleaves, nbytes]).to(wire_device(dist, group))
+        header = torch.tensor([*fps, nleaves, nbytes, len(desc)]).to(wire_device(dist, group))
         gathered = [torch.empty_like(header) for _ in _ranks(dist, group)]
         dist.all_gather(gathered, header, group=group)
         if refused:
@@ -373,7 +373,10 @@ class DistributedOps(CollectionPrimitives):
             )
         differ = [rank for rank, h in zip(ranks, headers, strict=True) if h != headers[0]]
         if differ:  # (every rank is here: the descriptions are exchanged to name the keys)
-            descs = _gather_bytes(dist, group, wire_description(self, plan)[0])
+            descs = [
+                d.cpu().numpy().tobytes()
+                for d in _gather_padded(dist, group, desc, [h[5] for h in headers])
+            ]
             first = f"rank {ranks[0]}"
             details = "; ".join(
                 f"rank {rank} against {first}: "
@@ -428,12 +431,8 @@ class DistributedOps(CollectionPrimitives):
         bufs = lay.pack()
         infos = _exchange_headers(dist, lay.header(GATHER, bufs, len(spec)), group, call)
         n = len(infos)
-        longest = max(info[6] for info in infos)
         wire = wire_device(dist, group)
-        raw = torch.zeros(longest, dtype=torch.uint8, device=wire)
-        raw[: len(spec)] = torch.frombuffer(bytearray(spec), dtype=torch.uint8).to(wire)
-        raws = [torch.empty_like(raw) for _ in range(n)]
-        dist.all_gather(raws, raw, group=group)
+        raws = _gather_padded(dist, group, spec, [info[6] for info in infos])
         per_rank: list[dict[int, Tensor]] = [{} for _ in range(n)]
         for code in range(len(DTYPES)):
             most = max(info[FIXED + code] for info in infos)
@@ -448,7 +447,7 @@ class DistributedOps(CollectionPrimitives):
             for r, info in enumerate(infos):
                 if info[FIXED + code]:
                     per_rank[r][code] = out[r][: info[FIXED + code]]
-        return [build(call, raws[r][: infos[r][6]], per_rank[r], wire) for r in range(n)]
+        return [build(call, raws[r], per_rank[r], wire) for r in range(n)]
 
     def scatter(
         self,
@@ -536,19 +535,13 @@ def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, 
     return int(dist.get_global_rank(dist.group.WORLD if group is None else group, group_rank))
 
 
-def _gather_bytes(dist: Any, group: Any, data: bytes) -> list[bytes]:
-    """Every rank's ``data``, in rank order (two all_gathers: the lengths, then the bytes
-    padded to the longest)."""
+def _gather_padded(dist: Any, group: Any, data: bytes, sizes: list[int]) -> list[Tensor]:
+    """Every rank's bytes (``sizes``, in rank order, as the headers announced them; ``data``
+    is this rank's), in one all_gather of buffers padded to the longest."""
     wire = wire_device(dist, group)
-    count = len(_ranks(dist, group))
-    length = torch.tensor([len(data)]).to(wire)
-    lengths = [torch.empty_like(length) for _ in range(count)]
-    dist.all_gather(lengths, length, group=group)
-    sizes = [int(n.item()) for n in lengths]
-    mine = torch.zeros(max(sizes), dtype=torch.uint8)
+    mine = torch.zeros(max(sizes), dtype=torch.uint8, device=wire)
     if data:
-        mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    mine = mine.to(wire)
-    out = [torch.empty_like(mine) for _ in range(count)]
+        mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(wire)
+    out = [torch.empty_like(mine) for _ in sizes]
     dist.all_gather(out, mine, group=group)
-    return [o[:n].cpu().numpy().tobytes() for o, n in zip(out, sizes, strict=True)]
+    return [o[:n] for o, n in zip(out, sizes, strict=True)]

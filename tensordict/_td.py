@@ -920,23 +920,16 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         here), everything else into ``rest``."""
         store = self._tensordict
         items = other._tensordict.items() if _is_td(other) else other.items()
-        add_dst, add_src = dst.append, src.append
         for key, value in items:
             current = store.get(key) if type(key) is str else None
-            if type(current) is Tensor and type(value) is Tensor:  # the common pair, first
-                if value.shape == current.shape and value.dtype == current.dtype:
-                    add_dst(current)
-                    add_src(value)
-                else:  # raises the error of set_
-                    self._set_inplace(key, value, call)
-            elif isinstance(current, Tensor):
+            if isinstance(current, Tensor):
                 if (
                     isinstance(value, Tensor)
                     and value.shape == current.shape
                     and value.dtype == current.dtype
                 ):
-                    add_dst(current)
-                    add_src(value)
+                    dst.append(current)
+                    src.append(value)
                 else:  # raises the error of set_ (or converts a non-tensor value)
                     self._set_inplace(key, value, call)
             elif _is_td(current) and _is_mapping(value):
