@@ -82,8 +82,8 @@ def positional_out(call: str, args: tuple[Any, ...], tensordict_out: Any) -> Any
 class TensorDictModule(TensorDictModuleBase):
     """Wrap ``module`` so it reads ``in_keys`` from a TensorDict and writes ``out_keys``.
 
-    ``in_keys`` as a list feeds positional arguments; as a dict ``{key: argument_name}``
-    (or ``{argument_name: key}`` with ``out_to_in_map=True``) feeds keyword arguments.
+    ``in_keys`` as a list feeds positional arguments; as a dict ``{argument_name: key}``
+    (or ``{key: argument_name}`` with ``out_to_in_map=False``) feeds keyword arguments.
     An out key ``"_"`` discards that output. The module may return a tensor, a tuple,
     a dict or a TensorDict. Missing input keys are passed as None (``strict=True``
     refuses them up front); if the module then fails, the error names the missing keys.
@@ -117,7 +117,9 @@ class TensorDictModule(TensorDictModuleBase):
         super().__init__()
         call = "TensorDictModule"
         if isinstance(in_keys, Mapping):
-            pairs = [(v, k) for k, v in in_keys.items()] if out_to_in_map else list(in_keys.items())
+            # upstream's default (None) reads the dict as {argument: key}, as True does
+            inverted = out_to_in_map is None or out_to_in_map
+            pairs = [(v, k) for k, v in in_keys.items()] if inverted else list(in_keys.items())
             self._kwargs: dict[Any, str] | None = {
                 unravel_keys(call, k, "in_keys")[0]: str(v) for k, v in pairs
             }

@@ -153,15 +153,14 @@ class TensorDictSequential(TensorDictModuleBase):
         select = self._select_before_return
         if SKIP_EXISTING[0] and self._skippable(tensordict):
             return tensordict
-        td = tensordict.clone(False) if select or tensordict_out is not None else tensordict
-        if tensordict_out is None:
+        if tensordict_out is None:  # inplace=True writes into the input itself (below)
             inplace = self.inplace
-            if inplace is True:
-                tensordict_out = tensordict
-            elif inplace is False:
+            if inplace is False:
                 tensordict_out = TensorDict()
             elif inplace == "empty":
                 tensordict_out = tensordict.empty()
+        # the members write into a shallow copy unless the input itself is the output
+        td = tensordict.clone(False) if select or tensordict_out is not None else tensordict
         tolerant = self.partial_tolerant
         plain = not kwargs and plain_calls()
         for m in self._members():

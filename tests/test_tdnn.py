@@ -27,13 +27,22 @@ def test_dict_in_keys_and_out_to_in_map() -> None:
         return a.sum(-1) - b.sum(-1)
 
     td = _td()
-    m = TensorDictModule(fn, in_keys={"obs": "a", ("nested", "x"): "b"}, out_keys=["d"])
     want = td["obs"].sum(-1) - td["nested", "x"].sum(-1)
-    torch.testing.assert_close(m(td)["d"], want)
+    # upstream's default reads the dict as {argument: key}, as out_to_in_map=True does
+    for flag in (None, True):
+        m = TensorDictModule(
+            fn, in_keys={"a": "obs", "b": ("nested", "x")}, out_keys=["d"], out_to_in_map=flag
+        )
+        assert m.in_keys == ["obs", ("nested", "x")]
+        torch.testing.assert_close(m(td)["d"], want)
     inverted = TensorDictModule(
-        fn, in_keys={"a": "obs", "b": ("nested", "x")}, out_keys=["e"], out_to_in_map=True
+        fn, in_keys={"obs": "a", ("nested", "x"): "b"}, out_keys=["e"], out_to_in_map=False
     )
     torch.testing.assert_close(inverted(td)["e"], want)
+    # both keys present and both names valid arguments: the default must not swap them
+    swap = TensorDictModule(lambda a, b: a - b, in_keys={"a": "b", "b": "a"}, out_keys=["c"])
+    pair = TensorDict({"a": torch.ones(2), "b": torch.zeros(2)}, [2])
+    assert swap(pair)["c"].tolist() == [-1.0, -1.0]
 
 
 def test_output_kinds_and_discard() -> None:
@@ -60,6 +69,23 @@ def test_inplace_modes_and_tensordict_out() -> None:
     assert TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"])(td, tensordict_out=target) is target
     with pytest.raises(ValueError, match="inplace must be True, False or 'empty'"):
         TensorDictModule(nn.Linear(3, 2), ["obs"], ["act"], inplace="no")
+
+
+@pytest.mark.parametrize("inplace", [False, "empty"])
+@pytest.mark.parametrize("select", [False, True])
+def test_sequential_not_inplace_leaves_the_input_alone(inplace: bool | str, select: bool) -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(lambda x: x + 1, ["a"], ["b"]),
+        TensorDictModule(lambda x: x * 2, ["b"], ["c"]),
+        inplace=inplace,
+    )
+    if select:
+        seq.select_out_keys("c")
+    td = TensorDict({"a": torch.ones(2)}, [2])
+    out = seq(td)
+    assert out is not td and list(td.keys()) == ["a"]
+    assert sorted(out.keys()) == (["c"] if select else ["b", "c"])
+    assert out["c"].tolist() == [4.0, 4.0] and out.batch_size == ((2,) if inplace else ())
 
 
 def test_plain_tensor_dispatch() -> None:
