@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tdnn._interaction import composite_lp_aggregate
+from tdnn._interaction import InteractionType, composite_lp_aggregate, pick
 from tensordict import NestedKey, TensorDict, unravel_key
 
 _NO_SHAPE = torch.Size()
@@ -128,15 +128,10 @@ class CompositeDistribution:
 
     @property
     def deterministic_sample(self) -> TensorDict:
-        """Each member's deterministic sample (its mean where it has none)."""
-        return self._gather(
-            {
-                k: getattr(d, "deterministic_sample", None)
-                if hasattr(d, "deterministic_sample")
-                else d.mean
-                for k, d in self.dists.items()
-            }
-        )
+        """Each member's deterministic sample; where it has none, its mean if its support is
+        real and its mode otherwise (a ``Categorical`` gives its most likely class)."""
+        kind = InteractionType.DETERMINISTIC
+        return self._gather({k: pick(d, kind) for k, d in self.dists.items()})
 
     def _per_key(
         self, fn: Callable[[NestedKey, Any], torch.Tensor], suffix: str, key: NestedKey

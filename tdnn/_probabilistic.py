@@ -11,7 +11,14 @@ from tdnn._base import TensorDictModuleBase, unravel_keys
 from tdnn._composite import CompositeDistribution, log_prob_key_of
 from tdnn._distributions import Delta
 from tdnn._fastcall import put
-from tdnn._interaction import InteractionType, _as_type, interaction_type, pick
+from tdnn._interaction import (
+    InteractionType,
+    _as_type,
+    composite_lp_aggregate,
+    interaction_type,
+    pick,
+    set_composite_lp_aggregate,
+)
 from tdnn._module import SKIP_EXISTING
 from tdnn._sequential import TensorDictSequential
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
@@ -72,13 +79,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             else:
                 out_keys = ["_"]
         samples = unravel_keys(call, out_keys, "out_keys")
-        if log_prob_keys is None:
-            if log_prob_key is not None and len(samples) == 1:
-                log_prob_keys = [log_prob_key]
-            else:
-                log_prob_keys = [log_prob_key_of(k) for k in samples]
         self._samples = samples
-        self._log_prob_keys = unravel_keys(call, log_prob_keys, "log_prob_keys")
+        self._aggregate = aggregate = composite_lp_aggregate()
+        self._log_prob_keys = _log_prob_keys(call, samples, log_prob_keys, log_prob_key, aggregate)
         self.return_log_prob = return_log_prob
         self.default_interaction_type = _as_type(default_interaction_type)
         self.distribution_class = distribution_class
@@ -111,7 +114,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if len(self._log_prob_keys) != 1:
             raise RuntimeError(
                 f"{type(self).__name__}.log_prob_key: there are several log-prob keys "
-                f"{self._log_prob_keys}; read log_prob_keys"
+                f"{self._log_prob_keys}; read log_prob_keys (or build the module under "
+                "set_composite_lp_aggregate(True) for one summed key)"
             )
         return self._log_prob_keys[0]
 
@@ -185,7 +189,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 return tensordict_out
         dist = self.get_dist(tensordict)
         if not _requires_sample:
-            if self.return_log_prob:
+            if self.return_log_prob and isinstance(dist, CompositeDistribution):
+                self._write_composite_log_prob(dist, tensordict, tensordict_out)
+            elif self.return_log_prob:
                 tensordict_out.set(self._log_prob_keys[0], self.log_prob(tensordict, dist=dist))
             return tensordict_out
         kind = interaction_type() or self.default_interaction_type or InteractionType.DETERMINISTIC
@@ -204,17 +210,33 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             for key in value.keys(True, True, is_leaf=is_leaf_nontensor):
                 tensordict_out.set(key, value.get(key))
             if self.return_log_prob:
-                lp = dist.log_prob(value)
-                if is_tensor_collection(lp):
-                    for key, lp_key in zip(self._samples, self._log_prob_keys, strict=False):
-                        tensordict_out.set(lp_key, lp.get(log_prob_key_of(key)))
-                else:
-                    tensordict_out.set(self._log_prob_keys[0], lp)
+                self._write_composite_log_prob(dist, value, tensordict_out)
             return tensordict_out
         put(tensordict_out, self._samples[0], value)
         if self.return_log_prob:
             put(tensordict_out, self._log_prob_keys[0], dist.log_prob(value))
         return tensordict_out
+
+    def _write_composite_log_prob(self, dist: Any, value: Any, out: Any) -> None:
+        """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and
+        for a module built under ``set_composite_lp_aggregate(True)`` their sum, over the
+        members and their event dims, at the one log-prob key, as upstream."""
+        with set_composite_lp_aggregate(False):
+            lp = dist.log_prob(value)
+        if not is_tensor_collection(lp):  # a distribution that sums on its own
+            out.set(self._log_prob_keys[0], lp)
+            return
+        leaf_keys = [log_prob_key_of(k) for k in self._samples]
+        targets = leaf_keys if self._aggregate else self._log_prob_keys
+        for leaf_key, target in zip(leaf_keys, targets, strict=False):
+            out.set(target, lp.get(leaf_key))
+        if self._aggregate:
+            total: Any = 0
+            for leaf_key in leaf_keys:
+                v = lp.get(leaf_key)
+                extra = v.ndim - len(out.batch_size)
+                total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
+            out.set(self._log_prob_keys[0], total)
 
     def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:
         values = dict(zip(self.in_keys, [first] if first is not None else [], strict=False))
@@ -423,3 +445,34 @@ class _Joint(CompositeDistribution):
         self.dists = {unravel_key(k): d for k, d in dists.items()}
         self.log_prob_key = "sample_log_prob"
         self.entropy_key = "entropy"
+
+
+def _log_prob_keys(
+    call: str,
+    samples: list[Any],
+    log_prob_keys: Sequence[NestedKey] | None,
+    log_prob_key: NestedKey | None,
+    aggregate: bool,
+) -> list[Any]:
+    """Where a probabilistic module writes log-probabilities, by upstream's rules: one key
+    per sample (``<sample>_log_prob``) unless the module is built under
+    ``set_composite_lp_aggregate(True)``, which writes one summed key (``log_prob_key``,
+    ``"sample_log_prob"`` by default)."""
+    if aggregate:
+        if log_prob_keys is not None:
+            raise RuntimeError(
+                f"{call}: log_prob_keys were given while composite_lp_aggregate() is True, "
+                "which writes one summed log-probability: pass log_prob_key instead"
+            )
+        return unravel_keys(call, [log_prob_key or "sample_log_prob"], "log_prob_key")
+    if log_prob_key is not None and len(samples) != 1:
+        raise RuntimeError(
+            f"{call}: log_prob_key was given for {len(samples)} sample keys while "
+            "composite_lp_aggregate() is False, which writes one log-probability per "
+            "sample: pass log_prob_keys instead"
+        )
+    if log_prob_keys is None:
+        if log_prob_key is not None:
+            return unravel_keys(call, [log_prob_key], "log_prob_key")
+        log_prob_keys = [log_prob_key_of(k) for k in samples]
+    return unravel_keys(call, log_prob_keys, "log_prob_keys")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -193,6 +194,72 @@ def test_composite_module_writes_every_sample_and_log_prob() -> None:
     )
     with pytest.raises(KeyError, match="distribution_kwargs needs a 'distribution_map'"):
         ProbabilisticTensorDictModule(["p"], distribution_class=CompositeDistribution)
+
+
+def _composite_params() -> TensorDict:
+    logits = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 1.0], [0.0, 5.0, 1.0]])
+    leaves = TensorDict(
+        p=TensorDict(loc=torch.arange(3.0), scale=torch.ones(3), batch_size=[3]),
+        q=TensorDict(logits=logits, batch_size=[3]),
+        batch_size=[3],
+    )
+    return TensorDict(params=leaves, batch_size=[3])
+
+
+def _composite_module(**kwargs: Any) -> ProbabilisticTensorDictModule:
+    return ProbabilisticTensorDictModule(
+        in_keys=["params"],
+        out_keys=["p", "q"],
+        distribution_class=CompositeDistribution,
+        distribution_kwargs={"distribution_map": {"p": Normal, "q": Categorical}},
+        **kwargs,
+    )
+
+
+def test_composite_deterministic_sample_is_the_mode_of_a_discrete_member() -> None:
+    td = _composite_params()
+    out = _composite_module()(td.clone())  # DETERMINISTIC by default
+    assert out["q"].tolist() == [2, 0, 1] and out["q"].dtype == torch.int64
+    torch.testing.assert_close(out["p"], torch.arange(3.0))  # a real support: the mean
+    dist = _composite_module().get_dist(td)
+    assert dist.deterministic_sample["q"].tolist() == [2, 0, 1]
+
+
+def test_composite_log_probs_per_member_and_their_sum_under_aggregation() -> None:
+    td = _composite_params()
+    with set_interaction_type("mode"):
+        per_member = _composite_module(return_log_prob=True)(td.clone())
+        with set_composite_lp_aggregate(True):
+            module = _composite_module(return_log_prob=True)
+            summed = module(td.clone())
+            named = _composite_module(return_log_prob=True, log_prob_key="lp")(td.clone())
+    normal = Normal(torch.arange(3.0), torch.ones(3)).log_prob(torch.arange(3.0))
+    logits = td["params", "q", "logits"]
+    categorical = Categorical(logits=logits).log_prob(logits.argmax(-1))
+    for out in (per_member, summed):
+        torch.testing.assert_close(out["p_log_prob"], normal)
+        torch.testing.assert_close(out["q_log_prob"], categorical)
+    assert "sample_log_prob" not in per_member.keys()
+    torch.testing.assert_close(summed["sample_log_prob"], normal + categorical)
+    torch.testing.assert_close(named["lp"], normal + categorical)
+    assert module.log_prob_keys == ["sample_log_prob"] and module.log_prob_key == "sample_log_prob"
+    with pytest.raises(RuntimeError, match="several log-prob keys"):
+        _ = _composite_module(return_log_prob=True).log_prob_key
+    with pytest.raises(RuntimeError, match="pass log_prob_keys instead"):
+        _composite_module(log_prob_key="lp")
+    with set_composite_lp_aggregate(True), pytest.raises(RuntimeError, match="pass log_prob_key"):
+        _composite_module(log_prob_keys=["a", "b"])
+
+
+def test_a_single_sample_under_aggregation_writes_sample_log_prob_as_upstream() -> None:
+    td = TensorDict(loc=torch.zeros(3), scale=torch.ones(3), batch_size=[3])
+    with set_composite_lp_aggregate(True):
+        module = ProbabilisticTensorDictModule(
+            ["loc", "scale"], ["x"], distribution_class=Normal, return_log_prob=True
+        )
+    out = module(td)
+    assert module.log_prob_key == "sample_log_prob" and "x_log_prob" not in out.keys()
+    torch.testing.assert_close(out["sample_log_prob"], Normal(0.0, 1.0).log_prob(torch.zeros(3)))
 
 
 def test_one_hot_categorical_mode_and_straight_through_gradient() -> None:
