@@ -154,13 +154,14 @@ class Delta(D.Distribution):
 
 
 class OneHotCategorical(D.OneHotCategorical):
-    """``torch.distributions.OneHotCategorical`` whose ``mode`` is a one-hot argmax and
-    whose ``rsample`` is a straight-through sample (gradients reach the logits).
+    """``torch.distributions.OneHotCategorical`` whose ``sample``, ``mode`` and
+    ``deterministic_sample`` are ``torch.long`` one-hot tensors (as upstream) and whose
+    ``rsample`` is a float straight-through sample (gradients reach the logits).
 
     >>> import torch
     >>> from tensordict.nn import OneHotCategorical
     >>> OneHotCategorical(logits=torch.tensor([0.0, 5.0, 0.0])).mode
-    tensor([0., 1., 0.])
+    tensor([0, 1, 0])
     """
 
     has_rsample = True
@@ -176,9 +177,10 @@ class OneHotCategorical(D.OneHotCategorical):
 
     @property
     def mode(self) -> torch.Tensor:
-        return nn.functional.one_hot(self.logits.argmax(-1), self.logits.shape[-1]).to(
-            self.logits.dtype
-        )
+        return nn.functional.one_hot(self.logits.argmax(-1), self.logits.shape[-1])
+
+    def sample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
+        return super().sample(torch.Size(sample_shape)).long()
 
     @property
     def deterministic_sample(self) -> torch.Tensor:
@@ -186,8 +188,8 @@ class OneHotCategorical(D.OneHotCategorical):
         return self.mode
 
     def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
-        draw: Callable[[torch.Size], torch.Tensor] = self.sample
-        sample = draw(torch.Size(sample_shape))
+        draw: Callable[[torch.Size], torch.Tensor] = super().sample
+        sample = draw(torch.Size(sample_shape))  # in the probabilities' dtype
         probs = self.probs.expand_as(sample)
         return sample + probs - probs.detach()
 

@@ -547,8 +547,8 @@ class TensorDictParams(nn.Module):
         >>> from tensordict.nn import TensorDictParams
         >>> p = TensorDictParams(a=torch.zeros(2))
         >>> q = p.to(torch.float64)
-        >>> type(q).__name__, q["a"].dtype, p["a"].dtype
-        ('TensorDictParams', torch.float64, torch.float32)
+        >>> type(q).__name__, type(q["a"]).__name__, q["a"].dtype, p["a"].dtype
+        ('TensorDictParams', 'Parameter', torch.float64, torch.float32)
         """
         tree = self._tree(hooks=False)
         out = tree.to(*args, **kwargs)
@@ -556,6 +556,10 @@ class TensorDictParams(nn.Module):
             return self
         if not is_tensor_collection(out):
             return out
+        for key, leaf in tree.items(True, True):  # a cast parameter is a parameter again
+            moved = out.get(key)
+            if type(leaf) is nn.Parameter and type(moved) is not nn.Parameter:
+                out.set(key, nn.Parameter(moved.detach(), requires_grad=leaf.requires_grad))
         return TensorDictParams(out, no_convert=True)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

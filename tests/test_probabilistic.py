@@ -265,7 +265,14 @@ def test_a_single_sample_under_aggregation_writes_sample_log_prob_as_upstream() 
 def test_one_hot_categorical_mode_and_straight_through_gradient() -> None:
     logits = torch.tensor([[0.0, 4.0, 1.0]], requires_grad=True)
     dist = OneHotCategorical(logits=logits)
-    torch.testing.assert_close(dist.mode, torch.tensor([[0.0, 1.0, 0.0]]))
+    torch.testing.assert_close(dist.mode, torch.tensor([[0, 1, 0]]))  # torch.long, as upstream
+    assert dist.deterministic_sample.dtype == torch.long
+    torch.manual_seed(0)
+    drawn = dist.sample((2,))
+    torch.manual_seed(0)
+    plain = torch.distributions.OneHotCategorical(logits=logits).sample((2,))
+    assert drawn.dtype == torch.long and torch.equal(drawn, plain.long())
+    torch.testing.assert_close(dist.log_prob(drawn), dist.log_prob(plain))
     torch.manual_seed(0)
     sample = dist.rsample()
     torch.manual_seed(0)

@@ -292,3 +292,19 @@ def test_a_get_hook_on_a_sub_module_applies_after_the_locked_tree_was_built() ->
     p.get_submodule("sub").register_get_post_hook(lambda _, x: x.data)
     assert not p["sub", "x"].requires_grad and not p.data["sub", "x"].requires_grad
     assert p["a"].requires_grad  # the root has no hook
+
+
+def test_params_cast_to_another_dtype_stay_parameters_an_optimizer_sees() -> None:
+    frozen = nn.Parameter(torch.zeros(2), requires_grad=False)
+    params = TensorDictParams(
+        TensorDict(w=nn.Parameter(torch.ones(3)), f=frozen, n=torch.zeros(2, dtype=torch.long)),
+        no_convert=True,
+    )
+    cast = params.to(torch.float64)
+    assert type(cast["w"]) is nn.Parameter and cast["w"].dtype == torch.float64
+    assert cast["w"].is_leaf and cast["w"].requires_grad
+    assert type(cast["f"]) is nn.Parameter and not cast["f"].requires_grad
+    assert type(cast["n"]) is torch.Tensor and cast["n"].dtype == torch.float64  # as Tensor.to
+    assert [p.shape for p in cast.parameters()] == [torch.Size([3]), torch.Size([2])]
+    torch.optim.SGD(cast.parameters(), lr=0.1)  # accepted: leaf parameters
+    assert params["w"].dtype == torch.float32  # the source is left alone
