@@ -180,7 +180,8 @@ class OneHotCategorical(D.OneHotCategorical):
         return nn.functional.one_hot(self.logits.argmax(-1), self.logits.shape[-1])
 
     def sample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
-        return super().sample(torch.Size(sample_shape)).long()
+        draw: Callable[[torch.Size], torch.Tensor] = super().sample
+        return draw(torch.Size(sample_shape)).long()
 
     @property
     def deterministic_sample(self) -> torch.Tensor:
