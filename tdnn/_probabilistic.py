@@ -287,12 +287,18 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         inplace: bool | str | None = None,
         selected_out_keys: Sequence[NestedKey] | None = None,
     ) -> None:
+        self._return_composite = return_composite
         super().__init__(*modules, partial_tolerant=partial_tolerant, inplace=inplace)
         if selected_out_keys is not None:
             self.select_out_keys(*selected_out_keys)
-        prob = [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
+
+    def _refresh_keys(self) -> None:
+        """The keys, and what depends on the members (``append``/``insert`` change them)."""
+        super()._refresh_keys()
+        prob = self._prob_modules()
         self._requires_sample = bool(prob)
-        self.return_composite = True if not prob else bool(return_composite) or len(prob) > 1
+        wanted = self.__dict__.get("_return_composite")
+        self.return_composite = True if not prob else bool(wanted) or len(prob) > 1
         last = self._members()[-1] if self._members() else None
         self._det_part = (
             TensorDictSequential(*self._members()[:-1])

@@ -298,6 +298,35 @@ class TensorDictSequential(TensorDictModuleBase):
     def __len__(self) -> int:
         return len(self._modules["module"])  # type: ignore[arg-type]
 
+    def append(self, module: Any) -> TensorDictSequential:
+        """Add ``module`` at the end; the in and out keys follow (upstream reaches the
+        module list's ``append`` and leaves them stale).
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> seq = TensorDictSequential(TensorDictModule(lambda x: x + 1, ["a"], ["b"]))
+        >>> seq.append(TensorDictModule(lambda x: x * 2, ["b"], ["c"])).out_keys
+        ['b', 'c']
+        """
+        return self.insert(len(self), module)
+
+    def insert(self, index: int, module: Any) -> TensorDictSequential:
+        """Add ``module`` before position ``index``; the in and out keys follow.
+
+        >>> from tensordict.nn import TensorDictModule, TensorDictSequential
+        >>> seq = TensorDictSequential(TensorDictModule(lambda x: x + 1, ["a"], ["b"]))
+        >>> seq.insert(0, TensorDictModule(lambda x: x - 1, ["z"], ["a"])).in_keys
+        ['z']
+        """
+        members: Any = self._modules["module"]
+        if isinstance(members, nn.ModuleDict):
+            raise TypeError(
+                f"{type(self).__name__}.insert: this sequence was built from a dict, whose "
+                "members have names: set seq[name] = module instead"
+            )
+        members.insert(index, _as_module(index, module))
+        self._refresh_keys()
+        return self
+
 
 def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> None:
     present = source.keys(True)

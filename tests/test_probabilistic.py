@@ -359,3 +359,15 @@ def test_error_messages() -> None:
         TensorDictSequential(module, inplace="sometimes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="set_interaction_type: expected an InteractionType"):
         set_interaction_type(3)  # type: ignore[arg-type]
+
+
+def test_appending_to_a_probabilistic_sequence_refreshes_what_depends_on_members() -> None:
+    seq = ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: (x, x.abs() + 1), ["obs"], ["loc", "scale"])
+    )
+    assert seq.det_part is None
+    seq.append(ProbabilisticTensorDictModule(["loc", "scale"], ["act"], distribution_class=Normal))
+    assert seq.det_part is not None and seq.det_part.out_keys == ["loc", "scale"]
+    out = seq(TensorDict(obs=torch.zeros(3), batch_size=[3]))
+    torch.testing.assert_close(out["act"], torch.zeros(3))  # DETERMINISTIC: the mean
+    assert seq.dist_sample_keys == ["act"]

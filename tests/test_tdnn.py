@@ -360,3 +360,15 @@ def test_keyword_arguments_reach_the_module_and_a_second_tensordict_is_the_outpu
     assert torch.equal(seq(fresh, scale=3.0)["y"], torch.full((3,), 3.0))
     with pytest.raises(TypeError, match="TensorDictSequential: after the TensorDict, only"):
         seq(fresh, torch.ones(3))
+
+
+def test_sequential_append_and_insert_follow_the_keys() -> None:
+    seq = TensorDictSequential(TensorDictModule(lambda x: x + 1, ["a"], ["b"]))
+    assert seq.append(TensorDictModule(lambda x: x * 2, ["b"], ["c"])) is seq
+    seq.insert(0, TensorDictModule(lambda x: x - 1, ["z"], ["a"]))
+    assert seq.in_keys == ["z"] and seq.out_keys == ["a", "b", "c"] and len(seq) == 3
+    out = seq(TensorDict({"z": torch.ones(1)}, []))
+    assert out["c"].tolist() == [2.0]
+    named = TensorDictSequential({"f": TensorDictModule(lambda x: x, ["a"], ["b"])})
+    with pytest.raises(TypeError, match=r"insert: this sequence was built from a dict"):
+        named.append(TensorDictModule(lambda x: x, ["b"], ["c"]))
