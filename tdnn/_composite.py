@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -150,6 +151,15 @@ class CompositeDistribution:
         """Each member's log-probability of its entry of ``sample``."""
         return self._per_key(lambda k, d: d.log_prob(sample.get(k)), "_log_prob", self.log_prob_key)
 
-    def entropy(self) -> Any:
-        """Each member's entropy."""
+    def entropy(self, aggregate_probabilities: bool | None = None) -> Any:
+        """Each member's entropy (their sum under ``set_composite_lp_aggregate(True)``).
+        ``aggregate_probabilities`` is upstream's deprecated switch: accepted, with a
+        ``DeprecationWarning``, and without effect, as there."""
+        if aggregate_probabilities is not None:
+            warnings.warn(
+                "CompositeDistribution.entropy(aggregate_probabilities=...) has no effect; "
+                "use set_composite_lp_aggregate instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return self._per_key(lambda k, d: d.entropy(), "_entropy", self.entropy_key)

@@ -212,6 +212,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             if self.return_log_prob:
                 self._write_composite_log_prob(dist, value, tensordict_out)
             return tensordict_out
+        if len(self._samples) != 1:
+            raise ValueError(
+                f"{type(self).__name__}: {_name_of(self.distribution_class)} gives one sample, "
+                f"for {len(self._samples)} out_keys {self._samples}"
+            )
         put(tensordict_out, self._samples[0], value)
         if self.return_log_prob:
             put(tensordict_out, self._log_prob_keys[0], dist.log_prob(value))
@@ -482,3 +487,7 @@ def _log_prob_keys(
             return unravel_keys(call, [log_prob_key], "log_prob_key")
         log_prob_keys = [log_prob_key_of(k) for k in samples]
     return unravel_keys(call, log_prob_keys, "log_prob_keys")
+
+
+def _name_of(factory: Any) -> str:
+    return str(getattr(factory, "__name__", None) or repr(factory))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import collections.abc
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
@@ -171,10 +172,16 @@ class _View:
         return f"{type(self).__name__}({list(self)!r})"
 
 
-class KeysView(_View):
-    """The keys of a TensorDict; nested keys are tuples when ``include_nested=True``."""
+class KeysView(_View, collections.abc.Set):  # type: ignore[type-arg]
+    """The keys of a TensorDict; nested keys are tuples when ``include_nested=True``. It
+    compares and combines as a set (``td.keys() == {"a", "b"}``, ``&``, ``|``, ``-``), as
+    upstream's (a ``collections.abc.KeysView``)."""
 
     __slots__ = ()
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[Any]) -> set[Any]:
+        return set(it)
 
     def __iter__(self) -> Iterator[str | tuple[str, ...]]:
         if not self._include_nested and not self._leaves_only:

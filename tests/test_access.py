@@ -250,3 +250,14 @@ def test_new_collections_from_a_locked_memory_mapped_one(tmp_path: Any) -> None:
     assert td.is_locked and sorted(td.keys()) == ["a", "b"]
     resized = td.to(batch_size=[4])
     assert resized.batch_size == (4,) and resized.is_locked and td.batch_size == (4, 3)
+
+
+def test_keys_views_compare_and_combine_as_sets_as_upstream() -> None:
+    a = TensorDict({"x": torch.zeros(1), "n": {"y": torch.zeros(1)}}, [1])
+    b = TensorDict({"n": {"y": torch.ones(1)}, "x": torch.ones(1)}, [1])
+    assert a.keys() == b.keys() and a.keys() == {"x", "n"} and a.keys() != {"x"}
+    assert a.keys(True, True) == {"x", ("n", "y")} == b.keys(True, True)
+    assert a.keys() & {"x", "z"} == {"x"} and a.keys() - {"x"} == {"n"}
+    assert a.keys() | {"z"} == {"x", "n", "z"} and a.keys() <= {"x", "n", "z"}
+    assert a.keys() != ["x", "n"]  # a set is not a list, as for dict views
+    assert a.keys() != TensorDict({"x": torch.zeros(1)}, [1]).keys()

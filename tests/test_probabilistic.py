@@ -371,3 +371,23 @@ def test_appending_to_a_probabilistic_sequence_refreshes_what_depends_on_members
     out = seq(TensorDict(obs=torch.zeros(3), batch_size=[3]))
     torch.testing.assert_close(out["act"], torch.zeros(3))  # DETERMINISTIC: the mean
     assert seq.dist_sample_keys == ["act"]
+
+
+def test_more_out_keys_than_one_distribution_samples_are_refused() -> None:
+    module = ProbabilisticTensorDictModule(
+        ["loc", "scale"], ["act", "other"], distribution_class=Normal
+    )
+    td = TensorDict(loc=torch.zeros(2), scale=torch.ones(2), batch_size=[2])
+    with pytest.raises(ValueError, match=r"Normal gives one sample, for 2 out_keys"):
+        module(td)
+    assert "act" not in td.keys()
+
+
+def test_composite_entropy_takes_upstreams_deprecated_switch_with_a_warning() -> None:
+    dist = _composite_module().get_dist(_composite_params())
+    with pytest.warns(DeprecationWarning, match="aggregate_probabilities=...\\) has no effect"):
+        warned = dist.entropy(aggregate_probabilities=False)
+    plain = dist.entropy()
+    assert warned.keys() == plain.keys()
+    for key in plain.keys():
+        torch.testing.assert_close(warned[key], plain[key])

@@ -372,3 +372,12 @@ def test_sequential_append_and_insert_follow_the_keys() -> None:
     named = TensorDictSequential({"f": TensorDictModule(lambda x: x, ["a"], ["b"])})
     with pytest.raises(TypeError, match=r"insert: this sequence was built from a dict"):
         named.append(TensorDictModule(lambda x: x, ["b"], ["c"]))
+
+
+def test_a_module_that_returns_nothing_is_refused() -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [2])
+    with pytest.raises(RuntimeError, match=r"returned None for out_keys \['b'\]"):
+        TensorDictModule(lambda x: None, ["a"], ["b"])(td)
+    assert list(td.keys()) == ["a"]
+    with pytest.raises(RuntimeError, match="returned None"):
+        TensorDictModule(lambda x: None, ["a"], ["b"])(torch.zeros(2))
