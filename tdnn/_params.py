@@ -558,7 +558,11 @@ class TensorDictParams(nn.Module):
             return out
         for key, leaf in tree.items(True, True):  # a cast parameter is a parameter again
             moved = out.get(key)
-            if type(leaf) is nn.Parameter and type(moved) is not nn.Parameter:
+            if (
+                type(leaf) is nn.Parameter
+                and type(moved) is not nn.Parameter
+                and (moved.is_floating_point() or moved.is_complex())
+            ):  # (an integer cast cannot be a parameter: a plain tensor, as upstream)
                 out.set(key, nn.Parameter(moved.detach(), requires_grad=leaf.requires_grad))
         return TensorDictParams(out, no_convert=True)
 

@@ -73,6 +73,24 @@ def is_tensor_collection(obj: object) -> bool:
     return issubclass(cls, CollectionPrimitives)
 
 
+class InPlaceShapeError(ValueError, RuntimeError):
+    """A value written into an existing leaf whose shape does not broadcast to the leaf's
+    (a ValueError, and the RuntimeError ``Tensor.copy_`` raises upstream)."""
+
+
+def _check_broadcast(value: Tensor, leaf: Tensor, key: object, call: str) -> None:
+    """Refuse, before anything is written, a value that ``leaf.copy_`` cannot broadcast."""
+    shape, target = value.shape, leaf.shape
+    fits = len(shape) <= len(target) and all(
+        size in (1, want) for size, want in zip(reversed(shape), reversed(target), strict=False)
+    )
+    if not fits:
+        raise InPlaceShapeError(
+            f"{call}: shape {tuple(value.shape)} does not broadcast to the shape "
+            f"{tuple(leaf.shape)} of key {key!r} (Failed to update {key!r} in place)"
+        )
+
+
 def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> TensorDict:
     """A shallow copy of ``value`` given the batch size ``bs`` its leaves allow, as upstream
     does for a nested TensorDict of another batch size (``value`` itself is left alone).
@@ -550,16 +568,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not isinstance(value, Tensor):
                 value = torch.as_tensor(value, device=current.device)
             if value.shape != current.shape:
-                raise ValueError(
-                    f"{call}: shape {tuple(value.shape)} does not match the shape "
-                    f"{tuple(current.shape)} of key {key!r} (Failed to update {key!r} in place)"
-                )
-            if value.dtype != current.dtype:
-                raise TypeError(
-                    f"{call}: dtype {value.dtype} does not match the dtype {current.dtype} "
-                    f"of key {key!r}"
-                )
-            current.copy_(value)
+                _check_broadcast(value, current, key, call)
+            current.copy_(value)  # casts to the leaf's dtype, as Tensor.copy_ and upstream
         elif isinstance(current, NonTensor):
             new = self._convert(value, key, call)
             if not isinstance(new, NonTensor):
@@ -877,8 +887,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     ) -> TensorDict:
         """Copy every entry of ``other`` into the existing entries, in place.
 
-        Tensor entries are checked first (key, shape, dtype) and then copied by one
-        multi-tensor ``copy_``; other entries are written as ``set_`` writes them.
+        Tensor entries are checked first (every key exists, every value broadcasts to its
+        leaf's shape) and then copied by one multi-tensor ``copy_``, which casts to each
+        leaf's dtype as ``Tensor.copy_`` does; other entries are written as ``set_`` writes
+        them.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -923,11 +935,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         for key, value in items:
             current = store.get(key) if type(key) is str else None
             if isinstance(current, Tensor):
-                if (
-                    isinstance(value, Tensor)
-                    and value.shape == current.shape
-                    and value.dtype == current.dtype
-                ):
+                if isinstance(value, Tensor):  # copied as Tensor.copy_ does: cast, broadcast
+                    if value.shape != current.shape:
+                        _check_broadcast(value, current, key, call)
                     dst.append(current)
                     src.append(value)
                 else:  # raises the error of set_ (or converts a non-tensor value)

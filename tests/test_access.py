@@ -72,13 +72,17 @@ def test_set_inplace_and_set_(td: TensorDict) -> None:
     assert torch.equal(td["nested", "b"], torch.full((3,), 5.0))
     with pytest.raises(
         ValueError,
-        match=r"TensorDict.set_: shape \(3, 3\) does not match the shape \(3, 2\) of key 'a'",
+        match=r"TensorDict.set_: shape \(3, 3\) does not broadcast to the shape \(3, 2\) of key 'a'",
     ):
         td.set_("a", torch.ones(3, 3))
-    with pytest.raises(
-        TypeError, match=r"dtype torch.int64 does not match the dtype torch.float32 of key 'a'"
-    ):
-        td.set_("a", torch.ones(3, 2, dtype=torch.long))
+    with pytest.raises(RuntimeError, match=r"Failed to update 'a' in place"):  # upstream's type
+        td.set_("a", torch.ones(3))
+    assert td["a"] is leaf and torch.equal(leaf, torch.ones(3, 2))  # nothing written
+    # as Tensor.copy_ (and upstream): another dtype is cast, a broadcastable shape spreads
+    td.set_("a", torch.full((3, 2), 2, dtype=torch.long))
+    assert leaf.dtype == torch.float32 and torch.equal(leaf, torch.full((3, 2), 2.0))
+    td.set_("a", torch.tensor([[3.0], [4.0], [5.0]], dtype=torch.float64))
+    assert torch.equal(leaf, torch.tensor([[3.0, 3.0], [4.0, 4.0], [5.0, 5.0]]))
     with pytest.raises(KeyError, match="TensorDict.set_: key 'nope' was not found"):
         td.set_("nope", torch.ones(3))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -54,7 +56,7 @@ def test_update_inplace_from_a_tensordict_tuple_keys_and_numbers() -> None:
     [
         ({"a": torch.ones(3, 2), "zz": torch.ones(3)}, KeyError, r"update_.*'zz'"),
         ({"a": torch.ones(3, 2), "b": torch.ones(4)}, ValueError, r"update_.*shape \(4,\).*'b'"),
-        ({"a": torch.ones(3, 2), "b": torch.ones(3)}, TypeError, r"update_.*dtype.*'b'"),
+        ({"a": torch.ones(3, 2), "b": torch.ones(2, 3)}, RuntimeError, r"Failed to update 'b'"),
         ({"a": torch.ones(3, 2), "n": {"zz": torch.ones(3)}}, KeyError, r"update_.*'zz'"),
     ],
 )
@@ -65,3 +67,24 @@ def test_a_bad_tensor_entry_is_reported_before_any_copy(
     with pytest.raises(error, match=match):
         td.update_(new)
     torch.testing.assert_close(td["a"], torch.zeros(3, 2))  # nothing was copied
+
+
+def test_update_inplace_casts_and_broadcasts_as_tensor_copy_() -> None:
+    td = _td()
+    leaves = (td["a"], td["b"], td["n", "c"])
+    new = {
+        "a": torch.tensor([[1.5], [2.5], [3.5]], dtype=torch.float64),  # (3, 1) into (3, 2)
+        "b": torch.tensor([1.9, -2.2, 7.0]),  # float into long
+        "n": {"c": torch.tensor(4, dtype=torch.int8)},  # a 0-d value spreads
+    }
+    td.update_(new)
+    for leaf, key in zip(leaves, ["a", "b", ("n", "c")], strict=True):
+        assert td[key] is leaf  # written in place
+    value: Any = new
+    for part in ("n", "c"):
+        value = value[part]
+    oracle = [torch.zeros(3, 2), torch.zeros(3, dtype=torch.long), torch.zeros(3)]
+    for o, v in zip(oracle, [new["a"], new["b"], value], strict=True):
+        o.copy_(v)
+    for got, want in zip(leaves, oracle, strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want)
