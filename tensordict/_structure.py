@@ -10,6 +10,7 @@ from tensordict._batch import starts_with
 from tensordict._keys import NestedKey, join_path, key_path, locked_error, missing_key_error
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._tolist import with_unset_fields
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -363,16 +364,19 @@ def _unflatten_keys(
 
 
 def _to_dict(td: DenseTensorDictBase) -> dict[str, Any]:
-    return {
-        key: value._public()
-        if isinstance(value, NonTensor)
-        else value
-        if isinstance(value, Tensor)
-        else _to_dict(value)
-        if hasattr(value, "_tensordict")
-        else value.to_dict()
-        for key, value in td._tensordict.items()
-    }
+    return with_unset_fields(
+        td,
+        {
+            key: value._public()
+            if isinstance(value, NonTensor)
+            else value
+            if isinstance(value, Tensor)
+            else _to_dict(value)
+            if hasattr(value, "_tensordict")
+            else value.to_dict()
+            for key, value in td._tensordict.items()
+        },
+    )
 
 
 def _empty(td: DenseTensorDictBase, recurse: bool) -> DenseTensorDictBase:

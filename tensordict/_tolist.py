@@ -17,6 +17,17 @@ def _leaf(value: Tensor, convert_tensors: bool | str) -> Any:
     return value.tolist() if convert_tensors else value
 
 
+def with_unset_fields(td: Any, out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with a tensorclass's unset (None) fields put back, in declaration order, as
+    upstream's ``to_dict`` keeps them (they hold no entry here)."""
+    fields = getattr(type(td), "_fields", None)
+    if not fields or all(name in out for name in fields):
+        return out
+    ordered = {name: out.get(name) for name in fields}
+    ordered.update(out)
+    return ordered
+
+
 def to_dict(
     td: Any, *, retain_none: bool, convert_tensors: bool | str, tolist_first: bool
 ) -> dict[str, Any]:
@@ -46,7 +57,7 @@ def to_dict(
                 convert_tensors=convert_tensors,
                 tolist_first=tolist_first,
             )
-    return out
+    return with_unset_fields(td, out) if retain_none else out
 
 
 def tolist(

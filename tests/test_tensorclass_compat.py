@@ -226,3 +226,21 @@ def test_td_constructors_keep_what_already_is_a_tensorclass(tmp_path: Any) -> No
     stack = _CtorPair.lazy_stack(members)  # a lazy stack of instances (no lazy tensorclass)
     assert isinstance(stack, LazyStackedTensorDict)
     assert all(type(m) is _CtorPair for m in stack.tensordicts)
+
+
+def test_to_dict_keeps_unset_fields_as_none_in_declaration_order() -> None:
+    @tensorclass
+    class Sample:
+        x: torch.Tensor
+        meta: str | None = None
+        other: torch.Tensor | None = None
+
+    s = Sample(x=torch.zeros(2), batch_size=[2])
+    assert list(s.to_dict()) == ["x", "meta", "other"]
+    assert s.to_dict()["meta"] is None and s.to_dict()["other"] is None
+    assert list(s.to_dict(retain_none=False)) == ["x"]
+    assert s.to_dict(convert_tensors=True) == {"x": [0.0, 0.0], "meta": None, "other": None}
+    nested = TensorDict(n=s, batch_size=[2]).to_dict()
+    assert list(nested["n"]) == ["x", "meta", "other"]
+    back = Sample.from_dict(s.to_dict())
+    assert back.meta is None and back.other is None and torch.equal(back.x, s.x)
