@@ -27,7 +27,7 @@ def log_prob_key_of(key: NestedKey) -> NestedKey:
     return _suffixed(key, "_log_prob")
 
 
-class CompositeDistribution:
+class CompositeDistribution(torch.distributions.Distribution):
     """Distributions keyed like a TensorDict: ``params[key]`` holds the keyword arguments
     of ``distribution_map[key]``; samples, modes and means are TensorDicts with those keys
     (or ``name_map[key]``); ``log_prob``/``entropy`` give one ``<key>_log_prob`` /
@@ -60,13 +60,28 @@ class CompositeDistribution:
         **kwargs: Any,
     ) -> None:
         extra_kwargs = extra_kwargs or {}
-        self.batch_shape = params.batch_size
-        self.dists: dict[NestedKey, Any] = {}
+        dists: dict[NestedKey, Any] = {}
         for key, cls in distribution_map.items():
             sub = params.get(key)
             args = {k: sub.get(k) for k in list(sub.keys())}
             name = unravel_key(name_map[key]) if name_map and key in name_map else unravel_key(key)
-            self.dists[name] = cls(**args, **extra_kwargs.get(key, {}))
+            dists[name] = cls(**args, **extra_kwargs.get(key, {}))
+        self._setup(params.batch_size, dists, log_prob_key, entropy_key)
+
+    arg_constraints: dict[str, Any] = {}  # noqa: RUF012  (the members check their own)
+
+    def _setup(
+        self,
+        batch_shape: Sequence[int],
+        dists: dict[NestedKey, Any],
+        log_prob_key: NestedKey = "sample_log_prob",
+        entropy_key: NestedKey = "entropy",
+    ) -> None:
+        """A ``torch.distributions.Distribution`` of ``batch_shape`` over ``dists``."""
+        torch.distributions.Distribution.__init__(
+            self, torch.Size(batch_shape), validate_args=False
+        )
+        self.dists = dists
         self.log_prob_key = log_prob_key
         self.entropy_key = entropy_key
 
@@ -86,25 +101,27 @@ class CompositeDistribution:
         torch.Size([2])
         """
         self = cls.__new__(cls)
-        self.batch_shape = params.batch_size
-        self.dists = {unravel_key(k): d for k, d in distributions.items()}
-        self.log_prob_key = kwargs.get("log_prob_key", "sample_log_prob")
-        self.entropy_key = kwargs.get("entropy_key", "entropy")
+        self._setup(
+            params.batch_size,
+            {unravel_key(k): d for k, d in distributions.items()},
+            kwargs.get("log_prob_key", "sample_log_prob"),
+            kwargs.get("entropy_key", "entropy"),
+        )
         return self
 
     @property
-    def has_rsample(self) -> bool:
+    def has_rsample(self) -> bool:  # type: ignore[override]
         """Whether every member has ``rsample``."""
         return all(d.has_rsample for d in self.dists.values())
 
     def _gather(self, values: dict[NestedKey, Any], shape: Sequence[int] = ()) -> TensorDict:
         return TensorDict(values, [*shape, *self.batch_shape])
 
-    def sample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:
+    def sample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
         """One sample of each member, as a TensorDict."""
         return self._gather({k: d.sample(shape) for k, d in self.dists.items()}, shape)
 
-    def rsample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:
+    def rsample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
         """Reparameterised samples (``sample`` for members without ``rsample``)."""
         return self._gather(
             {
@@ -118,12 +135,12 @@ class CompositeDistribution:
         return self._gather({k: getattr(d, name) for k, d in self.dists.items()})
 
     @property
-    def mode(self) -> TensorDict:
+    def mode(self) -> TensorDict:  # type: ignore[override]
         """Each member's mode."""
         return self._stat("mode")
 
     @property
-    def mean(self) -> TensorDict:
+    def mean(self) -> TensorDict:  # type: ignore[override]
         """Each member's mean."""
         return self._stat("mean")
 

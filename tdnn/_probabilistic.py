@@ -452,10 +452,7 @@ class _Joint(CompositeDistribution):
     """The distributions of a sequence's probabilistic modules, keyed by sample key."""
 
     def __init__(self, batch_shape: torch.Size, dists: dict[Any, Any]) -> None:
-        self.batch_shape = batch_shape
-        self.dists = {unravel_key(k): d for k, d in dists.items()}
-        self.log_prob_key = "sample_log_prob"
-        self.entropy_key = "entropy"
+        self._setup(batch_shape, {unravel_key(k): d for k, d in dists.items()})
 
 
 def _log_prob_keys(

@@ -391,3 +391,14 @@ def test_composite_entropy_takes_upstreams_deprecated_switch_with_a_warning() ->
     assert warned.keys() == plain.keys()
     for key in plain.keys():
         torch.testing.assert_close(warned[key], plain[key])
+
+
+def test_a_composite_is_a_torch_distribution() -> None:
+    dist = _composite_module().get_dist(_composite_params())
+    assert isinstance(dist, torch.distributions.Distribution)
+    assert dist.batch_shape == (3,) and dist.event_shape == ()
+    built = CompositeDistribution.from_distributions(
+        TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)}
+    )
+    assert isinstance(built, torch.distributions.Distribution) and built.batch_shape == (2,)
+    assert built.sample((4,))["x"].shape == (4, 2)
