@@ -153,14 +153,16 @@ class TensorDictSequential(TensorDictModuleBase):
         select = self._select_before_return
         if SKIP_EXISTING[0] and self._skippable(tensordict):
             return tensordict
-        if tensordict_out is None:  # inplace=True writes into the input itself (below)
-            inplace = self.inplace
+        inplace = self.inplace
+        if tensordict_out is None:
             if inplace is False:
                 tensordict_out = TensorDict()
             elif inplace == "empty":
                 tensordict_out = tensordict.empty()
         # the members write into a shallow copy unless the input itself is the output
         td = tensordict.clone(False) if select or tensordict_out is not None else tensordict
+        if tensordict_out is None and inplace is True:
+            tensordict_out = tensordict  # members that return new TensorDicts: copied back
         tolerant = self.partial_tolerant
         plain = not kwargs and plain_calls()
         for m in self._members():
@@ -175,7 +177,8 @@ class TensorDictSequential(TensorDictModuleBase):
             else:
                 td = m(td, **kwargs)
         if tensordict_out is not None:
-            _copy_keys(td, tensordict_out, self.out_keys)
+            if td is not tensordict_out:
+                _copy_keys(td, tensordict_out, self.out_keys)
             return tensordict_out
         if select:
             _copy_keys(td, tensordict, self.out_keys)

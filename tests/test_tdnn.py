@@ -381,3 +381,19 @@ def test_a_module_that_returns_nothing_is_refused() -> None:
     assert list(td.keys()) == ["a"]
     with pytest.raises(RuntimeError, match="returned None"):
         TensorDictModule(lambda x: None, ["a"], ["b"])(torch.zeros(2))
+
+
+@pytest.mark.parametrize("inplace", [True, None])
+def test_sequential_inplace_with_members_returning_new_tensordicts(inplace: bool | None) -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(lambda x: x + 1, ["a"], ["b"], inplace=False),
+        TensorDictModule(lambda x: x * 2, ["b"], ["c"], inplace=False),
+        inplace=inplace,
+    )
+    td = TensorDict({"a": torch.ones(2)}, [2])
+    out = seq(td)
+    if inplace:  # the outputs are written back into the input
+        assert out is td and sorted(td.keys()) == ["a", "b", "c"]
+    else:  # the last member's result, as upstream
+        assert out is not td and list(td.keys()) == ["a"] and "a" not in out.keys()
+    assert out["c"].tolist() == [4.0, 4.0]
