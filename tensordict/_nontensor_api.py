@@ -194,17 +194,20 @@ def setitem(self: NonTensor, index: Any, value: Any) -> None:
             value = NonTensorData(value, shape, self.device)
     td = _as_td(self)
     td[index] = _as_td(value)
+    if not isinstance(self, NonTensorData):
+        _sync(self, td, call)
+        return
     new = _held(td)
-    if isinstance(self, NonTensorData) and isinstance(new, NonTensorStack):
-        used = [new.values[i] for i in sorted(set(new.positions.reshape(-1).tolist()))]
-        if not all(same_value(v, used[0]) for v in used):
-            raise ValueError(
-                f"{call}: a NonTensorData holds one value for all its elements, so it cannot "
-                f"take another value at index {index!r}; call maybe_to_stack() to get a "
-                "NonTensorStack, which holds a value per element"
-            )
-        td.set_non_tensor(_FIELD, used[0])
-    _sync(self, td, call)
+    assert new is not None
+    used = [new._values()[i] for i in sorted(set(new._positions().reshape(-1).tolist()))]
+    if not all(same_value(v, used[0]) for v in used):
+        raise ValueError(
+            f"{call}: a {type(self).__name__} holds one value for all its elements, so it "
+            f"cannot take another value at index {index!r}; call maybe_to_stack() to get a "
+            "NonTensorStack, which holds a value per element"
+        )
+    self._check(used[0])  # a typed MetaData refuses another type
+    self.data = used[0]
 
 
 def install() -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tensordict import (
+    MetaData,
     NonTensorData,
     NonTensorStack,
     TensorClass,
@@ -112,6 +113,20 @@ def test_non_tensor_data_setitem() -> None:
     with pytest.raises(ValueError, match=r"NonTensorData.__setitem__: .*maybe_to_stack"):
         d3[0] = "y"
     assert d3.data == "x"  # untouched
+
+
+def test_metadata_setitem_keeps_its_type() -> None:
+    m = MetaData("a", batch_size=[3])
+    m[:] = "b"
+    assert type(m) is MetaData and m.data == "b"
+    with pytest.raises(ValueError, match=r"MetaData.__setitem__: a MetaData holds one value"):
+        m[0] = "z"
+    typed = MetaData[int](3, batch_size=[2])
+    typed[:] = 5
+    assert typed.data == 5
+    with pytest.raises(TypeError, match="Expected data of type int"):
+        typed[:] = "x"
+    assert typed.data == 5
 
 
 def test_setitem_reaches_the_parent_through_get() -> None:
