@@ -95,12 +95,38 @@ def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor
     theirs: list[tuple[str, ...]] = []
     tensor_leaf_paths(other, (), theirs)
     if missing or len(theirs) != len(paths):
-        extra = sorted(set(theirs) - set(paths))
+        extra: list[Any] = [p[0] if len(p) == 1 else p for p in sorted(set(theirs) - set(paths))]
+        mixed = _kind_mismatch(call, td, other, missing, extra)
         raise KeyError(
             f"{call}: the two TensorDicts hold different keys; missing from the other: "
-            f"{missing}, only in the other: {[p[0] if len(p) == 1 else p for p in extra]}"
+            f"{missing}, only in the other: {extra}" + (f" ({mixed})" if mixed else "")
         )
     return out
+
+
+def _kind_mismatch(
+    call: str, td: DenseTensorDictBase, other: Any, missing: list[Any], extra: list[Any]
+) -> str:
+    """The keys that hold a tensor on one side and a non-tensor entry on the other, said
+    in a sentence; a TypeError when they are the only difference between the key sets."""
+    mixed = []
+    for key in (*missing, *extra):
+        path = key if isinstance(key, tuple) else (key,)
+        mine, theirs = td._get_path_or_none(path), other._get_path_or_none(path)
+        if isinstance(mine, NonTensor) != isinstance(theirs, NonTensor) and all(
+            isinstance(v, (Tensor, NonTensor)) for v in (mine, theirs)
+        ):
+            mixed.append(
+                f"{key!r} holds a {type(mine).__name__} here and a {type(theirs).__name__} "
+                "in the other"
+            )
+    if mixed and len(mixed) == len(missing) + len(extra):
+        raise TypeError(
+            f"{call}: the two TensorDicts hold the same keys but not the same kind of entry: "
+            f"{'; '.join(mixed)}; a tensor and a non-tensor entry cannot be combined (convert "
+            "one side, or exclude the key)"
+        )
+    return "; ".join(mixed)
 
 
 def apply_nested(

@@ -91,6 +91,22 @@ def leaf_shape_error(
     )
 
 
+def unreadable_shape_error(
+    call: str, key: object, value: object, batch_size: torch.Size
+) -> TypeError | None:
+    """The error for a leaf whose shape torch cannot report (a nested tensor of the
+    strided layout), None for any other value. Built only once the shape read has
+    failed, so the construction path pays nothing for it."""
+    if not (isinstance(value, torch.Tensor) and value.is_nested):
+        return None
+    return TypeError(
+        f"{call}: key {key!r} holds a nested tensor (layout {value.layout}), whose shape "
+        f"torch cannot report, so it cannot be checked against batch_size "
+        f"{tuple(batch_size)}; nested tensors are not supported as leaves: pad it first "
+        "(torch.nested.to_padded_tensor(value, 0.0))"
+    )
+
+
 def starts_with(shape: torch.Size, batch_size: torch.Size) -> bool:
     """Whether ``shape`` begins with ``batch_size``."""
     n = len(batch_size)

@@ -181,7 +181,9 @@ class ConstructOps(CollectionPrimitives):
     ) -> Any:
         """A TensorDict from nested dicts, lists, tuples and namedtuples; each level
         records its container type under ``"_pytree_type"`` so :meth:`to_pytree` can
-        rebuild it (sequences are keyed ``"0"``, ``"1"``, ...).
+        rebuild it (sequences are keyed ``"0"``, ``"1"``, ...). A dict key that is not a
+        string is stored under ``str(key)``, and the key objects under
+        ``"_pytree_keys"``, so :meth:`to_pytree` gives them back.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -260,6 +262,7 @@ class ConstructOps(CollectionPrimitives):
 
 
 _PYTREE_TYPE = "_pytree_type"
+_PYTREE_KEYS = "_pytree_keys"  # {entry name: key object} for a dict's non-string keys
 
 
 def from_pytree(
@@ -286,8 +289,21 @@ def _pytree_entries(tree: Any) -> dict[str, Any]:
     """The entries of one pytree level, with its container type recorded."""
     from tensordict._nontensor import NonTensorData
 
+    keys: dict[str, Any] = {}
     if is_plain_mapping(tree):
-        items = {str(k): v for k, v in tree.items()}
+        items = {}
+        for k, v in tree.items():
+            name = k if type(k) is str else str(k)
+            if name in items or name in (_PYTREE_TYPE, _PYTREE_KEYS):
+                raise ValueError(
+                    f"from_pytree: the dict keys {keys.get(name, name)!r} and {k!r} both "
+                    f"become the entry name {name!r}"
+                    if name in items
+                    else f"from_pytree: the key {k!r} is reserved for the pytree's own records"
+                )
+            items[name] = v
+            if type(k) is not str:
+                keys[name] = k
     elif isinstance(tree, (list, tuple)):
         fields = getattr(tree, "_fields", None)
         names = list(fields) if fields is not None else [str(i) for i in range(len(tree))]
@@ -299,6 +315,8 @@ def _pytree_entries(tree: Any) -> dict[str, Any]:
         for k, v in items.items()
     }
     out[_PYTREE_TYPE] = NonTensorData(type(tree))
+    if keys:
+        out[_PYTREE_KEYS] = NonTensorData(keys)
     return out
 
 
@@ -308,9 +326,15 @@ def to_pytree(td: Any) -> Any:
     if kind is None:
         return td
     kind = kind.data
+    keys = td.get(_PYTREE_KEYS, None)
+    names = {} if keys is None else keys.data
     values = {
-        k: to_pytree(v) if hasattr(v, "keys") and not is_plain_mapping(v) else v
-        for k, v in ((k, td[k]) for k in td.keys() if k != _PYTREE_TYPE)  # noqa: SIM118
+        names.get(k, k): to_pytree(v) if hasattr(v, "keys") and not is_plain_mapping(v) else v
+        for k, v in (
+            (k, td[k])
+            for k in td.keys()  # noqa: SIM118
+            if k not in (_PYTREE_TYPE, _PYTREE_KEYS)
+        )
     }
     if issubclass(kind, Mapping):
         return kind(values) if kind is not dict else values

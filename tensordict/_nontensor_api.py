@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, same_value
 from tensordict._views import with_non_tensor
 
 _FIELD = "data"
@@ -170,6 +170,46 @@ def maybe_to_stack(self: NonTensor) -> NonTensor:
     return self
 
 
+def setitem(self: NonTensor, index: Any, value: Any) -> None:
+    """``entry[index] = value``, written through the entry's one-entry TensorDict.
+
+    ``value`` is a non-tensor entry, a nested list shaped like ``entry[index]`` (one value
+    per element) or any other object (one value for every element at ``index``). A
+    ``NonTensorData`` holds one value for all its elements, so it takes a write that
+    leaves one value everywhere (the whole batch, or the value it already holds);
+    another raises, as upstream (``maybe_to_stack()`` gives a stack that can take it).
+    """
+    call = f"{type(self).__name__}.__setitem__"
+    shape = self._positions()[index].shape
+    if not isinstance(value, NonTensor):
+        stack = None
+        if isinstance(value, list) and shape:
+            try:
+                stack = NonTensorStack.from_list(value, self.device)
+            except ValueError:  # irregular nesting: one value
+                stack = None
+        if stack is not None and stack.batch_size == shape:
+            value = stack
+        else:
+            value = NonTensorData(value, shape, self.device)
+    td = _as_td(self)
+    td[index] = _as_td(value)
+    if not isinstance(self, NonTensorData):
+        _sync(self, td, call)
+        return
+    new = _held(td)
+    assert new is not None
+    used = [new._values()[i] for i in sorted(set(new._positions().reshape(-1).tolist()))]
+    if not all(same_value(v, used[0]) for v in used):
+        raise ValueError(
+            f"{call}: a {type(self).__name__} holds one value for all its elements, so it "
+            f"cannot take another value at index {index!r}; call maybe_to_stack() to get a "
+            "NonTensorStack, which holds a value per element"
+        )
+    self._check(used[0])  # a typed MetaData refuses another type
+    self.data = used[0]
+
+
 def install() -> None:
     """Add each public TensorDict method a non-tensor entry lacks (called once, at import)."""
     from tensordict._td import TensorDict
@@ -185,5 +225,6 @@ def install() -> None:
         elif callable(attr):
             setattr(NonTensor, name, _method(name))
     NonTensor.fields = fields  # type: ignore[attr-defined]
+    NonTensor.__setitem__ = setitem  # type: ignore[index]
     NonTensor.maybe_to_stack = maybe_to_stack  # type: ignore[attr-defined]
     NonTensor.from_tensordict = classmethod(from_tensordict)  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from tensordict._batch import (
     as_device,
     leaf_shape_error,
     starts_with,
+    unreadable_shape_error,
 )
 from tensordict._context import record
 from tensordict._entry_ops import update_source
@@ -212,7 +213,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         try:
                             if value.shape[0] == b0:
                                 continue
-                        except IndexError:  # a 0-dim tensor: reported by _fill_one
+                        except (IndexError, RuntimeError):  # 0-dim or nested: _fill_one
                             pass
                     self._fill_one(key, value)
                 else:
@@ -259,7 +260,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         if value.shape[0] == b0:
                             store[key] = value
                             continue
-                    except IndexError:  # a 0-dim tensor: reported below
+                    except (IndexError, RuntimeError):  # 0-dim or nested: reported below
                         pass
                 self._fill_one(key, value)
         elif dev is None and type(self)._fill_one is TensorDict._fill_one:
@@ -280,11 +281,17 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         continue
                     self._fill_one(key, value)
                 return
-            for key, value in pairs:
-                if type(value) is Tensor and type(key) is str and key and value.shape[:n] == bs:
-                    store[key] = value
-                    continue
-                self._fill_one(key, value)
+            try:
+                for key, value in pairs:
+                    if type(value) is Tensor and type(key) is str and key and value.shape[:n] == bs:
+                        store[key] = value
+                        continue
+                    self._fill_one(key, value)
+            except RuntimeError as err:  # a shape torch cannot report (a nested tensor)
+                nested = unreadable_shape_error("TensorDict", key, value, bs)
+                if nested is None:
+                    raise
+                raise nested from err
         else:
             for key, value in pairs:
                 self._fill_one(key, value)
@@ -294,8 +301,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if type(key) is not str or not key:
             self._set_path(key_path(key, "TensorDict"), value, "TensorDict")
         elif isinstance(value, Tensor) and (dev is None or value.device == dev):
-            if not starts_with(value.shape, bs):
-                raise leaf_shape_error("TensorDict", key, value.shape, bs)
+            try:
+                shape = value.shape
+            except RuntimeError as err:  # a nested tensor: no shape to check
+                raise unreadable_shape_error("TensorDict", key, value, bs) or err from err
+            if not starts_with(shape, bs):
+                raise leaf_shape_error("TensorDict", key, shape, bs)
             self._tensordict[key] = value
         elif type(value) is dict:
             child = self._new_unsafe({}, bs, dev, self._names)
@@ -472,8 +483,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if isinstance(value, Tensor):
             if self._device is not None and value.device != self._device:
                 value = value.to(self._device)
-            if bs and value.shape[: len(bs)] != bs:  # (starts_with inlined: every write)
-                raise leaf_shape_error(call, key, value.shape, bs)
+            if bs:
+                try:
+                    lead = value.shape[: len(bs)]
+                except RuntimeError as err:  # a nested tensor: no shape to check
+                    raise unreadable_shape_error(call, key, value, bs) or err from err
+                if lead != bs:  # (starts_with inlined: every write)
+                    raise leaf_shape_error(call, key, value.shape, bs)
             return value
         if _is_td(value):
             if not starts_with(value._batch_size, bs):

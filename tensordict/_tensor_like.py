@@ -12,6 +12,7 @@ from torch import Tensor
 
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
     from typing import Self
@@ -214,18 +215,35 @@ class TensorLikeOps(CollectionPrimitives):
         return list({id(x): x for x in leaves}.values())
 
     def data_ptr(self, *, storage: builtins.bool = False) -> Any:
-        """A TensorDict of the ``data_ptr()`` of every leaf (of its storage if ``storage``).
+        """A TensorDict of the ``data_ptr()`` of every tensor leaf (of its storage if
+        ``storage``), batch size ``[]``. Non-tensor entries have no data pointer and are
+        left out, and so is a level left empty; a lazy stack gives one entry per member,
+        keyed ``"0"``, ``"1"``, ... (as upstream).
 
         >>> import torch
         >>> from tensordict import TensorDict
         >>> t = torch.zeros(3)
-        >>> TensorDict(a=t).data_ptr()["a"].item() == t.data_ptr()
-        True
+        >>> ptrs = TensorDict(a=t, s="text").data_ptr()
+        >>> ptrs["a"].item() == t.data_ptr(), list(ptrs.keys())
+        (True, ['a'])
         """
-        src = _dense(self, self._call("data_ptr"))
-        if storage:
-            return src.apply(lambda x: torch.tensor(x.untyped_storage().data_ptr()), batch_size=[])
-        return src.apply(lambda x: torch.tensor(x.data_ptr()), batch_size=[])
+        from tensordict._td import TensorDict
+
+        entries: dict[str, Any] = {}
+        parts = self._stack_parts()
+        if parts is not None:  # the members' own pointers (a dense copy would have new ones)
+            for i, member in enumerate(parts[1]):
+                entries[str(i)] = member.data_ptr(storage=storage)
+            return TensorDict(entries, batch_size=[])
+        for key, value in self.items(is_leaf=with_non_tensor):
+            if isinstance(value, Tensor):
+                ptr = value.untyped_storage().data_ptr() if storage else value.data_ptr()
+                entries[key] = torch.tensor(ptr)
+            elif isinstance(value, CollectionPrimitives) and not isinstance(value, NonTensor):
+                sub = value.data_ptr(storage=storage)  # type: ignore[attr-defined]
+                if not sub.is_empty():
+                    entries[key] = sub
+        return TensorDict(entries, batch_size=[])
 
     def record_stream(self, stream: Any) -> Self:
         """``record_stream`` on every leaf (CUDA tensors only).
@@ -710,8 +728,13 @@ class TensorLikeOps(CollectionPrimitives):
         nested = [v for v in self.values() if isinstance(v, CollectionPrimitives)]
         for v in nested:
             v.auto_batch_size_(batch_dims)  # type: ignore[attr-defined]
+        # a non-tensor entry counts with its batch size, as a tensor with its shape, unless
+        # that is () (it then holds one value for any batch, as upstream)
         shapes = [
-            tuple(v.shape) for v in self.values() if isinstance(v, (Tensor, CollectionPrimitives))
+            tuple(v.shape)
+            for v in self.values(is_leaf=with_non_tensor)
+            if isinstance(v, (Tensor, CollectionPrimitives))
+            or (isinstance(v, NonTensor) and v.batch_size)
         ]
         common: list[builtins.int] = []
         if shapes:

@@ -13,8 +13,9 @@ import torch
 from torch import Tensor
 
 from tensordict._mapping import is_plain_mapping
-from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
+from tensordict._switches import list_to_stack
 
 _LEGACY_TENSOR_TYPE = type(torch.IntTensor)
 _CASTABLE = (int, float, bool, np.ndarray, np.number, np.bool_)
@@ -128,6 +129,8 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
     if cls._nocast:
         if isinstance(value, (Tensor, CollectionPrimitives)):
             return value
+        if type(value) is list and batch_size and len(value) == batch_size[0]:
+            return _nocast_list(value, batch_size, device)
         return NonTensorData(value)
     if cls._autocast:
         return _autocast(cls, name, value, hints, in_union, batch_size, device)
@@ -144,6 +147,20 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
         return _as_tensor(cls, name, value, hints)
     if isinstance(value, list):
         return value  # the TensorDict's list rule: a batch-shaped list is a stack
+    return NonTensorData(value)
+
+
+def _nocast_list(value: list[Any], batch_size: torch.Size, device: Any) -> NonTensor:
+    """A list shaped like the batch, under ``nocast``: one value per element, numbers kept
+    as they are (a NonTensorStack, as the TensorDict's list rule builds for other values);
+    any other list is one value."""
+    if list_to_stack():
+        try:
+            stack = NonTensorStack.from_list(value, device)
+        except ValueError:  # irregular nesting
+            return NonTensorData(value)
+        if stack.batch_size == batch_size:
+            return stack
     return NonTensorData(value)
 
 
