@@ -884,17 +884,12 @@ class LazyStackedTensorDict(TensorDictBase):
             return
         chosen = torch.arange(n)[at].tolist()
         sub_bs = self._index(index).batch_size
+        if isinstance(value, Tensor) and value.ndim:
+            self._write_tensor(chosen, target, value, len(sub_bs) - kept)
+            return
         if is_plain_mapping(value):
             value = TensorDict(value, batch_size=sub_bs)
         parts: Sequence[Any]
-        if isinstance(value, Tensor) and 0 < value.ndim <= len(sub_bs):
-            try:  # a tensor is broadcast over the indexed batch dims, then split
-                value = value.expand(sub_bs)
-            except RuntimeError:
-                raise ValueError(
-                    f"{type(self).__name__}[]=: a tensor of shape {tuple(value.shape)} does not "
-                    f"broadcast to the indexed batch size {tuple(sub_bs)}"
-                ) from None
         covers = isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)) and (
             value.shape[: len(sub_bs)] == sub_bs
         )
@@ -907,6 +902,32 @@ class LazyStackedTensorDict(TensorDictBase):
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):
             self.tensordicts[i][target] = part
+
+    def _write_tensor(self, chosen: list[int], target: Any, value: Tensor, after: int) -> None:
+        """Write ``value`` into every tensor leaf of the chosen members as torch writes it
+        into the dense leaf: aligned with the leaf's trailing dims. ``after`` counts the
+        indexed batch dims from the stack dim on, so the value reaches the stack dim only
+        for leaves with fewer than ``value.ndim - after + 1`` feature dims; there each
+        member takes its slice of the value."""
+        n = len(chosen)
+        for j, i in enumerate(chosen):
+            member = self.tensordicts[i]
+            if value.ndim < after:  # short of the stack dim for every leaf: one value
+                member[target] = value
+                continue
+            bdims = len(member.batch_size)
+            for path in member.keys(True, True):
+                pos = value.ndim - after - (len(member.get_item_shape(path)) - bdims)
+                if pos < 0:
+                    member.set_at_(path, value, target)
+                    continue
+                if value.shape[pos] not in (1, n):
+                    raise RuntimeError(
+                        f"{type(self).__name__}[]=: shape mismatch: a value of shape "
+                        f"{tuple(value.shape)} cannot be broadcast to key {path!r}, "
+                        f"whose dim {pos - value.ndim} (the stack dim) has {n} entries"
+                    )
+                member.set_at_(path, value.select(pos, j if value.shape[pos] > 1 else 0), target)
 
     # ---------------------------------------------------------------- shape
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:
