@@ -324,6 +324,8 @@ class LazyStackedTensorDict(TensorDictBase):
             values = [m.get(path) for m in self.tensordicts]
         if as_list:
             return values
+        if not values:
+            raise KeyError(f"{call}: key {join_path(path)!r}: the stack has no members")
         first = values[0]
         if isinstance(first, Tensor):
             if as_padded_tensor:
@@ -854,15 +856,22 @@ class LazyStackedTensorDict(TensorDictBase):
         if chosen.ndim != 1:
             return self._as_dense(f"{type(self).__name__}[]")[index]
         ids = chosen.tolist()
-        if not ids:  # nothing selected: a stack without members, shaped by member 0
-            first = self.tensordicts[0]
-            view = first if _whole(member_index) else first[member_index]
-            bs = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)].batch_size
-            return type(self)(stack_dim=kept, batch_size=bs)
+        if not ids:
+            return self._empty_selection(member_index, kept)
         members = [self.tensordicts[i] for i in ids]
         if not _whole(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
+
+    def _empty_selection(self, member_index: tuple[Any, ...], kept: int) -> TensorDict:
+        """``self[index]`` when the index selects no member: an empty dense TensorDict of
+        the indexed shape holding the keys every member holds (member 0's leaf shapes)."""
+        first = self.tensordicts[0]
+        view = first if _whole(member_index) else first[member_index]
+        empty = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
+        if len(self.tensordicts) > 1 and not same_structure(self.tensordicts):
+            empty = empty.select(*self.keys(True, True))
+        return empty._as_dense(f"{type(self).__name__}[]")  # type: ignore[no-any-return]
 
     def _set_at_index(self, index: Any, value: Any) -> None:
         """Write into the members' entries; values covering the indexed batch are split

@@ -89,3 +89,54 @@ def test_setitem_tensor_mismatch_at_stack_dim_raises() -> None:
     _, lazy = _pair((3,), [()], 0)
     with pytest.raises(RuntimeError, match=r"LazyStackedTensorDict\[\]=: shape mismatch.*'x0'"):
         lazy[:] = torch.ones(2)
+
+
+def _members() -> list[Any]:
+    return [
+        TensorDict(
+            a=torch.arange(6.0).reshape(2, 3) + i,
+            b=TensorDict(c=torch.ones(2, 1), batch_size=[2]),
+            batch_size=[2],
+        )
+        for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize("sd", [0, 1])
+@pytest.mark.parametrize(
+    "at",
+    [slice(0, 0), torch.zeros(3, dtype=torch.bool), torch.tensor([], dtype=torch.long), []],
+    ids=["slice", "mask", "long", "list"],
+)
+def test_selecting_no_member_keeps_the_structure(sd: int, at: Any) -> None:
+    tds = _members()
+    dense = torch.stack(tds, sd)
+    lazy = LazyStackedTensorDict.lazy_stack(tds, sd)
+    index = (slice(None),) * sd + (at,)
+    expected = dense[index]
+    got = lazy[index]
+    assert got.batch_size == expected.batch_size
+    assert sorted(map(str, got.keys(True, True))) == sorted(map(str, expected.keys(True, True)))
+    for key in expected.keys(True, True):
+        torch.testing.assert_close(got[key], expected[key])
+    # the empty result goes on like the dense one
+    torch.testing.assert_close(got[..., :0]["a"], expected[..., :0]["a"])
+    torch.testing.assert_close((got + 1)["b", "c"], (expected + 1)["b", "c"])
+    assert torch.stack([got, got], 0)["a"].shape == torch.stack([expected, expected], 0)["a"].shape
+    torch.testing.assert_close(torch.cat([got, lazy], sd)["a"], dense["a"])
+    assert got.to_dict()["b"]["c"].shape == expected["b", "c"].shape
+
+
+def test_selecting_no_member_of_a_heterogeneous_stack_keeps_the_common_keys() -> None:
+    tds = _members()
+    tds[1]["x"] = torch.zeros(2)
+    tds[0]["y"] = torch.zeros(2)
+    got = LazyStackedTensorDict.lazy_stack(tds, 0)[:0]
+    assert sorted(map(str, got.keys(True, True))) == ["('b', 'c')", "a"]
+    assert got["a"].shape == (0, 2, 3)
+
+
+def test_get_on_a_stack_without_members_raises_key_error() -> None:
+    empty = LazyStackedTensorDict(stack_dim=0, batch_size=[0, 2])
+    with pytest.raises(KeyError, match="LazyStackedTensorDict.get: key 'a': the stack has no"):
+        empty.get("a")
