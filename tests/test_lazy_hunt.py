@@ -140,3 +140,41 @@ def test_get_on_a_stack_without_members_raises_key_error() -> None:
     empty = LazyStackedTensorDict(stack_dim=0, batch_size=[0, 2])
     with pytest.raises(KeyError, match="LazyStackedTensorDict.get: key 'a': the stack has no"):
         empty.get("a")
+
+
+def _scalar_td(shift: float = 0.0) -> Any:
+    return TensorDict(
+        a=torch.arange(3.0) + shift,
+        s=torch.tensor(2.0 + shift),
+        b=TensorDict(c=torch.ones(2, 2) + shift),
+        batch_size=[],
+    )
+
+
+@pytest.mark.parametrize("flag", [True, False])
+@pytest.mark.parametrize("lazy", [False, True], ids=["dense", "lazy"])
+def test_zero_dim_masks_like_torch(flag: bool, lazy: bool) -> None:
+    mask = torch.tensor(flag)
+    if lazy:  # members of batch_size [] see a 0-d mask each
+        td = LazyStackedTensorDict.lazy_stack([_scalar_td(), _scalar_td(1.0)], 0)
+        mask = torch.stack([mask, ~mask])
+    else:
+        td = _scalar_td()
+    results = {
+        "where": (td.where(mask, 0.5), lambda x, m: torch.where(m, x, 0.5)),
+        "torch.where": (torch.where(mask, td, -td), lambda x, m: torch.where(m, x, -x)),
+        "masked_fill": (td.masked_fill(mask, 7.0), lambda x, m: x.masked_fill(m, 7.0)),
+        "masked_fill_": (td.clone().masked_fill_(mask, 7.0), lambda x, m: x.masked_fill(m, 7.0)),
+    }
+    for got, op in results.values():
+        for key in td.keys(True, True):
+            leaf = td[key]
+            m = mask.reshape(mask.shape + (1,) * (leaf.ndim - mask.ndim))
+            torch.testing.assert_close(got[key], op(leaf, m), rtol=0, atol=0)
+
+
+def test_zero_dim_mask_on_a_lazy_stack_broadcasts() -> None:
+    td = LazyStackedTensorDict.lazy_stack([_scalar_td(), _scalar_td(1.0)], 0)
+    got = td.where(torch.tensor(False), 0.5)
+    for key in td.keys(True, True):
+        torch.testing.assert_close(got[key], torch.full_like(td[key], 0.5))
