@@ -178,3 +178,37 @@ def test_zero_dim_mask_on_a_lazy_stack_broadcasts() -> None:
     got = td.where(torch.tensor(False), 0.5)
     for key in td.keys(True, True):
         torch.testing.assert_close(got[key], torch.full_like(td[key], 0.5))
+
+
+def test_nested_without_batch_size_is_refined_to_the_parents() -> None:
+    e = torch.ones(2)
+    td = TensorDict(b=TensorDict(c=torch.zeros(2), d=TensorDict(e=e)), batch_size=[2])
+    assert td["b"].batch_size == (2,) and td["b", "d"].batch_size == (2,)
+    torch.testing.assert_close(td["b", "d", "e"], e)
+    assert td[1]["b", "d", "e"] == e[1]
+
+
+def test_batch_size_setter_refines_nested_prefixes() -> None:
+    td = TensorDict(
+        c=torch.zeros(2, 3),
+        d=TensorDict(e=torch.ones(2, 3), f=TensorDict(g=torch.ones(2, 3, 4))),
+        h=TensorDict(i=torch.ones(2, 3, 5), batch_size=[2]),
+    )
+    td.batch_size = [2, 3]
+    assert td["d"].batch_size == td["d", "f"].batch_size == td["h"].batch_size == (2, 3)
+    assert td[1, 2]["d", "f", "g"].shape == (4,)
+
+
+def test_nested_refinement_refused_by_a_leaf_names_it() -> None:
+    with pytest.raises(
+        RuntimeError,
+        match=r"TensorDict: the TensorDict at key 'b' \(batch_size \(\)\) cannot "
+        r"take batch_size \(2,\): shapes of \('b', 'd', 'e'\) \(3,\) do not start with it",
+    ):
+        TensorDict(b=TensorDict(c=torch.zeros(2), d=TensorDict(e=torch.ones(3))), batch_size=[2])
+    td = TensorDict(c=torch.zeros(2, 3), d=TensorDict(e=torch.ones(2)))
+    with pytest.raises(
+        ValueError, match=r"batch_size: cannot set batch_size \(2, 3\): shapes of \('d', 'e'\) "
+    ):
+        td.batch_size = [2, 3]
+    assert td.batch_size == () and td["d"].batch_size == ()
