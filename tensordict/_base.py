@@ -302,7 +302,7 @@ class TensorDictBase(
 
     # -------------------------------------------------------------- stacking
     @classmethod
-    def stack(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+    def stack(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Same as ``torch.stack(tds, dim)``: dense when the members share a structure,
         a lazy stack otherwise (see :meth:`lazy_stack`).
 
@@ -313,12 +313,12 @@ class TensorDictBase(
         """
         from tensordict._stack import stack
 
-        return stack(tds, dim)
+        return stack(tds, dim, out=out)
 
     maybe_dense_stack = stack
 
     @classmethod
-    def cat(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+    def cat(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Same as ``torch.cat(tds, dim)``.
 
         >>> import torch
@@ -328,7 +328,7 @@ class TensorDictBase(
         """
         from tensordict._stack import cat
 
-        return cat(tds, dim)
+        return cat(tds, dim, out=out)
 
     @classmethod
     def lazy_stack(cls, items: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:

@@ -212,3 +212,49 @@ def test_nested_refinement_refused_by_a_leaf_names_it() -> None:
     ):
         td.batch_size = [2, 3]
     assert td.batch_size == () and td["d"].batch_size == ()
+
+
+def _stackable() -> list[Any]:
+    return [
+        TensorDict(
+            a=torch.full((3,), float(i)),
+            b=TensorDict(c=torch.full((3, 2), float(i)), batch_size=[3]),
+            batch_size=[3],
+        )
+        for i in range(2)
+    ]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("lazy_out", [False, True])
+def test_stack_writes_into_out(dim: int, lazy_out: bool) -> None:
+    tds = _stackable()
+    expected = torch.stack(tds, dim)
+    out = expected.clone().zero_()
+    if lazy_out:
+        out = LazyStackedTensorDict.lazy_stack(list(out.unbind(0)), 0)
+    leaf = out.get("a", as_list=True)[-1] if lazy_out else out["a"]
+    assert torch.stack(tds, dim, out=out) is out
+    assert TensorDict.stack(tds, dim, out=out) is out
+    for key in expected.keys(True, True):
+        torch.testing.assert_close(out[key], torch.stack([td[key] for td in tds], dim % 2))
+    assert leaf.abs().sum() > 0  # written into out's own tensors
+
+
+def test_stack_out_mismatches_raise() -> None:
+    tds = _stackable()
+    with pytest.raises(RuntimeError, match=r"torch.stack: out has batch_size \(2, 3\), the result"):
+        torch.stack(tds, 1, out=torch.stack(tds, 0))
+    with pytest.raises(KeyError, match=r"torch.stack: out lacks the keys \['a'\] of the result"):
+        torch.stack(tds, 0, out=torch.stack(tds, 0).exclude("a"))
+    with pytest.raises(TypeError, match="torch.stack: out must be a TensorDict, got Tensor"):
+        torch.stack(tds, 0, out=torch.zeros(2, 3))
+    with pytest.raises(KeyError, match=r"torch.cat: out lacks the keys \['a'\] of the result"):
+        torch.cat(tds, 0, out=torch.cat(tds, 0).exclude("a"))
+
+
+def test_cat_classmethod_takes_out() -> None:
+    tds = _stackable()
+    out = torch.cat(tds, 0).zero_()
+    assert TensorDict.cat(tds, 0, out=out) is out
+    torch.testing.assert_close(out["b", "c"], torch.cat([td["b", "c"] for td in tds], 0))
