@@ -672,7 +672,7 @@ class LazyStackedTensorDict(TensorDictBase):
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
     ) -> Any:

@@ -1048,7 +1048,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
     ) -> TensorDict:
