@@ -258,3 +258,65 @@ def test_cat_classmethod_takes_out() -> None:
     out = torch.cat(tds, 0).zero_()
     assert TensorDict.cat(tds, 0, out=out) is out
     torch.testing.assert_close(out["b", "c"], torch.cat([td["b", "c"] for td in tds], 0))
+
+
+def _apply_src() -> Any:
+    return TensorDict(
+        a=torch.zeros(2),
+        b=TensorDict(c=torch.ones(2), batch_size=[2]),
+        e=TensorDict(batch_size=[2]),
+        batch_size=[2],
+    )
+
+
+def _keys(td: Any) -> list[str]:
+    return sorted(map(str, td.keys(True)))
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["dense", "lazy"])
+def test_apply_filter_empty_rules(lazy: bool) -> None:
+    src = _apply_src()
+    if lazy:
+        src = LazyStackedTensorDict.lazy_stack([src.clone(), src.clone()], 0)
+    none: Any = lambda x: None  # noqa: E731
+    only_a: Any = lambda x: x if x.sum() == 0 else None  # noqa: E731
+    # None (the default): levels emptied by dropped leaves go, empty ones stay
+    assert _keys(src.apply(none)) == ["e"]
+    flat = src.exclude("e")
+    assert flat.apply(none) is None and flat.apply(none, filter_empty=None) is None
+    assert flat.named_apply(lambda k, x: None) is None
+    assert _keys(src.apply(only_a)) == ["a", "e"]
+    # True: every empty level goes
+    assert src.apply(none, filter_empty=True) is None
+    assert _keys(src.apply(lambda x: x, filter_empty=True)) == ["('b', 'c')", "a", "b"]
+    # False: every level stays
+    kept = src.apply(none, filter_empty=False)
+    assert kept is not None and _keys(kept) == ["b", "e"]
+    # out= and others follow the same rule
+    assert flat.apply(none, out=flat.clone()) is None
+    assert flat.apply(lambda x, y: None, flat) is None
+
+
+def test_apply_on_an_empty_td() -> None:
+    empty = TensorDict(batch_size=[2])
+    got = empty.apply(lambda x: None)
+    assert got is not None and got.batch_size == (2,) and not list(got.keys())
+    assert empty.apply(lambda x: x, filter_empty=True) is None
+
+
+def test_memmap_into_an_existing_target_is_a_runtime_error_too(tmp_path: Any) -> None:
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    td.memmap(tmp_path / "x")
+    with pytest.raises(RuntimeError, match=r"TensorDict.memmap: .* exists \(pass existsok=True"):
+        td.memmap(tmp_path / "x", existsok=False)
+    with pytest.raises(FileExistsError, match=r"TensorDict.memmap_like: .* exists"):
+        td.memmap_like(tmp_path / "x", existsok=False)
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "f").write_text("")
+    with pytest.raises(RuntimeError, match="holds files and is not a checkpoint"):
+        td.memmap(tmp_path / "y")
+    (tmp_path / "z").write_text("")
+    with pytest.raises(RuntimeError, match="exists and is not a folder"):
+        td.memmap(tmp_path / "z")
+    with pytest.raises(RuntimeError, match="exists and is not an archive file"):
+        td.memmap(tmp_path / "x", archive=True)
