@@ -846,6 +846,9 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         split = self._split_index(index)
         if split is None:
+            out = self._index_new_dims(index)
+            if out is not None:
+                return out
             return self._as_dense(f"{type(self).__name__}[]")[index]
         at, member_index, kept = split
         n = len(self.tensordicts)
@@ -862,6 +865,34 @@ class LazyStackedTensorDict(TensorDictBase):
         if not _whole(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
+
+    def _index_new_dims(self, index: Any) -> Any:
+        """``self[index]`` for an index holding None (new dims of size one): the index
+        without them, then each new dim inserted where torch puts it, so the members stay
+        apart. None when the index needs the dense path (several index tensors, or one of
+        more than one dim, or a bool scalar)."""
+        idx = _normalise(index, len(self._batch_size))
+        new_dims: list[int] = []
+        rest: list[Any] = []
+        pos = 0  # the result dim the next item makes
+        arrays = 0
+        for item in idx:
+            if item is None:
+                new_dims.append(pos)
+                pos += 1
+                continue
+            if type(item) is bool or (isinstance(item, Tensor) and item.ndim != 1):
+                return None
+            if isinstance(item, Tensor):
+                arrays += 1
+            rest.append(item)
+            pos += 0 if isinstance(item, int) else 1
+        if not new_dims or arrays > 1:
+            return None
+        out = self._index(tuple(rest))
+        for d in new_dims:
+            out = out.unsqueeze(d)
+        return out
 
     def _empty_selection(self, member_index: tuple[Any, ...], kept: int) -> TensorDict:
         """``self[index]`` when the index selects no member: an empty dense TensorDict of

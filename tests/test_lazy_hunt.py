@@ -320,3 +320,35 @@ def test_memmap_into_an_existing_target_is_a_runtime_error_too(tmp_path: Any) ->
         td.memmap(tmp_path / "z")
     with pytest.raises(RuntimeError, match="exists and is not an archive file"):
         td.memmap(tmp_path / "x", archive=True)
+
+
+_NEW_DIM_INDICES = [
+    (None,),
+    (None, 1),
+    (1, None, 0),
+    (Ellipsis, None),
+    (None, Ellipsis, None),
+    (slice(None), None),
+    (None, slice(None), 0),
+    (0, None),
+    (None, None),
+    (None, torch.tensor([0, 1])),
+    (None, 1, None),
+    (slice(None), None, torch.tensor([1, 0])),
+]
+
+
+@pytest.mark.parametrize("sd", [0, 1])
+@pytest.mark.parametrize("index", _NEW_DIM_INDICES, ids=str)
+def test_new_dims_keep_a_heterogeneous_stack_lazy(sd: int, index: Any) -> None:
+    members = [
+        TensorDict(x=torch.arange(6.0).reshape(2, 3) + 10 * i, batch_size=[2]) for i in range(3)
+    ]
+    members[1]["y"] = torch.zeros(2)  # the members differ in keys: no dense form
+    lazy = LazyStackedTensorDict.lazy_stack(members, sd)
+    expected = torch.stack([m["x"] for m in members], sd)[(*index, slice(None))]
+    got = lazy[index]
+    assert got.batch_size == expected.shape[:-1]
+    torch.testing.assert_close(got["x"], expected, rtol=0, atol=0)
+    if isinstance(got, LazyStackedTensorDict):  # each member keeps its own keys
+        assert sum("y" in m.keys() for m in got.tensordicts) <= 1
