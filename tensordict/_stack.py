@@ -165,11 +165,16 @@ def _member_wise(column: list[Any], dim: int) -> Any:
     """Lazy stacks along one dim with as many members, stacked along ``dim``: a lazy stack
     along that dim (shifted) of the stacks of their corresponding members, as upstream
     (``result.tensordicts[i]`` holds what member ``i`` of each holds, keeping its own
-    keys); None for anything else."""
+    keys); None for anything else, and (as upstream) when the stacks differ in their
+    common keys or in how many leaves their members hold: they stay whole, as members."""
     parts = [v._stack_parts() for v in column]
     first = parts[0]
     if first is None or any(
         p is None or p[0] != first[0] or len(p[1]) != len(first[1]) for p in parts
+    ):
+        return None
+    if len({frozenset(v.keys(True, True)) for v in column}) > 1 or (
+        len({sum(len(m.keys(True, True)) for m in p[1]) for p in parts}) > 1
     ):
         return None
     from tensordict._lazy import LazyStackedTensorDict

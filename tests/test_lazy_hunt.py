@@ -352,3 +352,29 @@ def test_new_dims_keep_a_heterogeneous_stack_lazy(sd: int, index: Any) -> None:
     torch.testing.assert_close(got["x"], expected, rtol=0, atol=0)
     if isinstance(got, LazyStackedTensorDict):  # each member keeps its own keys
         assert sum("y" in m.keys() for m in got.tensordicts) <= 1
+
+
+def _hetero_pair() -> tuple[Any, Any, Any]:
+    td0 = TensorDict(a=torch.zeros(3), b=torch.zeros(4), c=TensorDict(d=torch.zeros(())))
+    td1 = TensorDict(b=torch.ones(5), c=TensorDict(d=torch.ones(())), a=torch.ones(3))
+    return LazyStackedTensorDict.lazy_stack([td0, td1]), td0, td1
+
+
+def test_stacking_lazy_stacks_pairs_their_members_when_they_agree() -> None:
+    td_a, _, _ = _hetero_pair()
+    td_b = td_a.clone()
+    out = torch.stack([td_a, td_b], 0)
+    assert out.stack_dim == 1 and all(type(m) is TensorDict for m in out.tensordicts)
+    for i in range(2):
+        torch.testing.assert_close(out[:, i]["b"], torch.stack([td_a[i]["b"], td_b[i]["b"]]))
+
+
+def test_stacking_lazy_stacks_that_differ_keeps_them_whole() -> None:
+    td_a, td0, _ = _hetero_pair()
+    td_b = td_a.clone()
+    del td0["a"]  # td_a's first member lacks "a" now, td_b's does not
+    out = torch.stack([td_a, td_b], 0)
+    assert out.stack_dim == 0
+    assert out.tensordicts[0] is td_a and out.tensordicts[1] is td_b
+    torch.testing.assert_close(out[1, 1]["b"], td_b[1]["b"])
+    assert "a" not in out[0, 0].keys() and "a" in out[1, 0].keys()
