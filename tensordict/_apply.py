@@ -137,7 +137,7 @@ def apply_nested(
     batch_size: torch.Size | None,
     device: Any,
     names: Any,
-    filter_empty: bool,
+    filter_empty: bool | None,
     call_on_nested: bool,
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     prefix: tuple[str, ...],
@@ -208,9 +208,25 @@ def apply_nested(
             )
             if sub is not None:
                 entries[key] = sub
-    if filter_empty and not entries and prefix and td._tensordict:
+    if not entries and prefix and filter_empty is not False and (filter_empty or td._tensordict):
         return None
     return td._checked_from_entries(entries, out_bs, out_device, out_names, call, prefix)
+
+
+def dropped(source: Any, result: Any, filter_empty: bool | None) -> bool:
+    """Whether ``apply`` answers None: its result holds no entry, and ``filter_empty``
+    drops every empty result (True) or one emptied by dropped leaves (None)."""
+    return _no_entries(result) and (filter_empty is True or not _no_entries(source))
+
+
+def _no_entries(td: Any) -> bool:
+    entries = getattr(td, "_tensordict", None)
+    if type(entries) is dict:
+        return not entries
+    parts = td._stack_parts()
+    if parts is not None:
+        return all(_no_entries(m) for m in parts[1])
+    return not list(td.keys())
 
 
 class _Absent:
@@ -258,7 +274,7 @@ def _apply_simple(
     device: Any,
     out_device: torch.device | None,
     out_names: Any,
-    filter_empty: bool,
+    filter_empty: bool | None,
     prefix: tuple[str, ...],
     call: str,
 ) -> _Dense | None:
@@ -306,7 +322,7 @@ def _apply_simple(
             )
             if sub is not None:
                 entries[key] = sub
-    if filter_empty and not entries and prefix and td._tensordict:
+    if not entries and prefix and filter_empty is not False and (filter_empty or td._tensordict):
         return None
     return td._new_unsafe(entries, out_bs, out_device, out_names)
 
@@ -317,7 +333,7 @@ def _apply_stack(
     others: tuple[Any, ...],
     batch_size: torch.Size | None,
     device: Any,
-    filter_empty: bool,
+    filter_empty: bool | None,
     call_on_nested: bool,
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     path: tuple[str, ...],

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._apply import dropped
 from tensordict._consolidate import ConsolidateOps
 from tensordict._construct_ops import ConstructOps
 from tensordict._context import ContextOps
@@ -120,13 +121,17 @@ class TensorDictBase(
         device: Any = None,
         names: Any = None,
         inplace: bool = False,
-        filter_empty: bool = True,
+        filter_empty: bool | None = None,
         call_on_nested: bool = False,
         default: Any = _NO_DEFAULT,
         out: Any = None,
         propagate_lock: bool = False,
     ) -> Self:
         """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
+
+        ``filter_empty`` (None by default) drops the nested levels left empty by dropped
+        leaves, and gives None when nothing is left at all; True drops every empty level
+        (None for an empty result); False keeps them.
 
         ``default`` stands in for the leaves ``others`` lack; ``out`` receives the result
         in place (and is returned); ``propagate_lock`` locks a new result when this
@@ -154,9 +159,11 @@ class TensorDictBase(
         in ``_apply_impl``'s order), then ``out`` updated with the result, or a new result
         locked when this collection is and ``propagate_lock`` asks."""
         result = self._apply_impl(fn, others, key_fn, *args)
+        inplace = args[3]
+        if args[4] is not False and not inplace and dropped(self, result, args[4]):
+            return None
         if out is not None:
             return out.update_(result)
-        inplace = args[3]
         if propagate_lock and not inplace and self.is_locked:
             result.lock_()
         return result
@@ -170,7 +177,7 @@ class TensorDictBase(
         device: Any = None,
         names: Any = None,
         inplace: bool = False,
-        filter_empty: bool = True,
+        filter_empty: bool | None = None,
         call_on_nested: bool = False,
         default: Any = _NO_DEFAULT,
         out: Any = None,
@@ -302,7 +309,7 @@ class TensorDictBase(
 
     # -------------------------------------------------------------- stacking
     @classmethod
-    def stack(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+    def stack(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Same as ``torch.stack(tds, dim)``: dense when the members share a structure,
         a lazy stack otherwise (see :meth:`lazy_stack`).
 
@@ -313,12 +320,12 @@ class TensorDictBase(
         """
         from tensordict._stack import stack
 
-        return stack(tds, dim)
+        return stack(tds, dim, out=out)
 
     maybe_dense_stack = stack
 
     @classmethod
-    def cat(cls, tds: Sequence[Any], dim: int = 0) -> Any:
+    def cat(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         """Same as ``torch.cat(tds, dim)``.
 
         >>> import torch
@@ -328,7 +335,7 @@ class TensorDictBase(
         """
         from tensordict._stack import cat
 
-        return cat(tds, dim)
+        return cat(tds, dim, out=out)
 
     @classmethod
     def lazy_stack(cls, items: Sequence[Any], dim: int = 0, **kwargs: Any) -> Any:

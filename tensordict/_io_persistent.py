@@ -730,7 +730,7 @@ class PersistentTensorDict(TensorDictBase):
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
     ) -> Self:

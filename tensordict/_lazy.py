@@ -324,6 +324,8 @@ class LazyStackedTensorDict(TensorDictBase):
             values = [m.get(path) for m in self.tensordicts]
         if as_list:
             return values
+        if not values:
+            raise KeyError(f"{call}: key {join_path(path)!r}: the stack has no members")
         first = values[0]
         if isinstance(first, Tensor):
             if as_padded_tensor:
@@ -670,7 +672,7 @@ class LazyStackedTensorDict(TensorDictBase):
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
     ) -> Any:
@@ -844,6 +846,9 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         split = self._split_index(index)
         if split is None:
+            out = self._index_new_dims(index)
+            if out is not None:
+                return out
             return self._as_dense(f"{type(self).__name__}[]")[index]
         at, member_index, kept = split
         n = len(self.tensordicts)
@@ -854,15 +859,50 @@ class LazyStackedTensorDict(TensorDictBase):
         if chosen.ndim != 1:
             return self._as_dense(f"{type(self).__name__}[]")[index]
         ids = chosen.tolist()
-        if not ids:  # nothing selected: a stack without members, shaped by member 0
-            first = self.tensordicts[0]
-            view = first if _whole(member_index) else first[member_index]
-            bs = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)].batch_size
-            return type(self)(stack_dim=kept, batch_size=bs)
+        if not ids:
+            return self._empty_selection(member_index, kept)
         members = [self.tensordicts[i] for i in ids]
         if not _whole(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
+
+    def _index_new_dims(self, index: Any) -> Any:
+        """``self[index]`` for an index holding None (new dims of size one): the index
+        without them, then each new dim inserted where torch puts it, so the members stay
+        apart. None when the index needs the dense path (several index tensors, or one of
+        more than one dim, or a bool scalar)."""
+        idx = _normalise(index, len(self._batch_size))
+        new_dims: list[int] = []
+        rest: list[Any] = []
+        pos = 0  # the result dim the next item makes
+        arrays = 0
+        for item in idx:
+            if item is None:
+                new_dims.append(pos)
+                pos += 1
+                continue
+            if type(item) is bool or (isinstance(item, Tensor) and item.ndim != 1):
+                return None
+            if isinstance(item, Tensor):
+                arrays += 1
+            rest.append(item)
+            pos += 0 if isinstance(item, int) else 1
+        if not new_dims or arrays > 1:
+            return None
+        out = self._index(tuple(rest))
+        for d in new_dims:
+            out = out.unsqueeze(d)
+        return out
+
+    def _empty_selection(self, member_index: tuple[Any, ...], kept: int) -> TensorDict:
+        """``self[index]`` when the index selects no member: an empty dense TensorDict of
+        the indexed shape holding the keys every member holds (member 0's leaf shapes)."""
+        first = self.tensordicts[0]
+        view = first if _whole(member_index) else first[member_index]
+        empty = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
+        if len(self.tensordicts) > 1 and not same_structure(self.tensordicts):
+            empty = empty.select(*self.keys(True, True))
+        return empty._as_dense(f"{type(self).__name__}[]")  # type: ignore[no-any-return]
 
     def _set_at_index(self, index: Any, value: Any) -> None:
         """Write into the members' entries; values covering the indexed batch are split
@@ -884,17 +924,12 @@ class LazyStackedTensorDict(TensorDictBase):
             return
         chosen = torch.arange(n)[at].tolist()
         sub_bs = self._index(index).batch_size
+        if isinstance(value, Tensor) and value.ndim:
+            self._write_tensor(chosen, target, value, len(sub_bs) - kept)
+            return
         if is_plain_mapping(value):
             value = TensorDict(value, batch_size=sub_bs)
         parts: Sequence[Any]
-        if isinstance(value, Tensor) and 0 < value.ndim <= len(sub_bs):
-            try:  # a tensor is broadcast over the indexed batch dims, then split
-                value = value.expand(sub_bs)
-            except RuntimeError:
-                raise ValueError(
-                    f"{type(self).__name__}[]=: a tensor of shape {tuple(value.shape)} does not "
-                    f"broadcast to the indexed batch size {tuple(sub_bs)}"
-                ) from None
         covers = isinstance(value, (Tensor, TensorDict, LazyStackedTensorDict)) and (
             value.shape[: len(sub_bs)] == sub_bs
         )
@@ -907,6 +942,32 @@ class LazyStackedTensorDict(TensorDictBase):
             parts = [value] * len(chosen)
         for i, part in zip(chosen, parts, strict=True):
             self.tensordicts[i][target] = part
+
+    def _write_tensor(self, chosen: list[int], target: Any, value: Tensor, after: int) -> None:
+        """Write ``value`` into every tensor leaf of the chosen members as torch writes it
+        into the dense leaf: aligned with the leaf's trailing dims. ``after`` counts the
+        indexed batch dims from the stack dim on, so the value reaches the stack dim only
+        for leaves with fewer than ``value.ndim - after + 1`` feature dims; there each
+        member takes its slice of the value."""
+        n = len(chosen)
+        for j, i in enumerate(chosen):
+            member = self.tensordicts[i]
+            if value.ndim < after:  # short of the stack dim for every leaf: one value
+                member[target] = value
+                continue
+            bdims = len(member.batch_size)
+            for path in member.keys(True, True):
+                pos = value.ndim - after - (len(member.get_item_shape(path)) - bdims)
+                if pos < 0:
+                    member.set_at_(path, value, target)
+                    continue
+                if value.shape[pos] not in (1, n):
+                    raise RuntimeError(
+                        f"{type(self).__name__}[]=: shape mismatch: a value of shape "
+                        f"{tuple(value.shape)} cannot be broadcast to key {path!r}, "
+                        f"whose dim {pos - value.ndim} (the stack dim) has {n} entries"
+                    )
+                member.set_at_(path, value.select(pos, j if value.shape[pos] > 1 else 0), target)
 
     # ---------------------------------------------------------------- shape
     def unbind(self, dim: int = 0) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ from torch import Tensor
 from tensordict._convert import map_leaves
 from tensordict._load import load as _load
 from tensordict._memmap import MemoryMappedTensor
+from tensordict._memmap_backing import MemmapExistsError
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
 
@@ -245,7 +246,7 @@ class MemmapOps(CollectionPrimitives):
             )
         self._check_existing(prefix, copy_existing, call)
         if not existsok and os.path.exists(prefix):
-            raise FileExistsError(f"{call}: {prefix!r} exists (pass existsok=True to replace it)")
+            raise MemmapExistsError(f"{call}: {prefix!r} exists (pass existsok=True to replace it)")
         from tensordict._save import save
 
         mapping: dict[int, Tensor] = {}
@@ -296,7 +297,7 @@ class MemmapOps(CollectionPrimitives):
 
         target = os.path.abspath(prefix)
         if os.path.lexists(target) and (not existsok or not os.path.isfile(target)):
-            raise FileExistsError(
+            raise MemmapExistsError(
                 f"{call}: {prefix!r} exists"
                 + ("" if os.path.isfile(target) else " and is not an archive file")
             )

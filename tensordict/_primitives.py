@@ -188,7 +188,7 @@ class CollectionPrimitives:
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = NO_DEFAULT,
     ) -> Self:

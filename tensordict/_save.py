@@ -22,6 +22,7 @@ from tensordict._format import (
     type_name,
 )
 from tensordict._memmap import MemoryMappedTensor, rename_files
+from tensordict._memmap_backing import MemmapExistsError
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._progress import progress_bar
 
@@ -246,9 +247,9 @@ def _check_replaceable(target: str, call: str) -> None:
     if not os.path.lexists(target):
         return
     if os.path.islink(target) or not os.path.isdir(target):
-        raise FileExistsError(f"{call}: {target!r} exists and is not a folder")
+        raise MemmapExistsError(f"{call}: {target!r} exists and is not a folder")
     if os.listdir(target) and not os.path.isfile(os.path.join(target, META)):
-        raise FileExistsError(
+        raise MemmapExistsError(
             f"{call}: {target!r} holds files and is not a checkpoint; refusing to replace it"
         )
 

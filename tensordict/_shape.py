@@ -189,7 +189,7 @@ class RefineNamesError(ValueError, RuntimeError):
 
 def _trail(mask: Tensor, x_ndim: int, ndim: int) -> Tensor:
     """``mask`` (batch-shaped) viewed with singleton dims for ``x``'s trailing dims."""
-    return mask.reshape(*mask.shape, *([1] * (x_ndim - ndim)))
+    return mask.reshape((*mask.shape, *([1] * (x_ndim - ndim))))
 
 
 class ShapeOps(CollectionPrimitives):

@@ -165,11 +165,16 @@ def _member_wise(column: list[Any], dim: int) -> Any:
     """Lazy stacks along one dim with as many members, stacked along ``dim``: a lazy stack
     along that dim (shifted) of the stacks of their corresponding members, as upstream
     (``result.tensordicts[i]`` holds what member ``i`` of each holds, keeping its own
-    keys); None for anything else."""
+    keys); None for anything else, and (as upstream) when the stacks differ in their
+    common keys or in how many leaves their members hold: they stay whole, as members."""
     parts = [v._stack_parts() for v in column]
     first = parts[0]
     if first is None or any(
         p is None or p[0] != first[0] or len(p[1]) != len(first[1]) for p in parts
+    ):
+        return None
+    if len({frozenset(v.keys(True, True)) for v in column}) > 1 or (
+        len({sum(len(m.keys(True, True)) for m in p[1]) for p in parts}) > 1
     ):
         return None
     from tensordict._lazy import LazyStackedTensorDict
@@ -182,8 +187,9 @@ def _member_wise(column: list[Any], dim: int) -> Any:
     return LazyStackedTensorDict(*members, stack_dim=inner + 1 if dim <= inner else inner)
 
 
-def stack(tds: Sequence[Any], dim: int = 0) -> Any:
-    """Stack TensorDicts along a new batch dim: dense when they share one structure.
+def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """Stack TensorDicts along a new batch dim: dense when they share one structure
+    (written into the leaves of ``out`` when given, which is returned).
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -193,7 +199,12 @@ def stack(tds: Sequence[Any], dim: int = 0) -> Any:
     >>> mixed = [TensorDict({"a": torch.ones(2)}), TensorDict({"b": torch.ones(2)})]
     >>> type(torch.stack(mixed)).__name__
     'LazyStackedTensorDict'
+    >>> out = torch.stack(tds, 0).zero_()
+    >>> torch.stack(tds, 0, out=out) is out, out["a"].sum().item()
+    (True, 24.0)
     """
+    if out is not None:
+        return _write_out("torch.stack", out, stack(tds, dim))
     tds = list(tds)
     tried = False
     if tds and isinstance(tds[0], CollectionPrimitives):  # the common case, in one pass
@@ -265,11 +276,23 @@ def cat(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
         result = _cat_dense(tds if as_is else [td._as_dense("torch.cat") for td in tds], dim)
     if out is None:
         return result
+    return _write_out("torch.cat", out, result)
+
+
+def _write_out(call: str, out: Any, result: Any) -> Any:
+    """Copy ``result`` into ``out``'s leaves (the ``out=`` of stack and cat); ``out``
+    needs its batch size and every key of ``result``."""
+    if not isinstance(out, CollectionPrimitives):
+        raise TypeError(f"{call}: out must be a TensorDict, got {type(out).__name__}")
     if out._batch_size != result._batch_size:
         raise RuntimeError(
-            f"torch.cat: out has batch_size {tuple(out._batch_size)}, the result "
+            f"{call}: out has batch_size {tuple(out._batch_size)}, the result "
             f"{tuple(result._batch_size)}"
         )
+    have = set(out.keys(True, True))
+    missing = [k for k in result.keys(True, True) if k not in have]
+    if missing:
+        raise KeyError(f"{call}: out lacks the keys {missing} of the result")
     return out.update_(result)
 
 

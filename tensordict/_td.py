@@ -12,6 +12,7 @@ from torch import Tensor
 from tensordict._apply import others_leaves, rebuild, tensor_leaves
 from tensordict._base import DenseTensorDictBase
 from tensordict._batch import (
+    BatchDimMismatchError,
     BatchSizeLike,
     DeviceLike,
     as_batch_size,
@@ -39,6 +40,7 @@ from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
+from tensordict._refine import grow_nested, misfits
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
@@ -99,11 +101,14 @@ def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> Ten
     have = value._batch_size
     if len(have) >= len(bs) or bs[: len(have)] != have:
         raise leaf_shape_error(call, key, have, bs)
-    try:
-        out = value.clone(False)
-        out.batch_size = bs
-    except (ValueError, RuntimeError):
-        raise leaf_shape_error(call, key, value._batch_size, bs) from None
+    bad = misfits(value, bs, key if isinstance(key, tuple) else (key,))
+    if bad:
+        raise BatchDimMismatchError(
+            f"{call}: the TensorDict at key {key!r} (batch_size {tuple(have)}) cannot take "
+            f"batch_size {tuple(bs)}: shapes of {', '.join(bad)} do not start with it"
+        )
+    out = value.clone(False)
+    out.batch_size = bs
     return out
 
 
@@ -426,16 +431,20 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             raise RuntimeError(
                 f"{self._call('batch_size')}: cannot change the batch size of a locked TensorDict"
             )
-        bad = []
-        for key, value in self._tensordict.items():
+        grow = False
+        for value in self._tensordict.values():
             shape = value._batch_size if _is_td(value) else value.shape
             if not isinstance(value, NonTensor) and not starts_with(shape, size):
-                bad.append(f"{key!r} {tuple(shape)}")
-        if bad:
-            raise ValueError(
-                f"{type(self).__name__}.batch_size: cannot set batch_size {tuple(size)}: "
-                f"shapes of {', '.join(bad)} do not start with it"
-            )
+                grow = True  # a leaf in the way, or a nested level to refine
+                break
+        if grow:
+            bad = misfits(self, size, ())
+            if bad:
+                raise BatchDimMismatchError(
+                    f"{type(self).__name__}.batch_size: cannot set batch_size {tuple(size)}: "
+                    f"shapes of {', '.join(bad)} do not start with it"
+                )
+            grow_nested(self, size)
         for key, value in self._tensordict.items():
             if isinstance(value, NonTensor):
                 self._tensordict[key] = value._with(size, value.device)
@@ -1065,7 +1074,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         device: Any,
         names: Any,
         inplace: bool,
-        filter_empty: bool,
+        filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
     ) -> TensorDict:

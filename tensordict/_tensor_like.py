@@ -109,7 +109,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([1., 1.])
         """
         out = self.apply(lambda x: x.grad)
-        if not out._tensor_leaves([]):
+        if out is None or not out._tensor_leaves([]):
             return None
         return out.lock_() if self.is_locked else out
 

@@ -243,8 +243,9 @@ def test_membership_split_and_empty_selection() -> None:
     assert [p.batch_size for p in pieces] == [(2, 2), (2, 0), (2, 1)]
     rebuilt = torch.cat(pieces, 1)
     assert [m["a"].shape[1] for m in rebuilt.tensordicts] == [3, 4, 5]
-    empty = stack[:, 0:0]
-    assert isinstance(empty, LazyStackedTensorDict) and empty.batch_size == (2, 0)
+    empty = stack[:, 0:0]  # no member selected: a dense empty TensorDict, as upstream
+    assert type(empty) is TensorDict and empty.batch_size == (2, 0)
+    assert empty["a"].shape == (2, 0, 3)
 
 
 def test_new_zeros_keeps_non_tensor_stacks() -> None:

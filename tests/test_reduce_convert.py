@@ -14,7 +14,8 @@ REDUCTIONS = ["sum", "mean", "std", "var", "amax", "amin", "prod"]
 def _floats(td: TensorDict) -> TensorDict:
     """Float leaves with two or more elements (std/var of one element warns in torch)."""
     return td.apply(
-        lambda x: x.detach().double() if x.is_floating_point() and x.numel() > 1 else None
+        lambda x: x.detach().double() if x.is_floating_point() and x.numel() > 1 else None,
+        filter_empty=False,  # an empty result stays a TensorDict
     )
 
 
