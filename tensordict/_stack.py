@@ -83,17 +83,20 @@ def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
 
 
 def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
-    # equal values stay one NonTensorData unless set_capture_non_tensor_stack(False) asks
-    # for a stack (MetaData always stays one)
+    # one value per element, as upstream; equal values stay one NonTensorData under
+    # set_capture_non_tensor_stack(True) (MetaData always stays one)
     flag = capture_non_tensor_stack(allow_none=True)
-    capture = flag is not False or all(isinstance(v, MetaData) for v in values)
+    capture = flag is True or all(isinstance(v, MetaData) for v in values)
     if capture and _all_equal(values):
         return values[0]._with(new_bs, values[0].device)
     return _joined(values, torch.stack, dim)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
-    if _all_equal(values):
+    capture = capture_non_tensor_stack(allow_none=True) is True or all(
+        isinstance(v, MetaData) for v in values
+    )
+    if capture and _all_equal(values):
         new_bs = list(values[0].batch_size)
         new_bs[dim] = sum(v.batch_size[dim] for v in values)
         return values[0]._with(torch.Size(new_bs), values[0].device)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, lazy_stack
 from tests.test_base import BS, KINDS
-from tests.test_index import _positions, _td, check_against_oracle
+from tests.test_index import _positions, _td, assert_text, check_against_oracle
 
 
 def _float(kind: str) -> tuple[TensorDict, Any]:
@@ -266,14 +266,18 @@ def test_to_tensordict_is_a_dense_copy(kind: str) -> None:
         out.get(key).add_(1)  # a copy: the source is unchanged
     for key, leaf in _leaves(dense):
         torch.testing.assert_close(coll.get(key), leaf)
-    assert out["text"] == "hello"
+    assert_text(out, "hello", dense.batch_size)
 
 
 @pytest.mark.parametrize("kind", ["dense", "lazy_dim0", "tensorclass"])
 def test_non_tensor_entries(kind: str) -> None:
     coll = KINDS[kind](_td(BS))
     coll.set_non_tensor(("nested", "cfg"), 3)
-    assert coll.get_non_tensor(("nested", "cfg")) == 3
+    cfg = coll.get_non_tensor(("nested", "cfg"))
+    if kind == "lazy_dim0":  # one value per member, and per element in each, as upstream
+        assert cfg == [[3] * BS[1]] * BS[0]
+    else:
+        assert cfg == 3
     assert coll.get_non_tensor("a").shape == (*BS, 2)  # a tensor is returned as it is
     assert coll.get_non_tensor("missing", "dflt") == "dflt"
     keys = [k for k, _ in coll.non_tensor_items(include_nested=True)]

@@ -6,13 +6,15 @@ batch element lands where; each leaf of ``f(td)`` must equal ``leaf.flatten(batc
 
 from __future__ import annotations
 
+import math
 import random
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import NonTensorStack, TensorDict
 
 SHAPES = [(5,), (4, 3), (2, 3, 4), (0,), (3, 0), (1, 4), (6, 1, 2)]
 
@@ -40,11 +42,26 @@ def _expected(leaf: torch.Tensor, bs: tuple[int, ...], pos: torch.Tensor) -> tor
     return flat[pos]
 
 
+def _flat(values: object) -> list[object]:
+    return [v for item in values for v in _flat(item)] if isinstance(values, list) else [values]
+
+
+def assert_text(out: Any, text: str, shape: tuple[int, ...] | torch.Size) -> None:
+    """``out["text"]`` reads ``text`` at every element of ``shape``: one value, or (from a
+    stack or cat of lazy members, as upstream) a ``NonTensorStack`` of one per element."""
+    value = out.get("text")
+    assert value.batch_size == shape
+    if isinstance(value, NonTensorStack):
+        values = _flat(value.tolist())
+        assert len(values) == math.prod(shape) and set(values) <= {text}
+    else:
+        assert value.data == text
+
+
 def check_against_oracle(td: TensorDict, out: TensorDict, pos: torch.Tensor) -> None:
     bs = tuple(td.batch_size)
     assert out.batch_size == pos.shape
-    assert out["text"] == "hello"
-    assert out.get("text").batch_size == pos.shape
+    assert_text(out, "hello", pos.shape)
     for key in [("a",), ("nested", "b"), ("inner", "c")]:
         torch.testing.assert_close(out.get(key), _expected(td.get(key), bs, pos))
     assert out["inner"].batch_size == (*pos.shape, 3)

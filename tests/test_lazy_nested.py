@@ -276,7 +276,8 @@ def test_capture_non_tensor_stack_flag() -> None:
     from tensordict import set_capture_non_tensor_stack
 
     tds = [TensorDict({"s": "x"}, []), TensorDict({"s": "x"}, [])]
-    assert isinstance(torch.stack(tds).get("s"), NonTensorData)  # never set: one value
+    never_set = torch.stack(tds).get("s")  # never set: one value per element, as upstream
+    assert isinstance(never_set, NonTensorStack) and never_set.tolist() == ["x", "x"]
     with set_capture_non_tensor_stack(False):
         kept = torch.stack(tds).get("s")
         assert isinstance(kept, NonTensorStack) and kept.tolist() == ["x", "x"]

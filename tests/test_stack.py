@@ -54,7 +54,11 @@ def test_seed_stack_and_cat() -> None:
 
 def test_non_tensor_rule() -> None:
     same = torch.stack([TensorDict({"s": "x"}, [2]), TensorDict({"s": "x"}, [2])])
-    assert type(same.get("s")).__name__ == "NonTensorData" and same["s"] == "x"
+    # one value per element, equal values too, as upstream: same["s"][i] is a value
+    assert isinstance(same.get("s"), NonTensorStack)
+    assert same["s"] == [["x", "x"], ["x", "x"]] and same["s"][1][0] == "x"
+    same_cat = torch.cat([TensorDict({"s": "x"}, [1]), TensorDict({"s": "x"}, [2])])
+    assert same_cat["s"] == ["x", "x", "x"]
     diff = torch.stack([TensorDict({"s": "x"}, [2]), TensorDict({"s": "y"}, [2])])
     assert isinstance(diff.get("s"), NonTensorStack)
     assert diff["s"] == [["x", "x"], ["y", "y"]]
