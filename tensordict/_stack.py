@@ -93,10 +93,7 @@ def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> N
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
-    capture = capture_non_tensor_stack(allow_none=True) is True or all(
-        isinstance(v, MetaData) for v in values
-    )
-    if capture and _all_equal(values):
+    if _all_equal(values):  # equal values stay one, as upstream's cat keeps them
         new_bs = list(values[0].batch_size)
         new_bs[dim] = sum(v.batch_size[dim] for v in values)
         return values[0]._with(torch.Size(new_bs), values[0].device)
