@@ -239,7 +239,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             total: Any = 0
             for leaf_key in leaf_keys:
                 v = lp.get(leaf_key)
-                extra = v.ndim - len(out.batch_size)
+                extra = v.ndim - len(dist.batch_shape)
                 total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
             out.set(self._log_prob_keys[0], total)
 

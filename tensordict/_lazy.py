@@ -439,6 +439,10 @@ class LazyStackedTensorDict(TensorDictBase):
             value = TensorDict(value, self._batch_size)
         elif not isinstance(value, (Tensor, CollectionPrimitives)):
             value = torch.as_tensor(value)
+        bs = self._batch_size
+        shape = value.batch_size if isinstance(value, CollectionPrimitives) else value.shape
+        if tuple(shape[: len(bs)]) != tuple(bs):  # checked before any member is written
+            raise leaf_shape_error(call, key, shape, bs)
         for member, part in zip(self.tensordicts, value.unbind(self.stack_dim), strict=True):
             member.set_(key, part)
         return self

@@ -578,8 +578,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._check_unlocked(call, key)
         self._tensordict[key] = self._convert(value, key, call)
 
-    def _set_inplace(self, key: str, value: Any, call: str) -> None:
-        """Write ``value`` into the existing entry ``key`` without replacing it."""
+    def _set_inplace(self, key: str, value: Any, call: str, batched: bool = True) -> None:
+        """Write ``value`` into the existing entry ``key`` without replacing it. A tensor
+        value must start with the batch size (``set_``, ``set(inplace=True)``, as upstream);
+        ``batched=False`` (``update_``) lets it broadcast over the batch dims too."""
         try:
             current = self._tensordict[key]
         except KeyError:
@@ -593,6 +595,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not isinstance(value, Tensor):
                 value = torch.as_tensor(value, device=current.device)
             if value.shape != current.shape:
+                bs = self._batch_size
+                if batched and bs and tuple(value.shape[: len(bs)]) != tuple(bs):
+                    raise leaf_shape_error(call, key, value.shape, bs)
                 _check_broadcast(value, current, key, call)
             current.copy_(value)  # casts to the leaf's dtype, as Tensor.copy_ and upstream
         elif isinstance(current, NonTensor):
@@ -940,7 +945,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             _COPY(dst, src)
         for node, key, value in rest:
             if type(key) is str:
-                node._set_inplace(key, value, call)
+                node._set_inplace(key, value, call, batched=False)
             else:
                 node.set_(key, value)
         return self
@@ -966,7 +971,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     dst.append(current)
                     src.append(value)
                 else:  # raises the error of set_ (or converts a non-tensor value)
-                    self._set_inplace(key, value, call)
+                    self._set_inplace(key, value, call, batched=False)
             elif _is_td(current) and _is_mapping(value):
                 current._gather_copies(value, dst, src, rest, call)
             elif current is None and type(key) is str:

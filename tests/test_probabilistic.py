@@ -402,3 +402,13 @@ def test_a_composite_is_a_torch_distribution() -> None:
     )
     assert isinstance(built, torch.distributions.Distribution) and built.batch_shape == (2,)
     assert built.sample((4,))["x"].shape == (4, 2)
+
+
+@pytest.mark.parametrize("outer", [[], [3]])
+def test_aggregated_log_prob_keeps_the_distributions_batch_dims(outer: list[int]) -> None:
+    params = _composite_params()["params"]  # batch [3]
+    with set_composite_lp_aggregate(True), set_interaction_type("mode"):
+        module = _composite_module(return_log_prob=True)
+        out = module(TensorDict(params=params, batch_size=outer))
+    assert out["sample_log_prob"].shape == (3,)
+    torch.testing.assert_close(out["sample_log_prob"], out["p_log_prob"] + out["q_log_prob"])

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 
 def _td() -> TensorDict:
@@ -88,3 +88,27 @@ def test_update_inplace_casts_and_broadcasts_as_tensor_copy_() -> None:
         o.copy_(v)
     for got, want in zip(leaves, oracle, strict=True):
         assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_set_inplace_wants_the_batch_size_where_update_inplace_broadcasts() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3)}, [2])
+    for value in (torch.ones(3), torch.tensor(5.0)):  # would spread over the batch: refused
+        with pytest.raises(RuntimeError, match=r"set_: shape .* of key 'a' does not start with"):
+            td.set_("a", value)
+        with pytest.raises(ValueError, match="batch dimension mismatch"):
+            td.set("a", value, inplace=True)
+    assert torch.equal(td["a"], torch.zeros(2, 3))
+    td.set_("a", torch.tensor([[1.0], [2.0]], dtype=torch.float64))  # feature dims broadcast
+    assert torch.equal(td["a"], torch.tensor([[1.0] * 3, [2.0] * 3]))
+    td.update_({"a": torch.full((3,), 4.0)})  # update_ broadcasts as Tensor.copy_, as upstream
+    assert torch.equal(td["a"], torch.full((2, 3), 4.0))
+
+
+def test_lazy_set_inplace_checks_the_batch_size_before_writing_any_member() -> None:
+    members = [TensorDict({"a": torch.zeros(3)}, []), TensorDict({"a": torch.zeros(3)}, [])]
+    stack = LazyStackedTensorDict.lazy_stack(members, 0)
+    with pytest.raises(ValueError, match=r"shape \(3,\) of key 'a' does not start with"):
+        stack.set_("a", torch.tensor([1.0, 2.0, 3.0]))
+    assert all(torch.equal(m["a"], torch.zeros(3)) for m in members)
+    stack.set_("a", torch.tensor([[1.0], [2.0]], dtype=torch.float64))
+    assert members[1]["a"].tolist() == [2.0, 2.0, 2.0] and members[1]["a"].dtype == torch.float32
