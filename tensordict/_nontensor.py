@@ -556,15 +556,14 @@ class NonTensorStack(NonTensor):
             f"batch size change from {tuple(self.batch_size)} to {tuple(batch_size)}"
         )
 
-    def _remap(self, fn: Callable[[Tensor], Tensor], batch_size: torch.Size) -> NonTensorStack:
-        return NonTensorStack._from_positions(self.values, fn(self.positions), self.device)
+    def _remap(self, fn: Callable[[Tensor], Tensor], batch_size: torch.Size) -> NonTensor:
+        return _from_positions(self, self.values, fn(self.positions), True)
 
     def _remap_many(
         self, fn: Callable[[Tensor], Sequence[Tensor]], batch_sizes: Sequence[torch.Size]
     ) -> list[NonTensor]:
-        return [
-            NonTensorStack._from_positions(self.values, p, self.device) for p in fn(self.positions)
-        ]
+        # one element (a 0-dim batch) is that element's NonTensorData, as upstream
+        return [_from_positions(self, self.values, p, True) for p in fn(self.positions)]
 
     def _written(self, index: Any, other: NonTensor, sub_bs: torch.Size) -> NonTensorStack:
         """A new stack with ``other``'s values at ``index`` (copy on write: views of this

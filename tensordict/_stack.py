@@ -16,7 +16,14 @@ import torch
 from torch import Tensor
 
 from tensordict._modules import params_view
-from tensordict._nontensor import MetaData, NonTensor, NonTensorData, NonTensorStack, as_stack
+from tensordict._nontensor import (
+    MetaData,
+    NonTensor,
+    NonTensorData,
+    NonTensorDataBase,
+    NonTensorStack,
+    as_stack,
+)
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack
 
@@ -89,7 +96,23 @@ def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> N
     capture = flag is True or all(isinstance(v, MetaData) for v in values)
     if capture and _all_equal(values):
         return values[0]._with(new_bs, values[0].device)
+    first = values[0]
+    single = [v for v in values if isinstance(v, NonTensorDataBase)]
+    if len(single) == len(values) and all(v.batch_size == first.batch_size for v in single):
+        return _stacked_values([v.data for v in single], dim, new_bs, first.device)
     return _joined(values, torch.stack, dim)
+
+
+def _stacked_values(
+    pool: list[Any], dim: int, new_bs: torch.Size, device: torch.device | None
+) -> NonTensorStack:
+    """The stack of one value per member, each spread over the member's batch: position
+    ``i`` along ``dim``, built in one go (``_joined``'s general path makes a stack per
+    member)."""
+    shape = [1] * len(new_bs)
+    shape[dim % len(new_bs)] = len(pool)
+    positions = torch.arange(len(pool)).view(shape).expand(new_bs).contiguous()
+    return NonTensorStack._from_positions(pool, positions, device)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:

@@ -142,3 +142,18 @@ def test_lazy_stacks_stack_member_by_member_at_the_top_too() -> None:
     assert mixed.batch_size == (2, 2)
     odd = torch.stack([first, lazy_stack([wide, narrow], 0).unsqueeze(0).squeeze(0)], 0)
     assert odd.batch_size == (2, 2)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_stacked_non_tensor_values_sit_at_their_members_elements(dim: int) -> None:
+    members = [
+        TensorDict({"x": torch.full((2, 3), float(i)), "s": f"v{i}"}, [2, 3]) for i in range(4)
+    ]
+    out = torch.stack(members, dim)
+    stacked_x = out["x"]
+    for index in torch.cartesian_prod(*[torch.arange(n) for n in out.batch_size]).tolist():
+        element = out[tuple(index)]
+        member = int(stacked_x[tuple(index)])
+        assert element["s"] == f"v{member}"
+        assert type(element.get("s")) is NonTensorData  # one element: its value, as upstream
+    assert torch.stack([members[0], members[0]]).get("s").tolist() == [[["v0"] * 3] * 2] * 2
