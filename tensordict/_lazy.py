@@ -34,6 +34,7 @@ from tensordict._keys import (
     key_path,
     locked_error,
     sort_key,
+    unravel_key,
 )
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
@@ -67,6 +68,19 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     [torch.Size([3]), torch.Size([4])]
     """
     return LazyStackedTensorDict(*tds, stack_dim=dim)
+
+
+class _Keys(list):  # type: ignore[type-arg]
+    """A lazy stack's keys: a list whose ``in`` unravels a nested key first, as a
+    TensorDict's keys view does (``("a", ("b",)) in s.keys(True)``)."""
+
+    def __contains__(self, key: object) -> bool:
+        if type(key) is not str and isinstance(key, tuple):
+            try:
+                key = unravel_key(key)
+            except (TypeError, ValueError):
+                return False
+        return list.__contains__(self, key)
 
 
 class LazyStackedTensorDict(TensorDictBase):
@@ -215,16 +229,16 @@ class LazyStackedTensorDict(TensorDictBase):
         """The keys present in every member, in the first member's order (``sort=True``:
         sorted by the ``"."``-joined key)."""
         if sort:
-            return sorted(self.keys(include_nested, leaves_only, is_leaf), key=sort_key)
+            return _Keys(sorted(self.keys(include_nested, leaves_only, is_leaf), key=sort_key))
         if not self.tensordicts:
-            return []
+            return _Keys()
         first, *others = self.tensordicts
         keys = [*first.keys(include_nested, leaves_only, is_leaf)]
         for other in others:  # one walk per member; filter only where members differ
             theirs = set(other.keys(include_nested, leaves_only, is_leaf))
             if len(theirs) != len(keys) or not theirs.issuperset(keys):
                 keys = [k for k in keys if k in theirs]
-        return keys
+        return _Keys(keys)
 
     valid_keys = keys  # upstream's name for the keys every member has
 

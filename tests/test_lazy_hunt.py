@@ -378,3 +378,11 @@ def test_stacking_lazy_stacks_that_differ_keeps_them_whole() -> None:
     assert out.tensordicts[0] is td_a and out.tensordicts[1] is td_b
     torch.testing.assert_close(out[1, 1]["b"], td_b[1]["b"])
     assert "a" not in out[0, 0].keys() and "a" in out[1, 0].keys()
+
+
+def test_lazy_keys_take_nested_keys_in_any_nesting() -> None:
+    members = [TensorDict({"a": torch.zeros(2), "n": {"b": torch.zeros(2)}}, [2])] * 2
+    keys = LazyStackedTensorDict.lazy_stack(members, 0).keys(True)
+    assert ("n", ("b",)) in keys and ("n", "b") in keys and ("a",) in keys and "a" in keys
+    assert "z" not in keys and ("n", "z") not in keys and (1, 2) not in keys
+    assert keys == ["a", "n", ("n", "b")]  # still the list it was
