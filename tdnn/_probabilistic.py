@@ -226,6 +226,12 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and
         for a module built under ``set_composite_lp_aggregate(True)`` their sum, over the
         members and their event dims, at the one log-prob key, as upstream."""
+        if composite_lp_aggregate() != self._aggregate:  # the keys were fixed when built
+            raise RuntimeError(
+                f"{type(self).__name__}: composite_lp_aggregate() is {not self._aggregate} but "
+                f"was {self._aggregate} when the module was built, which fixed its log-prob "
+                f"keys {self._log_prob_keys}: build it under the setting it runs under"
+            )
         with set_composite_lp_aggregate(False):
             lp = dist.log_prob(value)
         if not is_tensor_collection(lp):  # a distribution that sums on its own

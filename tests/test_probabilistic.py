@@ -412,3 +412,14 @@ def test_aggregated_log_prob_keeps_the_distributions_batch_dims(outer: list[int]
         out = module(TensorDict(params=params, batch_size=outer))
     assert out["sample_log_prob"].shape == (3,)
     torch.testing.assert_close(out["sample_log_prob"], out["p_log_prob"] + out["q_log_prob"])
+
+
+def test_a_composite_module_run_under_another_aggregation_setting_says_so() -> None:
+    module = _composite_module(return_log_prob=True)  # built with aggregation off
+    with (
+        set_composite_lp_aggregate(True),
+        pytest.raises(
+            RuntimeError, match=r"composite_lp_aggregate\(\) is True but was False when the module"
+        ),
+    ):
+        module(_composite_params())
