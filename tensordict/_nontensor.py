@@ -107,7 +107,7 @@ class NonTensor:
         into a stack as upstream does.
         """
         try:
-            positions = fn(self._positions())
+            positions = _apply_to(fn, self._positions())
         except (RuntimeError, IndexError, TypeError, ValueError) as err:
             raise type(err)(f"{type(self).__name__}.{call}: {err}") from None
         return _from_positions(self, self._values(), positions, spread)
@@ -300,6 +300,17 @@ class NonTensor:
         return NonTensorStack._from_positions(
             [*mine.values, *theirs.values], positions, self.device
         )
+
+
+def _apply_to(fn: Callable[[Tensor], Any], positions: Tensor) -> Any:
+    """``fn(positions)``; positions that are a broadcast view (stride 0, as a stack of
+    one value per member keeps them) are made dense first when ``fn`` cannot view them."""
+    try:
+        return fn(positions)
+    except RuntimeError:
+        if positions.is_contiguous():
+            raise
+        return fn(positions.contiguous())
 
 
 def _from_positions(
@@ -504,6 +515,19 @@ class NonTensorStack(NonTensor):
         return out
 
     @classmethod
+    def _from_valid_positions(
+        cls, values: list[Any], positions: Tensor, device: torch.device | None
+    ) -> NonTensorStack:
+        """``_from_positions`` for int64 positions the caller built inside ``values``'
+        range (no min/max pass over every element)."""
+        out = cls.__new__(cls)
+        out.values = values
+        out.positions = positions
+        out.batch_size = positions.shape
+        out.device = device
+        return out
+
+    @classmethod
     def from_list(cls, values: Sequence[Any], device: DeviceLike = None) -> NonTensorStack:
         """A stack of the elements of a (nested) list; its nesting gives the batch size.
 
@@ -557,13 +581,13 @@ class NonTensorStack(NonTensor):
         )
 
     def _remap(self, fn: Callable[[Tensor], Tensor], batch_size: torch.Size) -> NonTensor:
-        return _from_positions(self, self.values, fn(self.positions), True)
+        return _from_positions(self, self.values, _apply_to(fn, self.positions), True)
 
     def _remap_many(
         self, fn: Callable[[Tensor], Sequence[Tensor]], batch_sizes: Sequence[torch.Size]
     ) -> list[NonTensor]:
         # one element (a 0-dim batch) is that element's NonTensorData, as upstream
-        return [_from_positions(self, self.values, p, True) for p in fn(self.positions)]
+        return [_from_positions(self, self.values, p, True) for p in _apply_to(fn, self.positions)]
 
     def _written(self, index: Any, other: NonTensor, sub_bs: torch.Size) -> NonTensorStack:
         """A new stack with ``other``'s values at ``index`` (copy on write: views of this

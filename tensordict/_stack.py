@@ -108,11 +108,11 @@ def _stacked_values(
 ) -> NonTensorStack:
     """The stack of one value per member, each spread over the member's batch: position
     ``i`` along ``dim``, built in one go (``_joined``'s general path makes a stack per
-    member)."""
+    member). The positions are a broadcast view of ``arange``: no memory per element."""
     shape = [1] * len(new_bs)
     shape[dim % len(new_bs)] = len(pool)
-    positions = torch.arange(len(pool)).view(shape).expand(new_bs).contiguous()
-    return NonTensorStack._from_positions(pool, positions, device)
+    positions = torch.arange(len(pool)).view(shape).expand(new_bs)
+    return NonTensorStack._from_valid_positions(pool, positions, device)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:

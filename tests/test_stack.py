@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
 
@@ -157,3 +162,60 @@ def test_stacked_non_tensor_values_sit_at_their_members_elements(dim: int) -> No
         assert element["s"] == f"v{member}"
         assert type(element.get("s")) is NonTensorData  # one element: its value, as upstream
     assert torch.stack([members[0], members[0]]).get("s").tolist() == [[["v0"] * 3] * 2] * 2
+
+
+def _labels_follow_members(out: Any) -> None:
+    """Every element's label is the one of the member its ``i`` leaf came from."""
+    ids = out["i"].reshape(-1).tolist()
+    value = out.get("s")
+    labels = value.tolist() if isinstance(value, NonTensorStack) else [value.data] * len(ids)
+    flat: list[Any] = labels
+    while flat and isinstance(flat[0], list):
+        flat = [x for row in flat for x in row]
+    assert flat == [f"v{i}" for i in ids]
+
+
+SHAPE_OPS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("view", lambda t: t.view(-1)),
+    ("reshape", lambda t: t.reshape(3, 8)),
+    ("permute", lambda t: t.permute(2, 0, 1)),
+    ("transpose", lambda t: t.transpose(0, 1)),
+    ("unsqueeze", lambda t: t.unsqueeze(1)),
+    ("flatten", lambda t: t.flatten(0, 1)),
+    ("unflatten", lambda t: t.unflatten(2, (3, 1))),
+    ("expand", lambda t: t.unsqueeze(0).expand(2, 4, 2, 3)),
+    ("index", lambda t: t[1:, 0]),
+    ("mask", lambda t: t[torch.tensor([True, False, True, True])]),
+    ("clone", lambda t: t.clone()),
+    ("cat", lambda t: torch.cat([t, t], 1)),
+    ("unbind", lambda t: t.unbind(2)[1]),
+    ("contiguous", lambda t: t.contiguous()),
+    ("pickle", lambda t: pickle.loads(pickle.dumps(t))),
+    ("consolidate", lambda t: t.consolidate()),
+]
+
+
+@pytest.mark.parametrize(("name", "op"), SHAPE_OPS, ids=[n for n, _ in SHAPE_OPS])
+def test_stacked_labels_follow_their_members_through_shape_ops(
+    name: str, op: Callable[[Any], Any]
+) -> None:
+    members = [TensorDict({"i": torch.full((2, 3), i), "s": f"v{i}"}, [2, 3]) for i in range(4)]
+    stacked = torch.stack(members, 0)
+    _labels_follow_members(op(stacked))
+
+
+def test_writing_one_element_of_a_stacked_label_leaves_the_others() -> None:
+    stacked = torch.stack([TensorDict({"s": f"v{i}"}, [2]) for i in range(3)], 1)
+    stacked[0, 1] = TensorDict({"s": "new"}, [])
+    assert stacked["s"] == [["v0", "new", "v2"], ["v0", "v1", "v2"]]
+    labels = stacked.get("s")
+    labels[1] = ["a", "b", "c"]
+    assert stacked["s"] == [["v0", "new", "v2"], ["a", "b", "c"]]
+
+
+def test_stacked_labels_survive_a_memmap_round_trip(tmp_path: Path) -> None:
+    stacked = torch.stack(
+        [TensorDict({"i": torch.full((2,), i), "s": f"v{i}"}, [2]) for i in range(3)]
+    )
+    stacked.memmap(tmp_path / "ckpt")
+    _labels_follow_members(TensorDict.load_memmap(tmp_path / "ckpt"))
