@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -25,6 +25,16 @@ def _suffixed(key: NestedKey, suffix: str) -> NestedKey:
 def log_prob_key_of(key: NestedKey) -> NestedKey:
     """``"x"`` -> ``"x_log_prob"``; ``("a", "x")`` -> ``("a", "x_log_prob")``."""
     return _suffixed(key, "_log_prob")
+
+
+def summed(values: Iterable[torch.Tensor], batch_ndim: int) -> Any:
+    """The sum of per-member values over the members and each one's dims past the first
+    ``batch_ndim`` (its event dims): what an aggregated log-prob or entropy is."""
+    total: Any = 0
+    for v in values:
+        extra = v.ndim - batch_ndim
+        total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
+    return total
 
 
 class CompositeDistribution(torch.distributions.Distribution):
@@ -156,11 +166,7 @@ class CompositeDistribution(torch.distributions.Distribution):
     ) -> Any:
         values = {k: fn(k, d) for k, d in self.dists.items()}
         if composite_lp_aggregate():
-            total: Any = 0
-            for v in values.values():
-                extra = v.ndim - len(self.batch_shape)
-                total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
-            return total
+            return summed(values.values(), len(self.batch_shape))
         named = {_suffixed(k, suffix): v for k, v in values.items()}
         return TensorDict(named, self.batch_shape)
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from tdnn._base import TensorDictModuleBase, unravel_keys
-from tdnn._composite import CompositeDistribution, log_prob_key_of
+from tdnn._composite import CompositeDistribution, log_prob_key_of, summed
 from tdnn._distributions import Delta
 from tdnn._fastcall import put
 from tdnn._interaction import (
@@ -242,11 +242,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         for leaf_key, target in zip(leaf_keys, targets, strict=False):
             out.set(target, lp.get(leaf_key))
         if self._aggregate:
-            total: Any = 0
-            for leaf_key in leaf_keys:
-                v = lp.get(leaf_key)
-                extra = v.ndim - len(dist.batch_shape)
-                total = total + (v.sum(tuple(range(-extra, 0))) if extra > 0 else v)
+            total = summed((lp.get(k) for k in leaf_keys), len(dist.batch_shape))
             out.set(self._log_prob_keys[0], total)
 
     def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:

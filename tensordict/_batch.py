@@ -107,6 +107,14 @@ def unreadable_shape_error(
     )
 
 
+def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    """Whether a value of ``shape`` broadcasts to ``target`` (as ``Tensor.copy_`` and
+    ``expand`` take it): no more dims, and each of its dims 1 or ``target``'s."""
+    return len(shape) <= len(target) and all(
+        size in (1, want) for size, want in zip(reversed(shape), reversed(target), strict=False)
+    )
+
+
 def starts_with(shape: torch.Size, batch_size: torch.Size) -> bool:
     """Whether ``shape`` begins with ``batch_size``."""
     n = len(batch_size)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._batch import broadcasts_to
 from tensordict._mapping import is_plain_mapping
 from tensordict._memmap_views import MAPPED_CLASS, index_mapped_into, learn_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
@@ -105,13 +106,7 @@ class ZeroDimIndexError(IndexError, RuntimeError):
 
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
-    if value_bs == sub_bs:  # the common case, without torch's symbolic broadcast rule
-        return
-    try:
-        ok = torch.broadcast_shapes(value_bs, sub_bs) == sub_bs  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        ok = False
-    if not ok:
+    if value_bs != sub_bs and not broadcasts_to(value_bs, sub_bs):
         raise BatchBroadcastError(
             f"{call}: Cannot broadcast the tensordict of batch size {tuple(value_bs)} to the "
             f"indexed batch size {tuple(sub_bs)} (batch dimension mismatch)"

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
-from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error
+from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error, starts_with
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -455,7 +455,7 @@ class LazyStackedTensorDict(TensorDictBase):
             value = torch.as_tensor(value)
         bs = self._batch_size
         shape = value.batch_size if isinstance(value, CollectionPrimitives) else value.shape
-        if tuple(shape[: len(bs)]) != tuple(bs):  # checked before any member is written
+        if not starts_with(shape, bs):  # checked before any member is written
             raise leaf_shape_error(call, key, shape, bs)
         for member, part in zip(self.tensordicts, value.unbind(self.stack_dim), strict=True):
             member.set_(key, part)

@@ -19,27 +19,27 @@ def misfits(td: Any, size: torch.Size, prefix: tuple[str, ...]) -> list[str]:
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):
             continue
+        nested = hasattr(value, "_tensordict")  # a dense nested level
+        shape = value._batch_size if nested else value.shape
+        if starts_with(shape, size):
+            continue
         path = (*prefix, key)
-        if hasattr(value, "_tensordict"):  # a dense nested level
-            shape = value._batch_size
-            if starts_with(shape, size):
-                continue
-            if len(shape) < len(size) and size[: len(shape)] == shape:
-                bad.extend(misfits(value, size, path))
-                continue
+        if nested and _refinable(shape, size):
+            bad.extend(misfits(value, size, path))
         else:
-            shape = value.shape
-            if starts_with(shape, size):
-                continue
-        bad.append(f"{path if len(path) > 1 else path[0]!r} {tuple(shape)}")
+            bad.append(f"{path if len(path) > 1 else path[0]!r} {tuple(shape)}")
     return bad
+
+
+def _refinable(batch_size: torch.Size, size: torch.Size) -> bool:
+    """Whether ``batch_size`` is a shorter prefix of ``size``."""
+    return len(batch_size) < len(size) and starts_with(size, batch_size)
 
 
 def grow_nested(td: Any, size: torch.Size) -> None:
     """Give every nested TensorDict of ``td`` whose batch size is a shorter prefix of
     ``size`` the batch size ``size`` (after :func:`misfits` found none in the way)."""
     for value in td._tensordict.values():
-        if hasattr(value, "_tensordict") and not isinstance(value, NonTensor):
-            shape = value._batch_size
-            if len(shape) < len(size) and size[: len(shape)] == shape:
-                value.batch_size = size
+        nested = hasattr(value, "_tensordict") and not isinstance(value, NonTensor)
+        if nested and _refinable(value._batch_size, size):
+            value.batch_size = size

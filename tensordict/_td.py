@@ -17,6 +17,7 @@ from tensordict._batch import (
     DeviceLike,
     as_batch_size,
     as_device,
+    broadcasts_to,
     leaf_shape_error,
     starts_with,
     unreadable_shape_error,
@@ -83,11 +84,7 @@ class InPlaceShapeError(ValueError, RuntimeError):
 
 def _check_broadcast(value: Tensor, leaf: Tensor, key: object, call: str) -> None:
     """Refuse, before anything is written, a value that ``leaf.copy_`` cannot broadcast."""
-    shape, target = value.shape, leaf.shape
-    fits = len(shape) <= len(target) and all(
-        size in (1, want) for size, want in zip(reversed(shape), reversed(target), strict=False)
-    )
-    if not fits:
+    if not broadcasts_to(value.shape, leaf.shape):
         raise InPlaceShapeError(
             f"{call}: shape {tuple(value.shape)} does not broadcast to the shape "
             f"{tuple(leaf.shape)} of key {key!r} (Failed to update {key!r} in place)"
@@ -596,7 +593,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 value = torch.as_tensor(value, device=current.device)
             if value.shape != current.shape:
                 bs = self._batch_size
-                if batched and bs and tuple(value.shape[: len(bs)]) != tuple(bs):
+                if batched and not starts_with(value.shape, bs):
                     raise leaf_shape_error(call, key, value.shape, bs)
                 _check_broadcast(value, current, key, call)
             current.copy_(value)  # casts to the leaf's dtype, as Tensor.copy_ and upstream
