@@ -115,6 +115,23 @@ def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     )
 
 
+class InPlaceShapeError(ValueError, RuntimeError):
+    """A value written into an existing leaf whose shape does not broadcast to the leaf's
+    (a ValueError, and the RuntimeError ``Tensor.copy_`` raises upstream)."""
+
+
+def check_copy_broadcast(
+    shape: Sequence[int], target: Sequence[int], key: object, call: str
+) -> None:
+    """Refuse, before anything is written, a value of ``shape`` that ``copy_`` into a leaf
+    (or a leaf's indexed part) of shape ``target`` cannot broadcast."""
+    if not broadcasts_to(shape, target):
+        raise InPlaceShapeError(
+            f"{call}: shape {tuple(shape)} does not broadcast to the shape "
+            f"{tuple(target)} of key {key!r} (Failed to update {key!r} in place)"
+        )
+
+
 def starts_with(shape: torch.Size, batch_size: torch.Size) -> bool:
     """Whether ``shape`` begins with ``batch_size``."""
     n = len(batch_size)

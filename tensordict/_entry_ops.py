@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict._batch import check_copy_broadcast
+from tensordict._index import _indexed_shape, _normalise
 from tensordict._keys import NO_DEFAULT, NestedKey, join_path, key_path
 from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -454,6 +456,9 @@ class EntryOps(CollectionPrimitives):
         call = self._call("update_at_")
         wanted = None if keys_to_update is None else {key_path(k, call) for k in keys_to_update}
         non_tensor: list[tuple[str, ...]] = []
+        writes: list[tuple[tuple[str, ...], Any]] = []
+        bs = self.batch_size
+        sub_bs: torch.Size | None = None
         for key, value in (
             input_dict_or_td.items(True, leaves_only=True, is_leaf=with_non_tensor)
             if isinstance(input_dict_or_td, CollectionPrimitives)
@@ -462,13 +467,21 @@ class EntryOps(CollectionPrimitives):
             path = key_path(key, call)
             if wanted is not None and not any(path[: len(w)] == w for w in wanted):
                 continue
-            if self._get_path_or_none(path) is None:
+            leaf = self._get_path_or_none(path)
+            if leaf is None:
                 raise KeyError(f"{call}: key {join_path(path)!r} was not found")
             if isinstance(value, NonTensor):
                 non_tensor.append(path)
                 continue
-            if clone and isinstance(value, Tensor):
-                value = value.clone()
+            if isinstance(value, Tensor) and isinstance(leaf, Tensor):
+                if sub_bs is None:  # every key is checked before the first write
+                    sub_bs = _indexed_shape(call, idx, _normalise(idx, len(bs)), bs)
+                shown = path[0] if len(path) == 1 else path
+                check_copy_broadcast(value.shape, sub_bs + leaf.shape[len(bs) :], shown, call)
+                if clone:
+                    value = value.clone()
+            writes.append((path, value))
+        for path, value in writes:
             self.set_at_(path, value, idx)
         if non_tensor and isinstance(input_dict_or_td, CollectionPrimitives):
             self._set_at_index(idx, input_dict_or_td.select(*non_tensor))

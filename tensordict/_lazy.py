@@ -21,7 +21,13 @@ from torch import Tensor
 
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
-from tensordict._batch import KeysMismatchError, dim_error, leaf_shape_error, starts_with
+from tensordict._batch import (
+    KeysMismatchError,
+    check_copy_broadcast,
+    dim_error,
+    leaf_shape_error,
+    starts_with,
+)
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
@@ -540,11 +546,44 @@ class LazyStackedTensorDict(TensorDictBase):
                 member.update_(part)
             return self
         if keys_to_update is not None or is_plain_mapping(other):
-            other = update_source(other, False, keys_to_update, self._call("update_"))
-            other = TensorDict.from_dict(other, batch_size=self._batch_size)
+            call = self._call("update_")
+            flat = update_source(other, False, keys_to_update, call)
+            each: dict[tuple[str, ...], Tensor] = {}  # ragged leaves: one value per member
+            for path, value in list(flat.items()):
+                if isinstance(value, Tensor) and not starts_with(value.shape, self._batch_size):
+                    spread = self._spread(path, value, call)
+                    if spread is None:
+                        each[path] = flat.pop(path)
+                    else:
+                        flat[path] = spread
+            other = TensorDict.from_dict(flat, batch_size=self._batch_size)
+            if each:
+                for member in self.tensordicts:
+                    member.update_(each)
         for key, value in other.items(True, True, is_leaf=with_non_tensor):
             self.set_(key, value)
         return self
+
+    def _spread(self, path: tuple[str, ...], value: Tensor, call: str) -> Tensor | None:
+        """``value`` broadcast (a view) to the stacked shape of the leaf at ``path``, as
+        ``update_`` spreads a value over the batch dims like ``Tensor.copy_``; ``None`` when
+        the leaves are ragged and ``value`` (checked against each) goes to every member as
+        it is. A value for a missing key is returned as is, for the write to report."""
+        leaves = [m._get_path_or_none(path) for m in self.tensordicts]
+        if not leaves or not all(isinstance(leaf, Tensor) for leaf in leaves):
+            return value
+        shapes = [leaf.shape for leaf in leaves]
+        shown = path[0] if len(path) == 1 else path
+        first, sd = shapes[0], self.stack_dim
+        if all(shape == first for shape in shapes):
+            full = (*first[:sd], len(shapes), *first[sd:])
+            check_copy_broadcast(value.shape, full, shown, call)
+            return value.expand(full)
+        for shape in shapes:  # ragged: the value must stay clear of the stack dim
+            if value.dim() > len(shape) - sd:
+                raise leaf_shape_error(call, shown, value.shape, self._batch_size)
+            check_copy_broadcast(value.shape, shape, shown, call)
+        return None
 
     def del_(self, key: NestedKey) -> LazyStackedTensorDict:
         """Remove ``key`` from every member."""

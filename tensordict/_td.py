@@ -17,7 +17,7 @@ from tensordict._batch import (
     DeviceLike,
     as_batch_size,
     as_device,
-    broadcasts_to,
+    check_copy_broadcast,
     leaf_shape_error,
     starts_with,
     unreadable_shape_error,
@@ -75,20 +75,6 @@ def is_tensor_collection(obj: object) -> bool:
     """
     cls = obj if isinstance(obj, type) else type(obj)
     return issubclass(cls, CollectionPrimitives)
-
-
-class InPlaceShapeError(ValueError, RuntimeError):
-    """A value written into an existing leaf whose shape does not broadcast to the leaf's
-    (a ValueError, and the RuntimeError ``Tensor.copy_`` raises upstream)."""
-
-
-def _check_broadcast(value: Tensor, leaf: Tensor, key: object, call: str) -> None:
-    """Refuse, before anything is written, a value that ``leaf.copy_`` cannot broadcast."""
-    if not broadcasts_to(value.shape, leaf.shape):
-        raise InPlaceShapeError(
-            f"{call}: shape {tuple(value.shape)} does not broadcast to the shape "
-            f"{tuple(leaf.shape)} of key {key!r} (Failed to update {key!r} in place)"
-        )
 
 
 def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> TensorDict:
@@ -575,18 +561,24 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self._check_unlocked(call, key)
         self._tensordict[key] = self._convert(value, key, call)
 
-    def _set_inplace(self, key: str, value: Any, call: str, batched: bool = True) -> None:
+    def _set_inplace(
+        self, key: str, value: Any, call: str, batched: bool = True, shown: object = None
+    ) -> None:
         """Write ``value`` into the existing entry ``key`` without replacing it. A tensor
         value must start with the batch size (``set_``, ``set(inplace=True)``, as upstream);
-        ``batched=False`` (``update_``) lets it broadcast over the batch dims too."""
+        ``batched=False`` (``update_``) lets it broadcast over the batch dims too. Errors
+        name the key as ``shown`` (the full nested key), else as ``key``."""
         try:
             current = self._tensordict[key]
         except KeyError:
-            raise missing_key_error(call, key, self._tensordict) from None
+            raise missing_key_error(
+                call, key if shown is None else shown, self._tensordict
+            ) from None
+        name = key if shown is None else shown
         if isinstance(current, Tensor):
             if isinstance(value, (CollectionPrimitives, Mapping, NonTensor)):
                 raise TypeError(
-                    f"{call}: key {key!r} holds a tensor; cannot write a "
+                    f"{call}: key {name!r} holds a tensor; cannot write a "
                     f"{type(value).__name__} into it in place"
                 )
             if not isinstance(value, Tensor):
@@ -594,21 +586,21 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if value.shape != current.shape:
                 bs = self._batch_size
                 if batched and not starts_with(value.shape, bs):
-                    raise leaf_shape_error(call, key, value.shape, bs)
-                _check_broadcast(value, current, key, call)
+                    raise leaf_shape_error(call, name, value.shape, bs)
+                check_copy_broadcast(value.shape, current.shape, name, call)
             current.copy_(value)  # casts to the leaf's dtype, as Tensor.copy_ and upstream
         elif isinstance(current, NonTensor):
             new = self._convert(value, key, call)
             if not isinstance(new, NonTensor):
                 raise TypeError(
-                    f"{call}: key {key!r} holds non-tensor data; cannot write a "
+                    f"{call}: key {name!r} holds non-tensor data; cannot write a "
                     f"{type(value).__name__} into it in place"
                 )
             self._tensordict[key] = new
         else:
             if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):
                 raise TypeError(
-                    f"{call}: key {key!r} holds a nested TensorDict; got {type(value).__name__}"
+                    f"{call}: key {name!r} holds a nested TensorDict; got {type(value).__name__}"
                 )
             current.update_(value)
 
@@ -832,7 +824,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         node = self
         for part in path[:-1]:
             node = node._subtd(part, self._call("set_"), create=False)
-        node._set_inplace(path[-1], value, self._call("set_"))
+        node._set_inplace(
+            path[-1], value, self._call("set_"), shown=path if len(path) > 1 else None
+        )
         return self
 
     def del_(self, key: NestedKey) -> TensorDict:
@@ -954,25 +948,36 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         src: list[Tensor],
         rest: list[tuple[TensorDict, Any, Any]],
         call: str,
+        prefix: tuple[str, ...] = (),
     ) -> None:
         """Sort the writes of ``update_``: matching tensor pairs into ``dst``/``src`` (checked
-        here), everything else into ``rest``."""
+        here, errors naming the full key below ``prefix``), everything else into ``rest``."""
         store = self._tensordict
         items = other._tensordict.items() if _is_td(other) else other.items()
         for key, value in items:
-            current = store.get(key) if type(key) is str else None
+            if type(key) is not str:  # a nested key: sorted at its own level
+                path = key_path(key, call)
+                node = self._get_path_or_none(path[:-1])
+                if _is_td(node):
+                    node._gather_copies({path[-1]: value}, dst, src, rest, call, path[:-1])
+                else:  # a missing level or a ragged stack: set_ reports or writes it
+                    rest.append((self, key, value))
+                continue
+            current = store.get(key)
             if isinstance(current, Tensor):
                 if isinstance(value, Tensor):  # copied as Tensor.copy_ does: cast, broadcast
                     if value.shape != current.shape:
-                        _check_broadcast(value, current, key, call)
+                        full = (*prefix, key) if prefix else key
+                        check_copy_broadcast(value.shape, current.shape, full, call)
                     dst.append(current)
                     src.append(value)
                 else:  # raises the error of set_ (or converts a non-tensor value)
-                    self._set_inplace(key, value, call, batched=False)
+                    nested = (*prefix, key) if prefix else None
+                    self._set_inplace(key, value, call, batched=False, shown=nested)
             elif _is_td(current) and _is_mapping(value):
-                current._gather_copies(value, dst, src, rest, call)
-            elif current is None and type(key) is str:
-                raise missing_key_error(call, key, store)
+                current._gather_copies(value, dst, src, rest, call, (*prefix, key))
+            elif current is None:
+                raise missing_key_error(call, (*prefix, key) if prefix else key, store)
             else:
                 rest.append((self, key, value))
 

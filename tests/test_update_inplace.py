@@ -112,3 +112,67 @@ def test_lazy_set_inplace_checks_the_batch_size_before_writing_any_member() -> N
     assert all(torch.equal(m["a"], torch.zeros(3)) for m in members)
     stack.set_("a", torch.tensor([[1.0], [2.0]], dtype=torch.float64))
     assert members[1]["a"].tolist() == [2.0, 2.0, 2.0] and members[1]["a"].dtype == torch.float32
+
+
+def test_update_nested_key_errors_name_the_full_key() -> None:
+    td = _td()
+    with pytest.raises(ValueError, match=r"TensorDict.update_: .* key \('n', 'c'\)"):
+        td.update_({("n", "c"): torch.ones(3, 4)})
+    with pytest.raises(ValueError, match=r"TensorDict.update_: .* key \('n', 'c'\)"):
+        td.update_({"n": {"c": torch.ones(3, 4)}})
+    with pytest.raises(ValueError, match=r"TensorDict.set_: .* key \('n', 'c'\)"):
+        td.set_(("n", "c"), torch.ones(3, 4))
+    with pytest.raises(KeyError, match=r"TensorDict.update_: key \('n', 'd'\)"):
+        td.update_({"a": torch.ones(3, 2), ("n", "d"): torch.ones(3)})
+    assert td["a"].eq(0).all()  # nothing written before the refusal
+    td.update_({("n", "c"): torch.full((3,), 4.0)})  # a nested key written like a nested dict
+    assert td["n", "c"].tolist() == [4.0, 4.0, 4.0]
+
+
+def test_update_at_checks_every_key_before_writing() -> None:
+    td = _td()
+    with pytest.raises(
+        ValueError, match=r"update_at_: shape \(5,\) .* shape \(\) of key \('n', 'c'\)"
+    ):
+        td.update_at_({"a": torch.ones(2), ("n", "c"): torch.ones(5)}, 1)
+    assert td["a"].eq(0).all()
+    mask = torch.tensor([True, False, True])
+    with pytest.raises(ValueError, match=r"shape \(3,\) .* shape \(2, 2\) of key 'a'"):
+        td.update_at_({"b": torch.ones(2, dtype=torch.long), "a": torch.ones(3)}, mask)
+    assert td["b"].eq(0).all()
+    td.update_at_({"a": torch.ones(2), "n": {"c": torch.ones(2)}}, mask)
+    assert td["a"].tolist() == [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    assert td["n", "c"].tolist() == [1.0, 0.0, 1.0]
+
+
+def _lazy() -> LazyStackedTensorDict:
+    return LazyStackedTensorDict(
+        *(
+            TensorDict(
+                a=torch.zeros(3), n=TensorDict(c=torch.zeros(3, 2), batch_size=[3]), batch_size=[3]
+            )
+            for _ in range(2)
+        ),
+        stack_dim=0,
+    )
+
+
+@pytest.mark.parametrize(
+    "value", [torch.tensor(5.0), torch.arange(3.0), torch.ones(1, 3), torch.arange(2.0).view(2, 1)]
+)
+def test_lazy_update_from_a_dict_broadcasts_as_dense(value: torch.Tensor) -> None:
+    lazy, dense = _lazy(), _lazy().to_tensordict()
+    lazy.update_({"a": value, "n": {"c": torch.ones(2)}})
+    dense.update_({"a": value, "n": {"c": torch.ones(2)}})
+    assert torch.equal(lazy["a"], dense["a"]) and torch.equal(lazy["n", "c"], dense["n", "c"])
+    with pytest.raises(ValueError, match=r"LazyStackedTensorDict.update_: shape \(4,\) .* key 'a'"):
+        lazy.update_({"a": torch.ones(4)})
+
+
+def test_ragged_lazy_update_gives_a_broadcast_value_to_each_member() -> None:
+    lazy = LazyStackedTensorDict(TensorDict(a=torch.zeros(3)), TensorDict(a=torch.zeros(4)))
+    lazy.update_({"a": torch.tensor(2.0)})
+    assert [m["a"].tolist() for m in lazy.tensordicts] == [[2.0] * 3, [2.0] * 4]
+    with pytest.raises(ValueError, match=r"key 'a'"):
+        lazy.update_({"a": torch.ones(1, 3)})  # it would need the stack dim
+    assert [m["a"].tolist() for m in lazy.tensordicts] == [[2.0] * 3, [2.0] * 4]
