@@ -139,6 +139,10 @@ class _Plan:
         out: Any,
         mp_start_method: str | None,
         max_tasks_per_child: int | None,
+        generator: torch.Generator | None = None,
+        worker_threads: int = 1,
+        index_with_generator: bool = False,
+        shuffle: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"{call}: fn must be callable, got {type(fn).__name__}")
@@ -155,6 +159,19 @@ class _Plan:
         _positive(call, "num_chunks", num_chunks, 1)
         _positive(call, "num_workers", num_workers, 1)
         _positive(call, "max_tasks_per_child", max_tasks_per_child, 1)
+        _positive(call, "worker_threads", worker_threads, 1)
+        for name, flag in (("index_with_generator", index_with_generator), ("shuffle", shuffle)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{call}: {name} must be a bool, got {type(flag).__name__}")
+        if shuffle and not index_with_generator:
+            raise RuntimeError(
+                f"{call}: shuffle=True indexes each chunk when a worker asks for it; it needs "
+                "index_with_generator=True"
+            )
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"{call}: generator must be a torch.Generator, got {type(generator).__name__}"
+            )
         if pool is not None:
             if not hasattr(pool, "apply_async"):
                 raise TypeError(
@@ -184,6 +201,16 @@ class _Plan:
         self.method = None if pool is not None else _start_method(call, mp_start_method)
         self.max_tasks = max_tasks_per_child
         self.bounds = _bounds(self.total, chunksize, num_chunks, workers) if self.total else [0]
+        self.threads = worker_threads
+        self.shuffle = shuffle
+        # The workers of a pool map starts are seeded (a caller's pool only when given a
+        # generator): the base seed comes from ``generator``, else from torch's global RNG
+        # (as DataLoader's), so calls differ and torch.manual_seed makes them reproducible.
+        self.seed = None
+        if pool is None or generator is not None:
+            source = generator if generator is not None else torch.default_generator
+            self.seed = int(torch.randint(0, 2**62, (), generator=source))
+        self.order = torch.randperm(self.total, generator=generator) if shuffle else None
 
     @property
     def chunks(self) -> list[tuple[int, int]]:
@@ -204,6 +231,9 @@ def receipts(
         plan.out if out_shared else None,
         scratch,
         gather,
+        plan.seed,
+        plan.order,
+        plan.threads,
     )
     pool = plan.pool
     owned = pool is None
@@ -231,7 +261,7 @@ def receipts(
             )
         ready: dict[int, Any] = {}
         for want in range(len(plan.chunks)):
-            while want not in ready:
+            while (not ready) if plan.shuffle else (want not in ready):
                 try:
                     i, receipt = inbox.get(timeout=_POLL_S)
                 except queue.Empty:
@@ -245,6 +275,8 @@ def receipts(
                 if bar is not None and isinstance(receipt, Done):
                     bar.update(receipt.count)
                 ready[i] = receipt
+            if plan.shuffle:  # shuffled chunks come back as they finish
+                want = next(iter(ready))
             receipt = ready.pop(want)
             _check(plan, want, receipt)  # in chunk order: the first failing chunk is named
             yield receipt
@@ -373,7 +405,8 @@ def run_map_iter(plan: _Plan, pbar: bool) -> Iterator[Any]:
     # closed first (its pool terminated) whatever the interpreter's collection order
     source = receipts(plan, False, pbar, scratch, gather=False)
     try:
-        for receipt, (start, stop) in zip(source, plan.chunks, strict=True):
+        for receipt in source:
+            start, stop = plan.chunks[receipt.index]
             if receipt.kind == "none":
                 yield from [None] * (stop - start if plan.stack else 1)
             else:
@@ -402,6 +435,9 @@ class MapOps(CollectionPrimitives):
         pbar: bool = False,
         mp_start_method: str | None = None,
         max_tasks_per_child: int | None = None,
+        generator: torch.Generator | None = None,
+        worker_threads: int = 1,
+        index_with_generator: bool = False,
     ) -> Any:
         """Call ``fn`` on chunks along ``dim`` in worker processes and join the results.
 
@@ -410,6 +446,13 @@ class MapOps(CollectionPrimitives):
         results are concatenated along ``dim`` in chunk order, or written into ``out``
         (by the workers themselves when ``out`` is shared or memory-mapped). When ``fn``
         returns None (it wrote into its chunk in place), map returns ``out`` (or None).
+
+        Task ``i`` (chunk ``i``; with ``chunksize=0``, the ``i``-th group of items) runs
+        with torch, NumPy and ``random`` seeded by a base seed plus ``i``, the base drawn
+        from ``generator`` (default: torch's global RNG), so workers draw different
+        numbers; a caller's ``pool`` is seeded only when given a ``generator``.
+        ``worker_threads`` sets torch's threads per worker. Chunks are always indexed in
+        the workers, so ``index_with_generator`` changes nothing.
         See docs/map.md.
 
         >>> import torch
@@ -430,6 +473,9 @@ class MapOps(CollectionPrimitives):
             out,
             mp_start_method,
             max_tasks_per_child,
+            generator,
+            worker_threads,
+            index_with_generator,
         )
         return run_map(plan, pbar)
 
@@ -445,9 +491,16 @@ class MapOps(CollectionPrimitives):
         pbar: bool = False,
         mp_start_method: str | None = None,
         max_tasks_per_child: int | None = None,
+        shuffle: bool = False,
+        generator: torch.Generator | None = None,
+        worker_threads: int = 1,
+        index_with_generator: bool = True,
     ) -> Iterator[Any]:
         """Like :meth:`map`, yielding each chunk's result in order instead of joining them
         (each item's result with ``chunksize=0``). Workers stop when the iterator is closed.
+
+        ``shuffle=True`` fills the chunks from a random permutation along ``dim`` (drawn
+        from ``generator``, default torch's global RNG) and yields them as they finish.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -467,5 +520,9 @@ class MapOps(CollectionPrimitives):
             None,
             mp_start_method,
             max_tasks_per_child,
+            generator,
+            worker_threads,
+            index_with_generator,
+            shuffle,
         )
         return run_map_iter(plan, pbar)

@@ -18,12 +18,14 @@ import contextlib
 import hashlib
 import os
 import pickle
+import random
 import traceback
 import uuid
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -45,6 +47,9 @@ class Job:
     out: Any  # a shared / memory-mapped destination, or None
     scratch: str  # the folder for result files
     gather: bool  # write gatherable results into whole-output files (map, not map_iter)
+    seed: int | None = None  # task i (a chunk, or a group of items) runs under seed + i
+    order: Tensor | None = None  # map_iter(shuffle=True): position i reads item order[i]
+    threads: int = 1  # torch threads in each worker of a pool map starts
 
 
 @dataclass
@@ -74,10 +79,20 @@ _ITEM: list[int | None] = [None]  # the item being processed (chunksize=0), for 
 
 
 def install(job: Job) -> None:
-    """Pool initializer: keep the job for every task and run torch on one thread."""
+    """Pool initializer: keep the job for every task and set torch's thread count."""
     global _JOB  # noqa: PLW0603
     _JOB = job
-    torch.set_num_threads(1)
+    torch.set_num_threads(job.threads)
+
+
+def _seed(seed: int) -> None:
+    """Seed torch, NumPy and ``random`` in this worker (the RNGs a user's ``fn`` draws from).
+    torch's CPU generator directly: ``torch.manual_seed`` costs ~150 us, 150x more."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        torch.cuda.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
 
 
 def run_task(task: tuple[Job | None, int, int, int]) -> Done | Failed:
@@ -106,16 +121,19 @@ def at(dim: int, index: Any) -> Any:
 
 
 def _run(job: Job, index: int, start: int, stop: int) -> Done:
-    fn, src, dim = job.fn.fn, job.source, job.dim
+    fn, src, dim, order = job.fn.fn, job.source, job.dim, job.order
+    if job.seed is not None:
+        _seed(job.seed + index)
     if job.stack:
         results = []
         for j in range(start, stop):
             _ITEM[0] = j
-            results.append(fn(src[at(dim, j)]))
+            results.append(fn(src[at(dim, j if order is None else int(order[j]))]))
         _ITEM[0] = None
         positions = list(range(start, stop))
     else:
-        results = [fn(src[at(dim, slice(start, stop))])]
+        rows = slice(start, stop) if order is None else order[start:stop]
+        results = [fn(src[at(dim, rows)])]
         positions = [start]
     count = stop - start
     nones = sum(r is None for r in results)

@@ -370,3 +370,63 @@ def keys_by_chunk(chunk: TensorDict) -> TensorDict:
 def test_results_that_cannot_be_joined() -> None:
     with pytest.raises(RuntimeError, match="could not concatenate the results of the chunks"):
         data(6).map(keys_by_chunk, num_workers=2, chunksize=3)
+
+
+def draw(chunk: TensorDict) -> TensorDict:
+    return chunk.set("r", torch.rand(chunk.batch_size))
+
+
+def test_workers_draw_different_random_numbers_and_seeds_reproduce() -> None:
+    td = TensorDict({"x": torch.zeros(8)}, [8])
+    first = td.map(draw, num_workers=2, chunksize=2)["r"]
+    chunks = first.view(4, 2)
+    assert len({tuple(c.tolist()) for c in chunks}) == 4  # forked workers do not repeat
+    assert not torch.equal(first, td.map(draw, num_workers=2, chunksize=2)["r"])
+    torch.manual_seed(7)
+    a = td.map(draw, num_workers=2, chunksize=2)["r"]
+    torch.manual_seed(7)
+    b = td.map(draw, num_workers=1, chunksize=2)["r"]  # the seed follows the chunk
+    assert torch.equal(a, b)
+    g = td.map(draw, num_workers=2, chunksize=2, generator=torch.Generator().manual_seed(3))
+    h = td.map(draw, num_workers=2, chunksize=2, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(g["r"], h["r"])
+
+
+def test_map_iter_shuffle_covers_every_item_once() -> None:
+    td = data(12)
+    gen = torch.Generator().manual_seed(0)
+    got = list(td.map_iter(double_x, num_workers=2, chunksize=3, shuffle=True, generator=gen))
+    xs = torch.cat([c["x"] for c in got])
+    assert sorted(xs.tolist()) == list(range(12)) and xs.tolist() != list(range(12))
+    for c in got:  # every row stays whole: x2 and nested y follow their x
+        assert torch.equal(c["x2"], c["x"] * 2)
+        assert torch.equal(c["nested", "y"], torch.stack([c["x"] * 2, c["x"] * 2 + 1], -1))
+    chunks = {tuple(c["x"].long().tolist()) for c in got}
+    assert len(chunks) == 4 and all(len(c) == 3 for c in chunks)
+    assert chunks != {(0, 1, 2), (3, 4, 5), (6, 7, 8), (9, 10, 11)}  # drawn, not in order
+    again = td.map_iter(
+        double_x,
+        num_workers=2,
+        chunksize=3,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert {tuple(c["x"].long().tolist()) for c in again} == chunks  # the generator decides
+
+
+def threads(chunk: TensorDict) -> torch.Tensor:
+    return torch.full(chunk.batch_size, float(torch.get_num_threads()))
+
+
+def test_worker_threads() -> None:
+    assert data(4).map(threads, num_workers=2, worker_threads=2).unique().tolist() == [2.0]
+    assert data(4).map(threads, num_workers=2).unique().tolist() == [1.0]
+
+
+def test_bad_seeding_arguments() -> None:
+    with pytest.raises(RuntimeError, match="shuffle=True .* needs index_with_generator=True"):
+        data(4).map_iter(double_x, shuffle=True, index_with_generator=False)
+    with pytest.raises(ValueError, match="worker_threads must be an int >= 1, got 0"):
+        data(4).map(double_x, worker_threads=0)
+    with pytest.raises(TypeError, match="generator must be a torch.Generator, got int"):
+        data(4).map(double_x, generator=3)  # type: ignore[arg-type]
