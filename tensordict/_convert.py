@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -307,9 +308,24 @@ class ConvertOps(CollectionPrimitives):
         leaves = self._tensor_leaves([])
         return bool(leaves) and all(leaf.is_shared() for leaf in leaves)  # type: ignore[no-untyped-call]
 
-    def pin_memory(self) -> Self:
-        """Every leaf copied to page-locked memory (needs an accelerator build of torch)."""
-        return map_leaves(self, Tensor.pin_memory)
+    def pin_memory(self, num_threads: builtins.int | None = None, inplace: builtins.bool = False) -> Self:
+        """Every leaf copied to page-locked memory (needs an accelerator build of torch).
+
+        ``num_threads`` > 0 pins the leaves on that many threads; ``inplace=True`` pins
+        each leaf in place (as :meth:`pin_memory_`) and returns ``self``.
+        """
+        if num_threads is not None and (type(num_threads) is not builtins.int or num_threads < 0):
+            raise ValueError(
+                f"{self._call('pin_memory')}: num_threads must be an int >= 0, got {num_threads!r}"
+            )
+        if inplace:
+            return self.pin_memory_(num_threads)  # type: ignore[attr-defined,no-any-return]
+        if not num_threads:
+            return map_leaves(self, Tensor.pin_memory)
+        leaves = self._tensor_leaves([])
+        with ThreadPoolExecutor(num_threads) as pool:
+            pinned = dict(zip(map(id, leaves), pool.map(Tensor.pin_memory, leaves), strict=True))
+        return map_leaves(self, lambda leaf: pinned[id(leaf)])
 
     def clear_device_(self) -> Self:
         """Let leaves live on any device: ``device`` becomes None here and below, in place.

@@ -139,8 +139,9 @@ class DistributedOps(CollectionPrimitives):
         init_tag: int = 0,
         pseudo_rand: bool = False,
         return_early: bool = False,
+        consolidated: bool = False,
     ) -> int | list[Pending]:
-        """As :meth:`send`, with every message posted at once.
+        """As :meth:`send` (``consolidated=`` too), with every message posted at once.
 
         Returns the next free tag once sent, or with ``return_early=True`` a list with one
         handle to ``wait()`` on before the leaves are changed.
@@ -185,8 +186,10 @@ class DistributedOps(CollectionPrimitives):
         return_premature: bool = False,
         init_tag: int = 0,
         pseudo_rand: bool = False,
+        consolidated: bool = False,
     ) -> int | list[Pending]:
-        """As :meth:`recv`; with ``return_premature=True``, returns a list with one handle.
+        """As :meth:`recv` (``consolidated=`` too); with ``return_premature=True``, returns
+        a list with one handle.
 
         The handle's ``wait()`` receives the buffer and writes it into the leaves, so read
         the TensorDict only after it returns.
@@ -289,13 +292,20 @@ class DistributedOps(CollectionPrimitives):
         return build(call, raw, bufs, dev)  # type: ignore[return-value]
 
     def all_reduce(
-        self, op: Any = None, *, group: Any = None, async_op: bool = False
+        self,
+        op: Any = None,
+        *,
+        group: Any = None,
+        async_op: bool = False,
+        bucket_bytes: int | None = None,
     ) -> list[Pending] | None:
         """Reduce every leaf over the ranks (sum by default), in place, on every rank.
 
         One ``torch.distributed.all_reduce`` per dtype buffer, after the headers of all
-        ranks are compared (a mismatch raises on every rank). With ``async_op=True``,
-        returns a list with one handle whose ``wait()`` writes the results into the leaves.
+        ranks are compared (a mismatch raises on every rank); ``bucket_bytes`` caps each
+        reduction at that many bytes (a buffer is reduced in slices; the ranks hold the
+        same layout, checked, so they slice alike). With ``async_op=True``, returns a list
+        with one handle whose ``wait()`` writes the results into the leaves.
 
         >>> import torch, torch.distributed as dist
         >>> from tensordict import TensorDict
@@ -306,7 +316,8 @@ class DistributedOps(CollectionPrimitives):
         tensor([1., 1.])
         >>> dist.destroy_process_group()
         """
-        return self._reduce(self._call("all_reduce"), None, op, group, async_op)
+        call = self._call("all_reduce")
+        return self._reduce(call, None, op, group, async_op, bucket_bytes)
 
     def reduce(
         self,
@@ -315,18 +326,30 @@ class DistributedOps(CollectionPrimitives):
         async_op: bool = False,
         return_premature: bool = False,
         group: Any = None,
+        *,
+        bucket_bytes: int | None = None,
     ) -> list[Pending] | None:
         """Reduce every leaf over the ranks into the TensorDict of rank ``dst`` (sum by default).
 
         The other ranks keep their values (their buffers are copies). With
         ``async_op=True`` and ``return_premature=True``, returns a list with one handle
-        whose ``wait()`` writes the result into the leaves on ``dst``.
+        whose ``wait()`` writes the result into the leaves on ``dst``. ``bucket_bytes``
+        as in :meth:`all_reduce`.
         """
-        return self._reduce(self._call("reduce"), dst, op, group, async_op and return_premature)
+        premature = async_op and return_premature
+        return self._reduce(self._call("reduce"), dst, op, group, premature, bucket_bytes)
 
     def _reduce(
-        self, call: str, dst: int | None, op: Any, group: Any, async_op: bool
+        self,
+        call: str,
+        dst: int | None,
+        op: Any,
+        group: Any,
+        async_op: bool,
+        bucket_bytes: int | None = None,
     ) -> list[Pending] | None:
+        if bucket_bytes is not None and (type(bucket_bytes) is not int or bucket_bytes < 1):
+            raise ValueError(f"{call}: bucket_bytes must be an int >= 1, got {bucket_bytes!r}")
         dist = require_init(call)
         op = dist.ReduceOp.SUM if op is None else op
         # A rank that cannot take part says so in its header (-1 leaves), so that every
@@ -391,11 +414,16 @@ class DistributedOps(CollectionPrimitives):
         for dtype, start, end in plan.dtype_spans():
             if end == start:
                 continue
-            buf = storage[start:end].view(dtype)
-            if dst is None:
-                works.append(dist.all_reduce(buf, op, group=group, async_op=True))
-            else:
-                works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
+            step = end - start
+            if bucket_bytes is not None:  # whole elements, at least one per bucket
+                size = torch.empty((), dtype=dtype).element_size()
+                step = max(size, bucket_bytes - bucket_bytes % size)
+            for lo in range(start, end, step):
+                buf = storage[lo : min(lo + step, end)].view(dtype)
+                if dst is None:
+                    works.append(dist.all_reduce(buf, op, group=group, async_op=True))
+                else:
+                    works.append(dist.reduce(buf, dst, op, group=group, async_op=True))
         finish = None
         if staging is not None:
             kept, used = leaves, staging

@@ -249,7 +249,7 @@ class ModuleOps(CollectionPrimitives):
         cls,
         *modules: nn.Module,
         as_module: bool = False,
-        lock: bool = False,
+        lock: bool = True,
         use_state_dict: bool = False,
         lazy_stack: bool = False,
         expand_identical: bool = False,
@@ -257,6 +257,7 @@ class ModuleOps(CollectionPrimitives):
         """The parameters of same-structure ``modules`` stacked along a new first dim, as
         fresh leaves (parameters where the originals were) that an optimiser can own.
 
+        The result is locked unless ``lock=False`` (as upstream).
         ``lazy_stack=True`` stacks the modules' own tensors lazily instead (no copy, a
         ``LazyStackedTensorDict``; not with lazy modules, nor with ``as_module=True``);
         ``expand_identical=True`` expands a tensor that every module holds (the same

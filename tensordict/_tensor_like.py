@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import collections
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -760,10 +761,17 @@ class TensorLikeOps(CollectionPrimitives):
         self._device = devices.pop() if len(devices) == 1 else None
         return self
 
-    def pin_memory_(self) -> Self:
-        """Pin every leaf's memory, in place (needs an accelerator build of torch)."""
-        for x in self._tensor_leaves([]):
-            x.data = x.pin_memory()
+    def pin_memory_(self, num_threads: builtins.int | None = None) -> Self:
+        """Pin every leaf's memory, in place (needs an accelerator build of torch), on
+        ``num_threads`` threads when that is > 0."""
+        leaves = self._tensor_leaves([])
+        if num_threads:
+            with ThreadPoolExecutor(num_threads) as pool:
+                pinned = list(pool.map(Tensor.pin_memory, leaves))
+        else:
+            pinned = [x.pin_memory() for x in leaves]
+        for x, data in zip(leaves, pinned, strict=True):
+            x.data = data
         return self
 
 

@@ -100,7 +100,7 @@ def _p2p(rank: int) -> None:
 
         _sample().send(1)
         assert _sample().isend(1, init_tag=50) == 50 + 3  # header, description, one buffer
-        works = _sample().isend(1, return_early=True)
+        works = _sample().isend(1, return_early=True, consolidated=True)
         assert isinstance(works, list)
         for w in works:
             w.wait()
@@ -152,7 +152,7 @@ def _p2p(rank: int) -> None:
     assert _equal(td, _sample())
 
     td = _zeros_like_sample()
-    handles = td.irecv(0, return_premature=True)
+    handles = td.irecv(0, return_premature=True, consolidated=True)
     assert isinstance(handles, list)
     assert not td["obs"].any()  # nothing is unpacked before wait()
     for h in handles:
@@ -227,6 +227,20 @@ def _collectives(rank: int) -> None:
     for w in works:
         w.wait()
     assert td["a"].tolist() == [1.0, 1.0]
+
+    # bucket_bytes: each buffer reduced in slices of whole elements, the same result
+    for bucket in (4, 6, 100, 10**9):
+        td = _sample(rank).exclude("done")
+        works = td.all_reduce(async_op=True, bucket_bytes=bucket)
+        for w in works:  # type: ignore[union-attr]
+            w.wait()
+        assert _equal(
+            td, _sample(0).exclude("done").apply(lambda a, b: a + b, _sample(1).exclude("done"))
+        )
+    td = TensorDict({"a": torch.full((5,), float(rank + 1))}, [5])
+    td.reduce(1, bucket_bytes=8)
+    assert td["a"].tolist() == ([1.0] * 5 if rank == 0 else [3.0] * 5)
+    _raises(lambda: td.all_reduce(bucket_bytes=0), ValueError, "bucket_bytes must be an int >= 1")
 
     # reduce: the result on dst, the other rank keeps its values
     td = TensorDict({"a": torch.full((2,), float(rank + 1)), "b": torch.ones(2, 2)}, [2])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 from tests.catalogue import assert_shares, leaves
 
 REDUCTIONS = ["sum", "mean", "std", "var", "amax", "amin", "prod"]
@@ -158,3 +158,39 @@ def test_pin_memory_needs_accelerator() -> None:
     else:
         with pytest.raises(RuntimeError):
             td.pin_memory()
+
+
+def _fake_pin(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Stand in for Tensor.pin_memory where no accelerator is (a marked copy per call)."""
+    calls: list[int] = []
+
+    def pin(self: torch.Tensor) -> torch.Tensor:
+        calls.append(id(self))
+        return self.clone().add_(100)
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    return calls
+
+
+@pytest.mark.parametrize("num_threads", [None, 0, 3])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_pin_memory_threads_and_inplace(
+    monkeypatch: pytest.MonkeyPatch, num_threads: int | None, lazy: bool
+) -> None:
+    calls = _fake_pin(monkeypatch)
+    make = lambda: TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2, 3)}}, [2])  # noqa: E731
+    td = torch.stack([make(), make()]) if not lazy else LazyStackedTensorDict(make(), make())
+    parts = td.tensordicts if isinstance(td, LazyStackedTensorDict) else [td]
+    own = lambda: [t for p in parts for t in leaves(p).values()]  # noqa: E731
+    out = td.pin_memory(num_threads=num_threads)
+    assert out is not td and sorted(calls) == sorted(map(id, own()))  # each leaf pinned once
+    assert torch.equal(out["a"], td["a"] + 100) and torch.equal(out["n", "b"], td["n", "b"] + 100)
+    before = own()
+    assert td.pin_memory(num_threads=num_threads, inplace=True) is td
+    assert all(a is b for a, b in zip(before, own(), strict=True))  # the same leaves
+    assert torch.equal(td["n", "b"], torch.full((2, 2, 3), 101.0))
+
+
+def test_pin_memory_bad_threads() -> None:
+    with pytest.raises(ValueError, match=r"TensorDict.pin_memory: num_threads must be an int >= 0"):
+        TensorDict({"a": torch.zeros(2)}, [2]).pin_memory(num_threads=-1)
