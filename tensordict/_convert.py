@@ -6,7 +6,7 @@ import builtins
 import operator
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor
@@ -89,16 +89,22 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     return (None if device is None else as_device(device)), dtype
 
 
+CLASS_FILTER: Any = object()  # no cast_filter given: the class's own (a tensorclass option)
+
+
 class ConvertOps(CollectionPrimitives):
     """Conversions returning a new TensorDict of the same structure (or acting in place)."""
 
     __slots__ = ()
+    _cast_filter: ClassVar[Callable[[tuple[str, ...], Tensor], builtins.bool] | None] = None
 
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
         ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
         dtype its leaves share when they share one); ``inplace=True`` makes this
-        collection hold the result and returns it.
+        collection hold the result and returns it. ``cast_filter=fn`` casts only the
+        leaves for which ``fn(key, leaf)`` is true (``key`` a tuple of str), moving all of
+        them; a tensorclass may declare a default one, which ``cast_filter=None`` turns off.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -113,9 +119,14 @@ class ConvertOps(CollectionPrimitives):
             return self._to_batch_size(batch_size, args, non_blocking, kwargs)
         if args and _is_attrs_spec(args[0]):
             return self._to_attrs(args[0], args[1:], non_blocking, kwargs)
+        cast_filter = kwargs.pop("cast_filter", CLASS_FILTER)
+        if cast_filter is CLASS_FILTER:
+            cast_filter = type(self)._cast_filter
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             return self
+        if cast_filter is not None and dtype is not None:
+            return _filtered_to(self, device, dtype, cast_filter, non_blocking)
         if device is None:
             out = _cast(self, dtype)
         else:
@@ -205,33 +216,33 @@ class ConvertOps(CollectionPrimitives):
         """Every leaf on a CUDA device (the current one by default)."""
         return self.to(torch.device("cuda") if device is None else torch.device("cuda", device))
 
-    def float(self) -> Self:
-        """Cast every leaf to ``torch.float32``."""
-        return self.to(torch.float32)
+    def float(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.float32``."""
+        return self.to(torch.float32, cast_filter=cast_filter)
 
-    def double(self) -> Self:
-        """Cast every leaf to ``torch.float64``."""
-        return self.to(torch.float64)
+    def double(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.float64``."""
+        return self.to(torch.float64, cast_filter=cast_filter)
 
-    def half(self) -> Self:
-        """Cast every leaf to ``torch.float16``."""
-        return self.to(torch.float16)
+    def half(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.float16``."""
+        return self.to(torch.float16, cast_filter=cast_filter)
 
-    def bfloat16(self) -> Self:
-        """Cast every leaf to ``torch.bfloat16``."""
-        return self.to(torch.bfloat16)
+    def bfloat16(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.bfloat16``."""
+        return self.to(torch.bfloat16, cast_filter=cast_filter)
 
-    def int(self) -> Self:
-        """Cast every leaf to ``torch.int32``."""
-        return self.to(torch.int32)
+    def int(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.int32``."""
+        return self.to(torch.int32, cast_filter=cast_filter)
 
-    def long(self) -> Self:
-        """Cast every leaf to ``torch.int64``."""
-        return self.to(torch.int64)
+    def long(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.int64``."""
+        return self.to(torch.int64, cast_filter=cast_filter)
 
-    def bool(self) -> Self:
-        """Cast every leaf to ``torch.bool``."""
-        return self.to(torch.bool)
+    def bool(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Cast every leaf (those ``cast_filter`` selects) to ``torch.bool``."""
+        return self.to(torch.bool, cast_filter=cast_filter)
 
     def clone(self, recurse: builtins.bool = True) -> Self:
         """A copy; with ``recurse=False`` only the structure is new and leaves are shared.
@@ -308,7 +319,9 @@ class ConvertOps(CollectionPrimitives):
         leaves = self._tensor_leaves([])
         return bool(leaves) and all(leaf.is_shared() for leaf in leaves)  # type: ignore[no-untyped-call]
 
-    def pin_memory(self, num_threads: builtins.int | None = None, inplace: builtins.bool = False) -> Self:
+    def pin_memory(
+        self, num_threads: builtins.int | None = None, inplace: builtins.bool = False
+    ) -> Self:
         """Every leaf copied to page-locked memory (needs an accelerator build of torch).
 
         ``num_threads`` > 0 pins the leaves on that many threads; ``inplace=True`` pins
@@ -381,6 +394,26 @@ def _clear_device_dense(td: DenseTensorDictBase) -> DenseTensorDictBase:
         elif not isinstance(value, Tensor):
             _clear_device_dense(value)
     return td
+
+
+def _filtered_to(
+    td: C, device: Any, dtype: torch.dtype, keep: Any, non_blocking: builtins.bool
+) -> C:
+    """``to(device, dtype)`` casting only the leaves ``keep(key_tuple, leaf)`` selects."""
+    if not callable(keep):
+        raise TypeError(
+            f"{td._call('to')}: cast_filter must be a callable (key, value) -> bool or None, "
+            f"got {type(keep).__name__}"
+        )
+
+    def move(key: Any, leaf: Tensor) -> Tensor:
+        path = (key,) if type(key) is str else tuple(key)
+        return leaf.to(device, dtype if keep(path, leaf) else None, non_blocking=non_blocking)
+
+    out: C = td.named_apply(  # type: ignore[attr-defined]
+        move, nested_keys=True, **({} if device is None else {"device": device})
+    )
+    return out
 
 
 def _cast(td: C, dtype: torch.dtype) -> C:

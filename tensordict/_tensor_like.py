@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._convert import CLASS_FILTER
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import with_non_tensor
@@ -324,8 +325,9 @@ class TensorLikeOps(CollectionPrimitives):
         leaves = self._tensor_leaves([])
         return builtins.bool(leaves) and all(x.is_meta for x in leaves)
 
-    def type(self, dst_type: Any) -> Self:
-        """Every leaf cast to ``dst_type`` (a dtype or a type name such as ``'torch.IntTensor'``).
+    def type(self, dst_type: Any, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf cast to ``dst_type`` (a dtype or a type name such as ``'torch.IntTensor'``;
+        a dtype cast takes ``cast_filter`` as :meth:`to` does).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -333,15 +335,15 @@ class TensorLikeOps(CollectionPrimitives):
         torch.int32
         """
         if isinstance(dst_type, torch.dtype):
-            return self.to(dst_type)
+            return self.to(dst_type, cast_filter=cast_filter)
         return self.apply(lambda x: x.type(dst_type))
 
-    def float16(self) -> Self:
-        """Every leaf cast to ``torch.float16``."""
-        return self.to(torch.float16)
+    def float16(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.float16``."""
+        return self.to(torch.float16, cast_filter=cast_filter)
 
     def float32(self) -> Self:
-        """Every leaf cast to ``torch.float32``.
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.float32``.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -350,69 +352,69 @@ class TensorLikeOps(CollectionPrimitives):
         """
         return self.to(torch.float32)
 
-    def float64(self) -> Self:
-        """Every leaf cast to ``torch.float64``."""
-        return self.to(torch.float64)
+    def float64(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.float64``."""
+        return self.to(torch.float64, cast_filter=cast_filter)
 
-    def int8(self) -> Self:
-        """Every leaf cast to ``torch.int8``."""
-        return self.to(torch.int8)
+    def int8(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.int8``."""
+        return self.to(torch.int8, cast_filter=cast_filter)
 
-    def int16(self) -> Self:
-        """Every leaf cast to ``torch.int16``."""
-        return self.to(torch.int16)
+    def int16(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.int16``."""
+        return self.to(torch.int16, cast_filter=cast_filter)
 
-    def int32(self) -> Self:
-        """Every leaf cast to ``torch.int32``."""
-        return self.to(torch.int32)
+    def int32(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.int32``."""
+        return self.to(torch.int32, cast_filter=cast_filter)
 
-    def int64(self) -> Self:
-        """Every leaf cast to ``torch.int64``."""
-        return self.to(torch.int64)
+    def int64(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.int64``."""
+        return self.to(torch.int64, cast_filter=cast_filter)
 
-    def uint8(self) -> Self:
-        """Every leaf cast to ``torch.uint8``."""
-        return self.to(torch.uint8)
+    def uint8(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.uint8``."""
+        return self.to(torch.uint8, cast_filter=cast_filter)
 
-    def uint16(self) -> Self:
-        """Every leaf cast to ``torch.uint16``."""
-        return self.to(torch.uint16)
+    def uint16(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.uint16``."""
+        return self.to(torch.uint16, cast_filter=cast_filter)
 
-    def uint32(self) -> Self:
-        """Every leaf cast to ``torch.uint32``."""
-        return self.to(torch.uint32)
+    def uint32(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.uint32``."""
+        return self.to(torch.uint32, cast_filter=cast_filter)
 
-    def uint64(self) -> Self:
-        """Every leaf cast to ``torch.uint64``."""
-        return self.to(torch.uint64)
+    def uint64(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.uint64``."""
+        return self.to(torch.uint64, cast_filter=cast_filter)
 
-    def complex32(self) -> Self:
-        """Every leaf cast to ``torch.complex32``."""
-        return self.to(torch.complex32)
+    def complex32(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.complex32``."""
+        return self.to(torch.complex32, cast_filter=cast_filter)
 
-    def complex64(self) -> Self:
-        """Every leaf cast to ``torch.complex64``."""
-        return self.to(torch.complex64)
+    def complex64(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.complex64``."""
+        return self.to(torch.complex64, cast_filter=cast_filter)
 
-    def complex128(self) -> Self:
-        """Every leaf cast to ``torch.complex128``."""
-        return self.to(torch.complex128)
+    def complex128(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.complex128``."""
+        return self.to(torch.complex128, cast_filter=cast_filter)
 
-    def qint8(self) -> Self:
-        """Every leaf cast to ``torch.qint8`` (as torch allows such a cast)."""
-        return self.to(torch.qint8)
+    def qint8(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.qint8`` (as torch allows)."""
+        return self.to(torch.qint8, cast_filter=cast_filter)
 
-    def qint32(self) -> Self:
-        """Every leaf cast to ``torch.qint32`` (as torch allows such a cast)."""
-        return self.to(torch.qint32)
+    def qint32(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.qint32`` (as torch allows)."""
+        return self.to(torch.qint32, cast_filter=cast_filter)
 
-    def quint8(self) -> Self:
-        """Every leaf cast to ``torch.quint8`` (as torch allows such a cast)."""
-        return self.to(torch.quint8)
+    def quint8(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.quint8`` (as torch allows)."""
+        return self.to(torch.quint8, cast_filter=cast_filter)
 
-    def quint4x2(self) -> Self:
-        """Every leaf cast to ``torch.quint4x2`` (as torch allows such a cast)."""
-        return self.to(torch.quint4x2)
+    def quint4x2(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
+        """Every leaf (those ``cast_filter`` selects) cast to ``torch.quint4x2``."""
+        return self.to(torch.quint4x2, cast_filter=cast_filter)
 
     # --------------------------------------------------------- constructors
     def _new(self, name: str, size: tuple[Any, ...], fill: tuple[Any, ...], kw: Any) -> Self:

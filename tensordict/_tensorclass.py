@@ -31,6 +31,7 @@ from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_
 
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
+_INHERIT: Any = object()  # a class keyword not given: the base's value stays
 _FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 _SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
@@ -133,6 +134,11 @@ class TensorClass(TensorDict):
     _frozen = False
     _shadow = False
     _tensor_only = False
+    _kw_only = False  # this class's own fields only (not inherited, as dataclasses)
+    _keyword_fields: ClassVar[frozenset[str]] = frozenset()  # keyword-only, bases' included
+    _positional: ClassVar[tuple[str, ...]] = ()  # the fields positional arguments fill
+    _n_fast_args: ClassVar[int] = 0
+    _skip_post_init_on_rebuild = False
     _is_tensorclass = True
     _is_non_tensor = False
 
@@ -143,6 +149,9 @@ class TensorClass(TensorDict):
         frozen: bool | None = None,
         shadow: bool | None = None,
         tensor_only: bool | None = None,
+        kw_only: bool = False,
+        skip_post_init_on_rebuild: bool | None = None,
+        cast_filter: Callable[[tuple[str, ...], Tensor], bool] | None = _INHERIT,
         **kw: Any,
     ) -> None:
         super().__init_subclass__(**kw)
@@ -152,9 +161,17 @@ class TensorClass(TensorDict):
             "frozen": frozen,
             "shadow": shadow,
             "tensor_only": tensor_only,
+            "skip_post_init_on_rebuild": skip_post_init_on_rebuild,
         }
         flags = {k: bool(getattr(cls, f"_{k}")) if v is None else bool(v) for k, v in given.items()}
-        _setup(cls, **flags)
+        if cast_filter is not _INHERIT:
+            if cast_filter is not None and not callable(cast_filter):
+                raise TypeError(
+                    f"tensorclass {cls.__name__}: cast_filter must be a callable "
+                    f"(key, value) -> bool or None, got {type(cast_filter).__name__}"
+                )
+            cls._cast_filter = None if cast_filter is None else staticmethod(cast_filter)
+        _setup(cls, kw_only=bool(kw_only), **flags)
 
     def __class_getitem__(cls, item: str | tuple[str, ...]) -> Any:
         """A subclass with the named options on: ``TensorClass["autocast", "frozen"]``."""
@@ -189,7 +206,7 @@ class TensorClass(TensorDict):
         # as _fill_pairs would store it; anything else takes the general path, _init
         if cls._plain_init and device is None and names is None and not lock:
             values: Any
-            if not kwargs and len(args) == len(cls._fields):
+            if not kwargs and len(args) == cls._n_fast_args:
                 values = args
             elif not args and kwargs.keys() == cls._field_set:
                 values = kwargs.values()  # and kwargs, a fresh dict, becomes the store
@@ -514,14 +531,17 @@ def _adopt_batch_sizes(target: Any, source: Any) -> None:
 
 def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """(field, value) pairs from positional and keyword arguments and the defaults."""
-    fields = cls._fields
+    fields, positional = cls._fields, cls._positional
     call = f"{cls.__name__}.__init__"
-    if len(args) > len(fields):
+    if len(args) > len(positional):
         raise TypeError(
-            f"{call}: takes {len(fields) + 1} positional arguments but {len(args) + 1} were "
-            f"given (self and the fields {list(fields)})"
+            f"{call}: takes {len(positional) + 1} positional arguments but {len(args) + 1} "
+            f"were given (self and the fields {list(positional)}; the others are keyword-only)"
+            if len(positional) < len(fields)
+            else f"{call}: takes {len(fields) + 1} positional arguments but {len(args) + 1} "
+            f"were given (self and the fields {list(fields)})"
         )
-    values = dict(zip(fields, args, strict=False))
+    values = dict(zip(positional, args, strict=False))
     for key, value in kwargs.items():
         if key not in cls._field_set:
             raise TypeError(f"{call}: unexpected field {key!r}; fields are {list(fields)}")
@@ -566,7 +586,15 @@ def _reserved() -> frozenset[str]:
 
 
 def _setup(
-    cls: Any, *, autocast: bool, nocast: bool, frozen: bool, shadow: bool, tensor_only: bool
+    cls: Any,
+    *,
+    autocast: bool,
+    nocast: bool,
+    frozen: bool,
+    shadow: bool,
+    tensor_only: bool,
+    kw_only: bool = False,
+    skip_post_init_on_rebuild: bool = False,
 ) -> None:
     """Make ``cls`` a dataclass (for its fields) and give each field its property."""
     if autocast and nocast:
@@ -620,14 +648,24 @@ def _setup(
     cls._init_tail = cls._post_init is not None or frozen
     cls._shadow = shadow
     cls._tensor_only = tensor_only
+    cls._kw_only = kw_only
+    cls._skip_post_init_on_rebuild = skip_post_init_on_rebuild
+    own_fields = set(own)
+    keyword = {f for f in fields if f in own_fields} if kw_only else set()
+    keyword |= {f for f in fields if f in getattr(cls, "_keyword_fields", ()) and f not in own}
+    cls._keyword_fields = frozenset(keyword)
+    cls._positional = tuple(f for f in fields if f not in keyword)
+    cls._n_fast_args = len(fields) if not keyword else -1  # positional fast path: all fields
     params = [
         inspect.Parameter(
             f.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY
+            if f.name in keyword
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD,
             default=defaults.get(f.name, inspect.Parameter.empty),
             annotation=f.type,
         )
-        for f in specs
+        for f in sorted(specs, key=lambda f: f.name in keyword)  # keyword-only ones last
     ]
     params += [
         inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
@@ -680,6 +718,9 @@ def tensorclass(
     nocast: bool = False,
     shadow: bool = False,
     tensor_only: bool = False,
+    skip_post_init_on_rebuild: bool = False,
+    cast_filter: Callable[[tuple[str, ...], Tensor], bool] | None = None,
+    kw_only: bool = False,
 ) -> Callable[[T], T]: ...
 
 
@@ -693,6 +734,9 @@ def tensorclass(
     nocast: bool = False,
     shadow: bool = False,
     tensor_only: bool = False,
+    skip_post_init_on_rebuild: bool = False,
+    cast_filter: Callable[[tuple[str, ...], Tensor], bool] | None = None,
+    kw_only: bool = False,
 ) -> Any:
     """Turn a class with annotated fields into a tensorclass (a TensorDict with fields).
 
@@ -702,6 +746,14 @@ def tensorclass(
     assignments and locks the data; ``shadow`` allows field names that are TensorDict
     attributes (``batch_size``, ``device``, ...); ``tensor_only`` casts every value to a
     tensor. ``autocast`` and ``nocast`` exclude each other and ``tensor_only``.
+    ``kw_only`` makes the class's own fields keyword-only (as dataclasses'); ``cast_filter``
+    (``fn(key_tuple, tensor) -> bool``, inherited) is the default filter of ``to(dtype)``
+    and the dtype shorthands on instances. ``__post_init__`` runs when an instance is
+    constructed (``__init__``, ``from_dict``, ``from_tensordict``, loading), never when an
+    operation rebuilds one (indexing, ``clone``, ``to``, ``stack``, ...), which is what
+    upstream's ``skip_post_init_on_rebuild=True`` does; that flag is accepted, and its
+    default (upstream runs ``__post_init__`` on rebuilds) is not followed: see
+    docs/tensorclass.md.
 
     >>> import torch
     >>> from tensordict import tensorclass
@@ -733,6 +785,9 @@ def tensorclass(
             frozen=frozen,
             shadow=shadow,
             tensor_only=tensor_only,
+            kw_only=kw_only,
+            skip_post_init_on_rebuild=skip_post_init_on_rebuild,
+            **({} if cast_filter is None else {"cast_filter": cast_filter}),
         )
 
     return wrap if cls is None else wrap(cls)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import inspect
 import pickle
 from collections import UserDict
 from typing import Any
@@ -244,3 +245,108 @@ def test_to_dict_keeps_unset_fields_as_none_in_declaration_order() -> None:
     assert list(nested["n"]) == ["x", "meta", "other"]
     back = Sample.from_dict(s.to_dict())
     assert back.meta is None and back.other is None and torch.equal(back.x, s.x)
+
+
+def _dtypes(td: Any) -> dict[Any, torch.dtype]:
+    return {k: v.dtype for k, v in td.items(True, True) if isinstance(v, torch.Tensor)}
+
+
+def test_cast_filter_selects_the_leaves_a_cast_applies_to() -> None:
+    td = TensorDict(
+        a=torch.zeros(2),
+        b=TensorDict(c=torch.zeros(2), d=torch.zeros(2, dtype=torch.int64), batch_size=[2]),
+        batch_size=[2],
+    )
+    seen: list[Any] = []
+
+    def not_c(key: tuple[str, ...], value: torch.Tensor) -> bool:
+        seen.append(key)
+        return key[-1] != "c"
+
+    expect = {"a": torch.float64, ("b", "c"): torch.float32, ("b", "d"): torch.float64}
+    for out in (
+        td.to(torch.float64, cast_filter=not_c),
+        td.to("cpu", torch.float64, cast_filter=not_c),
+        td.to(dtype=torch.float64, cast_filter=not_c),
+        td.double(cast_filter=not_c),
+        td.float64(cast_filter=not_c),
+        td.type(torch.float64, cast_filter=not_c),
+        td.to(torch.zeros(1, dtype=torch.float64), cast_filter=not_c),
+    ):
+        assert _dtypes(out) == expect
+    assert set(seen) == {("a",), ("b", "c"), ("b", "d")}  # keys as tuples of str
+    lazy = LazyStackedTensorDict(td.clone(), td.clone())
+    assert _dtypes(lazy.half(cast_filter=not_c)) == {
+        "a": torch.float16,
+        ("b", "c"): torch.float32,
+        ("b", "d"): torch.float16,
+    }
+    assert td.to("cpu", cast_filter=not_c)["a"] is td["a"]  # a move alone casts nothing
+    with pytest.raises(TypeError, match=r"TensorDict.to: cast_filter must be a callable"):
+        td.to(torch.float64, cast_filter=3)
+
+
+def test_tensorclass_cast_filter_is_the_default_of_its_instances() -> None:
+    @tensorclass(cast_filter=lambda key, value: key != ("keep",))
+    class Mixed:
+        x: torch.Tensor
+        keep: torch.Tensor
+
+    class Child(Mixed):  # inherited
+        y: torch.Tensor
+
+    m = Mixed(x=torch.zeros(2), keep=torch.zeros(2), batch_size=[2])
+    assert (m.double().x.dtype, m.double().keep.dtype) == (torch.float64, torch.float32)
+    assert m.to(torch.float16).keep.dtype == torch.float32
+    assert m.double(cast_filter=None).keep.dtype == torch.float64  # None: every leaf
+    assert m.to(torch.float16, cast_filter=lambda k, v: True).keep.dtype == torch.float16
+    c = Child(x=torch.zeros(2), keep=torch.zeros(2), y=torch.zeros(2), batch_size=[2])
+    assert _dtypes(c.half()) == {"x": torch.float16, "keep": torch.float32, "y": torch.float16}
+    outer = TensorDict(m=m, batch_size=[2]).double()  # inside another collection: all cast
+    assert outer["m"].keep.dtype == torch.float64
+    with pytest.raises(TypeError, match="cast_filter must be a callable"):
+
+        @tensorclass(cast_filter=3)  # type: ignore[arg-type]
+        class Bad:
+            x: torch.Tensor
+
+
+def test_tensorclass_kw_only() -> None:
+    @tensorclass(kw_only=True)
+    class K:
+        x: torch.Tensor
+        y: torch.Tensor
+
+    with pytest.raises(TypeError, match=r"K.__init__: takes 1 positional arguments but 2"):
+        K(torch.zeros(1))
+    assert torch.equal(K(x=torch.zeros(1), y=torch.ones(1)).y, torch.ones(1))
+    params = inspect.signature(K).parameters
+    assert params["x"].kind is inspect.Parameter.KEYWORD_ONLY
+
+    class Sub(K):  # not inherited: the subclass's own field is positional
+        z: torch.Tensor
+
+    s = Sub(torch.full((1,), 2.0), x=torch.zeros(1), y=torch.ones(1))
+    assert s.z.item() == 2.0
+    with pytest.raises(TypeError, match="takes 2 positional arguments but 3"):
+        Sub(torch.zeros(1), torch.zeros(1))
+
+
+def test_post_init_runs_on_construction_not_on_rebuilds() -> None:
+    calls: list[tuple[int, ...]] = []
+
+    for skip in (False, True):  # the flag is accepted; rebuilds never run __post_init__
+
+        @tensorclass(skip_post_init_on_rebuild=skip)
+        class P:
+            x: torch.Tensor
+
+            def __post_init__(self) -> None:
+                calls.append(tuple(self.batch_size))
+
+        calls.clear()
+        p = P(torch.zeros(4, 2), batch_size=[4])
+        P.from_dict({"x": torch.zeros(3)}, batch_size=[3])
+        assert calls == [(4,), (3,)]
+        p[0], p.clone(), p.to(torch.float64), torch.stack([p, p])
+        assert calls == [(4,), (3,)]
