@@ -240,8 +240,9 @@ class TensorDictBase(
         self.del_(path)
         return value
 
-    def setdefault(self, key: NestedKey, default: Any) -> Any:
-        """Return the entry at ``key``, writing ``default`` there first when it is missing.
+    def setdefault(self, key: NestedKey, default: Any, inplace: bool = False) -> Any:
+        """Return the entry at ``key``, writing ``default`` there first when it is missing
+        (with ``set(..., inplace=inplace)``).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -251,7 +252,7 @@ class TensorDictBase(
         """
         path = key_path(key, self._call("setdefault"))
         if self._get_path_or_none(path) is None:
-            self.set(path, default)
+            self.set(path, default, inplace=inplace)
         return self.get(path)
 
     def __delitem__(self, key: NestedKey) -> None:

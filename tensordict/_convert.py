@@ -140,10 +140,16 @@ class ConvertOps(CollectionPrimitives):
         if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
             torch.cuda.synchronize()
 
-    def attrs(self, fields: Sequence[str] = ("device", "dtype", "shape")) -> Any:
+    def attrs(
+        self,
+        fields: Sequence[str] = ("device", "dtype", "shape"),
+        *,
+        num_threads: builtins.int | None = None,
+    ) -> Any:
         """A TensorDict (empty batch) holding, for every tensor leaf, a
         :class:`~tensordict.TensorAttrs` of the ``fields`` asked for; ``to(attrs)`` moves
-        and casts a collection to match it.
+        and casts a collection to match it. ``num_threads`` is accepted for upstream's
+        signature: reading attributes is built on the calling thread.
 
         >>> import torch
         >>> from tensordict import TensorDict

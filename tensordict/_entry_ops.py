@@ -297,8 +297,9 @@ class EntryOps(CollectionPrimitives):
             self.filter_empty_()
         return out
 
-    def rename_keys(self, keys: Mapping[NestedKey, NestedKey]) -> Self:
-        """A shallow copy with the entries moved from each old key to its new key.
+    def rename_keys(self, mapping: Mapping[NestedKey, NestedKey], *, strict: bool = True) -> Self:
+        """A shallow copy with the entries moved from each old key to its new key; with
+        ``strict=False`` an old key that is missing is skipped (a KeyError otherwise).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -306,7 +307,14 @@ class EntryOps(CollectionPrimitives):
         ['b', ('b', 'c')]
         """
         out = self.clone(recurse=False)
-        values = {new: out.pop(old) for old, new in keys.items()}
+        if not strict:
+            call = self._call("rename_keys")
+            mapping = {
+                old: new
+                for old, new in mapping.items()
+                if self._get_path_or_none(key_path(old, call)) is not None
+            }
+        values = {new: out.pop(old) for old, new in mapping.items()}
         for new, value in values.items():
             out.set(new, value)
         return out.filter_empty_()

@@ -22,6 +22,7 @@ from torch import Tensor
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
 from tensordict._batch import (
+    BatchDimMismatchError,
     KeysMismatchError,
     check_copy_broadcast,
     dim_error,
@@ -111,9 +112,23 @@ class LazyStackedTensorDict(TensorDictBase):
     _abstract = False
 
     def __init__(
-        self, *tensordicts: Any, stack_dim: int = 0, batch_size: Any = None, device: Any = None
+        self,
+        *tensordicts: Any,
+        stack_dim: int = 0,
+        hook_out: Any = None,
+        hook_in: Any = None,
+        batch_size: Any = None,
+        device: Any = None,
+        names: Sequence[str | None] | None = None,
+        stack_dim_name: str | None = None,
+        strict_shape: bool = False,
     ) -> None:
         call = type(self).__name__
+        if hook_out is not None or hook_in is not None:
+            raise NotImplementedError(
+                f"{call}: hook_out / hook_in (deprecated upstream, part of its vmap support "
+                "of lazy stacks) are not supported; vmap takes lazy stacks without them"
+            )
         if len(tensordicts) == 1 and isinstance(tensordicts[0], (list, tuple)):
             tensordicts = tuple(tensordicts[0])  # the members as one sequence, too
         tds = list(tensordicts)
@@ -124,8 +139,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 if td is None:
                     name = type(tensordicts[i]).__name__
                     raise TypeError(f"{call}: member {i} is a {name}, not a TensorDict")
-            if td.batch_size != tds[0].batch_size:
-                raise ValueError(
+            if td.batch_size != tds[0].batch_size:  # always strict here (strict_shape)
+                raise BatchDimMismatchError(
                     f"{call}: members must share a batch size; member 0 has "
                     f"{tuple(tds[0].batch_size)}, member {i} has {tuple(td.batch_size)}"
                 )
@@ -163,6 +178,24 @@ class LazyStackedTensorDict(TensorDictBase):
         if device is not None:
             moved = self.to(device)
             self.tensordicts, self._device = moved.tensordicts, moved._device
+        if names is not None:
+            if tds:  # as upstream 0.15: the members' names stand, the argument is ignored
+                warnings.warn(
+                    f"{call}: names is ignored when members are given (their names are the "
+                    "stack's); pass stack_dim_name, or set names on the stack",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+            else:
+                self.names = names
+        if stack_dim_name is not None:
+            taken = [n for n in self.names if n is not None]
+            if stack_dim_name in taken:
+                raise ValueError(
+                    f"{call}: stack_dim_name {stack_dim_name!r} is already the name of another "
+                    f"dim ({self.names})"
+                )
+            self._stack_name = stack_dim_name
 
     # ------------------------------------------------------------ properties
     @property

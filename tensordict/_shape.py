@@ -634,14 +634,18 @@ class ShapeOps(CollectionPrimitives):
             leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
         return self
 
-    def masked_select(self, mask: Tensor) -> Self:
-        """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim."""
+    def masked_select(self, mask: Tensor, *, inplace: bool = False) -> Self:
+        """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim;
+        ``inplace=True`` makes this collection hold them (as ``to(..., inplace=True)``)."""
         if mask.shape != self._batch_size:
             raise ValueError(
                 f"{type(self).__name__}.masked_select: mask shape {tuple(mask.shape)} must equal "
                 f"batch_size {tuple(self._batch_size)}"
             )
-        return self._index(mask)  # type: ignore[no-any-return]
+        out = self._index(mask)
+        if inplace:
+            return adopt(self, out, self._call("masked_select"))  # type: ignore[no-any-return]
+        return out  # type: ignore[no-any-return]
 
     def _check_mask(self, call: str, mask: Tensor) -> None:
         if mask.dtype != torch.bool:

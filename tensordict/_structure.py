@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 from torch import Size, Tensor
 
 from tensordict._batch import starts_with
-from tensordict._keys import NestedKey, join_path, key_path, locked_error, missing_key_error
+from tensordict._keys import (
+    NO_DEFAULT,
+    NestedKey,
+    join_path,
+    key_path,
+    locked_error,
+    missing_key_error,
+)
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._tolist import with_unset_fields
@@ -159,12 +166,43 @@ class StructureOps(CollectionPrimitives):
             tolist_first=tolist_first,
         )
 
-    def empty(self, recurse: bool = False) -> Self:
+    def empty(
+        self,
+        recurse: bool = False,
+        *,
+        batch_size: Any = None,
+        device: Any = NO_DEFAULT,
+        names: Any = NO_DEFAULT,
+    ) -> Self:
         """A collection of the same kind, batch size and device, with no entries.
 
-        With ``recurse`` the nested TensorDicts are kept, each emptied.
+        With ``recurse`` the nested TensorDicts are kept, each emptied. ``batch_size``,
+        ``device`` (None: no device) and ``names`` give the result others, set as the
+        ``batch_size`` setter, :meth:`to` / :meth:`clear_device_` and the ``names``
+        setter would set them (names that no longer fit the new batch size are dropped).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"])
+        >>> out = td.empty(batch_size=[3])
+        >>> out.batch_size, out.names, len(out.keys())
+        (torch.Size([3]), ['x'], 0)
         """
-        return self._per_member(_empty, recurse)
+        out: Any = self._per_member(_empty, recurse)
+        if batch_size is not None:
+            current = out.names
+            kept = current if names is NO_DEFAULT and any(n is not None for n in current) else None
+            out.names = None
+            out.batch_size = batch_size
+            if kept is not None and names is NO_DEFAULT:
+                new_bs = out.batch_size
+                if len(kept) >= len(new_bs):  # the leading dims keep their names
+                    out.names = kept[: len(new_bs)]
+        if device is not NO_DEFAULT:
+            out = out.clear_device_() if device is None else out.to(device)
+        if names is not NO_DEFAULT:
+            out.names = names
+        return out  # type: ignore[no-any-return]
 
     def is_empty(self) -> bool:
         """Whether no leaf (tensor or non-tensor entry) is held, at any depth.

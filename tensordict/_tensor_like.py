@@ -445,6 +445,8 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        layout: torch.layout = torch.strided,
+        pin_memory: builtins.bool | None = None,
         empty_lazy: builtins.bool = False,
     ) -> Self:
         """A collection of batch size ``size`` whose leaves are zeros (each leaf keeps its
@@ -455,9 +457,11 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
 
+        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``;
         ``empty_lazy`` is taken for upstream's signature: the result is dense here.
         """
-        return self._new("new_zeros", size, (), _kw(dtype, device, requires_grad))
+        kw = _kw(dtype, device, requires_grad, layout, pin_memory)
+        return self._new("new_zeros", size, (), kw)
 
     def new_ones(
         self,
@@ -465,10 +469,13 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        layout: torch.layout = torch.strided,
+        pin_memory: builtins.bool | None = None,
         empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
-        return self._new("new_ones", size, (), _kw(dtype, device, requires_grad))
+        kw = _kw(dtype, device, requires_grad, layout, pin_memory)
+        return self._new("new_ones", size, (), kw)
 
     def new_empty(
         self,
@@ -476,10 +483,13 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        layout: torch.layout = torch.strided,
+        pin_memory: builtins.bool | None = None,
         empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
-        return self._new("new_empty", size, (), _kw(dtype, device, requires_grad))
+        kw = _kw(dtype, device, requires_grad, layout, pin_memory)
+        return self._new("new_empty", size, (), kw)
 
     def new_full(
         self,
@@ -489,6 +499,9 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        layout: torch.layout = torch.strided,
+        pin_memory: builtins.bool | None = None,
+        empty_lazy: builtins.bool = False,
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ``fill_value``.
 
@@ -497,9 +510,8 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(3), batch_size=[3]).new_full([2], 7)["a"]
         tensor([7., 7.])
         """
-        return self._new(
-            "new_full", (tuple(size),), (fill_value,), _kw(dtype, device, requires_grad)
-        )
+        kw = _kw(dtype, device, requires_grad, layout, pin_memory)
+        return self._new("new_full", (tuple(size),), (fill_value,), kw)
 
     def new_tensor(
         self,
@@ -508,6 +520,7 @@ class TensorLikeOps(CollectionPrimitives):
         dtype: torch.dtype | None = None,
         device: Any = _NO_DEVICE,
         requires_grad: builtins.bool = False,
+        pin_memory: builtins.bool | None = None,
     ) -> Self:
         """A collection of the same keys whose leaves are ``data`` (a tensor, or a
         collection paired leaf by leaf), with each leaf's dtype unless ``dtype`` is given.
@@ -517,6 +530,11 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(1)).new_tensor(torch.tensor([1, 2]))["a"]
         tensor([1., 2.])
         """
+        if pin_memory:
+            plain: Any = self.new_tensor(
+                data, dtype=dtype, device=device, requires_grad=requires_grad
+            )
+            return plain.pin_memory()  # type: ignore[no-any-return]
         kw = _kw(dtype, device, requires_grad)
         src = _dense(self, self._call("new_tensor"))
         if isinstance(data, CollectionPrimitives):
@@ -785,8 +803,18 @@ def _copy_like(like: Tensor, data: Tensor, kw: dict[str, Any]) -> Tensor:
     return out.requires_grad_(kw["requires_grad"])
 
 
-def _kw(dtype: Any, device: Any, requires_grad: builtins.bool) -> dict[str, Any]:
+def _kw(
+    dtype: Any,
+    device: Any,
+    requires_grad: builtins.bool,
+    layout: torch.layout = torch.strided,
+    pin_memory: builtins.bool | None = None,
+) -> dict[str, Any]:
     kw: dict[str, Any] = {"requires_grad": requires_grad}
+    if layout is not torch.strided:
+        kw["layout"] = layout
+    if pin_memory:
+        kw["pin_memory"] = True
     if dtype is not None:
         kw["dtype"] = dtype
     if device is not _NO_DEVICE:
