@@ -129,6 +129,21 @@ def test_tensorclass_ops_are_one_graph() -> None:
     torch.testing.assert_close(out.y, point.y + 1)
 
 
+@pytest.mark.parametrize("by", ["keyword", "position"])
+def test_a_tensorclass_built_inside_a_compiled_function_is_one_graph(by: str) -> None:
+    def build(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if by == "keyword":
+            p = _CompiledPoint(x=x, y=y, batch_size=[4])
+        else:
+            p = _CompiledPoint(x, y, batch_size=[4])
+        return (p.x * p.y.unsqueeze(-1)).sum(-1) + p[1:].batch_size[0]
+
+    x, y = torch.randn(4, 3), torch.randn(4)
+    _one_graph(build, x, y)
+    compiled = torch.compile(build, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, y), build(x, y))
+
+
 def test_vmap_over_a_tensordict_compiles_as_it_runs_eagerly() -> None:
     td = TensorDict(
         {"a": torch.arange(24.0).reshape(3, 4, 2), "n": {"b": torch.ones(3, 4)}}, [3, 4]
