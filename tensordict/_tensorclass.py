@@ -47,7 +47,7 @@ _SET_NAMES = _SLOT_SETTERS["_names"]
 _SET_LOCKED = _SLOT_SETTERS["_is_locked"]
 _SET_STORE = _SLOT_SETTERS["_tensordict"]
 # dynamo traces object.__setattr__, not a slot descriptor's __set__; is_dynamo_compiling
-# answers in 40 ns (is_compiling: 106 ns), and _new_unsafe asks it for every op's result
+# answers in ~15 ns (is_compiling: ~42 ns), and _new_unsafe asks it for every op's result
 _DYNAMO = torch.compiler.is_dynamo_compiling
 
 
