@@ -25,7 +25,7 @@ class NonTensor:
     0-dim one is a NonTensorData.
     """
 
-    __slots__ = ("batch_size", "device")
+    __slots__ = ("__weakref__", "batch_size", "device")  # (weakref: tolist(as_linked_list))
 
     batch_size: torch.Size
     device: torch.device | None
@@ -75,8 +75,8 @@ class NonTensor:
     ) -> list[NonTensor]:
         raise NotImplementedError
 
-    def contiguous(self, *, canonical: bool = False) -> NonTensor:
-        """Non-tensor data is its own contiguous form: ``self``.
+    def contiguous(self, *, canonical: bool = False, inplace: bool = False) -> NonTensor:
+        """Non-tensor data is its own contiguous form: ``self`` (so ``inplace`` changes nothing).
 
         >>> from tensordict import NonTensorStack
         >>> s = NonTensorStack("a", "b")
@@ -85,8 +85,51 @@ class NonTensor:
         """
         return self
 
-    def tolist(self) -> Any:
+    def tolist(
+        self,
+        *,
+        convert_nodes: bool = True,
+        convert_tensors: bool | str = False,
+        tolist_first: bool = False,
+        as_linked_list: bool = False,
+    ) -> Any:
+        """The values as a nested list shaped like the batch (the value itself for a 0-dim
+        batch). ``convert_tensors`` turns values that are tensors into lists (``"numpy"``:
+        arrays); ``as_linked_list=True`` gives a list whose ``ll[i] = value`` also writes
+        element ``i`` (see :class:`~tensordict.utils.LinkedList`); ``convert_nodes`` and
+        ``tolist_first`` concern nested collections, which non-tensor data holds none of.
+
+        >>> from tensordict import NonTensorStack
+        >>> s = NonTensorStack("a", "b")
+        >>> rows = s.tolist(as_linked_list=True)
+        >>> rows[0] = "z"
+        >>> s.tolist()
+        ['z', 'b']
+        """
+        out = self._nested_values()
+        if convert_tensors:
+            out = _tensors_converted(out, convert_tensors)
+        if as_linked_list and isinstance(out, list):
+            from tensordict._tolist import LinkedList  # (_tolist builds on this module)
+
+            return LinkedList(out, td=self)
+        return out
+
+    def _nested_values(self) -> Any:
         raise NotImplementedError
+
+    def _in_place(self, out: NonTensor, call: str, inplace: bool) -> NonTensor:
+        """``out``, or with ``inplace`` this entry made ``out`` (same kind only)."""
+        if not inplace:
+            return out
+        if type(out) is not type(self):
+            raise ValueError(
+                f"{type(self).__name__}.{call}: inplace=True would turn this "
+                f"{type(self).__name__} into a {type(out).__name__}; call it without inplace"
+            )
+        for name in _state_slots(type(self)):
+            setattr(self, name, getattr(out, name))
+        return self
 
     def _public(self) -> Any:
         """What ``td[key]`` returns for this entry."""
@@ -122,17 +165,23 @@ class NonTensor:
         size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         return self._op(lambda p: p.reshape(*size), "reshape", spread=False)
 
-    def view(self, *shape: Any) -> NonTensor:
-        """Alias of :meth:`reshape` (non-tensor values have no storage to share).
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> NonTensor:
+        """Alias of :meth:`reshape` (non-tensor values have no storage to share); the
+        shape may also come as ``size=`` or ``batch_size=``.
 
         >>> from tensordict import NonTensorStack
         >>> NonTensorStack("a", "b").view(2, 1).shape
         torch.Size([2, 1])
         """
-        size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        if size is None:
+            size = batch_size
+        if size is None:
+            size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         return self._op(lambda p: p.reshape(*size), "view", spread=False)
 
-    def flatten(self, start_dim: int | None = 0, end_dim: int | None = -1) -> NonTensor:
+    def flatten(
+        self, start_dim: int | None = 0, end_dim: int | None = -1, *, inplace: bool = False
+    ) -> NonTensor:
         """Merge the batch dims ``start_dim..end_dim``; a 0-dim batch becomes ``(1,)``.
 
         >>> from tensordict import NonTensorData
@@ -141,16 +190,21 @@ class NonTensor:
         """
         s = 0 if start_dim is None else start_dim
         e = -1 if end_dim is None else end_dim
-        return self._op(lambda p: p.flatten(s, e), "flatten", spread=False)
+        out = self._op(lambda p: p.flatten(s, e), "flatten", spread=False)
+        return self._in_place(out, "flatten", inplace)
 
-    def unflatten(self, dim: int, sizes: Sequence[int]) -> NonTensor:
-        """Split batch dim ``dim`` into ``sizes``.
+    def unflatten(
+        self, dim: int, unflattened_size: Sequence[int], *, inplace: bool = False
+    ) -> NonTensor:
+        """Split batch dim ``dim`` into ``unflattened_size``.
 
         >>> from tensordict import NonTensorStack
         >>> NonTensorStack("a", "b", "c", "d").unflatten(0, (2, 2)).shape
         torch.Size([2, 2])
         """
-        return self._op(lambda p: torch.unflatten(p, dim, tuple(sizes)), "unflatten", spread=False)
+        sizes = tuple(unflattened_size)
+        out = self._op(lambda p: torch.unflatten(p, dim, sizes), "unflatten", spread=False)
+        return self._in_place(out, "unflatten", inplace)
 
     def squeeze(self, dim: int | None = None) -> NonTensor:
         """Drop batch dims of size 1 (or only ``dim``).
@@ -213,7 +267,7 @@ class NonTensor:
         size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
         return self._op(lambda p: p.expand(*size), "expand")
 
-    def repeat(self, *repeats: Any) -> NonTensor:
+    def repeat(self, *repeats: Any, inplace: bool = False) -> NonTensor:
         """Tile the values along each batch dim, as ``Tensor.repeat``.
 
         >>> from tensordict import NonTensorStack
@@ -221,16 +275,27 @@ class NonTensor:
         ['a', 'b', 'a', 'b']
         """
         reps = repeats[0] if len(repeats) == 1 and not isinstance(repeats[0], int) else repeats
-        return self._op(lambda p: p.repeat(*reps), "repeat")
+        return self._in_place(self._op(lambda p: p.repeat(*reps), "repeat"), "repeat", inplace)
 
-    def repeat_interleave(self, repeats: Any, dim: int | None = None) -> NonTensor:
+    def repeat_interleave(
+        self,
+        repeats: Any,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
+    ) -> NonTensor:
         """Repeat each value ``repeats`` times along ``dim``, as ``Tensor.repeat_interleave``.
 
         >>> from tensordict import NonTensorStack
         >>> NonTensorStack("a", "b").repeat_interleave(2, dim=0).tolist()
         ['a', 'a', 'b', 'b']
         """
-        return self._op(lambda p: p.repeat_interleave(repeats, dim=dim), "repeat_interleave")
+        out = self._op(
+            lambda p: p.repeat_interleave(repeats, dim=dim, output_size=output_size),
+            "repeat_interleave",
+        )
+        return self._in_place(out, "repeat_interleave", inplace)
 
     def unbind(self, dim: int = 0) -> tuple[NonTensor, ...]:
         """The entries along ``dim``, one per index.
@@ -362,7 +427,7 @@ class NonTensorData(NonTensorDataBase):
     def _check(self, data: Any) -> None:
         """Subclasses may refuse some values (typed MetaData)."""
 
-    def tolist(self) -> Any:
+    def _nested_values(self) -> Any:
         """The value once per batch element, as a nested list shaped like the batch (the
         value itself for a 0-dim batch)."""
 
@@ -528,7 +593,7 @@ class NonTensorStack(NonTensor):
         return out
 
     @classmethod
-    def from_list(cls, values: Sequence[Any], device: DeviceLike = None) -> NonTensorStack:
+    def from_list(cls, non_tensors: Sequence[Any], device: DeviceLike = None) -> NonTensorStack:
         """A stack of the elements of a (nested) list; its nesting gives the batch size.
 
         >>> from tensordict import NonTensorStack
@@ -545,11 +610,11 @@ class NonTensorStack(NonTensor):
                 return [y for p in parts for y in p[0]], [len(v), *parts[0][1]]
             return list(v), [len(v)]
 
-        items, shape = flat(list(values), 0)
+        items, shape = flat(list(non_tensors), 0)
         items = [x.data if isinstance(x, NonTensorDataBase) else x for x in items]
         return cls._from_positions(items, torch.arange(len(items)).reshape(shape), device)
 
-    def tolist(self) -> Any:
+    def _nested_values(self) -> Any:
         """The values as a nested list shaped like the batch."""
 
         def fill(pos: Any) -> Any:
@@ -688,3 +753,23 @@ def _rebuild_meta(
 
 def _rebuild_stack(values: list[Any], positions: Tensor, device: Any) -> NonTensorStack:
     return NonTensorStack._from_positions(values, positions, device)
+
+
+def _state_slots(cls: type) -> list[str]:
+    """The slots that hold an entry's state (what ``inplace=True`` copies over)."""
+    return [
+        name
+        for klass in cls.__mro__
+        for name in getattr(klass, "__slots__", ())
+        if name != "__weakref__"
+    ]
+
+
+def _tensors_converted(values: Any, how: bool | str) -> Any:
+    """``values`` (a nested list, or one value) with each tensor value as a list, or as a
+    NumPy array for ``how="numpy"``."""
+    if isinstance(values, list):
+        return [_tensors_converted(v, how) for v in values]
+    if isinstance(values, Tensor):
+        return values.numpy() if how == "numpy" else values.tolist()
+    return values

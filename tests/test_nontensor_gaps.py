@@ -233,3 +233,35 @@ def test_pytree_key_collision_raises() -> None:
         TensorDict.from_pytree({3: torch.zeros(1), "3": torch.zeros(1)})
     with pytest.raises(ValueError, match=r"from_pytree: the key '_pytree_keys' is reserved"):
         TensorDict.from_pytree({"_pytree_keys": torch.zeros(1)})
+
+
+def test_shape_methods_take_upstreams_keywords() -> None:
+    s = NonTensorStack("a", "b", "c", "d")
+    assert s.view(size=(2, 2)).tolist() == [["a", "b"], ["c", "d"]]
+    assert s.view(batch_size=(4, 1)).batch_size == (4, 1)
+    assert s.unflatten(0, unflattened_size=(2, 2)).batch_size == (2, 2)
+    assert s.repeat_interleave(2, output_size=8).tolist()[:3] == ["a", "a", "b"]
+    assert s.contiguous(inplace=True) is s
+    assert NonTensorStack.from_list(non_tensors=["x", "y"]).tolist() == ["x", "y"]
+    grid = s.unflatten(0, (2, 2), inplace=True)
+    assert grid is s and s.tolist() == [["a", "b"], ["c", "d"]]
+    assert s.flatten(inplace=True) is s and s.batch_size == (4,)
+    assert s.repeat(2, inplace=True) is s and s.tolist()[4:] == ["a", "b", "c", "d"]
+    one = NonTensorData("x", batch_size=[2, 2])
+    assert one.flatten(inplace=True) is one and one.batch_size == (4,)
+    with pytest.raises(ValueError, match=r"NonTensorData.repeat: inplace=True would turn"):
+        one.repeat(2, inplace=True)  # one value spread into a stack: not the same object
+    assert one.batch_size == (4,)
+
+
+def test_tolist_options() -> None:
+    s = NonTensorStack("a", "b")
+    rows = s.tolist(convert_nodes=True, tolist_first=False, as_linked_list=True)
+    rows[1] = "z"
+    assert s.tolist() == ["a", "z"] and rows == ["a", "z"]
+    t = NonTensorStack(torch.ones(2), torch.zeros(2))
+    assert t.tolist(convert_tensors=True) == [[1.0, 1.0], [0.0, 0.0]]
+    arrays = t.tolist(convert_tensors="numpy")
+    assert type(arrays[0]).__name__ == "ndarray"
+    assert NonTensorData("x", batch_size=[2]).tolist(convert_tensors=True) == ["x", "x"]
+    assert NonTensorData("x").tolist(as_linked_list=True) == "x"  # 0-dim: the value
