@@ -596,7 +596,7 @@ class PersistentTensorDict(TensorDictBase):
                 f"batch_size {tuple(self._batch_size)}"
             )
 
-    def set_(self, key: NestedKey, value: Any) -> Self:
+    def set_(self, key: NestedKey, value: Any, *, non_blocking: bool = False) -> Self:
         """Copy ``value`` into the existing dataset ``key``."""
         path = key_path(key, self._call("set_"))
         node = self._entry(path)

@@ -480,7 +480,9 @@ class LazyStackedTensorDict(TensorDictBase):
         else:
             self._set_at_index(key, value)
 
-    def set_(self, key: NestedKey, value: Any) -> LazyStackedTensorDict:
+    def set_(
+        self, key: NestedKey, value: Any, *, non_blocking: bool = False
+    ) -> LazyStackedTensorDict:
         """Copy ``value`` into the members' existing entries."""
         call = self._call("set_")
         if self._get_path_or_none(key_path(key, call)) is None:

@@ -137,7 +137,7 @@ class CollectionPrimitives:
         """Write ``value`` at ``key``."""
 
     @abstractmethod
-    def set_(self, key: Any, value: Any) -> Self:
+    def set_(self, key: Any, value: Any, *, non_blocking: bool = False) -> Self:
         """Copy ``value`` into the existing entry ``key``."""
 
     @abstractmethod

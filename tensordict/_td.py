@@ -810,7 +810,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             call = f"{type(self).__name__}[]="
             self._set_path(key_path(key, call), value, call)
 
-    def set_(self, key: NestedKey, value: Any) -> TensorDict:
+    def set_(self, key: NestedKey, value: Any, *, non_blocking: bool = False) -> TensorDict:
         """Copy ``value`` into the existing entry ``key``; its shape and dtype must match.
 
         >>> import torch

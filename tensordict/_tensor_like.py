@@ -342,7 +342,7 @@ class TensorLikeOps(CollectionPrimitives):
         """Every leaf (those ``cast_filter`` selects) cast to ``torch.float16``."""
         return self.to(torch.float16, cast_filter=cast_filter)
 
-    def float32(self) -> Self:
+    def float32(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
         """Every leaf (those ``cast_filter`` selects) cast to ``torch.float32``.
 
         >>> import torch
@@ -350,7 +350,7 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.zeros(1, dtype=torch.int64)).float32()["a"].dtype
         torch.float32
         """
-        return self.to(torch.float32)
+        return self.to(torch.float32, cast_filter=cast_filter)
 
     def float64(self, *, cast_filter: Any = CLASS_FILTER) -> Self:
         """Every leaf (those ``cast_filter`` selects) cast to ``torch.float64``."""

@@ -98,3 +98,15 @@ def test_lazy_stack_constructor_keywords() -> None:
         LazyStackedTensorDict(TensorDict(batch_size=[2]), TensorDict(batch_size=[3]))
     with pytest.raises(NotImplementedError, match="hook_out / hook_in"):
         LazyStackedTensorDict(*members, hook_out=lambda x: x)
+
+
+def test_set_non_blocking_and_float32_cast_filter() -> None:
+    td = _td()
+    td.set_("a", torch.ones(3, 2), non_blocking=True)
+    assert td["a"].eq(1).all()
+    lazy = LazyStackedTensorDict(_td(), _td())
+    lazy.set_("a", torch.full((2, 3, 2), 2.0), non_blocking=False)
+    assert lazy["a"].eq(2).all()
+    ints = TensorDict(i=torch.arange(2), j=torch.arange(2), batch_size=[2])
+    out = ints.float32(cast_filter=lambda key, value: key == ("i",))
+    assert (out["i"].dtype, out["j"].dtype) == (torch.float32, torch.int64)
