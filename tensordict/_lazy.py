@@ -99,6 +99,12 @@ class LazyStackedTensorDict(TensorDictBase):
     members of different structure (a reshape across the stack dim) densifies when the
     members share one structure and raises otherwise.
 
+    Constructor keywords besides ``stack_dim``: ``batch_size`` and ``device`` (an empty
+    stack's, or checked/moved to), ``stack_dim_name`` (the stack dim's name), ``names``
+    (an empty stack's; with members it is ignored with a ``FutureWarning``, as upstream
+    0.15), ``strict_shape`` (accepted: members must always share a batch size here) and
+    upstream's deprecated ``hook_out``/``hook_in`` (refused with ``NotImplementedError``).
+
     >>> import torch
     >>> from tensordict import TensorDict, lazy_stack
     >>> stack = lazy_stack([TensorDict({"a": torch.zeros(2)}), TensorDict({"a": torch.zeros(3)})])
