@@ -73,8 +73,25 @@ def adopt(td: Any, out: Any, call: str) -> Any:
             f"{call}: inplace=True is not supported on a {type(td).__name__}; "
             "call it without inplace and use the result"
         )
+    if td._is_locked and not _same_leaves(td, out):  # leaves or batch size would change
+        raise RuntimeError(
+            f"{call}: Cannot modify locked TensorDict with inplace=True (it replaces every "
+            "entry and the batch size); call unlock_() first, or use the result without "
+            "inplace"
+        )
     _adopt_dense(td, out)
     return td
+
+
+def _same_leaves(td: Any, out: Any) -> bool:
+    """Whether ``out`` holds ``td``'s own leaves at its batch size (adopting it changes
+    nothing: ``contiguous(inplace=True)`` of a contiguous collection)."""
+    if out is td:
+        return True
+    if out._batch_size != td._batch_size:
+        return False
+    mine, theirs = td._tensor_leaves([]), out._tensor_leaves([])
+    return len(mine) == len(theirs) and all(a is b for a, b in zip(mine, theirs, strict=True))
 
 
 def _adopt_dense(td: Any, out: Any) -> None:

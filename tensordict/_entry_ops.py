@@ -465,8 +465,6 @@ class EntryOps(CollectionPrimitives):
         wanted = None if keys_to_update is None else {key_path(k, call) for k in keys_to_update}
         non_tensor: list[tuple[str, ...]] = []
         writes: list[tuple[tuple[str, ...], Any]] = []
-        bs = self.batch_size
-        sub_bs: torch.Size | None = None
         for key, value in (
             input_dict_or_td.items(True, leaves_only=True, is_leaf=with_non_tensor)
             if isinstance(input_dict_or_td, CollectionPrimitives)
@@ -482,10 +480,16 @@ class EntryOps(CollectionPrimitives):
                 non_tensor.append(path)
                 continue
             if isinstance(value, Tensor) and isinstance(leaf, Tensor):
-                if sub_bs is None:  # every key is checked before the first write
-                    sub_bs = _indexed_shape(call, idx, _normalise(idx, len(bs)), bs)
-                shown = path[0] if len(path) == 1 else path
-                check_copy_broadcast(value.shape, sub_bs + leaf.shape[len(bs) :], shown, call)
+                # every key is checked before the first write, against the slot the write
+                # fills: ``leaf[idx]``, as set_at_ indexes it (an Ellipsis counts the
+                # leaf's dims); an int index takes the first dim, with no index algebra
+                if type(idx) is int:
+                    slot = leaf.shape[1:]
+                else:
+                    slot = _indexed_shape(call, idx, _normalise(idx, leaf.ndim), leaf.shape)
+                if value.shape != slot:
+                    shown = path[0] if len(path) == 1 else path
+                    check_copy_broadcast(value.shape, slot, shown, call)
                 if clone:
                     value = value.clone()
             writes.append((path, value))

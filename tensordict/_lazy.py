@@ -101,9 +101,10 @@ class LazyStackedTensorDict(TensorDictBase):
 
     Constructor keywords besides ``stack_dim``: ``batch_size`` and ``device`` (an empty
     stack's, or checked/moved to), ``stack_dim_name`` (the stack dim's name), ``names``
-    (an empty stack's; with members it is ignored with a ``FutureWarning``, as upstream
-    0.15), ``strict_shape`` (accepted: members must always share a batch size here) and
-    upstream's deprecated ``hook_out``/``hook_in`` (refused with ``NotImplementedError``).
+    (an empty stack's stack-dim name, the others must be None; with members it is
+    ignored with a ``FutureWarning``, as upstream 0.15), ``strict_shape`` (accepted:
+    members must always share a batch size here) and upstream's deprecated
+    ``hook_out``/``hook_in`` (refused with ``NotImplementedError``).
 
     >>> import torch
     >>> from tensordict import TensorDict, lazy_stack
@@ -192,7 +193,15 @@ class LazyStackedTensorDict(TensorDictBase):
                     FutureWarning,
                     stacklevel=2,
                 )
-            else:
+            else:  # no member holds the other dims' names: only the stack dim's is kept
+                given = list(names)
+                if len(given) == len(self._batch_size) and any(
+                    n is not None for i, n in enumerate(given) if i != self.stack_dim
+                ):
+                    raise ValueError(
+                        f"{call}: an empty stack keeps only the stack dim's name (it has no "
+                        f"members to hold the others); got names {given}"
+                    )
                 self.names = names
         if stack_dim_name is not None:
             taken = [n for n in self.names if n is not None]
@@ -589,42 +598,50 @@ class LazyStackedTensorDict(TensorDictBase):
         if keys_to_update is not None or is_plain_mapping(other):
             call = self._call("update_")
             flat = update_source(other, False, keys_to_update, call)
-            each: dict[tuple[str, ...], Tensor] = {}  # ragged leaves: one value per member
+            each: list[dict[tuple[str, ...], Tensor]] = [{} for _ in self.tensordicts]
             for path, value in list(flat.items()):
-                if isinstance(value, Tensor) and not starts_with(value.shape, self._batch_size):
+                if isinstance(value, Tensor):
                     spread = self._spread(path, value, call)
-                    if spread is None:
-                        each[path] = flat.pop(path)
+                    if isinstance(spread, list):  # ragged leaves: written member by member
+                        del flat[path]
+                        for values, part in zip(each, spread, strict=True):
+                            values[path] = part
                     else:
                         flat[path] = spread
             other = TensorDict.from_dict(flat, batch_size=self._batch_size)
-            if each:
-                for member in self.tensordicts:
-                    member.update_(each)
+            for member, values in zip(self.tensordicts, each, strict=True):
+                if values:
+                    member.update_(values)
         for key, value in other.items(True, True, is_leaf=with_non_tensor):
             self.set_(key, value)
         return self
 
-    def _spread(self, path: tuple[str, ...], value: Tensor, call: str) -> Tensor | None:
-        """``value`` broadcast (a view) to the stacked shape of the leaf at ``path``, as
-        ``update_`` spreads a value over the batch dims like ``Tensor.copy_``; ``None`` when
-        the leaves are ragged and ``value`` (checked against each) goes to every member as
-        it is. A value for a missing key is returned as is, for the write to report."""
+    def _spread(self, path: tuple[str, ...], value: Tensor, call: str) -> Tensor | list[Tensor]:
+        """``value`` for the leaf at ``path`` as ``update_`` writes it, spread over the batch
+        dims as ``Tensor.copy_`` broadcasts: for leaves of one shape, ``value`` broadcast (a
+        view) to their stacked shape; for ragged leaves, one value per member (``value``
+        unbound along the stack dim when it has the batch dims, else ``value`` itself, which
+        must stay clear of that dim), each checked against its member's leaf. A value for a
+        missing key is returned as is, for the write to report."""
         leaves = [m._get_path_or_none(path) for m in self.tensordicts]
         if not leaves or not all(isinstance(leaf, Tensor) for leaf in leaves):
             return value
         shapes = [leaf.shape for leaf in leaves]
         shown = path[0] if len(path) == 1 else path
         first, sd = shapes[0], self.stack_dim
+        batched = starts_with(value.shape, self._batch_size)
         if all(shape == first for shape in shapes):
+            if batched:
+                return value  # set_ checks it against the stacked leaf
             full = (*first[:sd], len(shapes), *first[sd:])
             check_copy_broadcast(value.shape, full, shown, call)
             return value.expand(full)
-        for shape in shapes:  # ragged: the value must stay clear of the stack dim
-            if value.dim() > len(shape) - sd:
+        parts = list(value.unbind(sd)) if batched else [value] * len(shapes)
+        for part, shape in zip(parts, shapes, strict=True):
+            if not batched and value.dim() > len(shape) - sd:  # it would need the stack dim
                 raise leaf_shape_error(call, shown, value.shape, self._batch_size)
-            check_copy_broadcast(value.shape, shape, shown, call)
-        return None
+            check_copy_broadcast(part.shape, shape, shown, call)
+        return parts
 
     def del_(self, key: NestedKey) -> LazyStackedTensorDict:
         """Remove ``key`` from every member."""

@@ -207,6 +207,11 @@ class _Plan:
         # generator): the base seed comes from ``generator``, else from torch's global RNG
         # (as DataLoader's), so calls differ and torch.manual_seed makes them reproducible.
         self.seed = None
+        if generator is not None and isinstance(pool, multiprocessing.pool.ThreadPool):
+            raise ValueError(
+                f"{call}: generator= seeds the worker processes; the threads of a ThreadPool "
+                "share this process's random state, which seeding them would reset"
+            )
         if pool is None or generator is not None:
             source = generator if generator is not None else torch.default_generator
             self.seed = int(torch.randint(0, 2**62, (), generator=source))
@@ -291,6 +296,8 @@ def receipts(
 def _check(plan: _Plan, index: int, receipt: Any) -> None:
     start, stop = plan.chunks[index]
     where = f"chunk {index} (items {start}:{stop} along dim {plan.dim})"
+    if plan.order is not None:  # shuffled: the chunk's items are the permutation's
+        where = f"chunk {index} (items {plan.order[start:stop].tolist()} along dim {plan.dim})"
     if isinstance(receipt, Failed):
         if receipt.item is not None:
             where = f"item {receipt.item} along dim {plan.dim} (chunksize=0)"

@@ -127,8 +127,9 @@ def _run(job: Job, index: int, start: int, stop: int) -> Done:
     if job.stack:
         results = []
         for j in range(start, stop):
-            _ITEM[0] = j
-            results.append(fn(src[at(dim, j if order is None else int(order[j]))]))
+            item = j if order is None else int(order[j])
+            _ITEM[0] = item  # (errors name the item itself, shuffled or not)
+            results.append(fn(src[at(dim, item)]))
         _ITEM[0] = None
         positions = list(range(start, stop))
     else:

@@ -298,9 +298,10 @@ class ModuleOps(CollectionPrimitives):
         else:
             with torch.no_grad():
                 out = _stack_modules(cls, modules, "", call, {}, expand_identical)
-        if lock:
-            out.lock_()
-        return _wrap(call, out, as_module)
+        wrapped = _wrap(call, out, as_module)
+        if lock:  # (after wrapping: a TensorDictParams holds its own lock, locked as upstream)
+            wrapped.lock_()
+        return wrapped
 
     def to_module(
         self,

@@ -119,9 +119,16 @@ class NonTensor:
         raise NotImplementedError
 
     def _in_place(self, out: NonTensor, call: str, inplace: bool) -> NonTensor:
-        """``out``, or with ``inplace`` this entry made ``out`` (same kind only)."""
+        """``out``, or with ``inplace`` this entry made ``out``: a one-value entry only, as
+        upstream (a stack refuses it: it may be the entry of a collection whose batch
+        size it would leave behind)."""
         if not inplace:
             return out
+        if isinstance(self, NonTensorStack):
+            raise NotImplementedError(
+                f"NonTensorStack.{call}: inplace=True is not supported on a NonTensorStack; "
+                "use the result (inplace=False)"
+            )
         if type(out) is not type(self):
             raise ValueError(
                 f"{type(self).__name__}.{call}: inplace=True would turn this "
@@ -177,6 +184,8 @@ class NonTensor:
             size = batch_size
         if size is None:
             size = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        elif isinstance(size, int):
+            size = (size,)
         return self._op(lambda p: p.reshape(*size), "view", spread=False)
 
     def flatten(

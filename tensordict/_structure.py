@@ -189,15 +189,16 @@ class StructureOps(CollectionPrimitives):
         (torch.Size([3]), ['x'], 0)
         """
         out: Any = self._per_member(_empty, recurse)
-        if batch_size is not None:
+        if batch_size is not None and out._stack_parts() is not None:
+            out = _resized_stack(out, Size(batch_size))
+        elif batch_size is not None:
             current = out.names
             kept = current if names is NO_DEFAULT and any(n is not None for n in current) else None
             out.names = None
             out.batch_size = batch_size
-            if kept is not None and names is NO_DEFAULT:
-                new_bs = out.batch_size
-                if len(kept) >= len(new_bs):  # the leading dims keep their names
-                    out.names = kept[: len(new_bs)]
+            if kept is not None and names is NO_DEFAULT:  # the dims that remain keep theirs
+                n = len(out.batch_size)
+                out.names = (kept + [None] * n)[:n]
         if device is not NO_DEFAULT:
             out = out.clear_device_() if device is None else out.to(device)
         if names is not NO_DEFAULT:
@@ -212,6 +213,20 @@ class StructureOps(CollectionPrimitives):
         (True, False)
         """
         return not any(True for _ in self.values(True, True, is_leaf=with_non_tensor))
+
+
+def _resized_stack(stack: Any, batch_size: Size) -> Any:
+    """An emptied lazy stack given ``batch_size``: its members take it, less the stack dim,
+    when it keeps one member per element along that dim (as upstream); any other size
+    gives an empty TensorDict of that size."""
+    dim, members = stack._stack_parts()
+    if len(batch_size) > dim and batch_size[dim] == len(members):
+        for member in members:  # fresh empties: resized in place
+            member.batch_size = batch_size[:dim] + batch_size[dim + 1 :]
+        return type(stack)(*members, stack_dim=dim)
+    from tensordict._td import TensorDict  # (the module of the dense class builds on this one)
+
+    return TensorDict({}, batch_size=batch_size, device=stack.device)
 
 
 def _shell(td: DenseTensorDictBase) -> DenseTensorDictBase:

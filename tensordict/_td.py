@@ -822,8 +822,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         """
         path = key_path(key, self._call("set_"))
         node = self
-        for part in path[:-1]:
+        for i, part in enumerate(path[:-1]):
             node = node._subtd(part, self._call("set_"), create=False)
+            if not _is_td(node):  # a lazy stack writes the rest of the key into its members
+                node.set_(path[i + 1 :], value, non_blocking=non_blocking)
+                return self
         node._set_inplace(
             path[-1], value, self._call("set_"), shown=path if len(path) > 1 else None
         )
@@ -960,7 +963,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 node = self._get_path_or_none(path[:-1])
                 if _is_td(node):
                     node._gather_copies({path[-1]: value}, dst, src, rest, call, path[:-1])
-                else:  # a missing level or a ragged stack: set_ reports or writes it
+                elif node is None:
+                    raise missing_key_error(call, (*prefix, *path), store)
+                else:  # a lazy stack (or a leaf, which set_ reports) takes it as set_ does
                     rest.append((self, key, value))
                 continue
             current = store.get(key)

@@ -280,28 +280,30 @@ class TensorClass(TensorDict):
             device = None if "device" in cls._shadowed else device
             names = None if "names" in cls._shadowed else names
         fields = cls._fields
-        # the slot descriptors directly: no per-attribute __setattr__ hop
         if (  # the common [N], checked here: no call, no message built
             type(batch_size) is list
             and len(batch_size) == 1
             and type(b0 := batch_size[0]) is int
             and b0 >= 0
         ):
-            _SET_BS(self, _SIZES.get(b0) or torch.Size(batch_size))
+            size = _SIZES.get(b0) or torch.Size(batch_size)
         else:
-            _SET_BS(self, as_batch_size(batch_size, f"{cls.__name__}.__init__"))
-        _SET_DEVICE(self, None if device is None else as_device(device))
-        _SET_NAMES(self, None)
-        _SET_LOCKED(self, False)
-        if cls._custom_setattr:  # the class's own __setattr__ sees every field
+            size = as_batch_size(batch_size, f"{cls.__name__}.__init__")
+        dev = None if device is None else as_device(device)
+        if _DYNAMO():  # traced: object.__setattr__, as in _new_unsafe
+            _set_slots_traced(self, {}, size, dev, None)
+        else:  # the slot descriptors directly: no per-attribute __setattr__ hop
+            _SET_BS(self, size)
+            _SET_DEVICE(self, dev)
+            _SET_NAMES(self, None)
+            _SET_LOCKED(self, False)
             _SET_STORE(self, {})
+        if cls._custom_setattr:  # the class's own __setattr__ sees every field
             for key, value in _collect(cls, args, kwargs):
                 setattr(self, key, value)
-        elif kwargs or len(args) != len(fields):
-            _SET_STORE(self, {})
+        elif kwargs or len(args) != cls._n_fast_args:
             self._fill_pairs(_collect(cls, args, kwargs))
         else:  # every field given positionally (plain leaves took __init__'s lean path)
-            _SET_STORE(self, {})
             self._fill_pairs(zip(fields, args, strict=True))
         if names is not None:
             TensorDict.names.__set__(self, names)  # type: ignore[attr-defined]
@@ -785,6 +787,12 @@ def tensorclass(
         namespace = {
             k: v for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__")
         }
+        if issubclass(klass, TensorClass):  # a tensorclass's subclass: _setup ran on it
+            # its fields are properties now; their declarations (defaults) come back
+            specs = klass.__dict__.get("__dataclass_fields__", {})
+            for name in inspect.get_annotations(klass):
+                if name in specs and isinstance(namespace.get(name), property):
+                    namespace[name] = copy.copy(specs[name])
         namespace["__qualname__"] = klass.__qualname__  # pickle finds nested classes by it
         bases = tuple(b for b in klass.__bases__ if b is not object)
         if not any(issubclass(b, TensorClass) for b in bases):

@@ -129,13 +129,24 @@ def test_tensorclass_ops_are_one_graph() -> None:
     torch.testing.assert_close(out.y, point.y + 1)
 
 
-@pytest.mark.parametrize("by", ["keyword", "position"])
+@tensorclass
+class _CompiledDefault:
+    x: torch.Tensor
+    y: torch.Tensor | None = None
+
+
+@pytest.mark.parametrize("by", ["keyword", "position", "default", "device"])
 def test_a_tensorclass_built_inside_a_compiled_function_is_one_graph(by: str) -> None:
     def build(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        p: Any
         if by == "keyword":
             p = _CompiledPoint(x=x, y=y, batch_size=[4])
-        else:
+        elif by == "position":
             p = _CompiledPoint(x, y, batch_size=[4])
+        elif by == "default":  # the general constructor path
+            p = _CompiledDefault(x=x, batch_size=[4]).set("y", y)
+        else:
+            p = _CompiledPoint(x, y, batch_size=[4], device="cpu")
         return (p.x * p.y.unsqueeze(-1)).sum(-1) + p[1:].batch_size[0]
 
     x, y = torch.randn(4, 3), torch.randn(4)

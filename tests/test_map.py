@@ -430,3 +430,16 @@ def test_bad_seeding_arguments() -> None:
         data(4).map(double_x, worker_threads=0)
     with pytest.raises(TypeError, match="generator must be a torch.Generator, got int"):
         data(4).map(double_x, generator=3)  # type: ignore[arg-type]
+
+
+def test_shuffled_failures_name_the_items_and_thread_pools_refuse_a_generator() -> None:
+    td = data(8)
+    gen = torch.Generator().manual_seed(1)
+    with pytest.raises(RuntimeError, match=r"item 5 along dim 0 \(chunksize=0\)"):
+        list(td.map_iter(fail_on_five, num_workers=2, chunksize=0, shuffle=True, generator=gen))
+    with pytest.raises(RuntimeError, match=r"chunk \d \(items \[.*5.*\] along dim 0\)"):
+        list(td.map_iter(fail_on_five, num_workers=2, chunksize=2, shuffle=True, generator=gen))
+    from multiprocessing.pool import ThreadPool
+
+    with ThreadPool(2) as pool, pytest.raises(ValueError, match="threads of a ThreadPool share"):
+        td.map(double_x, pool=pool, generator=torch.Generator())

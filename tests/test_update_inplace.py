@@ -176,3 +176,15 @@ def test_ragged_lazy_update_gives_a_broadcast_value_to_each_member() -> None:
     with pytest.raises(ValueError, match=r"key 'a'"):
         lazy.update_({"a": torch.ones(1, 3)})  # it would need the stack dim
     assert [m["a"].tolist() for m in lazy.tensordicts] == [[2.0] * 3, [2.0] * 4]
+
+
+def test_update_at_checks_the_slot_the_write_fills() -> None:
+    # an Ellipsis counts a leaf's own dims in set_at_ (leaf[..., 1]), as upstream: the
+    # check sizes that same slot, so what the write takes passes and the rest is refused
+    td = TensorDict(a=torch.zeros(3, 4, 5), b=torch.zeros(3, 4), batch_size=[3, 4])
+    td.update_at_({"b": torch.ones(3), "a": torch.ones(3, 4)}, (..., 1))
+    assert td["a"][..., 1].eq(1).all() and td["b"][..., 1].eq(1).all()
+    fresh = TensorDict(a=torch.zeros(3, 4, 5), b=torch.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(ValueError, match=r"shape \(3, 5\) .* shape \(3, 4\) of key 'a'"):
+        fresh.update_at_({"b": torch.ones(3), "a": torch.ones(3, 5)}, (..., 1))
+    assert fresh["b"].eq(0).all()  # nothing written

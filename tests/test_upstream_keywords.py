@@ -92,8 +92,10 @@ def test_lazy_stack_constructor_keywords() -> None:
     with pytest.warns(FutureWarning, match="names is ignored when members are given"):
         s = LazyStackedTensorDict(*members, names=["a", "b"])
     assert s.names == [None, "t"]
-    empty = LazyStackedTensorDict(batch_size=[0, 2], names=["env", "t"])
-    assert empty.names[0] == "env"
+    empty = LazyStackedTensorDict(batch_size=[0, 2], names=["env", None])
+    assert empty.names == ["env", None]
+    with pytest.raises(ValueError, match="an empty stack keeps only the stack dim's name"):
+        LazyStackedTensorDict(batch_size=[0, 2], names=["env", "t"])  # not dropped silently
     with pytest.raises(RuntimeError, match="members must share a batch size"):  # strict
         LazyStackedTensorDict(TensorDict(batch_size=[2]), TensorDict(batch_size=[3]))
     with pytest.raises(NotImplementedError, match="hook_out / hook_in"):
@@ -110,3 +112,25 @@ def test_set_non_blocking_and_float32_cast_filter() -> None:
     ints = TensorDict(i=torch.arange(2), j=torch.arange(2), batch_size=[2])
     out = ints.float32(cast_filter=lambda key, value: key == ("i",))
     assert (out["i"].dtype, out["j"].dtype) == (torch.float32, torch.int64)
+
+
+def test_review_findings() -> None:
+    from torch import nn
+
+    import tensordict.nn  # noqa: F401  (as_module=True needs the module layer)
+
+    assert TensorDict.from_modules(nn.Linear(2, 2), nn.Linear(2, 2), as_module=True).is_locked
+    td = TensorDict(a=torch.zeros(3, 4), batch_size=[3, 4], names=["x", "y"])
+    assert td.empty(batch_size=[3, 4, 5]).names == ["x", "y", None]
+    lazy = LazyStackedTensorDict(*(TensorDict(a=torch.zeros(3), batch_size=[3]) for _ in range(2)))
+    same = lazy.empty(batch_size=[2, 3])
+    assert isinstance(same, LazyStackedTensorDict) and same.batch_size == (2, 3)
+    members = lazy.empty(batch_size=[2])  # the members take the rest, less the stack dim
+    assert isinstance(members, LazyStackedTensorDict) and members.tensordicts[0].batch_size == ()
+    other = lazy.empty(batch_size=[5, 3])
+    assert type(other) is TensorDict and other.batch_size == (5, 3) and not list(other.keys())
+    locked = TensorDict(a=torch.arange(4.0), batch_size=[4]).lock_()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict with inplace=True"):
+        locked.masked_select(torch.tensor([True, False, True, False]), inplace=True)
+    assert locked.batch_size == (4,)
+    assert locked.contiguous(inplace=True) is locked  # nothing would change: allowed
