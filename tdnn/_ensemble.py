@@ -10,7 +10,7 @@ from torch import nn
 
 from tdnn._base import TensorDictModuleBase, _reset
 from tdnn._params import TensorDictParams
-from tensordict import TensorDict, is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection, lazy_stack
 
 
 class EnsembleModule(TensorDictModuleBase):
@@ -41,8 +41,11 @@ class EnsembleModule(TensorDictModuleBase):
         self.out_keys = list(getattr(module, "out_keys", []))
         stacked = TensorDict.from_modules(*[module] * num_copies)
         for i in range(num_copies):  # reset each copy through the module itself
-            with stacked[i].to_module(module, preserve_module_state=False), torch.no_grad():
-                _reset(_Holder(module))
+            _reset_copy(module, stacked[i])
+        # Registered before params_td, as upstream: state_dict() and parameters() list
+        # module.* (the template's own tensors, unused by forward) first, so checkpoints
+        # and optimiser states load across the two libraries.
+        self.module = module
         self.params_td = TensorDictParams(stacked)
         self._base = [copy.deepcopy(module).to("meta")]  # structure only, not registered
         self.num_copies = num_copies
@@ -53,10 +56,37 @@ class EnsembleModule(TensorDictModuleBase):
         """The stacked parameters (``params_td``)."""
         return self.params_td
 
-    @property
-    def module(self) -> nn.Module:
-        """The module structure the copies share (on the meta device)."""
-        return self._base[0]
+    def reset_parameters_recursive(self, parameters: Any = None) -> Any:
+        """Re-initialise each copy in ``parameters`` (leading dim: the copies) in place.
+
+        Returns a lazy stack of the copies. The copies live in the TensorDict given, so
+        one is required (pass ``ensemble.params_td`` to reset the ensemble's own).
+
+        >>> import torch
+        >>> from torch import nn
+        >>> from tensordict.nn import EnsembleModule
+        >>> e = EnsembleModule(nn.Linear(3, 2), num_copies=2)
+        >>> before = e.params_td.data.clone()
+        >>> e.reset_parameters_recursive(e.params_td).batch_size
+        torch.Size([2])
+        >>> bool((e.params_td.data != before).any())
+        True
+        """
+        if parameters is None:
+            raise ValueError(
+                "EnsembleModule.reset_parameters_recursive: the copies' parameters are "
+                "required (expected a TensorDict with a leading dim of copies, e.g. "
+                "ensemble.params_td; got None)"
+            )
+        if parameters.ndim == 0:
+            raise ValueError(
+                "EnsembleModule.reset_parameters_recursive: expected parameters with a "
+                f"leading dim of copies, got batch_size {tuple(parameters.batch_size)}"
+            )
+        copies = list(parameters.unbind(0))
+        for one in copies:
+            _reset_copy(self.module, one)
+        return lazy_stack(copies, 0)
 
     def vmapped_forward(self, params: Any, *args: Any) -> Any:
         """Run the module with one copy's ``params`` (the function vmap maps).
@@ -81,6 +111,16 @@ class EnsembleModule(TensorDictModuleBase):
                 td = td.expand(self.num_copies, *td.batch_size)
             return torch.vmap(self.vmapped_forward, (0, 0), randomness="different")(params, td)
         return torch.vmap(self.vmapped_forward, dims, randomness="different")(params, *args)
+
+
+def _reset_copy(module: nn.Module, params: Any) -> None:
+    """Run ``module``'s resets with ``params`` swapped in, writing into them."""
+    if params.ndim:
+        for one in params.unbind(0):
+            _reset_copy(module, one)
+        return
+    with params.to_module(module, preserve_module_state=False), torch.no_grad():
+        _reset(_Holder(module))
 
 
 class _Holder(nn.Module):

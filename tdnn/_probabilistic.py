@@ -19,7 +19,7 @@ from tdnn._interaction import (
     pick,
     set_composite_lp_aggregate,
 )
-from tdnn._module import SKIP_EXISTING
+from tdnn._module import SKIP_EXISTING, skip_on
 from tdnn._sequential import TensorDictSequential
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
@@ -183,7 +183,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return self._dispatch(tensordict, **kwargs)
         if tensordict_out is None:
             tensordict_out = tensordict
-        if SKIP_EXISTING[0]:
+        if SKIP_EXISTING[0] and skip_on():
             present = tensordict.keys(True)
             if all(k in present for k in self._samples):
                 return tensordict_out
@@ -438,16 +438,18 @@ class _random:
     """Draw intermediate samples at random while a joint distribution is assembled."""
 
     def __enter__(self) -> None:
-        from tdnn._interaction import _INTERACTION
+        from tdnn._interaction import INTERACTION
 
-        self._previous = _INTERACTION[0]
-        if _INTERACTION[0] is None:
-            _INTERACTION[0] = InteractionType.RANDOM
+        # (only for this thread: other threads' modules keep their interaction type)
+        self._set = INTERACTION.get() is None
+        if self._set:
+            INTERACTION.push_local(InteractionType.RANDOM)
 
     def __exit__(self, *exc: Any) -> None:
-        from tdnn._interaction import _INTERACTION
+        from tdnn._interaction import INTERACTION
 
-        _INTERACTION[0] = self._previous
+        if self._set:
+            INTERACTION.pop_local()
 
 
 class _Joint(CompositeDistribution):

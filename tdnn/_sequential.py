@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -10,11 +10,13 @@ from torch import nn
 
 from tdnn._base import TensorDictModuleBase
 from tdnn._fastcall import hookless, plain_calls
+from tdnn._helpers import WrapModule
 from tdnn._module import (
     SKIP_EXISTING,
     TensorDictModule,
     deprecated_device,
     positional_out,
+    skip_on,
     tensor_inputs,
 )
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
@@ -151,7 +153,7 @@ class TensorDictSequential(TensorDictModuleBase):
         if args:
             tensordict_out = positional_out("TensorDictSequential", args, tensordict_out)
         select = self._select_before_return
-        if SKIP_EXISTING[0] and self._skippable(tensordict):
+        if SKIP_EXISTING[0] and skip_on() and self._skippable(tensordict):
             return tensordict
         inplace = self.inplace
         if tensordict_out is None:
@@ -342,22 +344,9 @@ def _as_module(where: Any, m: Any) -> nn.Module:
     if isinstance(m, nn.Module):
         return m
     if callable(m):
-        return _Callable(m)
+        return WrapModule(m)  # as upstream: a plain td -> td callable
     raise TypeError(f"TensorDictSequential: item {where!r} is not callable: {m!r}")
 
 
 # Modules whose forward also takes plain tensors (the others are given a TensorDict).
 _TENSOR_CALLS = (TensorDictModule.forward, TensorDictSequential.forward)
-
-
-class _Callable(nn.Module):
-    """A plain ``td -> td`` function as a module (no declared keys)."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-        self.in_keys: list[Any] = []
-        self.out_keys: list[Any] = []
-
-    def forward(self, td: Any, **kwargs: Any) -> Any:
-        return self.fn(td)

@@ -1,0 +1,186 @@
+"""Divergences from upstream tensordict.nn found by differential runs, each pinned down."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from tdnn import (
+    EnsembleModule,
+    InteractionType,
+    TensorDictModule,
+    TensorDictSequential,
+    WrapModule,
+    composite_lp_aggregate,
+    interaction_type,
+    set_composite_lp_aggregate,
+    set_interaction_type,
+    set_skip_existing,
+    skip_existing,
+)
+from tensordict import TensorDict, lazy_stack
+
+
+def _ensemble() -> EnsembleModule:
+    torch.manual_seed(0)
+    return EnsembleModule(TensorDictModule(nn.Linear(3, 2), ["x"], ["y"]), num_copies=2)
+
+
+def test_ensemble_state_dict_has_upstreams_keys_in_its_order() -> None:
+    ensemble = _ensemble()
+    assert list(ensemble.state_dict()) == [
+        "module.module.weight",
+        "module.module.bias",
+        "params_td.module.weight",
+        "params_td.module.bias",
+    ]
+    assert [n for n, _ in ensemble.named_parameters()] == list(ensemble.state_dict())
+    # a checkpoint with upstream's keys loads strictly, values included
+    other = _ensemble()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(1.0)
+    checkpoint = dict(other.state_dict())
+    assert str(ensemble.load_state_dict(checkpoint)) == "<All keys matched successfully>"
+    for key, value in ensemble.state_dict().items():
+        assert torch.equal(value, checkpoint[key]), key
+    # forward uses the stacked copies, not the template module's own tensors
+    td = TensorDict(x=torch.randn(4, 3), batch_size=[4])
+    out = ensemble(td)["y"]
+    for i in range(2):
+        w = ensemble.params_td["module", "weight"][i]
+        b = ensemble.params_td["module", "bias"][i]
+        torch.testing.assert_close(out[i], td["x"] @ w.T + b)
+
+
+def test_ensemble_reset_parameters_recursive_resets_each_copy() -> None:
+    ensemble = _ensemble()
+    before = ensemble.params_td.data.clone()
+    template = ensemble.module.module.weight.detach().clone()
+    reset = ensemble.reset_parameters_recursive(ensemble.params_td)
+    assert reset.batch_size == (2,)
+    after = ensemble.params_td.data
+    for i in range(2):
+        assert not torch.equal(after["module", "weight"][i], before["module", "weight"][i])
+    assert not torch.equal(after["module", "weight"][0], after["module", "weight"][1])
+    assert torch.equal(ensemble.module.module.weight, template)  # the template is kept
+    with pytest.raises(ValueError, match=r"reset_parameters_recursive: .*got None"):
+        ensemble.reset_parameters_recursive()
+    with pytest.raises(ValueError, match=r"leading dim of copies, got batch_size \(\)"):
+        ensemble.reset_parameters_recursive(ensemble.params_td.data[0])
+
+
+def test_get_kwargs_reach_tensordict_get() -> None:
+    ragged = lazy_stack([TensorDict(a=torch.arange(2.0)), TensorDict(a=torch.arange(3.0))])
+    module = TensorDictModule(
+        lambda a: a * 2,
+        in_keys=["a"],
+        out_keys=["b"],
+        get_kwargs={"as_padded_tensor": True, "padding_value": -1.0},
+    )
+    expected = ragged.get("a", as_padded_tensor=True, padding_value=-1.0) * 2
+    assert torch.equal(module(ragged)["b"], expected)
+    # through a sequence's fast path, and with keyword inputs
+    summed = TensorDictModule(
+        lambda x: x.sum(-1),
+        in_keys={"x": "a"},
+        out_keys=["s"],
+        get_kwargs={"as_padded_tensor": True},
+    )
+    out = TensorDictSequential(summed)(ragged)
+    assert torch.equal(out["s"], torch.tensor([1.0, 3.0]))
+    with pytest.raises(RuntimeError, match="as_padded_tensor"):
+        TensorDictModule(lambda a: a, in_keys=["a"], out_keys=["b"])(ragged)
+
+
+def test_wrap_module_takes_upstreams_keywords() -> None:
+    td = TensorDict(x=torch.ones(3, 4, 5), batch_size=[3, 4])
+    flat = WrapModule(func=lambda t: t.reshape(-1))
+    assert flat.in_keys == [] and flat.out_keys == [] and flat.inplace is False
+    assert flat(td).batch_size == (12,)
+    data = TensorDict(x=torch.ones(2))
+    plus = WrapModule(
+        lambda t: TensorDict(y=t["x"] + 1), inplace=True, in_keys=["x"], out_keys=["y"]
+    )
+    assert plus(data) is data and torch.equal(data["y"], torch.full((2,), 2.0))
+    fresh = WrapModule(lambda t: TensorDict(y=t["x"] + 1))(TensorDict(x=torch.ones(2)))
+    assert list(fresh.keys()) == ["y"]
+    seq = TensorDictSequential(
+        TensorDictModule(lambda x: x * 2, ["x"], ["y"]), lambda t: t.reshape(-1)
+    )
+    assert type(seq.module[1]) is WrapModule  # as upstream
+    out = seq(td.clone())
+    assert out.batch_size == (12,) and torch.equal(out["y"], torch.full((12, 5), 2.0))
+
+
+def _in_thread(read: Callable[[], Any]) -> Any:
+    seen: list[Any] = []
+    thread = threading.Thread(target=lambda: seen.append(read()))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+@pytest.mark.parametrize(
+    ("switch", "read", "off"),
+    [
+        (lambda: set_interaction_type("random", thread_local=True), interaction_type, None),
+        (lambda: set_skip_existing(True, thread_local=True), skip_existing, False),
+        (
+            lambda: set_composite_lp_aggregate(True, thread_local=True),
+            composite_lp_aggregate,
+            False,
+        ),
+    ],
+)
+def test_thread_local_switches_apply_to_their_thread_only(
+    switch: Callable[[], Any], read: Callable[[], Any], off: Any
+) -> None:
+    with switch():
+        on = read()
+        assert on not in (None, False)
+        assert _in_thread(read) == off
+    assert read() == off
+
+
+def test_thread_local_and_global_settings_nest() -> None:
+    with set_interaction_type("mode"):
+        with set_interaction_type("random", thread_local=True):
+            assert interaction_type() == "random" and _in_thread(interaction_type) == "mode"
+            with set_interaction_type("mean"):  # a global set while a local is active
+                assert interaction_type() == "random" and _in_thread(interaction_type) == "mean"
+            assert _in_thread(interaction_type) == "mode"
+        assert interaction_type() == "mode"
+    assert interaction_type() is None
+
+    @set_interaction_type("median", thread_local=True)
+    def decorated() -> Any:
+        return interaction_type()
+
+    assert decorated() is InteractionType.MEDIAN and interaction_type() is None
+
+
+def test_skip_existing_thread_local_skips_modules() -> None:
+    calls: list[int] = []
+    module = TensorDictModule(lambda x: calls.append(1) or x + 1, ["x"], ["y"])
+    td = TensorDict(x=torch.ones(2), y=torch.zeros(2))
+    with set_skip_existing(True, thread_local=True):
+        module(td)
+        TensorDictSequential(module)(td)
+    assert calls == [] and torch.equal(td["y"], torch.zeros(2))
+    module(td)
+    assert calls == [1]
+
+
+def test_interaction_type_is_a_str_enum() -> None:
+    assert InteractionType.RANDOM == "random" and isinstance(InteractionType.MODE, str)
+    assert str(InteractionType.MEAN) == "mean" and f"{InteractionType.MEAN}" == "mean"
+    assert InteractionType("MODE") is InteractionType.MODE
+    assert {InteractionType.MODE: 1}["mode"] == 1
+    with pytest.raises(ValueError, match="'foo' is not a valid InteractionType"):
+        InteractionType("foo")
