@@ -11,6 +11,7 @@ from tdnn._base import TensorDictModuleBase, unravel_keys
 from tdnn._composite import CompositeDistribution, log_prob_key_of, summed
 from tdnn._distributions import Delta
 from tdnn._fastcall import put
+from tdnn._generator import as_generator, from_input, use_generator
 from tdnn._interaction import (
     InteractionType,
     _as_type,
@@ -31,6 +32,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
     ``rsample`` where the distribution has it, so losses backpropagate into the
     parameters. ``in_keys`` as a dict maps distribution arguments to keys.
     ``return_log_prob=True`` also writes the log-probability (``<out_key>_log_prob``).
+    ``generator`` (a ``torch.Generator``, an int seed, or the key of an input entry holding
+    either) is the RNG of the draws; the global one's state is left as it was.
 
     >>> import torch
     >>> from torch.distributions import Normal
@@ -57,9 +60,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         cache_dist: bool = False,
         n_empirical_estimate: int = 1000,
         num_samples: int | torch.Size | None = None,
+        generator: torch.Generator | int | NestedKey | None = None,
     ) -> None:
         super().__init__()
         call = type(self).__name__
+        self._generator, self._generator_key = as_generator(call, generator)
         kwargs = dict(distribution_kwargs or {})
         if isinstance(in_keys, Mapping):
             self.dist_keys = [str(k) for k in in_keys]
@@ -195,17 +200,18 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 tensordict_out.set(self._log_prob_keys[0], self.log_prob(tensordict, dist=dist))
             return tensordict_out
         kind = interaction_type() or self.default_interaction_type or InteractionType.DETERMINISTIC
-        if self.num_samples is not None and kind is InteractionType.RANDOM:
-            value = (
-                dist.rsample(self.num_samples)
-                if dist.has_rsample
-                else dist.sample(self.num_samples)
+        generator, writeback = self._generator, None
+        if self._generator_key is not None:
+            generator, writeback = from_input(
+                type(self).__name__, self._generator_key, tensordict, self.in_keys
             )
-            tensordict_out = tensordict_out.expand(
-                *self.num_samples, *tensordict_out.batch_size
-            ).clone(False)
+        if generator is None:
+            value, tensordict_out = self._draw(dist, kind, tensordict_out)
         else:
-            value = pick(dist, kind, self.n_empirical_estimate)
+            with use_generator(generator):
+                value, tensordict_out = self._draw(dist, kind, tensordict_out)
+            if writeback is not None:
+                writeback(generator)
         if is_tensor_collection(value):
             for key in value.keys(True, True, is_leaf=is_leaf_nontensor):
                 tensordict_out.set(key, value.get(key))
@@ -221,6 +227,14 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if self.return_log_prob:
             put(tensordict_out, self._log_prob_keys[0], dist.log_prob(value))
         return tensordict_out
+
+    def _draw(self, dist: Any, kind: InteractionType, out: Any) -> tuple[Any, Any]:
+        """The value of ``dist`` for ``kind``, and the TensorDict to write it into."""
+        if self.num_samples is not None and kind is InteractionType.RANDOM:
+            n = self.num_samples
+            value = dist.rsample(n) if dist.has_rsample else dist.sample(n)
+            return value, out.expand(*n, *out.batch_size).clone(False)
+        return pick(dist, kind, self.n_empirical_estimate), out
 
     def _write_composite_log_prob(self, dist: Any, value: Any, out: Any) -> None:
         """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and

@@ -184,3 +184,40 @@ def test_interaction_type_is_a_str_enum() -> None:
     assert {InteractionType.MODE: 1}["mode"] == 1
     with pytest.raises(ValueError, match="'foo' is not a valid InteractionType"):
         InteractionType("foo")
+
+
+def _normal_module(generator: Any) -> Any:
+    from torch.distributions import Normal
+
+    from tdnn import ProbabilisticTensorDictModule
+
+    return ProbabilisticTensorDictModule(
+        ["loc", "scale"],
+        ["x"],
+        distribution_class=Normal,
+        generator=generator,
+        default_interaction_type="random",
+    )
+
+
+def test_probabilistic_generator_drives_the_draws() -> None:
+    params = TensorDict(loc=torch.zeros(3), scale=torch.ones(3), batch_size=[3])
+    reference = torch.Generator().manual_seed(3)
+    expected = [torch.randn(3, generator=reference) for _ in range(2)]
+    torch.manual_seed(0)
+    global_state = torch.get_rng_state()
+    module = _normal_module(torch.Generator().manual_seed(3))
+    drawn = [module(params.clone())["x"] for _ in range(2)]
+    assert torch.equal(drawn[0], expected[0]) and torch.equal(drawn[1], expected[1])
+    assert torch.equal(torch.get_rng_state(), global_state)  # the global RNG is untouched
+    seeded = _normal_module(3)
+    assert torch.equal(seeded(params.clone())["x"], expected[0])
+    # a seed read from the input: used, then replaced by the next one drawn
+    data = TensorDict(loc=torch.zeros(3), scale=torch.ones(3), seed=torch.tensor(3))
+    out = _normal_module("seed")(data)
+    assert torch.equal(out["x"], expected[0]) and int(out["seed"]) != 3
+    with pytest.raises(TypeError, match="generator must be a torch.Generator.*got float"):
+        _normal_module(1.5)
+    data["seed"] = torch.tensor([1, 2])
+    with pytest.raises(ValueError, match=r"generator key 'seed' holds a tensor of shape \(2,\)"):
+        _normal_module("seed")(data)
