@@ -221,3 +221,52 @@ def test_probabilistic_generator_drives_the_draws() -> None:
     data["seed"] = torch.tensor([1, 2])
     with pytest.raises(ValueError, match=r"generator key 'seed' holds a tensor of shape \(2,\)"):
         _normal_module("seed")(data)
+
+
+def test_truncated_normal_takes_upstreams_arguments_and_statistics() -> None:
+    from tensordict.nn.distributions import TruncatedNormal
+    from tensordict.nn.distributions.truncated_normal import TruncatedStandardNormal
+
+    loc, scale = torch.full((3,), 5.0), torch.ones(3)
+    dist = TruncatedNormal(loc=loc, scale=scale, a=4.0, b=6.0)
+    assert torch.allclose(dist.mean, loc)
+    # variance of a standard normal truncated to [-1, 1]: 1 - 2 phi(1) / (2 Phi(1) - 1)
+    phi1 = torch.exp(torch.tensor(-0.5)) / (2 * torch.pi) ** 0.5
+    mass = torch.erf(torch.tensor(1.0 / 2**0.5))
+    torch.testing.assert_close(dist.variance, (1 - 2 * phi1 / mass).expand(3))
+    torch.testing.assert_close(dist.auc, mass.expand(3))
+    torch.testing.assert_close(dist.a, torch.full((3,), -1.0))  # standardised, as upstream
+    q = torch.tensor([0.1, 0.5, 0.9])
+    torch.testing.assert_close(dist.cdf(dist.icdf(q)), q)
+    # draws: the inverse CDF of uniform(eps, 1 - eps), so a seed gives upstream's values
+    torch.manual_seed(0)
+    drawn = dist.rsample()
+    torch.manual_seed(0)
+    u = torch.empty(3).uniform_(TruncatedNormal.eps, 1 - TruncatedNormal.eps)
+    torch.testing.assert_close(drawn, dist.icdf(u))
+    assert dist.sample((2,)).shape == (2, 3)
+    # positionally: (loc, scale, a, b, validate_args), as upstream
+    assert TruncatedNormal(loc, scale, 4.0, 6.0, False)._validate_args is False
+    assert TruncatedNormal(0.0, 1e-9, -1.0, 1.0).scale == TruncatedNormal.eps
+    with pytest.raises(ValueError, match=r"TruncatedNormal: expected a < b everywhere, got a=1.0"):
+        TruncatedNormal(loc, scale, 1.0, -1.0)
+    with pytest.raises(ValueError, match="within the support"):
+        TruncatedNormal(loc, scale, 4.0, 6.0, True).log_prob(torch.full((3,), 7.0))
+    torch.testing.assert_close(TruncatedStandardNormal(-1.0, 1.0).mean, torch.tensor(0.0))
+
+
+def test_one_hot_categorical_rsample_is_upstreams_relaxed_draw() -> None:
+    from tensordict.nn.distributions import OneHotCategorical
+
+    logits = torch.randn(2, 4, requires_grad=True)
+    torch.manual_seed(0)
+    drawn = OneHotCategorical(logits=logits).rsample()
+    torch.manual_seed(0)
+    relaxed = torch.distributions.RelaxedOneHotCategorical(torch.tensor(1.0), logits=logits)
+    soft = relaxed.rsample()
+    expected = torch.nn.functional.one_hot(soft.argmax(-1), 4).float()
+    assert torch.equal(drawn, expected)
+    (drawn * torch.arange(4.0)).sum().backward()
+    grad = torch.autograd.grad((soft * torch.arange(4.0)).sum(), logits)[0]
+    torch.testing.assert_close(logits.grad, grad)  # the relaxed draw's gradient
+    assert OneHotCategorical.num_params == 1
