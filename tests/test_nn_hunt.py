@@ -270,3 +270,72 @@ def test_one_hot_categorical_rsample_is_upstreams_relaxed_draw() -> None:
     grad = torch.autograd.grad((soft * torch.arange(4.0)).sum(), logits)[0]
     torch.testing.assert_close(logits.grad, grad)  # the relaxed draw's gradient
     assert OneHotCategorical.num_params == 1
+
+
+def _composite() -> Any:
+    from torch.distributions import Categorical, Normal
+
+    from tdnn import CompositeDistribution
+
+    params = TensorDict(
+        cont=TensorDict(loc=torch.zeros(3, 2), scale=torch.ones(3, 2), batch_size=[3]),
+        disc=TensorDict(logits=torch.zeros(3, 4), batch_size=[3]),
+        batch_size=[3],
+    )
+    return CompositeDistribution(params, {"cont": Normal, "disc": Categorical})
+
+
+def test_composite_distribution_upstream_methods() -> None:
+    dist = _composite()
+    assert list(dist.keys()) == ["cont", "disc"] and dist.get("cont") is dist.dists["cont"]
+    assert [k for k, _ in dist.items()] == ["cont", "disc"] and dist.get("nope") is None
+    torch.manual_seed(0)
+    sample, lp = dist.sample_and_log_prob((2,))
+    torch.manual_seed(0)
+    again = dist.sample((2,))
+    assert sample.batch_size == (2, 3) and torch.equal(sample["cont"], again["cont"])
+    cont_lp = dist.dists["cont"].log_prob(sample["cont"])
+    disc_lp = dist.dists["disc"].log_prob(sample["disc"])
+    assert torch.equal(lp["cont_log_prob"], cont_lp) and lp.batch_size == (2, 3)
+    total = cont_lp.sum(-1) + disc_lp
+    with set_composite_lp_aggregate(True):
+        torch.testing.assert_close(dist.log_prob(sample), total)
+        written = dist.log_prob_composite(sample)  # in place, as upstream
+        assert written is sample
+        torch.testing.assert_close(sample["sample_log_prob"], total)
+        torch.testing.assert_close(
+            dist.entropy(), dist.entropy_composite(include_sum=True)["entropy"]
+        )
+    composite = dist.log_prob_composite(again, include_sum=True)
+    assert sorted(composite.keys()) == ["cont_log_prob", "disc_log_prob", "sample_log_prob"]
+    torch.testing.assert_close(composite["sample_log_prob"], total)
+    ent = dist.entropy(include_sum=True)
+    expected = dist.dists["cont"].entropy().sum(-1) + dist.dists["disc"].entropy()
+    torch.testing.assert_close(ent["entropy"], expected)
+    assert dist.sample(None).batch_size == (3,)
+    _, rlp = dist.rsample_and_log_prob()
+    assert rlp.batch_size == (3,)
+
+
+def test_composite_distribution_cdf_icdf_and_monte_carlo_entropy() -> None:
+    from torch.distributions import Normal, TransformedDistribution
+    from torch.distributions.transforms import ExpTransform
+
+    from tdnn import CompositeDistribution
+
+    normal = Normal(torch.zeros(3), torch.ones(3))
+    dist = CompositeDistribution.from_distributions(TensorDict(batch_size=[3]), {"a": normal})
+    sample = TensorDict(a=torch.tensor([-1.0, 0.0, 2.0]), batch_size=[3])
+    assert dist.cdf(sample) is sample
+    torch.testing.assert_close(sample["a_cdf"], normal.cdf(sample["a"]))
+    dist.icdf(sample)
+    torch.testing.assert_close(sample["a_icdf"], sample["a"])
+    with pytest.raises(KeyError, match=r"icdf: neither 'a_cdf' nor 'a' is in the sample"):
+        dist.icdf(TensorDict(b=torch.zeros(3), batch_size=[3]))
+    log_normal = TransformedDistribution(normal, [ExpTransform()])  # no closed-form entropy
+    mc = CompositeDistribution.from_distributions(TensorDict(batch_size=[3]), {"x": log_normal})
+    torch.manual_seed(0)
+    estimate = mc.entropy_composite(samples_mc=4)["x_entropy"]
+    torch.manual_seed(0)
+    draws = log_normal.rsample((4,))
+    torch.testing.assert_close(estimate, -log_normal.log_prob(draws).mean(0))
