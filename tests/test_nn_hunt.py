@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -339,3 +340,21 @@ def test_composite_distribution_cdf_icdf_and_monte_carlo_entropy() -> None:
     torch.manual_seed(0)
     draws = log_normal.rsample((4,))
     torch.testing.assert_close(estimate, -log_normal.log_prob(draws).mean(0))
+
+
+def test_cuda_graph_module_state_dict_is_the_wrapped_modules() -> None:
+    from tdnn import CudaGraphModule
+
+    with (
+        pytest.warns(UserWarning, match="no CUDA device")
+        if not torch.cuda.is_available()
+        else _nothing()
+    ):
+        graph = CudaGraphModule(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+    assert list(graph.state_dict()) == ["module.weight", "module.bias"]  # as upstream
+    other = TensorDictModule(nn.Linear(2, 2), ["x"], ["y"])
+    assert str(graph.load_state_dict(other.state_dict())) == "<All keys matched successfully>"
+    assert torch.equal(graph.module.module.weight, other.module.weight)
+    parent = nn.Sequential(graph)  # as a child it is saved and loaded like any other
+    assert list(parent.state_dict()) == ["0.module.module.weight", "0.module.module.bias"]
+    parent.load_state_dict(parent.state_dict())
