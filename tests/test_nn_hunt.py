@@ -348,7 +348,7 @@ def test_cuda_graph_module_state_dict_is_the_wrapped_modules() -> None:
     with (
         pytest.warns(UserWarning, match="no CUDA device")
         if not torch.cuda.is_available()
-        else _nothing()
+        else contextlib.nullcontext()
     ):
         graph = CudaGraphModule(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
     assert list(graph.state_dict()) == ["module.weight", "module.bias"]  # as upstream
