@@ -358,3 +358,12 @@ def test_cuda_graph_module_state_dict_is_the_wrapped_modules() -> None:
     parent = nn.Sequential(graph)  # as a child it is saved and loaded like any other
     assert list(parent.state_dict()) == ["0.module.module.weight", "0.module.module.bias"]
     parent.load_state_dict(parent.state_dict())
+
+
+def test_from_module_use_state_dict_gives_detached_tensors() -> None:
+    model = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    params = TensorDict.from_module(model, use_state_dict=True)
+    weight = params["0", "weight"]
+    assert type(weight) is torch.Tensor and not weight.requires_grad  # as upstream
+    assert weight.data_ptr() == model[0].weight.data_ptr()  # no copy
+    assert ("1", "num_batches_tracked") in params.keys(True)
