@@ -367,3 +367,22 @@ def test_from_module_use_state_dict_gives_detached_tensors() -> None:
     assert type(weight) is torch.Tensor and not weight.requires_grad  # as upstream
     assert weight.data_ptr() == model[0].weight.data_ptr()  # no copy
     assert ("1", "num_batches_tracked") in params.keys(True)
+
+
+def test_functional_modules_set_tensor_as_upstream() -> None:
+    from tensordict.nn.distributions import utils  # upstream's path imports
+    from tensordict.nn.functional_modules import set_tensor, set_tensor_dict
+
+    assert utils.__all__ == []
+    model = nn.Linear(1, 1)
+    model.register_buffer("stat", torch.zeros(1))
+    with pytest.warns(DeprecationWarning, match=r"set_tensor\(\) is deprecated"):
+        set_tensor(model, "weight", torch.zeros(1, 1))  # a plain tensor: an attribute
+    assert "weight" not in model._parameters and torch.equal(model.weight, torch.zeros(1, 1))
+    with pytest.warns(DeprecationWarning, match=r"set_tensor\(\) is deprecated"):
+        set_tensor(model, "stat", torch.ones(1))  # a buffer stays a buffer
+    assert torch.equal(model._buffers["stat"], torch.ones(1))
+    new = nn.Parameter(torch.ones(1))
+    with pytest.warns(DeprecationWarning, match=r"set_tensor_dict\(\) is deprecated"):
+        set_tensor_dict(model.__dict__, model, "bias", new)
+    assert model._parameters["bias"] is new
