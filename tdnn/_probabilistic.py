@@ -367,8 +367,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """The log-prob key of the last probabilistic module."""
         return self._prob_modules()[-1].log_prob_key
 
-    def get_dist_params(self, tensordict: Any, **kwargs: Any) -> Any:
-        """Run the deterministic part on (a shallow copy of) ``tensordict``.
+    def get_dist_params(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
+        """Run the deterministic part on (a shallow copy of) ``tensordict``; given
+        ``tensordict_out``, write the part's outputs into it and return it (as upstream).
 
         >>> import torch
         >>> from torch.distributions import Normal
@@ -382,7 +383,13 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.get_dist_params(TensorDict(x=torch.zeros(1)))["loc"]
         tensor([1.])
         """
+        td, written = self._dist_params(tensordict, **kwargs)
+        return td if tensordict_out is None else _copy_keys(td, tensordict_out, written)
+
+    def _dist_params(self, tensordict: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
+        """The deterministic part's result, and the keys its members wrote."""
         td = tensordict.clone(False)
+        written: list[Any] = []
         for m in self._members():
             if isinstance(m, ProbabilisticTensorDictModule):
                 if m is self._members()[-1]:
@@ -391,10 +398,12 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
                     td = m(td, **kwargs)
             else:
                 td = m(td, **kwargs)
-        return td
+            written += m.out_keys
+        return td, written
 
-    def get_dist(self, tensordict: Any, **kwargs: Any) -> Any:
-        """The distribution of the last probabilistic module, or a composite of all.
+    def get_dist(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
+        """The distribution of the last probabilistic module, or a composite of all
+        (``tensordict_out``: where the parameters computed on the way are written).
 
         >>> import torch
         >>> from torch.distributions import Normal
@@ -409,7 +418,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         tensor([1.])
         """
         if not self.return_composite:
-            td = self.get_dist_params(tensordict, **kwargs)
+            td, written = self._dist_params(tensordict, **kwargs)
+            if tensordict_out is not None:
+                _copy_keys(td, tensordict_out, written)
             return self._members()[-1].get_dist(td)
         td = tensordict.clone(False)
         dists: dict[Any, Any] = {}
@@ -426,7 +437,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
 
     build_dist_from_params = get_dist
 
-    def log_prob(self, tensordict: Any, *, dist: Any = None, **kwargs: Any) -> Any:
+    def log_prob(
+        self, tensordict: Any, tensordict_out: Any = None, *, dist: Any = None, **kwargs: Any
+    ) -> Any:
         """The log-probability of the samples in ``tensordict`` (a TensorDict of
         ``<key>_log_prob`` entries when there are several probabilistic modules).
 
@@ -442,10 +455,20 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.log_prob(TensorDict(x=torch.zeros(1), y=torch.zeros(1)))
         tensor([-0.9189])
         """
-        dist = self.get_dist(tensordict, **kwargs) if dist is None else dist
+        if dist is None:
+            dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
         return dist.log_prob(tensordict.get(self._prob_modules()[-1].dist_sample_keys[0]))
+
+
+def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
+    """Set ``dest[key] = source[key]`` for each of ``keys`` that ``source`` has."""
+    present = source.keys(True)
+    for key in dict.fromkeys(keys):
+        if key in present:
+            dest.set(key, source.get(key))
+    return dest
 
 
 class _random:

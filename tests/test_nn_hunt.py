@@ -386,3 +386,43 @@ def test_functional_modules_set_tensor_as_upstream() -> None:
     with pytest.warns(DeprecationWarning, match=r"set_tensor_dict\(\) is deprecated"):
         set_tensor_dict(model.__dict__, model, "bias", new)
     assert model._parameters["bias"] is new
+
+
+def test_probabilistic_sequence_takes_tensordict_out_positionally() -> None:
+    from torch.distributions import Normal
+
+    from tdnn import (
+        NormalParamExtractor,
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+    )
+
+    torch.manual_seed(0)
+    seq = ProbabilisticTensorDictSequential(
+        TensorDictModule(
+            nn.Sequential(nn.Linear(3, 4), NormalParamExtractor()), ["obs"], ["loc", "scale"]
+        ),
+        ProbabilisticTensorDictModule(["loc", "scale"], ["action"], distribution_class=Normal),
+    )
+    td = TensorDict(obs=torch.randn(5, 3), batch_size=[5])
+    out = TensorDict(batch_size=[5])
+    assert seq.get_dist_params(td, out) is out and sorted(out.keys()) == ["loc", "scale"]
+    out = TensorDict(batch_size=[5])
+    dist = seq.get_dist(td, out)
+    assert torch.equal(dist.mean, out["loc"]) and "obs" not in out.keys()
+    done = seq(td.clone())
+    out = TensorDict(batch_size=[5])
+    torch.testing.assert_close(seq.log_prob(done, out), dist.log_prob(done["action"]))
+    assert sorted(out.keys()) == ["loc", "scale"]
+
+
+def test_dispatch_defaults_as_upstream() -> None:
+    from tdnn import dispatch
+
+    assert (dispatch.DEFAULT_SEPARATOR, dispatch.DEFAULT_SOURCE, dispatch.DEFAULT_DEST) == (
+        "_",
+        "in_keys",
+        "out_keys",
+    )
+    with pytest.warns(DeprecationWarning, match=r"get_source\(\) is deprecated"):
+        assert dispatch(source=["a"]).get_source(None, None) == ["a"]
