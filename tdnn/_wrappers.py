@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tensordict import TensorDict
+from tensordict import TensorClass, TensorDict
 
 
 class TensorDictModuleWrapper(TensorDictModuleBase):
@@ -93,6 +93,8 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
 
 InputClass = TypeVar("InputClass")
 OutputClass = TypeVar("OutputClass")
+InputTensorClass = TypeVar("InputTensorClass", bound=TensorClass)
+OutputTensorClass = TypeVar("OutputTensorClass", bound=TensorClass)
 
 
 def _fields(cls: Any) -> list[tuple[str, ...]]:
