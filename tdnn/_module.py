@@ -178,7 +178,21 @@ class TensorDictModule(TensorDictModuleBase):
 
     @property
     def is_functional(self) -> bool:
-        """False: modules here hold their parameters (swap them with ``to_module``)."""
+        """False: modules here hold their parameters (swap them with ``to_module``).
+        Deprecated, as upstream.
+
+        >>> import warnings
+        >>> from tensordict.nn import TensorDictModule
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     TensorDictModule(lambda x: x, ["x"], ["y"]).is_functional
+        False
+        """
+        warnings.warn(
+            "TensorDictModule.is_functional is deprecated and will be removed in TensorDict 0.17",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return False
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -91,6 +92,12 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         self.default_interaction_type = _as_type(default_interaction_type)
         self.distribution_class = distribution_class
         self.distribution_kwargs = kwargs
+        if cache_dist:
+            warnings.warn(
+                f"{call}(cache_dist=True) is deprecated and will be removed in TensorDict 0.17",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.cache_dist = cache_dist
         self.n_empirical_estimate = n_empirical_estimate
         self.num_samples = (

@@ -57,7 +57,11 @@ class TensorDictSequential(TensorDictModuleBase):
     method: str | None = None
     method_kwargs: dict[str, Any] = {}  # noqa: RUF012  (read-only)
     strict: bool = False
-    is_functional: bool = False
+
+    @property
+    def is_functional(self) -> bool:
+        """False, as for ``TensorDictModule`` (deprecated, as upstream)."""
+        return bool(TensorDictModule.is_functional.fget(self))  # type: ignore[attr-defined]
 
     def __init__(
         self,

@@ -426,3 +426,17 @@ def test_dispatch_defaults_as_upstream() -> None:
     )
     with pytest.warns(DeprecationWarning, match=r"get_source\(\) is deprecated"):
         assert dispatch(source=["a"]).get_source(None, None) == ["a"]
+
+
+def test_upstream_deprecations_warn() -> None:
+    from torch.distributions import Normal
+
+    from tdnn import ProbabilisticTensorDictModule
+
+    module = TensorDictModule(lambda x: x, ["x"], ["y"])
+    with pytest.warns(DeprecationWarning, match="is_functional is deprecated"):
+        assert module.is_functional is False
+    with pytest.warns(DeprecationWarning, match="is_functional is deprecated"):
+        assert TensorDictSequential(module).is_functional is False
+    with pytest.warns(DeprecationWarning, match=r"cache_dist=True\) is deprecated"):
+        ProbabilisticTensorDictModule(["loc"], ["x"], distribution_class=Normal, cache_dist=True)
