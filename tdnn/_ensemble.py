@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -43,11 +42,11 @@ class EnsembleModule(TensorDictModuleBase):
         for i in range(num_copies):  # reset each copy through the module itself
             _reset_copy(module, stacked[i])
         # Registered before params_td, as upstream: state_dict() and parameters() list
-        # module.* (the template's own tensors, unused by forward) first, so checkpoints
-        # and optimiser states load across the two libraries.
+        # module.* (the template's own tensors, swapped out while forward runs) first, so
+        # checkpoints and optimiser states load across the two libraries; and forward
+        # runs the module itself, so train()/eval() and changes to it apply.
         self.module = module
         self.params_td = TensorDictParams(stacked)
-        self._base = [copy.deepcopy(module).to("meta")]  # structure only, not registered
         self.num_copies = num_copies
         self.expand_input = expand_input
 
@@ -98,9 +97,9 @@ class EnsembleModule(TensorDictModuleBase):
         >>> e.vmapped_forward(e.params_td.data[0], torch.zeros(1, 3)).shape
         torch.Size([1, 2])
         """
-        base = self._base[0]
-        with params.to_module(base, preserve_module_state=False):
-            return base(*args)
+        module = self.module
+        with params.to_module(module, preserve_module_state=False):
+            return module(*args)
 
     def forward(self, *args: Any) -> Any:
         dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))

@@ -52,7 +52,9 @@ def test_ensemble_state_dict_has_upstreams_keys_in_its_order() -> None:
         assert torch.equal(value, checkpoint[key]), key
     # forward uses the stacked copies, not the template module's own tensors
     td = TensorDict(x=torch.randn(4, 3), batch_size=[4])
+    template = ensemble.module.module.weight
     out = ensemble(td)["y"]
+    assert ensemble.module.module.weight is template  # put back after the call
     for i in range(2):
         w = ensemble.params_td["module", "weight"][i]
         b = ensemble.params_td["module", "bias"][i]
@@ -440,3 +442,31 @@ def test_upstream_deprecations_warn() -> None:
         assert TensorDictSequential(module).is_functional is False
     with pytest.warns(DeprecationWarning, match=r"cache_dist=True\) is deprecated"):
         ProbabilisticTensorDictModule(["loc"], ["x"], distribution_class=Normal, cache_dist=True)
+
+
+def test_setting_out_keys_changes_what_is_written() -> None:
+    td = TensorDict(x=torch.ones(2))
+    module = TensorDictModule(lambda x: x + 1, ["x"], ["y"])
+    module.out_keys = ["z"]
+    assert module.out_keys_source == ["z"] and sorted(module(td.clone()).keys()) == ["x", "z"]
+    pair = TensorDictModule(lambda x: (x, x * 2), ["x"], ["y", "w"]).select_out_keys("w")
+    pair.out_keys = ["a", "b"]  # a selection made before is dropped, as upstream
+    out = pair(td.clone())
+    assert sorted(out.keys()) == ["a", "b", "x"] and torch.equal(out["b"], torch.full((2,), 2.0))
+    assert sorted(pair.select_out_keys("b")(td.clone()).keys()) == ["b", "x"]
+    seq = TensorDictSequential(module, TensorDictModule(lambda z: z * 2, ["z"], ["q"]))
+    assert seq.in_keys == ["x"] and torch.equal(seq(td.clone())["q"], torch.full((2,), 4.0))
+
+
+def test_ensemble_runs_its_module_so_eval_and_changes_apply() -> None:
+    torch.manual_seed(0)
+    ensemble = EnsembleModule(TensorDictModule(nn.Dropout(0.5), ["x"], ["y"]), num_copies=2)
+    td = TensorDict(x=torch.ones(3, 4), batch_size=[3])
+    ensemble.eval()
+    assert torch.equal(ensemble(td.clone())["y"], torch.ones(2, 3, 4))
+    ensemble.train()
+    assert not torch.equal(ensemble(td.clone())["y"], torch.ones(2, 3, 4))
+    ensemble.module.out_keys = ["z"]
+    assert "z" in ensemble(td.clone()).keys()
+    weight = ensemble.module.module
+    assert isinstance(weight, nn.Dropout)  # the module given, restored after each call
