@@ -239,8 +239,9 @@ class TensorDictSequential(TensorDictModuleBase):
         in_keys: Sequence[NestedKey] | None = None,
         out_keys: Sequence[NestedKey] | None = None,
     ) -> TensorDictSequential:
-        """The modules (the same objects) needed to go from ``in_keys`` to ``out_keys``;
-        nested sequences are expanded.
+        """The modules (the same objects) needed to go from ``in_keys`` to ``out_keys``
+        (defaults: the sequence's); a nested sequence is filtered in place of being kept
+        whole. ``partial_tolerant`` and ``inplace`` are kept.
 
         >>> from tensordict.nn import TensorDictModule, TensorDictSequential
         >>> seq = TensorDictSequential(
@@ -250,25 +251,32 @@ class TensorDictSequential(TensorDictModuleBase):
         >>> seq.select_subsequence(out_keys=["d"]).in_keys
         ['c']
         """
-        modules = self._flat()
-        if in_keys is not None:
-            reachable = {unravel_key(k) for k in in_keys}
-            keep = []
-            for name, m in modules:
-                ins, outs = _io(m)
-                if reachable & set(ins):
-                    keep.append((name, m))
-                    reachable |= set(outs)
-            modules = keep
-        if out_keys is not None:
-            needed = {unravel_key(k) for k in out_keys}
-            keep = []
-            for name, m in reversed(modules):
-                ins, outs = _io(m)
-                if needed & set(outs):
-                    keep.append((name, m))
-                    needed |= set(ins)
-            modules = keep[::-1]
+        # As upstream: a module stays if each of its inputs is given or written by a module
+        # kept before it; then, going back, if it writes a key wanted or read by a module
+        # kept after it. A nested sequence (of this exact type) is filtered the same way.
+        members: Any = self._modules["module"]
+        modules = list(members._modules.items())
+        available = [unravel_key(k) for k in (self.in_keys if in_keys is None else in_keys)]
+        kept = []
+        for name, m in modules:
+            if type(m) is TensorDictSequential:
+                try:
+                    m = m.select_subsequence(in_keys=available)
+                except ValueError:
+                    continue
+            ins, outs = _io(m)
+            if all(k in available for k in ins):
+                kept.append((name, m))
+                available += outs
+        needed = [unravel_key(k) for k in (self.out_keys if out_keys is None else out_keys)]
+        modules = []
+        for name, m in reversed(kept):
+            if any(k in needed for k in _io(m)[1]):
+                if type(m) is TensorDictSequential:
+                    m = m.select_subsequence(out_keys=needed)
+                modules.append((name, m))
+                needed += _io(m)[0]
+        modules.reverse()
         if not modules:
             raise ValueError(
                 f"TensorDictSequential.select_subsequence: no module is selected for "
@@ -277,11 +285,11 @@ class TensorDictSequential(TensorDictModuleBase):
         return self._like(modules)
 
     def _like(self, modules: list[tuple[str, Any]]) -> TensorDictSequential:
+        tolerant, inplace = self.partial_tolerant, self.inplace
         if isinstance(self.module, nn.ModuleDict):
-            return TensorDictSequential(dict(modules), partial_tolerant=self.partial_tolerant)
-        return TensorDictSequential(
-            *[m for _, m in modules], partial_tolerant=self.partial_tolerant
-        )
+            return TensorDictSequential(dict(modules), partial_tolerant=tolerant, inplace=inplace)
+        members = [m for _, m in modules]
+        return TensorDictSequential(*members, partial_tolerant=tolerant, inplace=inplace)
 
     def __getitem__(self, index: int | slice | str) -> Any:
         members: Any = self._modules["module"]

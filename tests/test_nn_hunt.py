@@ -470,3 +470,39 @@ def test_ensemble_runs_its_module_so_eval_and_changes_apply() -> None:
     assert "z" in ensemble(td.clone()).keys()
     weight = ensemble.module.module
     assert isinstance(weight, nn.Dropout)  # the module given, restored after each call
+
+
+def test_select_subsequence_follows_upstreams_rules() -> None:
+    def same(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def two(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x
+
+    # a module is kept only if each of its inputs is given or computed
+    seq = TensorDictSequential(
+        TensorDictModule(same, ["a"], ["b"]),
+        TensorDictModule(two, ["b", "z"], ["c"]),
+        TensorDictModule(same, ["b"], ["d"]),
+    )
+    sub = seq.select_subsequence(in_keys=["a"])
+    assert sub.out_keys == ["b", "d"] and sub[1] is seq[2]
+    with pytest.raises(ValueError, match="select_subsequence: no module is selected"):
+        TensorDictSequential(TensorDictModule(two, ["a", "z"], ["b"])).select_subsequence(
+            in_keys=["a"]
+        )
+    # nested sequences are filtered, not flattened; the options are kept
+    inner = TensorDictSequential(
+        TensorDictModule(same, ["b"], ["d"]), TensorDictModule(same, ["d"], ["e"])
+    )
+    outer = TensorDictSequential(
+        TensorDictSequential(TensorDictModule(same, ["a"], ["b"])),
+        inner,
+        partial_tolerant=True,
+        inplace=False,
+    )
+    sub = outer.select_subsequence(in_keys=["b", "d"], out_keys=["e"])
+    assert len(sub) == 1 and type(sub[0]) is TensorDictSequential
+    assert sub[0].out_keys == ["d", "e"] and sub[0][0] is inner[0]
+    assert sub.partial_tolerant is True and sub.inplace is False
+    assert outer[0:1].inplace is False
