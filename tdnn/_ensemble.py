@@ -87,29 +87,41 @@ class EnsembleModule(TensorDictModuleBase):
             _reset_copy(self.module, one)
         return lazy_stack(copies, 0)
 
-    def vmapped_forward(self, params: Any, *args: Any) -> Any:
-        """Run the module with one copy's ``params`` (the function vmap maps).
+    def vmapped_forward(self, *args: Any) -> Any:
+        """Upstream's ``vmapped_forward(input, params)``: every copy run on ``input``
+        (with ``expand_input``, else input ``i`` for copy ``i``) with its slice of
+        ``params`` (``params_td`` or a TensorDict shaped like it).
 
         >>> import torch
         >>> from torch import nn
         >>> from tensordict.nn import EnsembleModule
         >>> e = EnsembleModule(nn.Linear(3, 2), num_copies=2)
-        >>> e.vmapped_forward(e.params_td.data[0], torch.zeros(1, 3)).shape
-        torch.Size([1, 2])
+        >>> e.vmapped_forward(torch.zeros(1, 3), e.params_td).shape
+        torch.Size([2, 1, 2])
         """
-        module = self.module
-        with params.to_module(module, preserve_module_state=False):
-            return module(*args)
+        if not args:
+            raise TypeError("EnsembleModule.vmapped_forward: expected (input, ..., params)")
+        *inputs, params = args
+        if isinstance(params, TensorDictParams):
+            params = params._tree()  # the parameters themselves: gradients reach them
+        return self._copies(params, *inputs)
 
     def forward(self, *args: Any) -> Any:
+        return self._copies(self.params_td._tree(), *args)
+
+    def _copies(self, params: Any, *args: Any) -> Any:
         dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
-        params = self.params_td._tree()  # the parameters themselves: gradients reach them
         if args and is_tensor_collection(args[0]):
             td = args[0]
             if self.expand_input:
                 td = td.expand(self.num_copies, *td.batch_size)
-            return torch.vmap(self.vmapped_forward, (0, 0), randomness="different")(params, td)
-        return torch.vmap(self.vmapped_forward, dims, randomness="different")(params, *args)
+            return torch.vmap(self._one_copy, (0, 0), randomness="different")(params, td)
+        return torch.vmap(self._one_copy, dims, randomness="different")(params, *args)
+
+    def _one_copy(self, params: Any, *args: Any) -> Any:
+        module = self.module
+        with params.to_module(module, preserve_module_state=False):
+            return module(*args)
 
 
 def _reset_copy(module: nn.Module, params: Any) -> None:

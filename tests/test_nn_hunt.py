@@ -506,3 +506,14 @@ def test_select_subsequence_follows_upstreams_rules() -> None:
     assert sub[0].out_keys == ["d", "e"] and sub[0][0] is inner[0]
     assert sub.partial_tolerant is True and sub.inplace is False
     assert outer[0:1].inplace is False
+
+
+def test_ensemble_vmapped_forward_takes_upstreams_arguments() -> None:
+    ensemble = _ensemble()
+    td = TensorDict(x=torch.randn(4, 3), batch_size=[4])
+    out = ensemble.vmapped_forward(td.clone(), ensemble.params_td)
+    torch.testing.assert_close(out["y"], ensemble(td.clone())["y"])
+    out["y"].sum().backward()  # gradients reach the stacked parameters
+    assert ensemble.params_td["module", "weight"].grad is not None
+    with pytest.raises(TypeError, match=r"vmapped_forward: expected \(input, ..., params\)"):
+        ensemble.vmapped_forward()
