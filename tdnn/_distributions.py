@@ -157,6 +157,7 @@ class OneHotCategorical(D.OneHotCategorical):
     """``torch.distributions.OneHotCategorical`` whose ``sample``, ``mode`` and
     ``deterministic_sample`` are ``torch.long`` one-hot tensors (as upstream) and whose
     ``rsample`` is a float straight-through sample (gradients reach the logits).
+    ``has_rsample`` is False, as upstream: a module drawing at random calls ``sample``.
 
     >>> import torch
     >>> from tensordict.nn import OneHotCategorical
@@ -164,7 +165,7 @@ class OneHotCategorical(D.OneHotCategorical):
     tensor([0, 1, 0])
     """
 
-    has_rsample = True
+    has_rsample = False
     num_params = 1
 
     def __init__(

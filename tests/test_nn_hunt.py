@@ -517,3 +517,18 @@ def test_ensemble_vmapped_forward_takes_upstreams_arguments() -> None:
     assert ensemble.params_td["module", "weight"].grad is not None
     with pytest.raises(TypeError, match=r"vmapped_forward: expected \(input, ..., params\)"):
         ensemble.vmapped_forward()
+
+
+def test_one_hot_categorical_module_draws_are_samples() -> None:
+    from tdnn import OneHotCategorical, ProbabilisticTensorDictModule
+
+    module = ProbabilisticTensorDictModule(
+        ["logits"], ["x"], distribution_class=OneHotCategorical, default_interaction_type="random"
+    )
+    logits = torch.randn(3, 4)
+    torch.manual_seed(0)
+    drawn = module(TensorDict(logits=logits, batch_size=[3]))["x"]
+    torch.manual_seed(0)
+    expected = torch.distributions.OneHotCategorical(logits=logits).sample().long()
+    assert drawn.dtype == torch.long and torch.equal(drawn, expected)  # as upstream
+    assert OneHotCategorical.has_rsample is False
