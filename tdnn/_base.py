@@ -132,9 +132,11 @@ class TensorDictModuleBase(nn.Module):
 
     @out_keys.setter
     def out_keys(self, value: Any) -> None:
+        # the keys written from now on, as upstream: a selection made before is dropped
         keys = unravel_keys(type(self).__name__, value, "out_keys")
-        if "_out_keys" not in self.__dict__:
-            self._out_keys = keys
+        if "_out_keys" in self.__dict__:
+            self._drop_selection()
+        self._out_keys = keys
         self._out_keys_apparent = keys
 
     @property
@@ -182,12 +184,15 @@ class TensorDictModuleBase(nn.Module):
         >>> m.reset_out_keys().out_keys
         ['y', 'z']
         """
+        self._drop_selection()
+        self._out_keys_apparent = self._out_keys
+        return self
+
+    def _drop_selection(self) -> None:
         for handle, hook in list(self._forward_hooks.items()):
             if isinstance(hook, _SelectOut):
                 del self._forward_hooks[handle]
                 self._forward_hooks_with_kwargs.pop(handle, None)
-        self._out_keys_apparent = self._out_keys
-        return self
 
     def reset_parameters_recursive(self, parameters: Any = None) -> Any:
         """Call ``reset_parameters()`` on every submodule that has one.

@@ -127,12 +127,65 @@ class CompositeDistribution(torch.distributions.Distribution):
     def _gather(self, values: dict[NestedKey, Any], shape: Sequence[int] = ()) -> TensorDict:
         return TensorDict(values, [*shape, *self.batch_shape])
 
-    def sample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
+    def keys(self) -> Any:
+        """The members' sample keys.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)})
+        >>> list(d.keys()), type(d.get("x")).__name__, d.get("y", None)
+        (['x'], 'Normal', None)
+        """
+        return self.dists.keys()
+
+    def values(self) -> Any:
+        """The member distributions."""
+        return self.dists.values()
+
+    def items(self) -> Any:
+        """``(sample key, member distribution)`` pairs."""
+        return self.dists.items()
+
+    def get(self, key: NestedKey, default: Any = None) -> Any:
+        """The member distribution at ``key`` (``default`` if there is none)."""
+        return self.dists.get(unravel_key(key), default)
+
+    def sample(self, shape: Sequence[int] | torch.Size | None = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
         """One sample of each member, as a TensorDict."""
+        shape = _NO_SHAPE if shape is None else shape
         return self._gather({k: d.sample(shape) for k, d in self.dists.items()}, shape)
 
-    def rsample(self, shape: Sequence[int] | torch.Size = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
+    def sample_and_log_prob(
+        self, shape: Sequence[int] | torch.Size | None = None
+    ) -> tuple[Any, Any]:
+        """``(sample, log_prob(sample))`` in one call.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)})
+        >>> sample, lp = d.sample_and_log_prob((3,))
+        >>> sample["x"].shape, lp["x_log_prob"].shape
+        (torch.Size([3, 2]), torch.Size([3, 2]))
+        """
+        sample = self.sample(shape)
+        return sample, self.log_prob(sample)
+
+    def rsample_and_log_prob(
+        self, shape: Sequence[int] | torch.Size | None = None
+    ) -> tuple[Any, Any]:
+        """``(rsample, log_prob(rsample))`` in one call (see ``sample_and_log_prob``)."""
+        sample = self.rsample(shape)
+        return sample, self.log_prob(sample)
+
+    def rsample(self, shape: Sequence[int] | torch.Size | None = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
         """Reparameterised samples (``sample`` for members without ``rsample``)."""
+        shape = _NO_SHAPE if shape is None else shape
         return self._gather(
             {
                 k: d.rsample(shape) if d.has_rsample else d.sample(shape)
@@ -161,21 +214,68 @@ class CompositeDistribution(torch.distributions.Distribution):
         kind = InteractionType.DETERMINISTIC
         return self._gather({k: pick(d, kind) for k, d in self.dists.items()})
 
-    def _per_key(
-        self, fn: Callable[[NestedKey, Any], torch.Tensor], suffix: str, key: NestedKey
-    ) -> Any:
-        values = {k: fn(k, d) for k, d in self.dists.items()}
-        if composite_lp_aggregate():
-            return summed(values.values(), len(self.batch_shape))
-        named = {_suffixed(k, suffix): v for k, v in values.items()}
-        return TensorDict(named, self.batch_shape)
-
     def log_prob(self, sample: Any) -> Any:
-        """Each member's log-probability of its entry of ``sample``."""
-        return self._per_key(lambda k, d: d.log_prob(sample.get(k)), "_log_prob", self.log_prob_key)
+        """Each member's log-probability of its entry of ``sample`` (whose batch size may
+        have leading sample dims), or their sum under ``set_composite_lp_aggregate(True)``."""
+        values = {k: d.log_prob(sample.get(k)) for k, d in self.dists.items()}
+        if composite_lp_aggregate():
+            return summed(values.values(), sample.ndim)
+        named = {log_prob_key_of(k): v for k, v in values.items()}
+        return TensorDict(named, sample.batch_size)
 
-    def entropy(self, aggregate_probabilities: bool | None = None) -> Any:
-        """Each member's entropy (their sum under ``set_composite_lp_aggregate(True)``).
+    def log_prob_composite(self, sample: Any, *, include_sum: bool | None = None) -> Any:
+        """Each member's log-probability at ``<key>_log_prob``, and with ``include_sum``
+        (default: ``composite_lp_aggregate()``) their sum over members and event dims at
+        ``log_prob_key``. Under ``set_composite_lp_aggregate(True)`` they are written into
+        ``sample``, which is returned, as upstream; otherwise into a new TensorDict.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)})
+        >>> sorted(d.log_prob_composite(d.sample(), include_sum=True).keys())
+        ['sample_log_prob', 'x_log_prob']
+        """
+        aggregate = composite_lp_aggregate()
+        include = aggregate if include_sum is None else include_sum
+        lps = {log_prob_key_of(k): d.log_prob(sample.get(k)) for k, d in self.dists.items()}
+        if include:
+            lps[self.log_prob_key] = summed(lps.values(), sample.ndim)
+        if aggregate:
+            return sample.update(lps)
+        return TensorDict(lps, sample.batch_size)
+
+    def entropy_composite(self, samples_mc: int = 1, *, include_sum: bool | None = None) -> Any:
+        """Each member's entropy at ``<key>_entropy`` (a ``samples_mc``-draw Monte Carlo
+        estimate for a member without a closed form), and with ``include_sum`` (default:
+        ``composite_lp_aggregate()``) their sum at ``entropy_key``, in a new TensorDict.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)})
+        >>> sorted(d.entropy_composite(include_sum=True).keys())
+        ['entropy', 'x_entropy']
+        """
+        include = composite_lp_aggregate() if include_sum is None else include_sum
+        ents = {_suffixed(k, "_entropy"): _entropy(d, samples_mc) for k, d in self.dists.items()}
+        if include:
+            ents[self.entropy_key] = summed(ents.values(), len(self.batch_shape))
+        return TensorDict(ents, self.batch_shape)
+
+    def entropy(
+        self,
+        samples_mc: int = 1,
+        *,
+        aggregate_probabilities: bool | None = None,
+        include_sum: bool | None = None,
+    ) -> Any:
+        """Each member's entropy (``entropy_composite``), or under
+        ``set_composite_lp_aggregate(True)`` their sum over members and event dims.
         ``aggregate_probabilities`` is upstream's deprecated switch: accepted, with a
         ``DeprecationWarning``, and without effect, as there."""
         if aggregate_probabilities is not None:
@@ -185,4 +285,48 @@ class CompositeDistribution(torch.distributions.Distribution):
                 DeprecationWarning,
                 stacklevel=2,
             )
-        return self._per_key(lambda k, d: d.entropy(), "_entropy", self.entropy_key)
+        if not composite_lp_aggregate():
+            return self.entropy_composite(samples_mc, include_sum=include_sum)
+        return summed((_entropy(d, samples_mc) for d in self.dists.values()), len(self.batch_shape))
+
+    def cdf(self, sample: Any) -> Any:
+        """Write each member's CDF of its entry at ``<key>_cdf`` into ``sample``; return it.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {"x": Normal(torch.zeros(2), 1.0)})
+        >>> d.cdf(TensorDict(x=torch.zeros(2), batch_size=[2]))["x_cdf"]
+        tensor([0.5000, 0.5000])
+        """
+        return sample.update(
+            {_suffixed(k, "_cdf"): d.cdf(sample.get(k)) for k, d in self.dists.items()}
+        )
+
+    def icdf(self, sample: Any) -> Any:
+        """Write each member's inverse CDF of ``<key>_cdf`` (else of the CDF of ``key``) at
+        ``<key>_icdf`` into ``sample``; return it."""
+        for key, dist in self.dists.items():
+            prob = sample.get(_suffixed(key, "_cdf"), None)
+            if prob is None:
+                value = sample.get(key, None)
+                if value is None:
+                    raise KeyError(
+                        f"CompositeDistribution.icdf: neither {_suffixed(key, '_cdf')!r} nor "
+                        f"{key!r} is in the sample, which has {sorted(map(str, sample.keys(True)))}"
+                    )
+                prob = dist.cdf(value)
+            sample.set(_suffixed(key, "_icdf"), dist.icdf(prob))
+        return sample
+
+
+def _entropy(dist: Any, samples_mc: int) -> torch.Tensor:
+    """``dist``'s entropy, or a ``samples_mc``-draw Monte Carlo estimate of it."""
+    try:
+        out: torch.Tensor = dist.entropy()
+    except NotImplementedError:
+        x = dist.rsample((samples_mc,)) if dist.has_rsample else dist.sample((samples_mc,))
+        out = -dist.log_prob(x).mean(0)
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,10 @@ class dispatch:
     tensor([1., 1.])
     """
 
+    DEFAULT_SEPARATOR = "_"
+    DEFAULT_SOURCE = "in_keys"
+    DEFAULT_DEST = "out_keys"
+
     def __new__(
         cls,
         separator: Any = "_",
@@ -59,6 +64,26 @@ class dispatch:
         self.source = source
         self.dest = dest
         self.auto_batch_size = auto_batch_size
+
+    def get_source(self, func: Any, self_func: Any) -> Any:
+        """The keys ``source`` names: an attribute of ``self_func`` if ``source`` is a
+        string, else ``source`` itself (``func`` is unused; deprecated, as upstream).
+
+        >>> import warnings
+        >>> from tensordict.nn import dispatch
+        >>> class M:
+        ...     in_keys = ["a"]
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     dispatch().get_source(None, M())
+        ['a']
+        """
+        warnings.warn(
+            "dispatch.get_source() is deprecated and will be removed in TensorDict 0.17",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self_func, self.source) if isinstance(self.source, str) else self.source
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         names = list(inspect.signature(func).parameters)

@@ -157,6 +157,7 @@ class OneHotCategorical(D.OneHotCategorical):
     """``torch.distributions.OneHotCategorical`` whose ``sample``, ``mode`` and
     ``deterministic_sample`` are ``torch.long`` one-hot tensors (as upstream) and whose
     ``rsample`` is a float straight-through sample (gradients reach the logits).
+    ``has_rsample`` is False, as upstream: a module drawing at random calls ``sample``.
 
     >>> import torch
     >>> from tensordict.nn import OneHotCategorical
@@ -164,7 +165,8 @@ class OneHotCategorical(D.OneHotCategorical):
     tensor([0, 1, 0])
     """
 
-    has_rsample = True
+    has_rsample = False
+    num_params = 1
 
     def __init__(
         self,
@@ -189,10 +191,14 @@ class OneHotCategorical(D.OneHotCategorical):
         return self.mode
 
     def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
-        draw: Callable[[torch.Size], torch.Tensor] = super().sample
-        sample = draw(torch.Size(sample_shape))  # in the probabilities' dtype
-        probs = self.probs.expand_as(sample)
-        return sample + probs - probs.detach()
+        # As upstream: the one-hot of a relaxed (Gumbel-softmax, temperature 1) draw,
+        # carrying that draw's gradient; the same seed gives upstream's values and grads.
+        relaxed = D.RelaxedOneHotCategorical(
+            torch.ones((), dtype=self.logits.dtype), logits=self.logits
+        )
+        soft = relaxed.rsample(torch.Size(sample_shape))
+        hard = nn.functional.one_hot(soft.argmax(-1), soft.shape[-1]).to(soft.dtype)
+        return soft + (hard - soft).detach()
 
 
 def rand_one_hot(values: torch.Tensor, do_softmax: bool = True) -> torch.Tensor:
@@ -211,14 +217,19 @@ def rand_one_hot(values: torch.Tensor, do_softmax: bool = True) -> torch.Tensor:
 
 
 class TruncatedNormal(D.Distribution):
-    """A normal distribution restricted to ``[low, high]``; ``rsample`` draws through the
-    inverse CDF, so gradients reach ``loc`` and ``scale``.
+    """A normal distribution of mean ``loc`` and standard deviation ``scale`` (clamped to
+    at least ``eps``) restricted to ``[a, b]`` (``low``/``high`` are accepted as
+    keyword aliases); ``rsample`` draws through the inverse CDF, so gradients reach
+    ``loc`` and ``scale``. ``tanh_loc=True`` squashes ``loc`` into ``(-1, 1)`` first.
+    ``a`` and ``b`` read back standardised, as upstream (``low``/``high`` as given).
 
     >>> import torch
     >>> from tensordict.nn import TruncatedNormal
-    >>> d = TruncatedNormal(torch.zeros(3), torch.ones(3), low=-0.5, high=0.5)
+    >>> d = TruncatedNormal(torch.zeros(3), torch.ones(3), a=-0.5, b=0.5)
     >>> bool(((d.rsample() >= -0.5) & (d.rsample() <= 0.5)).all())
     True
+    >>> TruncatedNormal(5.0, 1.0, 4.0, 6.0).mean
+    tensor(5.)
     """
 
     arg_constraints: ClassVar[dict[str, Any]] = {
@@ -226,27 +237,58 @@ class TruncatedNormal(D.Distribution):
         "scale": D.constraints.positive,
     }
     has_rsample = True
+    eps = 1e-6
 
     def __init__(
         self,
-        loc: torch.Tensor,
-        scale: torch.Tensor,
-        low: float | torch.Tensor = -1.0,
-        high: float | torch.Tensor = 1.0,
-        tanh_loc: bool = False,
+        loc: float | torch.Tensor,
+        scale: float | torch.Tensor,
+        a: float | torch.Tensor = -1.0,
+        b: float | torch.Tensor = 1.0,
         validate_args: bool | None = None,
+        *,
+        low: float | torch.Tensor | None = None,
+        high: float | torch.Tensor | None = None,
+        tanh_loc: bool = False,
     ) -> None:
-        loc, scale = _broadcast(torch.as_tensor(loc), torch.as_tensor(scale))
+        loc_t = (
+            torch.as_tensor(loc, dtype=torch.get_default_dtype())
+            if not isinstance(loc, torch.Tensor)
+            else loc
+        )
+        loc_t, scale_t = _broadcast(loc_t, torch.as_tensor(scale, dtype=loc_t.dtype))
         if tanh_loc:
-            loc = loc.tanh()
-        self.loc, self.scale = loc, scale
-        self.low = torch.as_tensor(low, dtype=loc.dtype, device=loc.device)
-        self.high = torch.as_tensor(high, dtype=loc.dtype, device=loc.device)
-        self._a = (self.low - loc) / scale
-        self._b = (self.high - loc) / scale
-        self._cdf_a = _phi(self._a)
-        self._z = (_phi(self._b) - self._cdf_a).clamp_min(1e-12)
-        super().__init__(loc.shape, validate_args=validate_args)
+            loc_t = loc_t.tanh()
+        self.loc, self.scale = loc_t, scale_t.clamp_min(self.eps)
+        low = a if low is None else low
+        high = b if high is None else high
+        self.low = torch.as_tensor(low, dtype=loc_t.dtype, device=loc_t.device)
+        self.high = torch.as_tensor(high, dtype=loc_t.dtype, device=loc_t.device)
+        if not torch.compiler.is_compiling() and bool((self.low >= self.high).any()):
+            raise ValueError(
+                f"TruncatedNormal: expected a < b everywhere, got a={self.low.tolist()} "
+                f"and b={self.high.tolist()}"
+            )
+        self._a = (self.low - self.loc) / self.scale
+        self._b = (self.high - self.loc) / self.scale
+        self._cdf_a = _phi(self._a, self.eps)
+        self._z = _phi(self._b, self.eps) - self._cdf_a
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def a(self) -> torch.Tensor:
+        """The lower bound, standardised: ``(low - loc) / scale``."""
+        return self._a
+
+    @property
+    def b(self) -> torch.Tensor:
+        """The upper bound, standardised: ``(high - loc) / scale``."""
+        return self._b
+
+    @property
+    def auc(self) -> torch.Tensor:
+        """The standard normal's mass between the standardised bounds."""
+        return self._z
 
     @property
     def support(self) -> Any:
@@ -254,12 +296,22 @@ class TruncatedNormal(D.Distribution):
 
     def rsample(self, sample_shape: Sequence[int] | torch.Size = _NO_SHAPE) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
-        u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
-        p = (self._cdf_a + u * self._z).clamp(1e-7, 1 - 1e-7)
-        x = self.loc + self.scale * math.sqrt(2) * torch.erfinv(2 * p - 1)
-        return torch.max(torch.min(x, self.high), self.low)
+        p = torch.empty(shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self.icdf(p.uniform_(self.eps, 1 - self.eps))
+
+    def icdf(self, value: torch.Tensor) -> torch.Tensor:
+        p = (self._cdf_a + value * self._z).clamp(self.eps, 1 - self.eps)
+        return self.loc + self.scale * math.sqrt(2) * torch.erfinv(2 * p - 1)
+
+    def cdf(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        std = (value - self.loc) / self.scale
+        return ((_phi(std, self.eps) - self._cdf_a) / self._z).clamp(0, 1)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
         xi = (value - self.loc) / self.scale
         out = -0.5 * xi**2 - 0.5 * math.log(2 * math.pi) - self.scale.log() - self._z.log()
         outside = (value < self.low) | (value > self.high)
@@ -268,6 +320,14 @@ class TruncatedNormal(D.Distribution):
     @property
     def mean(self) -> torch.Tensor:
         return self.loc + self.scale * (_pdf(self._a) - _pdf(self._b)) / self._z
+
+    @property
+    def variance(self) -> torch.Tensor:
+        a_pdf, b_pdf = _pdf(self._a), _pdf(self._b)
+        a_term = torch.where(torch.isfinite(self._a), self._a * a_pdf, 0.0)
+        b_term = torch.where(torch.isfinite(self._b), self._b * b_pdf, 0.0)
+        std_var = 1 - (b_term - a_term) / self._z - ((b_pdf - a_pdf) / self._z) ** 2
+        return std_var * self.scale**2
 
     @property
     def mode(self) -> torch.Tensor:
@@ -290,9 +350,31 @@ class TruncatedNormal(D.Distribution):
         )
 
 
-def _phi(x: torch.Tensor) -> torch.Tensor:
-    return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+def _phi(x: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+    out = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    return out.clamp(eps, 1 - eps) if eps else out
 
 
 def _pdf(x: torch.Tensor) -> torch.Tensor:
     return torch.exp(-0.5 * x**2) / math.sqrt(2 * math.pi)
+
+
+class TruncatedStandardNormal(TruncatedNormal):
+    """The standard normal restricted to ``[a, b]`` (a :class:`TruncatedNormal` of
+    ``loc=0``, ``scale=1``).
+
+    >>> import torch
+    >>> from tensordict.nn.distributions.truncated_normal import TruncatedStandardNormal
+    >>> TruncatedStandardNormal(torch.tensor([-1.0]), torch.tensor([1.0])).mean
+    tensor([0.])
+    """
+
+    def __init__(
+        self,
+        a: float | torch.Tensor,
+        b: float | torch.Tensor,
+        validate_args: bool | None = None,
+    ) -> None:
+        a_t, b_t = _broadcast(torch.as_tensor(a), torch.as_tensor(b))
+        zero = torch.zeros_like(a_t, dtype=a_t.dtype if a_t.is_floating_point() else None)
+        super().__init__(zero, torch.ones_like(zero), a_t, b_t, validate_args)

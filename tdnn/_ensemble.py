@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -10,7 +9,7 @@ from torch import nn
 
 from tdnn._base import TensorDictModuleBase, _reset
 from tdnn._params import TensorDictParams
-from tensordict import TensorDict, is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection, lazy_stack
 
 
 class EnsembleModule(TensorDictModuleBase):
@@ -41,10 +40,13 @@ class EnsembleModule(TensorDictModuleBase):
         self.out_keys = list(getattr(module, "out_keys", []))
         stacked = TensorDict.from_modules(*[module] * num_copies)
         for i in range(num_copies):  # reset each copy through the module itself
-            with stacked[i].to_module(module, preserve_module_state=False), torch.no_grad():
-                _reset(_Holder(module))
+            _reset_copy(module, stacked[i])
+        # Registered before params_td, as upstream: state_dict() and parameters() list
+        # module.* (the template's own tensors, swapped out while forward runs) first, so
+        # checkpoints and optimiser states load across the two libraries; and forward
+        # runs the module itself, so train()/eval() and changes to it apply.
+        self.module = module
         self.params_td = TensorDictParams(stacked)
-        self._base = [copy.deepcopy(module).to("meta")]  # structure only, not registered
         self.num_copies = num_copies
         self.expand_input = expand_input
 
@@ -53,34 +55,83 @@ class EnsembleModule(TensorDictModuleBase):
         """The stacked parameters (``params_td``)."""
         return self.params_td
 
-    @property
-    def module(self) -> nn.Module:
-        """The module structure the copies share (on the meta device)."""
-        return self._base[0]
+    def reset_parameters_recursive(self, parameters: Any = None) -> Any:
+        """Re-initialise each copy in ``parameters`` (leading dim: the copies) in place.
 
-    def vmapped_forward(self, params: Any, *args: Any) -> Any:
-        """Run the module with one copy's ``params`` (the function vmap maps).
+        Returns a lazy stack of the copies. The copies live in the TensorDict given, so
+        one is required (pass ``ensemble.params_td`` to reset the ensemble's own).
 
         >>> import torch
         >>> from torch import nn
         >>> from tensordict.nn import EnsembleModule
         >>> e = EnsembleModule(nn.Linear(3, 2), num_copies=2)
-        >>> e.vmapped_forward(e.params_td.data[0], torch.zeros(1, 3)).shape
-        torch.Size([1, 2])
+        >>> before = e.params_td.data.clone()
+        >>> e.reset_parameters_recursive(e.params_td).batch_size
+        torch.Size([2])
+        >>> bool((e.params_td.data != before).any())
+        True
         """
-        base = self._base[0]
-        with params.to_module(base, preserve_module_state=False):
-            return base(*args)
+        if parameters is None:
+            raise ValueError(
+                "EnsembleModule.reset_parameters_recursive: the copies' parameters are "
+                "required (expected a TensorDict with a leading dim of copies, e.g. "
+                "ensemble.params_td; got None)"
+            )
+        if parameters.ndim == 0:
+            raise ValueError(
+                "EnsembleModule.reset_parameters_recursive: expected parameters with a "
+                f"leading dim of copies, got batch_size {tuple(parameters.batch_size)}"
+            )
+        copies = list(parameters.unbind(0))
+        for one in copies:
+            _reset_copy(self.module, one)
+        return lazy_stack(copies, 0)
+
+    def vmapped_forward(self, *args: Any) -> Any:
+        """Upstream's ``vmapped_forward(input, params)``: every copy run on ``input``
+        (with ``expand_input``, else input ``i`` for copy ``i``) with its slice of
+        ``params`` (``params_td`` or a TensorDict shaped like it).
+
+        >>> import torch
+        >>> from torch import nn
+        >>> from tensordict.nn import EnsembleModule
+        >>> e = EnsembleModule(nn.Linear(3, 2), num_copies=2)
+        >>> e.vmapped_forward(torch.zeros(1, 3), e.params_td).shape
+        torch.Size([2, 1, 2])
+        """
+        if not args:
+            raise TypeError("EnsembleModule.vmapped_forward: expected (input, ..., params)")
+        *inputs, params = args
+        if isinstance(params, TensorDictParams):
+            params = params._tree()  # the parameters themselves: gradients reach them
+        return self._copies(params, *inputs)
 
     def forward(self, *args: Any) -> Any:
+        return self._copies(self.params_td._tree(), *args)
+
+    def _copies(self, params: Any, *args: Any) -> Any:
         dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
-        params = self.params_td._tree()  # the parameters themselves: gradients reach them
         if args and is_tensor_collection(args[0]):
             td = args[0]
             if self.expand_input:
                 td = td.expand(self.num_copies, *td.batch_size)
-            return torch.vmap(self.vmapped_forward, (0, 0), randomness="different")(params, td)
-        return torch.vmap(self.vmapped_forward, dims, randomness="different")(params, *args)
+            return torch.vmap(self._one_copy, (0, 0), randomness="different")(params, td)
+        return torch.vmap(self._one_copy, dims, randomness="different")(params, *args)
+
+    def _one_copy(self, params: Any, *args: Any) -> Any:
+        module = self.module
+        with params.to_module(module, preserve_module_state=False):
+            return module(*args)
+
+
+def _reset_copy(module: nn.Module, params: Any) -> None:
+    """Run ``module``'s resets with ``params`` swapped in, writing into them."""
+    if params.ndim:
+        for one in params.unbind(0):
+            _reset_copy(module, one)
+        return
+    with params.to_module(module, preserve_module_state=False), torch.no_grad():
+        _reset(_Holder(module))
 
 
 class _Holder(nn.Module):

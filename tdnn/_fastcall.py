@@ -86,3 +86,8 @@ def put(tensordict: Any, key: Any, value: Any) -> None:
         tensordict[key] = value
     else:
         tensordict.set(key, value)
+
+
+def parameter_registration_hooks() -> list[Any]:
+    """torch's global parameter-registration hooks (run when a parameter is registered)."""
+    return list(_torch_module._global_parameter_registration_hooks.values())

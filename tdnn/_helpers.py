@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tdnn._base import TensorDictModuleBase
-from tdnn._module import SKIP_EXISTING, TensorDictModule
+from tdnn._module import SKIP, TensorDictModule, skip_on
 from tensordict import NestedKey
 
 
@@ -23,7 +23,7 @@ def skip_existing() -> bool:
     >>> skip_existing()
     False
     """
-    return SKIP_EXISTING[0]
+    return skip_on()
 
 
 class set_skip_existing:
@@ -32,7 +32,8 @@ class set_skip_existing:
 
     As a decorator of ``forward(self, tensordict, ...)`` it also applies that check to the
     method; ``set_skip_existing(None)`` only applies the check, leaving the mode to the
-    caller's context (it is refused as a context manager).
+    caller's context (it is refused as a context manager). ``thread_local=True`` sets the
+    mode for the calling thread only.
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -47,11 +48,17 @@ class set_skip_existing:
     """
 
     def __init__(
-        self, mode: bool | None = True, in_key_attr: str = "in_keys", out_key_attr: str = "out_keys"
+        self,
+        mode: bool | None = True,
+        in_key_attr: str = "in_keys",
+        out_key_attr: str = "out_keys",
+        *,
+        thread_local: bool = False,
     ) -> None:
         self.mode = mode
         self.in_key_attr = in_key_attr
         self.out_key_attr = out_key_attr
+        self.thread_local = thread_local
         self._previous: list[bool] = []
 
     def __enter__(self) -> None:
@@ -60,11 +67,16 @@ class set_skip_existing:
                 "set_skip_existing: It seems you are using set_skip_existing(None) as a "
                 "context manager; None only makes sense as a method decorator"
             )
-        self._previous.append(SKIP_EXISTING[0])
-        SKIP_EXISTING[0] = self.mode
+        if self.thread_local:
+            SKIP.push_local(self.mode)
+        else:
+            self._previous.append(SKIP.set_global(self.mode))
 
     def __exit__(self, *exc: Any) -> None:
-        SKIP_EXISTING[0] = self._previous.pop()
+        if self.thread_local:
+            SKIP.pop_local()
+        else:
+            SKIP.set_global(self._previous.pop())
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         params = list(inspect.signature(func).parameters)
@@ -74,14 +86,18 @@ class set_skip_existing:
                 f"be named 'tensordict', got {params[1:2]}"
             )
         mode, ins, outs = self.mode, self.in_key_attr, self.out_key_attr
+        local = self.thread_local
 
         @functools.wraps(func)
         def wrapper(module: Any, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
-            previous = SKIP_EXISTING[0]
+            previous = None
             if mode is not None:
-                SKIP_EXISTING[0] = mode
+                if local:
+                    SKIP.push_local(mode)
+                else:
+                    previous = SKIP.set_global(mode)
             try:
-                if SKIP_EXISTING[0]:
+                if skip_on():
                     in_keys, out_keys = getattr(module, ins), getattr(module, outs)
                     present = tensordict.keys(True)
                     if all(k in present for k in out_keys) and not any(
@@ -90,13 +106,21 @@ class set_skip_existing:
                         return tensordict
                 return func(module, tensordict, *args, **kwargs)
             finally:
-                SKIP_EXISTING[0] = previous
+                if mode is not None:
+                    if local:
+                        SKIP.pop_local()
+                    else:
+                        SKIP.set_global(previous)
 
         return wrapper
 
 
 class WrapModule(TensorDictModuleBase):
-    """A ``td -> td`` callable as a module, with declared in_keys and out_keys.
+    """A ``td -> td`` callable as a module, with declared in_keys and out_keys (not
+    checked: they tell a sequence what the function reads and writes).
+
+    ``inplace=True`` writes the result's entries into the input (``update``) and returns
+    the input; by default the call returns what ``func`` returns.
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -104,21 +128,35 @@ class WrapModule(TensorDictModuleBase):
     >>> double = WrapModule(lambda td: td.set("y", td["x"] * 2), in_keys=["x"], out_keys=["y"])
     >>> double(TensorDict({"x": torch.ones(2)}, [2]))["y"]
     tensor([2., 2.])
+    >>> td = TensorDict(x=torch.ones(2))
+    >>> WrapModule(lambda t: TensorDict(y=t["x"] + 1), inplace=True)(td) is td
+    True
     """
 
     def __init__(
         self,
-        fn: Callable[[Any], Any],
-        in_keys: Sequence[NestedKey] = (),
-        out_keys: Sequence[NestedKey] = (),
+        func: Callable[[Any], Any],
+        in_keys: Sequence[NestedKey] | None = None,
+        out_keys: Sequence[NestedKey] | None = None,
+        *,
+        inplace: bool = False,
     ) -> None:
         super().__init__()
-        self.fn = fn
-        self.in_keys = in_keys
-        self.out_keys = out_keys
+        self.func = func
+        self.inplace = inplace
+        self.in_keys = [] if in_keys is None else in_keys
+        self.out_keys = [] if out_keys is None else out_keys
+
+    @property
+    def fn(self) -> Callable[[Any], Any]:
+        """The wrapped callable (``func``)."""
+        return self.func
 
     def forward(self, tensordict: Any) -> Any:
-        return self.fn(tensordict)
+        result = self.func(tensordict)
+        if self.inplace and result is not tensordict:
+            return tensordict.update(result)
+        return result
 
 
 def as_tensordict_module(

@@ -3,6 +3,7 @@ composite log-prob aggregation switch."""
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 from collections.abc import Callable
@@ -10,19 +11,26 @@ from typing import Any
 
 import torch
 
+from tdnn._settings import LOCAL, Setting
+
 # Process-wide settings, plain lists so compiled code reads them without graph breaks.
 _INTERACTION: list[Any] = [None]
-_LP_AGGREGATE: list[bool] = [False]
+_LP_AGGREGATE: list[Any] = [False]
+INTERACTION = Setting(_INTERACTION)
+LP_AGGREGATE = Setting(_LP_AGGREGATE)
 
 
-class InteractionType(enum.Enum):
+class InteractionType(enum.StrEnum):
     """How a probabilistic module picks its output: the distribution's ``MODE``,
     ``MEDIAN``, ``MEAN``, a ``RANDOM`` sample, or ``DETERMINISTIC`` (the distribution's
-    ``deterministic_sample``, else its mean, else its mode).
+    ``deterministic_sample``, else its mean, else its mode). A ``str`` enum, as
+    upstream: a member equals its value, and a name in any case converts.
 
     >>> from tensordict.nn import InteractionType
     >>> InteractionType.from_str("mode") is InteractionType.MODE
     True
+    >>> InteractionType("MEAN") == "mean", str(InteractionType.RANDOM)
+    (True, 'random')
     """
 
     MODE = "mode"
@@ -30,6 +38,12 @@ class InteractionType(enum.Enum):
     MEAN = "mean"
     RANDOM = "random"
     DETERMINISTIC = "deterministic"
+
+    @classmethod
+    def _missing_(cls, value: object) -> InteractionType | None:
+        if isinstance(value, str) and value.lower() != value:
+            return cls.__members__.get(value.upper())
+        return None
 
     @classmethod
     def from_str(cls, type_str: str) -> InteractionType:
@@ -66,30 +80,39 @@ def interaction_type() -> InteractionType | None:
     ...     interaction_type()
     <InteractionType.MEAN: 'mean'>
     """
-    current: InteractionType | None = _INTERACTION[0]
-    return current
+    current: Any = _INTERACTION[0]
+    return current if current is not LOCAL else INTERACTION.get()  # type: ignore[no-any-return]
 
 
 class _Switch:
-    """A setting usable as a context manager and as a function decorator."""
+    """A setting usable as a context manager and as a function decorator; with
+    ``thread_local=True`` it applies to the calling thread only."""
 
-    _slot: list[Any]
+    _setting: Setting
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, thread_local: bool = False) -> None:
         self._value = value
+        self._thread_local = thread_local
         self._previous: list[Any] = []
 
     def __enter__(self) -> None:
-        self._previous.append(self._slot[0])
-        self._slot[0] = self._value
+        if self._thread_local:
+            self._setting.push_local(self._value)
+        else:
+            self._previous.append(self._setting.set_global(self._value))
 
     def __exit__(self, *exc: Any) -> None:
-        self._slot[0] = self._previous.pop()
+        if self._thread_local:
+            self._setting.pop_local()
+        else:
+            self._setting.set_global(self._previous.pop())
 
     def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with type(self)(self._value):
+            fresh = copy.copy(self)
+            fresh._previous = []
+            with fresh:
                 return func(*args, **kwargs)
 
         return wrapper
@@ -97,7 +120,8 @@ class _Switch:
 
 class set_interaction_type(_Switch):
     """Within this context (or decorated function), probabilistic modules use
-    ``type`` (an :class:`InteractionType`, its name, or None for each module's default).
+    ``type`` (an :class:`InteractionType`, its name, or None for each module's default);
+    with ``thread_local=True``, in the calling thread only.
 
     >>> import torch
     >>> from torch.distributions import Normal
@@ -110,10 +134,15 @@ class set_interaction_type(_Switch):
     tensor([0., 0.])
     """
 
-    _slot = _INTERACTION
+    _setting = INTERACTION
 
-    def __init__(self, type: InteractionType | str | None = InteractionType.DETERMINISTIC) -> None:
-        super().__init__(_as_type(type))
+    def __init__(
+        self,
+        type: InteractionType | str | None = InteractionType.DETERMINISTIC,
+        *,
+        thread_local: bool = False,
+    ) -> None:
+        super().__init__(_as_type(type), thread_local)
 
 
 def composite_lp_aggregate(nowarn: bool = False) -> bool:
@@ -127,11 +156,13 @@ def composite_lp_aggregate(nowarn: bool = False) -> bool:
     ...     composite_lp_aggregate()
     True
     """
-    return _LP_AGGREGATE[0]
+    value = _LP_AGGREGATE[0]
+    return bool(value if value is not LOCAL else LP_AGGREGATE.get())
 
 
 class set_composite_lp_aggregate(_Switch):
-    """Set :func:`composite_lp_aggregate` within a context or a decorated function;
+    """Set :func:`composite_lp_aggregate` within a context or a decorated function
+    (``thread_local=True``: in the calling thread only);
     ``.set()``/``.unset()`` change it until undone.
 
     >>> from tensordict.nn import composite_lp_aggregate, set_composite_lp_aggregate
@@ -142,10 +173,10 @@ class set_composite_lp_aggregate(_Switch):
     False
     """
 
-    _slot = _LP_AGGREGATE
+    _setting = LP_AGGREGATE
 
-    def __init__(self, mode: bool = True) -> None:
-        super().__init__(bool(mode))
+    def __init__(self, mode: bool = True, *, thread_local: bool = False) -> None:
+        super().__init__(bool(mode), thread_local)
 
     def set(self) -> None:
         """Turn the setting on until :meth:`unset`."""

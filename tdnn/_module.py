@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
+from tdnn._settings import LOCAL, Setting
 from tensordict import (
     NestedKey,
     NonTensorData,
@@ -23,7 +24,14 @@ from tensordict import (
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
 # reads it without a graph break.
-SKIP_EXISTING = [False]
+SKIP_EXISTING: list[Any] = [False]
+SKIP = Setting(SKIP_EXISTING)
+
+
+def skip_on() -> bool:
+    """Whether ``set_skip_existing`` is on in the calling thread."""
+    value = SKIP_EXISTING[0]
+    return bool(value if value is not LOCAL else SKIP.get())
 
 
 def tensor_inputs(
@@ -89,6 +97,8 @@ class TensorDictModule(TensorDictModuleBase):
     refuses them up front); if the module then fails, the error names the missing keys.
     ``inplace=True`` writes into the input, ``False`` into a new TensorDict that holds
     only the outputs, ``"empty"`` into ``input.empty()`` (same type and batch size).
+    ``get_kwargs`` go to ``TensorDict.get`` when the inputs are read, e.g.
+    ``{"as_padded_tensor": True}`` to read a ragged entry of a lazy stack padded.
 
     >>> import torch
     >>> from torch import Tensor, nn
@@ -113,6 +123,7 @@ class TensorDictModule(TensorDictModuleBase):
         method: str | None = None,
         method_kwargs: dict[str, Any] | None = None,
         strict: bool = False,
+        get_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         call = "TensorDictModule"
@@ -142,6 +153,7 @@ class TensorDictModule(TensorDictModuleBase):
         self.method = method
         self.method_kwargs = dict(method_kwargs or {})
         self.strict = strict
+        self._get_kwargs = dict(get_kwargs or {})  # TensorDict.get options for the inputs
         if isinstance(module, nn.Module):
             self.module = module
         else:
@@ -166,7 +178,21 @@ class TensorDictModule(TensorDictModuleBase):
 
     @property
     def is_functional(self) -> bool:
-        """False: modules here hold their parameters (swap them with ``to_module``)."""
+        """False: modules here hold their parameters (swap them with ``to_module``).
+        Deprecated, as upstream.
+
+        >>> import warnings
+        >>> from tensordict.nn import TensorDictModule
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     TensorDictModule(lambda x: x, ["x"], ["y"]).is_functional
+        False
+        """
+        warnings.warn(
+            "TensorDictModule.is_functional is deprecated and will be removed in TensorDict 0.17",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return False
 
     @property
@@ -223,6 +249,7 @@ class TensorDictModule(TensorDictModuleBase):
             or self._kwargs is not None
             or self.method is not None
             or self.method_kwargs
+            or self._get_kwargs
             or self.inplace is not True
             or not isinstance(value := tensordict.get(in_keys[0], None), Tensor)
         ):
@@ -260,7 +287,7 @@ class TensorDictModule(TensorDictModuleBase):
             tensordict_out = positional_out(
                 f"TensorDictModule({self._name()})", args, tensordict_out
             )
-        if SKIP_EXISTING[0] and self._skippable(tensordict):
+        if SKIP_EXISTING[0] and skip_on() and self._skippable(tensordict):
             return tensordict if tensordict_out is None else tensordict_out.update(tensordict)
         in_keys = self._in_keys
         module = self._modules.get("module")
@@ -270,12 +297,14 @@ class TensorDictModule(TensorDictModuleBase):
             and self._kwargs is None
             and self.method is None
             and not self.method_kwargs
+            and not self._get_kwargs
             and isinstance(value := tensordict.get(in_keys[0], None), Tensor)
         ):
             out = module(value, **kwargs)
         else:
+            get_kwargs = self._get_kwargs
             out = self._run(
-                tensordict.get,
+                (lambda k, d: tensordict.get(k, d, **get_kwargs)) if get_kwargs else tensordict.get,
                 lambda: tensordict.keys(True, True, is_leaf=is_leaf_nontensor),
                 kwargs,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from tdnn._base import TensorDictModuleBase, unravel_keys
 from tdnn._composite import CompositeDistribution, log_prob_key_of, summed
 from tdnn._distributions import Delta
 from tdnn._fastcall import put
+from tdnn._generator import as_generator, from_input, use_generator
 from tdnn._interaction import (
     InteractionType,
     _as_type,
@@ -19,7 +21,7 @@ from tdnn._interaction import (
     pick,
     set_composite_lp_aggregate,
 )
-from tdnn._module import SKIP_EXISTING
+from tdnn._module import SKIP_EXISTING, skip_on
 from tdnn._sequential import TensorDictSequential
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
@@ -31,6 +33,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
     ``rsample`` where the distribution has it, so losses backpropagate into the
     parameters. ``in_keys`` as a dict maps distribution arguments to keys.
     ``return_log_prob=True`` also writes the log-probability (``<out_key>_log_prob``).
+    ``generator`` (a ``torch.Generator``, an int seed, or the key of an input entry holding
+    either) is the RNG of the draws; the global one's state is left as it was.
 
     >>> import torch
     >>> from torch.distributions import Normal
@@ -57,9 +61,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         cache_dist: bool = False,
         n_empirical_estimate: int = 1000,
         num_samples: int | torch.Size | None = None,
+        generator: torch.Generator | int | NestedKey | None = None,
     ) -> None:
         super().__init__()
         call = type(self).__name__
+        self._generator, self._generator_key = as_generator(call, generator)
         kwargs = dict(distribution_kwargs or {})
         if isinstance(in_keys, Mapping):
             self.dist_keys = [str(k) for k in in_keys]
@@ -86,6 +92,12 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         self.default_interaction_type = _as_type(default_interaction_type)
         self.distribution_class = distribution_class
         self.distribution_kwargs = kwargs
+        if cache_dist:
+            warnings.warn(
+                f"{call}(cache_dist=True) is deprecated and will be removed in TensorDict 0.17",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.cache_dist = cache_dist
         self.n_empirical_estimate = n_empirical_estimate
         self.num_samples = (
@@ -183,7 +195,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return self._dispatch(tensordict, **kwargs)
         if tensordict_out is None:
             tensordict_out = tensordict
-        if SKIP_EXISTING[0]:
+        if SKIP_EXISTING[0] and skip_on():
             present = tensordict.keys(True)
             if all(k in present for k in self._samples):
                 return tensordict_out
@@ -195,17 +207,18 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 tensordict_out.set(self._log_prob_keys[0], self.log_prob(tensordict, dist=dist))
             return tensordict_out
         kind = interaction_type() or self.default_interaction_type or InteractionType.DETERMINISTIC
-        if self.num_samples is not None and kind is InteractionType.RANDOM:
-            value = (
-                dist.rsample(self.num_samples)
-                if dist.has_rsample
-                else dist.sample(self.num_samples)
+        generator, writeback = self._generator, None
+        if self._generator_key is not None:
+            generator, writeback = from_input(
+                type(self).__name__, self._generator_key, tensordict, self.in_keys
             )
-            tensordict_out = tensordict_out.expand(
-                *self.num_samples, *tensordict_out.batch_size
-            ).clone(False)
+        if generator is None:
+            value, tensordict_out = self._draw(dist, kind, tensordict_out)
         else:
-            value = pick(dist, kind, self.n_empirical_estimate)
+            with use_generator(generator):
+                value, tensordict_out = self._draw(dist, kind, tensordict_out)
+            if writeback is not None:
+                writeback(generator)
         if is_tensor_collection(value):
             for key in value.keys(True, True, is_leaf=is_leaf_nontensor):
                 tensordict_out.set(key, value.get(key))
@@ -221,6 +234,14 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if self.return_log_prob:
             put(tensordict_out, self._log_prob_keys[0], dist.log_prob(value))
         return tensordict_out
+
+    def _draw(self, dist: Any, kind: InteractionType, out: Any) -> tuple[Any, Any]:
+        """The value of ``dist`` for ``kind``, and the TensorDict to write it into."""
+        if self.num_samples is not None and kind is InteractionType.RANDOM:
+            n = self.num_samples
+            value = dist.rsample(n) if dist.has_rsample else dist.sample(n)
+            return value, out.expand(*n, *out.batch_size).clone(False)
+        return pick(dist, kind, self.n_empirical_estimate), out
 
     def _write_composite_log_prob(self, dist: Any, value: Any, out: Any) -> None:
         """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and
@@ -353,8 +374,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """The log-prob key of the last probabilistic module."""
         return self._prob_modules()[-1].log_prob_key
 
-    def get_dist_params(self, tensordict: Any, **kwargs: Any) -> Any:
-        """Run the deterministic part on (a shallow copy of) ``tensordict``.
+    def get_dist_params(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
+        """Run the deterministic part on (a shallow copy of) ``tensordict``; given
+        ``tensordict_out``, write the part's outputs into it and return it (as upstream).
 
         >>> import torch
         >>> from torch.distributions import Normal
@@ -368,7 +390,13 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.get_dist_params(TensorDict(x=torch.zeros(1)))["loc"]
         tensor([1.])
         """
+        td, written = self._dist_params(tensordict, **kwargs)
+        return td if tensordict_out is None else _copy_keys(td, tensordict_out, written)
+
+    def _dist_params(self, tensordict: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
+        """The deterministic part's result, and the keys its members wrote."""
         td = tensordict.clone(False)
+        written: list[Any] = []
         for m in self._members():
             if isinstance(m, ProbabilisticTensorDictModule):
                 if m is self._members()[-1]:
@@ -377,10 +405,12 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
                     td = m(td, **kwargs)
             else:
                 td = m(td, **kwargs)
-        return td
+            written += m.out_keys
+        return td, written
 
-    def get_dist(self, tensordict: Any, **kwargs: Any) -> Any:
-        """The distribution of the last probabilistic module, or a composite of all.
+    def get_dist(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
+        """The distribution of the last probabilistic module, or a composite of all
+        (``tensordict_out``: where the parameters computed on the way are written).
 
         >>> import torch
         >>> from torch.distributions import Normal
@@ -395,7 +425,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         tensor([1.])
         """
         if not self.return_composite:
-            td = self.get_dist_params(tensordict, **kwargs)
+            td, written = self._dist_params(tensordict, **kwargs)
+            if tensordict_out is not None:
+                _copy_keys(td, tensordict_out, written)
             return self._members()[-1].get_dist(td)
         td = tensordict.clone(False)
         dists: dict[Any, Any] = {}
@@ -412,7 +444,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
 
     build_dist_from_params = get_dist
 
-    def log_prob(self, tensordict: Any, *, dist: Any = None, **kwargs: Any) -> Any:
+    def log_prob(
+        self, tensordict: Any, tensordict_out: Any = None, *, dist: Any = None, **kwargs: Any
+    ) -> Any:
         """The log-probability of the samples in ``tensordict`` (a TensorDict of
         ``<key>_log_prob`` entries when there are several probabilistic modules).
 
@@ -428,26 +462,38 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.log_prob(TensorDict(x=torch.zeros(1), y=torch.zeros(1)))
         tensor([-0.9189])
         """
-        dist = self.get_dist(tensordict, **kwargs) if dist is None else dist
+        if dist is None:
+            dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
         return dist.log_prob(tensordict.get(self._prob_modules()[-1].dist_sample_keys[0]))
+
+
+def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
+    """Set ``dest[key] = source[key]`` for each of ``keys`` that ``source`` has."""
+    present = source.keys(True)
+    for key in dict.fromkeys(keys):
+        if key in present:
+            dest.set(key, source.get(key))
+    return dest
 
 
 class _random:
     """Draw intermediate samples at random while a joint distribution is assembled."""
 
     def __enter__(self) -> None:
-        from tdnn._interaction import _INTERACTION
+        from tdnn._interaction import INTERACTION
 
-        self._previous = _INTERACTION[0]
-        if _INTERACTION[0] is None:
-            _INTERACTION[0] = InteractionType.RANDOM
+        # (only for this thread: other threads' modules keep their interaction type)
+        self._set = INTERACTION.get() is None
+        if self._set:
+            INTERACTION.push_local(InteractionType.RANDOM)
 
     def __exit__(self, *exc: Any) -> None:
-        from tdnn._interaction import _INTERACTION
+        from tdnn._interaction import INTERACTION
 
-        _INTERACTION[0] = self._previous
+        if self._set:
+            INTERACTION.pop_local()
 
 
 class _Joint(CompositeDistribution):

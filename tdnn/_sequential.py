@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -10,11 +10,13 @@ from torch import nn
 
 from tdnn._base import TensorDictModuleBase
 from tdnn._fastcall import hookless, plain_calls
+from tdnn._helpers import WrapModule
 from tdnn._module import (
     SKIP_EXISTING,
     TensorDictModule,
     deprecated_device,
     positional_out,
+    skip_on,
     tensor_inputs,
 )
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
@@ -55,7 +57,11 @@ class TensorDictSequential(TensorDictModuleBase):
     method: str | None = None
     method_kwargs: dict[str, Any] = {}  # noqa: RUF012  (read-only)
     strict: bool = False
-    is_functional: bool = False
+
+    @property
+    def is_functional(self) -> bool:
+        """False, as for ``TensorDictModule`` (deprecated, as upstream)."""
+        return bool(TensorDictModule.is_functional.fget(self))  # type: ignore[attr-defined]
 
     def __init__(
         self,
@@ -151,7 +157,7 @@ class TensorDictSequential(TensorDictModuleBase):
         if args:
             tensordict_out = positional_out("TensorDictSequential", args, tensordict_out)
         select = self._select_before_return
-        if SKIP_EXISTING[0] and self._skippable(tensordict):
+        if SKIP_EXISTING[0] and skip_on() and self._skippable(tensordict):
             return tensordict
         inplace = self.inplace
         if tensordict_out is None:
@@ -233,8 +239,9 @@ class TensorDictSequential(TensorDictModuleBase):
         in_keys: Sequence[NestedKey] | None = None,
         out_keys: Sequence[NestedKey] | None = None,
     ) -> TensorDictSequential:
-        """The modules (the same objects) needed to go from ``in_keys`` to ``out_keys``;
-        nested sequences are expanded.
+        """The modules (the same objects) needed to go from ``in_keys`` to ``out_keys``
+        (defaults: the sequence's); a nested sequence is filtered in place of being kept
+        whole. ``partial_tolerant`` and ``inplace`` are kept.
 
         >>> from tensordict.nn import TensorDictModule, TensorDictSequential
         >>> seq = TensorDictSequential(
@@ -244,25 +251,32 @@ class TensorDictSequential(TensorDictModuleBase):
         >>> seq.select_subsequence(out_keys=["d"]).in_keys
         ['c']
         """
-        modules = self._flat()
-        if in_keys is not None:
-            reachable = {unravel_key(k) for k in in_keys}
-            keep = []
-            for name, m in modules:
-                ins, outs = _io(m)
-                if reachable & set(ins):
-                    keep.append((name, m))
-                    reachable |= set(outs)
-            modules = keep
-        if out_keys is not None:
-            needed = {unravel_key(k) for k in out_keys}
-            keep = []
-            for name, m in reversed(modules):
-                ins, outs = _io(m)
-                if needed & set(outs):
-                    keep.append((name, m))
-                    needed |= set(ins)
-            modules = keep[::-1]
+        # As upstream: a module stays if each of its inputs is given or written by a module
+        # kept before it; then, going back, if it writes a key wanted or read by a module
+        # kept after it. A nested sequence (of this exact type) is filtered the same way.
+        members: Any = self._modules["module"]
+        modules = list(members._modules.items())
+        available = [unravel_key(k) for k in (self.in_keys if in_keys is None else in_keys)]
+        kept = []
+        for name, m in modules:
+            if type(m) is TensorDictSequential:
+                try:
+                    m = m.select_subsequence(in_keys=available)
+                except ValueError:
+                    continue
+            ins, outs = _io(m)
+            if all(k in available for k in ins):
+                kept.append((name, m))
+                available += outs
+        needed = [unravel_key(k) for k in (self.out_keys if out_keys is None else out_keys)]
+        modules = []
+        for name, m in reversed(kept):
+            if any(k in needed for k in _io(m)[1]):
+                if type(m) is TensorDictSequential:
+                    m = m.select_subsequence(out_keys=needed)
+                modules.append((name, m))
+                needed += _io(m)[0]
+        modules.reverse()
         if not modules:
             raise ValueError(
                 f"TensorDictSequential.select_subsequence: no module is selected for "
@@ -271,11 +285,11 @@ class TensorDictSequential(TensorDictModuleBase):
         return self._like(modules)
 
     def _like(self, modules: list[tuple[str, Any]]) -> TensorDictSequential:
+        tolerant, inplace = self.partial_tolerant, self.inplace
         if isinstance(self.module, nn.ModuleDict):
-            return TensorDictSequential(dict(modules), partial_tolerant=self.partial_tolerant)
-        return TensorDictSequential(
-            *[m for _, m in modules], partial_tolerant=self.partial_tolerant
-        )
+            return TensorDictSequential(dict(modules), partial_tolerant=tolerant, inplace=inplace)
+        members = [m for _, m in modules]
+        return TensorDictSequential(*members, partial_tolerant=tolerant, inplace=inplace)
 
     def __getitem__(self, index: int | slice | str) -> Any:
         members: Any = self._modules["module"]
@@ -342,22 +356,9 @@ def _as_module(where: Any, m: Any) -> nn.Module:
     if isinstance(m, nn.Module):
         return m
     if callable(m):
-        return _Callable(m)
+        return WrapModule(m)  # as upstream: a plain td -> td callable
     raise TypeError(f"TensorDictSequential: item {where!r} is not callable: {m!r}")
 
 
 # Modules whose forward also takes plain tensors (the others are given a TensorDict).
 _TENSOR_CALLS = (TensorDictModule.forward, TensorDictSequential.forward)
-
-
-class _Callable(nn.Module):
-    """A plain ``td -> td`` function as a module (no declared keys)."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-        self.in_keys: list[Any] = []
-        self.out_keys: list[Any] = []
-
-    def forward(self, td: Any, **kwargs: Any) -> Any:
-        return self.fn(td)

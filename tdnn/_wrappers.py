@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tensordict import TensorDict
+from tensordict import TensorClass, TensorDict
 
 
 class TensorDictModuleWrapper(TensorDictModuleBase):
@@ -93,6 +93,8 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
 
 InputClass = TypeVar("InputClass")
 OutputClass = TypeVar("OutputClass")
+InputTensorClass = TypeVar("InputTensorClass", bound=TensorClass)
+OutputTensorClass = TypeVar("OutputTensorClass", bound=TensorClass)
 
 
 def _fields(cls: Any) -> list[tuple[str, ...]]:
@@ -193,8 +195,11 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
 
 
 class CudaGraphModule(nn.Module):
-    """Capture ``module`` into CUDA graphs after ``warmup`` calls. Without CUDA (as here on
-    CPU) it warns once at construction and runs the module as is.
+    """Upstream's CUDA-graph wrapper, by name and signature: calls run ``module`` as is
+    (no graph is captured here, on CUDA either); without CUDA it warns once at
+    construction, as upstream. ``state_dict()``/``load_state_dict()`` are the wrapped
+    module's own, as upstream's (keys without a ``module.`` prefix); as a submodule of
+    another module it is saved and loaded as any child.
 
     >>> import warnings, torch
     >>> from tensordict import TensorDict
@@ -230,3 +235,33 @@ class CudaGraphModule(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.module(*args, **kwargs)
+
+    def state_dict(
+        self, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False
+    ) -> Any:
+        """The wrapped module's state dict (called on its own; as a child, the usual one).
+
+        >>> import warnings
+        >>> from torch import nn
+        >>> from tensordict.nn import CudaGraphModule, TensorDictModule
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     m = CudaGraphModule(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"]))
+        >>> list(m.state_dict())
+        ['module.weight', 'module.bias']
+        >>> m.load_state_dict(m.state_dict())
+        <All keys matched successfully>
+        """
+        module = self._modules.get("module")
+        if module is not None and not args and destination is None and not prefix:
+            return module.state_dict(keep_vars=keep_vars)
+        return super().state_dict(
+            *args, destination=destination, prefix=prefix, keep_vars=keep_vars
+        )
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        """Load into the wrapped module (the keys ``state_dict()`` gives)."""
+        module = self._modules.get("module")
+        if module is not None:
+            return module.load_state_dict(state_dict, strict=strict, assign=assign)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)

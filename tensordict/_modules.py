@@ -20,7 +20,8 @@ def _module_tree(
     """Parameters and buffers of ``module`` keyed by submodule names (no copies); with
     ``filter_empty=False`` parameterless submodules appear as empty TensorDicts."""
     if use_state_dict:
-        td = cls(dict(module.state_dict(keep_vars=True)), []).unflatten_keys(".")
+        # detached tensors sharing storage (the state dict's own values), as upstream
+        td = cls(dict(module.state_dict()), []).unflatten_keys(".")
     else:
         entries: dict[str, Any] = {}
         for store in (module._parameters, module._buffers):

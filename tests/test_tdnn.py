@@ -301,7 +301,13 @@ def test_ensemble_module_copies_differ_and_match_a_loop() -> None:
         torch.testing.assert_close(out[i], member(x))
     per_copy = EnsembleModule(nn.Linear(3, 2), num_copies=2, expand_input=False)
     assert per_copy(torch.randn(2, 5, 3)).shape == (2, 5, 2)
-    assert len(list(ensemble.parameters())) == 4
+    # the template module (registered as upstream, unused by forward) + the 4 stacked
+    assert [n for n, _ in ensemble.named_parameters()][4:] == [
+        "params_td.0.weight",
+        "params_td.0.bias",
+        "params_td.2.weight",
+        "params_td.2.bias",
+    ]
     with pytest.raises(ValueError, match="num_copies must be >= 1"):
         EnsembleModule(nn.Linear(1, 1), num_copies=0)
 

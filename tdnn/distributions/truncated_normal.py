@@ -1,5 +1,5 @@
 """``tensordict.nn.distributions.truncated_normal``: upstream's path for TruncatedNormal."""
 
-from tdnn._distributions import TruncatedNormal
+from tdnn._distributions import TruncatedNormal, TruncatedStandardNormal
 
-__all__ = ["TruncatedNormal"]
+__all__ = ["TruncatedNormal", "TruncatedStandardNormal"]
