@@ -1,0 +1,110 @@
+"""Persistence, I/O and conversion calls that gave another result than upstream's (or
+failed) for code written for upstream tensordict: each test fails without its fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import tensordict
+from tensordict import MemoryMappedTensor, PersistentTensorDict, TensorDict, is_tensorclass
+
+
+def _file(tmp_path: Path) -> str:
+    path = str(tmp_path / "x.memmap")
+    MemoryMappedTensor.from_tensor(torch.arange(6.0), filename=path)
+    return path
+
+
+def test_from_filename_mode_r_is_copy_on_write(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    view = MemoryMappedTensor.from_filename(path, torch.float32, (2, 3), mode="r")
+    view[0, 0] = 100.0
+    assert view[0, 0].item() == 100.0
+    again = MemoryMappedTensor.from_filename(path, torch.float32, (2, 3))
+    torch.testing.assert_close(again.as_subclass(torch.Tensor), torch.arange(6.0).view(2, 3))
+
+
+def test_from_filename_mode_r_plus_writes_through(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    view = MemoryMappedTensor.from_filename(path, torch.float32, (6,), mode="r+")
+    view[1] = 7.0
+    assert MemoryMappedTensor.from_filename(path, torch.float32, (6,))[1].item() == 7.0
+
+
+def test_from_filename_mode_errors(tmp_path: Path) -> None:
+    path = _file(tmp_path)
+    with pytest.raises(
+        ValueError, match=r"from_filename: mode must be 'r', 'r\+' or None, got 'w'"
+    ):
+        MemoryMappedTensor.from_filename(path, torch.float32, (6,), mode="w")
+    if os.geteuid() == 0:  # root may write any file
+        return
+    os.chmod(path, 0o444)
+    with pytest.raises(PermissionError, match=r"from_filename: mode='r\+' needs a writable file"):
+        MemoryMappedTensor.from_filename(path, torch.float32, (6,), mode="r+")
+
+
+_STRUCT = np.zeros(3, dtype=[("x", "f4"), ("y", "i8", (2,))])
+
+
+def test_module_from_struct_array_batch_is_the_array_shape() -> None:
+    td = tensordict.from_struct_array(_STRUCT)
+    assert td.batch_size == (3,)
+    assert td["y"].shape == (3, 2)
+    assert tensordict.from_struct_array(_STRUCT, batch_size=[]).batch_size == ()
+
+
+@pytest.mark.parametrize("from_any", [tensordict.from_any, TensorDict.from_any])
+def test_from_any_struct_array_batch_is_the_array_shape(from_any: object) -> None:
+    td = from_any(_STRUCT)  # type: ignore[operator]
+    assert td.batch_size == (3,)
+    torch.testing.assert_close(td["x"], torch.zeros(3))
+
+
+@pytest.mark.parametrize("obj", [3, "x", None, object, np.zeros(2)])
+def test_from_any_other_objects_come_back_unchanged(obj: object) -> None:
+    assert TensorDict.from_any(obj) is obj
+
+
+def test_from_any_dataframe_is_from_pandas() -> None:
+    frame = pd.DataFrame({"a": [1, 2, 3], "b": [1.0, 2.0, 3.0]})
+    td = TensorDict.from_any(frame)
+    assert td.batch_size == (3,)
+    torch.testing.assert_close(td["a"], torch.tensor([1, 2, 3]))
+    torch.testing.assert_close(td["b"], torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64))
+
+
+def test_from_any_h5_file_is_a_persistent_tensordict(tmp_path: Path) -> None:
+    path = str(tmp_path / "f.h5")
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=np.arange(8.0).reshape(4, 2))
+    with h5py.File(path, "r") as f:
+        td = TensorDict.from_any(f, batch_size=[4])
+        assert isinstance(td, PersistentTensorDict)
+        assert td.batch_size == (4,)
+        torch.testing.assert_close(td["a"], torch.arange(8.0, dtype=torch.float64).view(4, 2))
+
+
+@dataclasses.dataclass
+class _Sample:
+    x: torch.Tensor
+    label: str = "none"
+
+
+def test_from_dataclass_as_tensorclass() -> None:
+    out = TensorDict.from_dataclass(_Sample(torch.zeros(3), "a"), as_tensorclass=True)
+    assert is_tensorclass(out) and type(out).__name__ == "_Sample_tc"
+    torch.testing.assert_close(out.x, torch.zeros(3))
+    assert out.label == "a"
+    cls = TensorDict.from_dataclass(_Sample, as_tensorclass=True)
+    assert isinstance(cls, type) and is_tensorclass(cls)
+    made = cls(x=torch.ones(2), batch_size=[2])
+    assert made.label == "none" and made.batch_size == (2,)
