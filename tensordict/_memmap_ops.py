@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 
 _DEFAULT_THREADS = -1  # automatic: several threads for checkpoints of 16 MB and more
+_CPU = torch.device("cpu")  # memory-mapped collections live on the CPU, as upstream's
 
 
 def _inside(path: str | None, folder: str) -> bool:
@@ -231,7 +232,7 @@ class MemmapOps(CollectionPrimitives):
                 return MemoryMappedTensor.from_tensor(x.detach(), copy_data=not like)
 
             try:
-                out = map_leaves(self, share)
+                out = map_leaves(self, share, _CPU)
             finally:
                 if bar is not None:
                     bar.close()
@@ -267,7 +268,7 @@ class MemmapOps(CollectionPrimitives):
             on_leaves=keep,
             pbar=pbar,
         )
-        out = map_leaves(self, lambda x: mapping[id(x)])
+        out = map_leaves(self, lambda x: mapping[id(x)], _CPU)
         if inplace:
             _swap_leaves(self, out)
             out = self
@@ -474,7 +475,8 @@ class MemmapOps(CollectionPrimitives):
 
     def memmap_refresh_(self, *, allow_pickle: bool | None = None) -> Self:
         """Re-read the checkpoint this collection maps (its :attr:`saved_path`) and take
-        its entries as they are on disk now; a RuntimeError when it maps no checkpoint.
+        its entries as they are on disk now (keys no longer there are removed); a
+        RuntimeError when it maps no checkpoint.
 
         >>> import tempfile, torch
         >>> from tensordict import TensorDict
@@ -490,15 +492,7 @@ class MemmapOps(CollectionPrimitives):
                 f"{self._call('memmap_refresh_')}: not memory-mapped from a checkpoint "
                 "(saved_path is None); nothing to refresh"
             )
-        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle)
-        locked = self.is_locked
-        if locked:
-            self.unlock_()
-        try:
-            self.update(loaded)
-        finally:
-            if locked:
-                self.lock_()
+        _adopt(self, type(self).load_memmap(path, allow_pickle=allow_pickle))
         return self
 
     @classmethod
@@ -560,14 +554,25 @@ class MemmapOps(CollectionPrimitives):
         )
         if out is None:
             return loaded
-        out.update_(loaded)
+        _adopt(out, loaded)
         return out
 
     def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
-        """Copy a checkpoint's values into this TensorDict's existing leaves."""
-        loaded = type(self).load_memmap(prefix, **kwargs)
-        self.update_(loaded)
-        return self
+        """Load a checkpoint into this collection, returned: its leaves are replaced by the
+        loaded (memory-mapped) ones, its nested collections kept and filled the same way,
+        and its keys the checkpoint lacks removed (upstream's; to copy the values into the
+        existing leaves instead, ``self.update_(TensorDict.load_memmap(prefix))``).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp()
+        >>> _ = TensorDict({"a": torch.ones(2)}, [2]).memmap(path)
+        >>> td = TensorDict({"b": torch.zeros(2)}, [2]).load_memmap_(path)
+        >>> list(td.keys()), td["a"].tolist()
+        (['a'], [1.0, 1.0])
+        """
+        kwargs.setdefault("device", self.device)
+        return type(self).load_memmap(prefix, out=self, **kwargs)  # type: ignore[no-any-return]
 
     def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Alias of :meth:`memmap` (the checkpoint is written; a memory-mapped copy returned)."""
@@ -626,8 +631,41 @@ class MemmapOps(CollectionPrimitives):
         return roots.pop()
 
 
+def _adopt(target: Any, loaded: Any) -> None:
+    """Give ``target`` the entries of ``loaded`` (``load_memmap(out=)``): leaves replaced,
+    nested collections reused and filled the same way, keys ``loaded`` lacks removed."""
+    parts, new_parts = target._stack_parts(), loaded._stack_parts()
+    if parts is not None or new_parts is not None:
+        if parts is None or new_parts is None or len(parts[1]) != len(new_parts[1]):
+            target.update_(loaded)  # (no member-by-member correspondence: copy the values)
+            return
+        for member, new in zip(parts[1], new_parts[1], strict=True):
+            _adopt(member, new)
+        return
+    locked = target.is_locked
+    if locked:
+        target.unlock_()
+    try:
+        entries = loaded._tensordict
+        for key in [k for k in target._tensordict if k not in entries]:
+            del target[key]
+        for key, value in entries.items():
+            current = target._tensordict.get(key)
+            if isinstance(current, CollectionPrimitives) and isinstance(
+                value, CollectionPrimitives
+            ):
+                _adopt(current, value)
+            else:
+                target.set(key, value)
+    finally:
+        if locked:
+            target.lock_()
+
+
 def _swap_leaves(td: Any, new: Any) -> None:
-    """Give ``td`` the leaves of ``new`` (same structure), level by level, in place."""
+    """Give ``td`` the leaves (and the device) of ``new`` (same structure), level by
+    level, in place."""
+    td._device = new._device
     parts = td._stack_parts()
     if parts is not None:
         for a, b in zip(parts[1], new._stack_parts()[1], strict=True):

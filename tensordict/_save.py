@@ -76,7 +76,7 @@ class _Writer:
             "type": type_name(type(td)),
             "batch_size": list(td.batch_size),
             "shape": list(td.batch_size),  # upstream's name for it, read by its tools
-            "device": None if td.device is None else str(td.device),
+            "device": "cpu" if td.device is None else str(td.device),  # (leaves are files)
             "names": None,
             "entries": {},
         }

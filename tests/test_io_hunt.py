@@ -108,3 +108,84 @@ def test_from_dataclass_as_tensorclass() -> None:
     assert isinstance(cls, type) and is_tensorclass(cls)
     made = cls(x=torch.ones(2), batch_size=[2])
     assert made.label == "none" and made.batch_size == (2,)
+
+
+_CPU = torch.device("cpu")
+
+
+def _devices(td: TensorDict) -> list[object]:
+    return [td.device, td["n"].device]
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+@pytest.mark.parametrize("op", ["memmap", "memmap_", "memmap_like"])
+def test_memory_mapped_collections_are_on_the_cpu(tmp_path: Path, prefix: bool, op: str) -> None:
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2])
+    assert _devices(td) == [None, None]
+    out = getattr(td, op)(str(tmp_path / "c") if prefix else None)
+    assert _devices(out) == [_CPU, _CPU]
+    if op == "memmap_":
+        assert out is td
+    if prefix:
+        assert _devices(TensorDict.load_memmap(tmp_path / "c")) == [_CPU, _CPU]
+
+
+def test_lazy_stack_memmap_is_on_the_cpu(tmp_path: Path) -> None:
+    stack = tensordict.lazy_stack([TensorDict({"a": torch.zeros(2)}, [2]) for _ in range(2)])
+    out = stack.memmap(tmp_path / "s")
+    assert out.device == _CPU and out.tensordicts[0].device == _CPU
+    assert TensorDict.load_memmap(tmp_path / "s").device == _CPU
+
+
+def _saved(tmp_path: Path) -> str:
+    path = str(tmp_path / "saved")
+    TensorDict({"a": torch.arange(4.0).view(2, 2), "n": {"b": torch.ones(2)}}, [2]).memmap(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        TensorDict(),
+        TensorDict(batch_size=[2]),
+        TensorDict({"z": torch.zeros(2), "n": {"old": torch.zeros(2)}}, [2]),
+    ],
+)
+def test_load_memmap_into_replaces_the_entries(tmp_path: Path, target: TensorDict) -> None:
+    path = _saved(tmp_path)
+    batch = target.batch_size
+    nested = target.get("n", None)
+    assert target.load_memmap_(path) is target
+    assert target.batch_size == batch
+    assert sorted(target.keys(include_nested=True, leaves_only=True), key=str) == [("n", "b"), "a"]
+    assert isinstance(target["a"], MemoryMappedTensor)
+    torch.testing.assert_close(target["a"].as_subclass(torch.Tensor), torch.arange(4.0).view(2, 2))
+    if nested is not None:
+        assert target["n"] is nested  # nested collections are kept, their leaves replaced
+
+
+def test_load_memmap_out_and_load_replace_the_leaves(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    out = TensorDict({"a": torch.zeros(2, 2), "gone": torch.zeros(2)}, [2])
+    assert TensorDict.load_memmap(path, out=out) is out
+    assert sorted(out.keys()) == ["a", "n"]
+    dst = TensorDict().lock_()
+    assert dst.load_(path) is dst and dst.is_locked
+    assert dst["n", "b"].tolist() == [1.0, 1.0]
+
+
+def test_load_memmap_into_checks_the_batch_size(tmp_path: Path) -> None:
+    path = _saved(tmp_path)
+    with pytest.raises(
+        ValueError, match=r"TensorDict.set: shape \(2, 2\) of key 'a' does not start"
+    ):
+        TensorDict(batch_size=[3]).load_memmap_(path)
+
+
+def test_memmap_refresh_drops_keys_no_longer_saved(tmp_path: Path) -> None:
+    path = str(tmp_path / "c")
+    td = TensorDict({"a": torch.zeros(2), "b": torch.zeros(2)}, [2]).memmap(path)
+    TensorDict({"a": torch.ones(2), "c": torch.ones(2)}, [2]).memmap(path)
+    td.memmap_refresh_()
+    assert sorted(td.keys()) == ["a", "c"]
+    assert td["a"].tolist() == [1.0, 1.0]
