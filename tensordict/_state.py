@@ -136,7 +136,10 @@ class StateOps(CollectionPrimitives):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         fn, args = self.__reduce__()
-        return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
+        out: Self = fn(*copy.deepcopy(args, memo))
+        if out.is_locked:  # a copy is unlocked, as clone()'s (and upstream's deepcopy)
+            out.unlock_()
+        return out
 
 
 class DenseStateOps(DenseStorage):
@@ -318,6 +321,10 @@ def register_safe_globals(td_cls: type) -> None:
     Only constructors that validate their input are registered; nothing here runs
     code named by a file.
     """
-    torch.serialization.add_safe_globals(
-        [td_cls, _from_plain, NonTensorData, _rebuild, NonTensorStack]
-    )
+    from tensordict._lazy import LazyStackedTensorDict
+    from tensordict._lazy import _rebuild_stack as _rebuild_lazy
+    from tensordict._nontensor import MetaData, _rebuild_meta, _rebuild_stack
+
+    safe: list[Any] = [td_cls, _from_plain, NonTensorData, _rebuild, NonTensorStack]
+    safe += [_rebuild_stack, MetaData, _rebuild_meta, LazyStackedTensorDict, _rebuild_lazy]
+    torch.serialization.add_safe_globals(safe)

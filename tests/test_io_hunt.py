@@ -189,3 +189,38 @@ def test_memmap_refresh_drops_keys_no_longer_saved(tmp_path: Path) -> None:
     td.memmap_refresh_()
     assert sorted(td.keys()) == ["a", "c"]
     assert td["a"].tolist() == [1.0, 1.0]
+
+
+def _torch_round_trip(obj: object) -> object:
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    buffer.seek(0)
+    return torch.load(buffer)  # weights_only=True, torch's default
+
+
+def test_torch_load_weights_only_rebuilds_lazy_stacks_and_non_tensor_stacks() -> None:
+    members = [TensorDict({"a": torch.full((2,), float(i)), "s": f"m{i}"}, [2]) for i in range(3)]
+    stack = tensordict.lazy_stack(members, dim=1)
+    back = _torch_round_trip(stack)
+    assert type(back) is type(stack) and back.stack_dim == 1 and back.batch_size == (2, 3)
+    torch.testing.assert_close(back["a"], stack["a"])
+    assert back[0, 2]["s"] == "m2"
+    labels = tensordict.NonTensorStack("x", "y")
+    again = _torch_round_trip(labels)
+    assert type(again) is tensordict.NonTensorStack and again.tolist() == ["x", "y"]
+    meta = _torch_round_trip(tensordict.MetaData(3))
+    assert type(meta) is tensordict.MetaData and meta.data == 3
+
+
+def test_deepcopy_is_unlocked_like_clone() -> None:
+    import copy
+
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2]).lock_()
+    out = copy.deepcopy(td)
+    assert not out.is_locked and not out["n"].is_locked and td.is_locked
+    torch.testing.assert_close(out["n", "b"], td["n", "b"])
+    assert out["a"].data_ptr() != td["a"].data_ptr()
+    stack = tensordict.lazy_stack([td.clone(), td.clone()]).lock_()
+    assert not copy.deepcopy(stack).is_locked
