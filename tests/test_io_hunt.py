@@ -224,3 +224,45 @@ def test_deepcopy_is_unlocked_like_clone() -> None:
     assert out["a"].data_ptr() != td["a"].data_ptr()
     stack = tensordict.lazy_stack([td.clone(), td.clone()]).lock_()
     assert not copy.deepcopy(stack).is_locked
+
+
+def test_state_dict_values_are_the_tensors_non_tensors_in_the_metadata(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    labels = tensordict.NonTensorStack("x", "y")
+    td = TensorDict(
+        {"a": torch.ones(2), "n": {"b": torch.zeros(2), "t": "deep"}, "s": "hi", "v": labels},
+        [2],
+    )
+    sd = td.state_dict()
+    assert list(sd) == ["a", "n.b"]
+    assert all(isinstance(v, torch.Tensor) for v in sd.values())
+    save_file(sd, str(tmp_path / "w.safetensors"))  # tensors only: safetensors takes it
+    assert sorted(load_file(str(tmp_path / "w.safetensors"))) == ["a", "n.b"]
+    for state in (sd, td.state_dict(flatten=False)):
+        back = TensorDict().load_state_dict(state)
+        assert back["s"] == "hi" and back["n", "t"] == "deep" and back["v"] == ["x", "y"]
+        torch.testing.assert_close(back["a"], td["a"])
+    module = torch.nn.Linear(2, 2)
+    params = TensorDict.from_module(module).unlock_()
+    params["tag"] = "not a parameter"
+    module.load_state_dict(params.state_dict())  # strict: the non-tensor is no key
+
+
+def test_load_state_dict_reads_upstreams_non_tensor_metadata() -> None:
+    from collections import OrderedDict
+
+    sd: OrderedDict[str, torch.Tensor] = OrderedDict(a=torch.ones(2), **{"n.b": torch.zeros(2)})
+    non_tensor = {"_type": "NonTensorData", "_is_non_tensor": True}
+    sd._metadata = OrderedDict(  # type: ignore[attr-defined]
+        [
+            ("", {"batch_size": torch.Size([2]), "device": None}),
+            ("n", {"batch_size": torch.Size([2]), "device": None}),
+            ("n.t", {**non_tensor, "batch_size": torch.Size([2]), "_non_tensor": {"data": "d"}}),
+            ("s", {**non_tensor, "batch_size": torch.Size([2]), "_non_tensor": {"data": "hi"}}),
+        ]
+    )
+    back = TensorDict().load_state_dict(sd)
+    assert back.batch_size == (2,) and back["s"] == "hi" and back["n", "t"] == "d"
+    keys = sorted(back.keys(include_nested=True), key=str)
+    assert keys == [("n", "b"), ("n", "t"), "a", "n", "s"]
