@@ -266,3 +266,18 @@ def test_load_state_dict_reads_upstreams_non_tensor_metadata() -> None:
     assert back.batch_size == (2,) and back["s"] == "hi" and back["n", "t"] == "d"
     keys = sorted(back.keys(include_nested=True), key=str)
     assert keys == [("n", "b"), ("n", "t"), "a", "n", "s"]
+
+
+def test_persistent_tensordict_memmap_is_a_memory_mapped_tensordict(tmp_path: Path) -> None:
+    src = TensorDict({"a": torch.arange(6.0).view(2, 3), "n": {"b": torch.ones(2)}}, [2])
+    h5 = src.to_h5(str(tmp_path / "f.h5"))
+    out = h5.memmap(tmp_path / "mm")
+    assert type(out) is TensorDict and out.is_memmap() and out.device == _CPU
+    torch.testing.assert_close(out["a"].as_subclass(torch.Tensor), src["a"])
+    back = TensorDict.load_memmap(tmp_path / "mm")
+    torch.testing.assert_close(back["n", "b"].as_subclass(torch.Tensor), src["n", "b"])
+    like = h5.memmap_like(tmp_path / "like")
+    assert like["a"].shape == (2, 3) and like["a"].sum().item() == 0
+    with pytest.raises(RuntimeError, match="PersistentTensorDict.memmap_: a PersistentTensorDict"):
+        h5.memmap_(tmp_path / "inplace")
+    h5.close()
