@@ -505,7 +505,7 @@ class MemmapOps(CollectionPrimitives):
         out: Any = None,
         robust_key: bool | None = True,
         subpath: Any = None,
-        mode: str = "r",
+        mode: str | None = None,
         num_threads: int = _DEFAULT_THREADS,
         allow_pickle: bool | None = None,
         verify: bool = False,
@@ -516,9 +516,12 @@ class MemmapOps(CollectionPrimitives):
         Everything is validated first; a sub-folder loads on its own (partial loading),
         named directly or as ``subpath`` under ``prefix`` (a ``/``-separated path or a
         tuple of folder names). ``prefix`` may be an archive file (``.tdz``): its leaves
-        map the one file, copy-on-write with ``mode="r"`` (the default) or writing
-        through to it with ``mode="r+"``. Files this process may not write are mapped
-        copy-on-write. With ``out``, the values are copied into ``out``, which is returned.
+        map the one file. ``mode="r"`` maps copy-on-write (writes to the leaves stay in
+        memory, the files never change), ``mode="r+"`` shared (writes reach the files; a
+        ``PermissionError`` for a file this process may not write); the default, None,
+        is ``"r"`` for an archive and, for a folder, shared where the file is writable and
+        copy-on-write elsewhere. With ``out``, ``out`` takes the loaded entries (as
+        :meth:`load_memmap_`) and is returned.
         ``pbar=True`` shows a progress bar advancing per leaf.
 
         >>> import tempfile, torch
@@ -532,6 +535,8 @@ class MemmapOps(CollectionPrimitives):
         # (robust_key: names are never decoded, keys are read from the metadata: any value)
         if allow_pickle is not None and type(allow_pickle) is not bool:
             raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
+        if mode is not None and mode not in ("r", "r+"):
+            raise ValueError(f"{call}: mode must be 'r', 'r+' or None, got {mode!r}")
         path = os.fspath(prefix)
         if type(subpath) is str:  # (the common case, without the general one's generator)
             if type(path) is str and subpath[:1] != os.sep:

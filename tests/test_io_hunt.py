@@ -281,3 +281,41 @@ def test_persistent_tensordict_memmap_is_a_memory_mapped_tensordict(tmp_path: Pa
     with pytest.raises(RuntimeError, match="PersistentTensorDict.memmap_: a PersistentTensorDict"):
         h5.memmap_(tmp_path / "inplace")
     h5.close()
+
+
+def test_load_mode_r_of_a_folder_is_copy_on_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "c")
+    TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(2)}}, []).memmap(path)
+    private = TensorDict.load(path, mode="r")
+    private["a"] += 1.0
+    private["n", "b"][0] = 3.0
+    assert private["a"].tolist() == [1.0, 1.0, 1.0]
+    again = TensorDict.load_memmap(path)
+    assert again["a"].tolist() == [0.0, 0.0, 0.0] and again["n", "b"].tolist() == [0.0, 0.0]
+    shared = TensorDict.load_memmap(path, mode="r+")
+    shared["a"] += 2.0
+    assert TensorDict.load_memmap(path)["a"].tolist() == [2.0, 2.0, 2.0]
+
+
+def test_load_mode_errors(tmp_path: Path) -> None:
+    path = str(tmp_path / "c")
+    TensorDict({"a": torch.zeros(3)}, []).memmap(path)
+    with pytest.raises(ValueError, match=r"load_memmap: mode must be 'r', 'r\+' or None, got 'w'"):
+        TensorDict.load(path, mode="w")
+    if os.geteuid() == 0:  # root may write any file
+        return
+    os.chmod(os.path.join(path, "a.memmap"), 0o444)
+    with pytest.raises(PermissionError, match=r"load_memmap: mode='r\+' maps the files shared"):
+        TensorDict.load_memmap(path, mode="r+")
+
+
+def test_loading_a_missing_path_is_a_file_not_found_error(tmp_path: Path) -> None:
+    from tensordict._format import FormatError
+
+    with pytest.raises(FileNotFoundError, match="load_memmap: .*nope' is not a checkpoint"):
+        TensorDict.load(tmp_path / "nope")
+    with pytest.raises(FormatError):  # (also the format error it was)
+        TensorDict.load_memmap(tmp_path / "nope")
+    TensorDict({"a": torch.zeros(1)}, []).memmap(tmp_path / "c")
+    with pytest.raises(FileNotFoundError, match="nothing exists there"):
+        TensorDict.load_memmap(tmp_path / "c", subpath="zz")
