@@ -319,3 +319,30 @@ def test_loading_a_missing_path_is_a_file_not_found_error(tmp_path: Path) -> Non
     TensorDict({"a": torch.zeros(1)}, []).memmap(tmp_path / "c")
     with pytest.raises(FileNotFoundError, match="nothing exists there"):
         TensorDict.load_memmap(tmp_path / "c", subpath="zz")
+
+
+def test_numpy_leaves_out_none_entries() -> None:
+    td = TensorDict(
+        {
+            "a": torch.zeros(2),
+            "none": None,
+            "n": {"x": None},
+            "v": tensordict.NonTensorStack(None, "x"),
+        },
+        [2],
+    )
+    out = td.numpy()
+    assert sorted(out) == ["a", "n", "v"] and out["n"] == {} and out["v"] == [None, "x"]
+    np.testing.assert_array_equal(out["a"], np.zeros(2, dtype=np.float32))
+    assert "v" not in TensorDict({"v": tensordict.NonTensorStack(None, None)}, [2]).numpy()
+
+
+def test_memmap_into_a_folder_with_a_symlink_names_it(tmp_path: Path) -> None:
+    prefix, outside = tmp_path / "saved", tmp_path / "outside"
+    prefix.mkdir()
+    outside.mkdir()
+    (prefix / "nested").symlink_to(outside, target_is_directory=True)
+    td = TensorDict({"nested": {"x": torch.randn(3)}}, [])
+    with pytest.raises(RuntimeError, match="a nested TensorDict through symlink 'nested'"):
+        td.memmap(prefix)
+    assert not list(outside.iterdir())
