@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
+from tensordict._format import FormatError
 from tensordict._load import load as _load
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._memmap_backing import MemmapExistsError
@@ -546,17 +547,26 @@ class MemmapOps(CollectionPrimitives):
         elif subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))
-        loaded = _load(
-            path,
-            call=call,
-            device=device,
-            num_threads=num_threads,
-            verify=verify,
-            allow_pickle=allow_pickle,
-            mode=mode,
-            non_blocking=non_blocking,
-            pbar=pbar,
-        )
+        try:
+            loaded = _load(
+                path,
+                call=call,
+                device=device,
+                num_threads=num_threads,
+                verify=verify,
+                allow_pickle=allow_pickle,
+                mode=mode,
+                non_blocking=non_blocking,
+                pbar=pbar,
+            )
+        except FormatError:
+            from tensordict._load_upstream import is_upstream, load_upstream
+
+            if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
+                raise
+            loaded = load_upstream(path, call, allow_pickle, mode)
+            if device is not None:
+                loaded = loaded.to(device, non_blocking=non_blocking)
         if out is None:
             return loaded
         _adopt(out, loaded)

@@ -346,3 +346,92 @@ def test_memmap_into_a_folder_with_a_symlink_names_it(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="a nested TensorDict through symlink 'nested'"):
         td.memmap(prefix)
     assert not list(outside.iterdir())
+
+
+def _upstream_folder(root: Path) -> Path:
+    """A folder laid out as upstream tensordict's memmap writes it (written by hand)."""
+    import json
+
+    def meta(folder: Path, content: dict[str, object]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").write_text(json.dumps(content))
+
+    td_type = {"_type": "<class 'tensordict._td.TensorDict'>", "_format_version": 1}
+    leaf = {"device": "cpu", "is_nested": False}
+    top = root / "up"
+    meta(
+        top,
+        {
+            "a": {**leaf, "shape": [2, 1], "dtype": "torch.int64"},
+            "nested": {"type": "TensorDict"},
+            "s": {"type": "NonTensorData"},
+            "ns": {"type": "NonTensorStack"},
+            "l": {"type": "LazyStackedTensorDict"},
+            "o": {"type": "NonTensorData"},
+            "shape": [2, 1],
+            "device": "cpu",
+            **td_type,
+        },
+    )
+    torch.tensor([[1], [2]]).numpy().tofile(top / "a.memmap")
+    meta(
+        top / "nested",
+        {
+            "k/e y": {**leaf, "shape": [2, 1], "dtype": "torch.bfloat16"},
+            "empty": {**leaf, "shape": [2, 1, 0], "dtype": "torch.float32"},
+            "shape": [2, 1],
+            "device": "cpu",
+            **td_type,
+        },
+    )
+    ones = torch.ones(2, 1, dtype=torch.bfloat16).view(torch.int16).numpy()
+    ones.tofile(top / "nested" / "k%2Fe%20y.memmap")
+    nt = "<class 'tensordict.tensorclass.NonTensorData'>"
+    meta(top / "s", {"_type": nt, "data": "a string!", "_metadata": None})
+    stack = "<class 'tensordict.tensorclass.NonTensorStack'>"
+    meta(top / "ns", {"_type": stack, "stack_dim": 0, "data": [["u"], ["v"]]})
+    meta(top / "o", {"_type": nt, "_metadata": None})
+    import pickle
+
+    (top / "o" / "other.pickle").write_bytes(pickle.dumps({"data": {1, 2}}))
+    lazy = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
+    meta(top / "l", {"_type": lazy, "stack_dim": 0})
+    for i in range(2):
+        meta(
+            top / "l" / str(i),
+            {"q": {**leaf, "shape": [1], "dtype": "torch.float32"}, "shape": [1], **td_type},
+        )
+        torch.full((1,), float(i)).numpy().tofile(top / "l" / str(i) / "q.memmap")
+    return top
+
+
+def test_load_reads_a_folder_saved_by_upstream(tmp_path: Path) -> None:
+    top = _upstream_folder(tmp_path)
+    td = TensorDict.load(top, allow_pickle=True)
+    assert td.batch_size == (2, 1)
+    assert isinstance(td["a"], MemoryMappedTensor)
+    torch.testing.assert_close(td["a"].as_subclass(torch.Tensor), torch.tensor([[1], [2]]))
+    bf = td["nested", "k/e y"]
+    assert bf.dtype == torch.bfloat16 and bf.float().tolist() == [[1.0], [1.0]]
+    assert td["nested", "empty"].shape == (2, 1, 0)
+    assert td["s"] == "a string!" and td["ns"] == [["u"], ["v"]] and td["o"] == {1, 2}
+    stack = td.get("l")
+    assert type(stack).__name__ == "LazyStackedTensorDict"
+    assert stack["q"].view(-1).tolist() == [0.0, 1.0]
+    nested = TensorDict.load_memmap(top, subpath="nested")
+    assert nested.batch_size == (2, 1) and nested["k/e y"].shape == (2, 1)
+
+
+def test_loading_upstreams_folder_is_validated_and_never_unpickles_unasked(tmp_path: Path) -> None:
+    from tensordict._format import PickleRefusedError
+
+    top = _upstream_folder(tmp_path)
+    with pytest.raises(
+        PickleRefusedError, match=r"other.pickle' is pickled data; pass allow_pickle"
+    ):
+        TensorDict.load(top)
+    (top / "a.memmap").write_bytes(b"\0" * 8)  # one element short
+    with pytest.raises(
+        ValueError, match=r"leaf file .*a.memmap' of key 'a' does not hold 16 bytes"
+    ):
+        TensorDict.load(top, allow_pickle=True)
