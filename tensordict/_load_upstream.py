@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import stat
 from typing import Any
 
 import torch
@@ -33,10 +34,19 @@ def is_upstream(folder: str) -> bool:
 
 
 def _read(folder: str, call: str) -> dict[str, Any]:
+    """``folder``'s meta.json as a JSON object: a regular file (opened without blocking,
+    so a FIFO swapped in is refused rather than waited on)."""
     path = os.path.join(folder, META)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        with open(path, encoding="utf-8") as handle:
-            meta = json.load(handle, parse_constant=_refuse_constant)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FormatError(f"{call}: {path!r} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            text = handle.read()
+    finally:
+        os.close(fd)
+    try:
+        meta = json.loads(text.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise FormatError(f"{call}: {path!r} is not valid JSON: {err}") from None
     if not isinstance(meta, dict):

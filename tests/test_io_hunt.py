@@ -435,3 +435,12 @@ def test_loading_upstreams_folder_is_validated_and_never_unpickles_unasked(tmp_p
         ValueError, match=r"leaf file .*a.memmap' of key 'a' does not hold 16 bytes"
     ):
         TensorDict.load(top, allow_pickle=True)
+
+
+def test_a_fifo_as_meta_json_is_refused_without_blocking(tmp_path: Path) -> None:
+    from tensordict._format import FormatError
+
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / "meta.json")
+    with pytest.raises(FormatError, match="is not a checkpoint"):
+        TensorDict.load_memmap(tmp_path / "c")
