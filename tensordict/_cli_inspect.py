@@ -51,7 +51,7 @@ def short(value: Any, width: int = 40) -> str:
 def _collection_text(node: Collection) -> str:
     meta = node.meta
     parts = [show_key(node.type), f"batch_size={meta['batch_size']}"]
-    if meta["device"] is not None:
+    if meta["device"] not in (None, "cpu"):  # (memory-mapped collections are on the CPU)
         parts.append(f"device={meta['device']}")
     if meta["names"] is not None and any(n is not None for n in meta["names"]):
         parts.append(f"names={meta['names']}")

@@ -127,9 +127,10 @@ def from_any(
     device: Any = None,
     batch_size: Any = None,
 ) -> Any:
-    """A TensorDict from a dict, tuple, namedtuple, dataclass or structured array,
-    converted recursively (numbers become tensors). A tensor or tensor collection is
-    returned as is.
+    """A TensorDict from a dict, tuple, namedtuple, dataclass, structured array or pandas
+    DataFrame, converted recursively (numbers become tensors); a PersistentTensorDict from
+    an open h5py File. A tensor, a tensor collection, or any other object is returned as
+    it is.
 
     >>> import torch
     >>> from tensordict import from_any
@@ -146,6 +147,8 @@ def from_any(
             from tensordict._nontensor import NonTensorStack
 
             return NonTensorStack.from_list(obj, device) if _regular(obj) else NonTensorStack(*obj)
+    if type(obj).__module__.split(".", 1)[0] in ("pandas", "h5py"):
+        return _from_other(obj, auto_batch_size, batch_dims, device, batch_size)
     if is_plain_mapping(obj):
         return from_dict(
             _tree(obj),
@@ -154,10 +157,42 @@ def from_any(
             device=device,
             batch_size=batch_size,
         )
-    tree = _tree(obj)
-    if not is_plain_mapping(tree):
-        raise TypeError(f"from_any: cannot convert {type(obj).__name__} to a TensorDict")
-    return _build("from_any", tree, auto_batch_size, batch_dims, device, batch_size)
+    if _is_struct_array(obj):  # batch size = the array's shape, as upstream
+        return from_struct_array(
+            obj,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
+    if not isinstance(obj, tuple) and not (
+        dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+    ):
+        return obj  # (upstream: any other object is returned as it is)
+    return _build("from_any", _tree(obj), auto_batch_size, batch_dims, device, batch_size)
+
+
+def _from_other(
+    obj: Any, auto_batch_size: bool, batch_dims: int | None, device: Any, batch_size: Any
+) -> Any:
+    """``from_any`` of a pandas DataFrame or an open h5py File (told by the type's module,
+    so neither library is imported for other objects); any other object as it is."""
+    name = type(obj).__name__
+    if name == "DataFrame":
+        return TensorDict.from_pandas(
+            obj,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            device=device,
+            batch_size=batch_size,
+        )
+    if name == "File":
+        from tensordict._io_persistent import PersistentTensorDict
+
+        return PersistentTensorDict.from_h5(
+            obj, auto_batch_size=auto_batch_size, batch_dims=batch_dims, batch_size=batch_size
+        )
+    return obj
 
 
 def _regular(obj: Any) -> bool:
@@ -228,7 +263,9 @@ def from_dataclass(
     """A TensorDict keyed by the fields of a dataclass instance, converted recursively.
 
     ``dest_cls``, when given, is a TensorDict subclass (or tensorclass) built from the
-    fields instead. (``as_tensorclass=True`` is not supported yet.)
+    fields instead. With ``as_tensorclass=True`` the result is an instance of a new
+    tensorclass with the dataclass's fields, and a dataclass type gives that tensorclass
+    type (:func:`tensordict.tensorclass.from_dataclass`).
 
     >>> import dataclasses, torch
     >>> from tensordict import from_dataclass
@@ -241,10 +278,19 @@ def from_dataclass(
     (['pixels', 'reward'], torch.Size([4]))
     """
     call = "from_dataclass"
+    if as_tensorclass:  # a tensorclass type from a type, an instance from an instance
+        from tensordict._from_dataclass import from_dataclass as to_tensorclass
+
+        return to_tensorclass(
+            dataclass,
+            dest_cls=dest_cls,
+            auto_batch_size=auto_batch_size,
+            batch_dims=batch_dims,
+            batch_size=batch_size,
+            device=device,
+        )
     if not dataclasses.is_dataclass(dataclass) or isinstance(dataclass, type):
         raise TypeError(f"{call}: expected a dataclass instance, got {type(dataclass).__name__}")
-    if as_tensorclass:
-        raise NotImplementedError(f"{call}: as_tensorclass=True is not supported yet")
     tree = _tree(dataclass)
     td = _build(call, tree, auto_batch_size, batch_dims, device, batch_size)
     if dest_cls is None:
@@ -260,24 +306,28 @@ def from_struct_array(
     batch_dims: int | None = None,
     device: Any = None,
     batch_size: Any = None,
-) -> TensorDict:
-    """A TensorDict of the fields of a numpy structured array, sharing its memory where the
-    fields allow it (nested structured fields become nested TensorDicts).
+) -> Any:
+    """A TensorDict of the fields of a numpy structured array, batch size = the array's
+    shape (as :meth:`TensorDict.from_struct_array`), sharing its memory where the fields
+    allow it (nested structured fields become nested TensorDicts).
 
     >>> import numpy as np
     >>> from tensordict import from_struct_array
     >>> arr = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i8"), ("b", "f4")])
-    >>> td = from_struct_array(arr, auto_batch_size=True)
+    >>> td = from_struct_array(arr)
     >>> td["a"].tolist(), td.batch_size
     ([1, 3], torch.Size([2]))
     """
-    if not _is_struct_array(struct_array):
-        raise TypeError(
-            "from_struct_array: expected a numpy structured array, got "
-            f"{type(struct_array).__name__}"
-        )
-    tree = _tree(struct_array)
-    return _build("from_struct_array", tree, auto_batch_size, batch_dims, device, batch_size)
+    from tensordict._io_tabular import from_struct_array as tabular
+
+    return tabular(
+        "from_struct_array",
+        struct_array,
+        batch_size=batch_size,
+        auto_batch_size=auto_batch_size,
+        batch_dims=batch_dims,
+        device=device,
+    )
 
 
 def fromkeys(keys: Iterable[NestedKey], value: Any = 0) -> TensorDict:

@@ -20,6 +20,10 @@ class FormatError(ValueError):
     """A checkpoint folder that does not follow docs/format.md."""
 
 
+class CheckpointNotFoundError(FormatError, FileNotFoundError):
+    """Nothing at the path a load was given (also a ``FileNotFoundError``, as upstream's)."""
+
+
 _DTYPE_NAMES = [
     "bool",
     "uint8",

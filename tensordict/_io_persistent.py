@@ -665,6 +665,16 @@ class PersistentTensorDict(TensorDictBase):
             else:
                 backend.write(node, plan, array)
 
+    def _memmap(self, call: str, prefix: Any, *args: Any, **kwargs: Any) -> Any:
+        """The memmap family: the entries read into a TensorDict, which is then saved (a
+        PersistentTensorDict's leaves live in its file: no in-place ``memmap_``)."""
+        if kwargs.get("inplace"):
+            raise RuntimeError(
+                f"{call}: a PersistentTensorDict cannot be memory-mapped in place (its "
+                "leaves live in its HDF5/zarr file); use memmap() for a memory-mapped copy"
+            )
+        return self.to_tensordict()._memmap(call, prefix, *args, **kwargs)
+
     # ------------------------------------------------------------------ in memory
     def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """Every entry read into an in-memory TensorDict.

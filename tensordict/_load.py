@@ -20,6 +20,7 @@ from tensordict._format import (
     MAX_BYTES,
     META,
     VERSION,
+    CheckpointNotFoundError,
     FormatError,
     PickleRefusedError,
     check_link,
@@ -27,7 +28,7 @@ from tensordict._format import (
     left_by_interrupted_save,
     lookup_type,
 )
-from tensordict._memmap import MemoryMappedTensor
+from tensordict._memmap import MemoryMappedTensor, _map_file, _read_only_mount
 from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._progress import progress_bar
 
@@ -200,6 +201,10 @@ class _Loader:
                 hint = ""
                 if left_by_interrupted_save(folder):
                     hint = "; an interrupted save left it as a '.old' folder beside it"
+                if not os.path.lexists(folder):
+                    raise CheckpointNotFoundError(
+                        f"{self.call}: {folder!r} is not a checkpoint (nothing exists there){hint}"
+                    )
                 raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META}){hint}")
             self._visit((info.st_dev, info.st_ino), folder)
             first = os.read(fd, info.st_size + 1)  # (one read: the size is known)
@@ -555,7 +560,7 @@ def load(
     num_threads: int = 0,
     verify: bool = False,
     allow_pickle: bool | None = None,
-    mode: str = "r",
+    mode: str | None = None,
     non_blocking: bool = False,
     pbar: bool = False,
 ) -> Any:
@@ -621,17 +626,43 @@ def _loader(
     call: str,
     verify: bool,
     allow_pickle: bool | None,
-    mode: str,
+    mode: str | None,
 ) -> _Loader:
     """The loader for ``target`` (``info``: its stat, None if missing): a folder, or a
-    place inside an archive file (which then is what must not be replaced meanwhile)."""
+    place inside an archive file (which then is what must not be replaced meanwhile).
+    ``mode``: "r" maps copy-on-write, "r+" shared, None as each file allows (a folder's;
+    an archive's: "r")."""
     if info is None or not stat.S_ISDIR(info.st_mode):
-        archived: _Loader | None = _archive_loader()(target, call, verify, allow_pickle, mode, info)
+        archived: _Loader | None = _archive_loader()(
+            target, call, verify, allow_pickle, mode or "r", info
+        )
         if archived is not None:
             return archived
-    loader = _Loader(call, verify, allow_pickle)
+    kind = _Loader if mode is None else _PrivateLoader if mode == "r" else _SharedLoader
+    loader = kind(call, verify, allow_pickle)
     loader.watch = (target, None if info is None else (info.st_dev, info.st_ino))
     return loader
+
+
+class _PrivateLoader(_Loader):
+    """A folder's loader for ``mode="r"``: every leaf mapped copy-on-write."""
+
+    def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
+        path, dtype, shape = leaf
+        return MemoryMappedTensor._wrap(_map_file(path, dtype, shape, True, writable=False))
+
+
+class _SharedLoader(_Loader):
+    """A folder's loader for ``mode="r+"``: every leaf mapped shared, writes reaching the
+    file; a file this process may not write is refused."""
+
+    def map_leaf(self, leaf: _Leaf) -> torch.Tensor:
+        if not os.access(leaf[0], os.W_OK) or _read_only_mount(leaf[0]):
+            raise PermissionError(
+                f"{self.call}: mode='r+' maps the files shared, and {leaf[0]!r} is not "
+                "writable by this process; load with mode='r' (copy-on-write)"
+            )
+        return super().map_leaf(leaf)
 
 
 def _load_once(

@@ -249,12 +249,15 @@ class MemoryMappedTensor(MappedViews):
         dtype: torch.dtype,
         shape: Sequence[int],
         index: Any = None,
+        mode: str | None = None,
     ) -> MemoryMappedTensor:
         """Map the file ``filename`` as a tensor of ``shape`` and ``dtype`` (then ``index``).
 
         The file must hold exactly ``prod(shape) * itemsize`` bytes (it is never grown or
-        cut); a missing file is created, zero-filled. A file this process may not write
-        is read into private memory.
+        cut); a missing file is created, zero-filled. ``mode="r+"`` maps it shared (writes
+        reach the file; a ``PermissionError`` if this process may not write it),
+        ``mode="r"`` copy-on-write (writes stay in memory); the default, ``None``, is
+        ``"r+"`` for a file this process may write and ``"r"`` otherwise.
 
         >>> import os, tempfile, torch
         >>> from tensordict import MemoryMappedTensor
@@ -264,6 +267,8 @@ class MemoryMappedTensor(MappedViews):
         [3, 4, 5]
         """
         call = "MemoryMappedTensor.from_filename"
+        if mode not in (None, "r", "r+"):
+            raise ValueError(f"{call}: mode must be 'r', 'r+' or None, got {mode!r}")
         path = os.fspath(filename)
         size = _shape_arg(call, (tuple(shape),))
         expected = math.prod(size) * dtype.itemsize
@@ -275,7 +280,10 @@ class MemoryMappedTensor(MappedViews):
                 f"{call}: {path!r} holds {actual} bytes; shape {tuple(size)} of {dtype} "
                 f"needs {expected}"
             )
-        out = cls._wrap(_map_file(path, dtype, size, writable=os.access(path, os.W_OK)))
+        writable = mode != "r" and os.access(path, os.W_OK)
+        if mode == "r+" and not writable:
+            raise PermissionError(f"{call}: mode='r+' needs a writable file; {path!r} is not")
+        out = cls._wrap(_map_file(path, dtype, size, writable=writable))
         return out if index is None else _index(out, index)
 
     @classmethod

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
+from tensordict._format import FormatError
 from tensordict._load import load as _load
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._memmap_backing import MemmapExistsError
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 
 _DEFAULT_THREADS = -1  # automatic: several threads for checkpoints of 16 MB and more
+_CPU = torch.device("cpu")  # memory-mapped collections live on the CPU, as upstream's
 
 
 def _inside(path: str | None, folder: str) -> bool:
@@ -231,7 +233,7 @@ class MemmapOps(CollectionPrimitives):
                 return MemoryMappedTensor.from_tensor(x.detach(), copy_data=not like)
 
             try:
-                out = map_leaves(self, share)
+                out = map_leaves(self, share, _CPU)
             finally:
                 if bar is not None:
                     bar.close()
@@ -267,7 +269,7 @@ class MemmapOps(CollectionPrimitives):
             on_leaves=keep,
             pbar=pbar,
         )
-        out = map_leaves(self, lambda x: mapping[id(x)])
+        out = map_leaves(self, lambda x: mapping[id(x)], _CPU)
         if inplace:
             _swap_leaves(self, out)
             out = self
@@ -474,7 +476,8 @@ class MemmapOps(CollectionPrimitives):
 
     def memmap_refresh_(self, *, allow_pickle: bool | None = None) -> Self:
         """Re-read the checkpoint this collection maps (its :attr:`saved_path`) and take
-        its entries as they are on disk now; a RuntimeError when it maps no checkpoint.
+        its entries as they are on disk now (keys no longer there are removed); a
+        RuntimeError when it maps no checkpoint.
 
         >>> import tempfile, torch
         >>> from tensordict import TensorDict
@@ -490,15 +493,7 @@ class MemmapOps(CollectionPrimitives):
                 f"{self._call('memmap_refresh_')}: not memory-mapped from a checkpoint "
                 "(saved_path is None); nothing to refresh"
             )
-        loaded = type(self).load_memmap(path, allow_pickle=allow_pickle)
-        locked = self.is_locked
-        if locked:
-            self.unlock_()
-        try:
-            self.update(loaded)
-        finally:
-            if locked:
-                self.lock_()
+        _adopt(self, type(self).load_memmap(path, allow_pickle=allow_pickle))
         return self
 
     @classmethod
@@ -511,7 +506,7 @@ class MemmapOps(CollectionPrimitives):
         out: Any = None,
         robust_key: bool | None = True,
         subpath: Any = None,
-        mode: str = "r",
+        mode: str | None = None,
         num_threads: int = _DEFAULT_THREADS,
         allow_pickle: bool | None = None,
         verify: bool = False,
@@ -522,9 +517,12 @@ class MemmapOps(CollectionPrimitives):
         Everything is validated first; a sub-folder loads on its own (partial loading),
         named directly or as ``subpath`` under ``prefix`` (a ``/``-separated path or a
         tuple of folder names). ``prefix`` may be an archive file (``.tdz``): its leaves
-        map the one file, copy-on-write with ``mode="r"`` (the default) or writing
-        through to it with ``mode="r+"``. Files this process may not write are mapped
-        copy-on-write. With ``out``, the values are copied into ``out``, which is returned.
+        map the one file. ``mode="r"`` maps copy-on-write (writes to the leaves stay in
+        memory, the files never change), ``mode="r+"`` shared (writes reach the files; a
+        ``PermissionError`` for a file this process may not write); the default, None,
+        is ``"r"`` for an archive and, for a folder, shared where the file is writable and
+        copy-on-write elsewhere. With ``out``, ``out`` takes the loaded entries (as
+        :meth:`load_memmap_`) and is returned.
         ``pbar=True`` shows a progress bar advancing per leaf.
 
         >>> import tempfile, torch
@@ -538,6 +536,8 @@ class MemmapOps(CollectionPrimitives):
         # (robust_key: names are never decoded, keys are read from the metadata: any value)
         if allow_pickle is not None and type(allow_pickle) is not bool:
             raise TypeError(f"{call}: allow_pickle must be a bool or None, got {allow_pickle!r}")
+        if mode is not None and mode not in ("r", "r+"):
+            raise ValueError(f"{call}: mode must be 'r', 'r+' or None, got {mode!r}")
         path = os.fspath(prefix)
         if type(subpath) is str:  # (the common case, without the general one's generator)
             if type(path) is str and subpath[:1] != os.sep:
@@ -547,27 +547,47 @@ class MemmapOps(CollectionPrimitives):
         elif subpath is not None:
             parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))
-        loaded = _load(
-            path,
-            call=call,
-            device=device,
-            num_threads=num_threads,
-            verify=verify,
-            allow_pickle=allow_pickle,
-            mode=mode,
-            non_blocking=non_blocking,
-            pbar=pbar,
-        )
+        try:
+            loaded = _load(
+                path,
+                call=call,
+                device=device,
+                num_threads=num_threads,
+                verify=verify,
+                allow_pickle=allow_pickle,
+                mode=mode,
+                non_blocking=non_blocking,
+                pbar=pbar,
+            )
+        except FormatError:
+            from tensordict._load_upstream import is_upstream, load_upstream
+
+            if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
+                raise
+            loaded = load_upstream(path, call, allow_pickle, mode)
+            if device is not None:
+                loaded = loaded.to(device, non_blocking=non_blocking)
         if out is None:
             return loaded
-        out.update_(loaded)
+        _adopt(out, loaded)
         return out
 
     def load_memmap_(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
-        """Copy a checkpoint's values into this TensorDict's existing leaves."""
-        loaded = type(self).load_memmap(prefix, **kwargs)
-        self.update_(loaded)
-        return self
+        """Load a checkpoint into this collection, returned: its leaves are replaced by the
+        loaded (memory-mapped) ones, its nested collections kept and filled the same way,
+        and its keys the checkpoint lacks removed (upstream's; to copy the values into the
+        existing leaves instead, ``self.update_(TensorDict.load_memmap(prefix))``).
+
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp()
+        >>> _ = TensorDict({"a": torch.ones(2)}, [2]).memmap(path)
+        >>> td = TensorDict({"b": torch.zeros(2)}, [2]).load_memmap_(path)
+        >>> list(td.keys()), td["a"].tolist()
+        (['a'], [1.0, 1.0])
+        """
+        kwargs.setdefault("device", self.device)
+        return type(self).load_memmap(prefix, out=self, **kwargs)  # type: ignore[no-any-return]
 
     def save(self, prefix: str | os.PathLike[str], **kwargs: Any) -> Self:
         """Alias of :meth:`memmap` (the checkpoint is written; a memory-mapped copy returned)."""
@@ -626,8 +646,41 @@ class MemmapOps(CollectionPrimitives):
         return roots.pop()
 
 
+def _adopt(target: Any, loaded: Any) -> None:
+    """Give ``target`` the entries of ``loaded`` (``load_memmap(out=)``): leaves replaced,
+    nested collections reused and filled the same way, keys ``loaded`` lacks removed."""
+    parts, new_parts = target._stack_parts(), loaded._stack_parts()
+    if parts is not None or new_parts is not None:
+        if parts is None or new_parts is None or len(parts[1]) != len(new_parts[1]):
+            target.update_(loaded)  # (no member-by-member correspondence: copy the values)
+            return
+        for member, new in zip(parts[1], new_parts[1], strict=True):
+            _adopt(member, new)
+        return
+    locked = target.is_locked
+    if locked:
+        target.unlock_()
+    try:
+        entries = loaded._tensordict
+        for key in [k for k in target._tensordict if k not in entries]:
+            del target[key]
+        for key, value in entries.items():
+            current = target._tensordict.get(key)
+            if isinstance(current, CollectionPrimitives) and isinstance(
+                value, CollectionPrimitives
+            ):
+                _adopt(current, value)
+            else:
+                target.set(key, value)
+    finally:
+        if locked:
+            target.lock_()
+
+
 def _swap_leaves(td: Any, new: Any) -> None:
-    """Give ``td`` the leaves of ``new`` (same structure), level by level, in place."""
+    """Give ``td`` the leaves (and the device) of ``new`` (same structure), level by
+    level, in place."""
+    td._device = new._device
     parts = td._stack_parts()
     if parts is not None:
         for a, b in zip(parts[1], new._stack_parts()[1], strict=True):

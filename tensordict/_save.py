@@ -76,7 +76,7 @@ class _Writer:
             "type": type_name(type(td)),
             "batch_size": list(td.batch_size),
             "shape": list(td.batch_size),  # upstream's name for it, read by its tools
-            "device": None if td.device is None else str(td.device),
+            "device": "cpu" if td.device is None else str(td.device),  # (leaves are files)
             "names": None,
             "entries": {},
         }
@@ -248,9 +248,16 @@ def _check_replaceable(target: str, call: str) -> None:
         return
     if os.path.islink(target) or not os.path.isdir(target):
         raise MemmapExistsError(f"{call}: {target!r} exists and is not a folder")
-    if os.listdir(target) and not os.path.isfile(os.path.join(target, META)):
+    names = os.listdir(target)
+    if names and not os.path.isfile(os.path.join(target, META)):
+        links = [n for n in names if os.path.islink(os.path.join(target, n))]
+        why = (
+            f" (a nested TensorDict through symlink {links[0]!r} would be written outside it)"
+            if links
+            else ""
+        )
         raise MemmapExistsError(
-            f"{call}: {target!r} holds files and is not a checkpoint; refusing to replace it"
+            f"{call}: {target!r} holds files and is not a checkpoint{why}; refusing to replace it"
         )
 
 

@@ -108,9 +108,8 @@ class StateOps(CollectionPrimitives):
         level = prefix[:-1] if prefix.endswith(".") else prefix
         meta: dict[str, Any] = {"batch_size": td._batch_size, "device": td._device}
         metadata[level] = meta
-        # a tensorclass's non-tensor fields go with its metadata (as upstream): its keys
-        # are then its tensor fields, which a module's state dict can hold
-        fields = getattr(type(self), "_is_tensorclass", False)
+        # non-tensor entries go with the level's metadata (as upstream): the keys are then
+        # the tensors, which a module's state dict (or safetensors) can hold
         for key, value in td._tensordict.items():
             if flatten and "." in key:
                 raise ValueError(
@@ -119,10 +118,9 @@ class StateOps(CollectionPrimitives):
                 )
             if isinstance(value, Tensor):
                 out[prefix + key] = value if keep_vars else value.detach()
-            elif fields and type(value) is NonTensorData:
-                meta.setdefault("_non_tensor", {})[key] = value.data
             elif isinstance(value, NonTensor):
-                out[prefix + key] = value
+                data = value.data if type(value) is NonTensorData else value
+                meta.setdefault("_non_tensor", {})[key] = data
             elif flatten:
                 value.state_dict(out, prefix + key + ".", keep_vars, True)
             else:
@@ -136,7 +134,10 @@ class StateOps(CollectionPrimitives):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Self:
         fn, args = self.__reduce__()
-        return fn(*copy.deepcopy(args, memo))  # type: ignore[no-any-return]
+        out: Self = fn(*copy.deepcopy(args, memo))
+        if out.is_locked:  # a copy is unlocked, as clone()'s (and upstream's deepcopy)
+            out.unlock_()
+        return out
 
 
 class DenseStateOps(DenseStorage):
@@ -198,8 +199,9 @@ class DenseStateOps(DenseStorage):
                 self.batch_size = meta["batch_size"]  # type: ignore[misc]
             if self._device is None and meta.get("device") is not None:
                 self._device = torch.device(meta["device"])
-        for key, value in _non_tensor(nested).items():  # (a tensorclass's, see state_dict)
-            self._set_path((key,), NonTensorData(value), self._call("load_state_dict"))
+        for key, value in _non_tensor(nested).items():  # (see state_dict)
+            leaf = value if isinstance(value, NonTensor) else NonTensorData(value)
+            self._set_path((key,), leaf, self._call("load_state_dict"))
         for key, value in nested.items():
             current = self._tensordict.get(key)
             if isinstance(value, dict):
@@ -268,7 +270,11 @@ def _read_levels(state: Mapping[str, Any], nested: _Level) -> None:
             if not isinstance(meta, Mapping):
                 continue
             node: Any = nested
-            for part in prefix.split(".") if prefix else ():
+            parts = prefix.split(".") if prefix else []
+            if meta.get("_type") == "NonTensorData" and isinstance(meta.get("_non_tensor"), dict):
+                _non_tensor_of(nested, parts, meta["_non_tensor"].get("data"))
+                continue  # (upstream's state dicts describe each non-tensor entry so)
+            for part in parts:
                 child = node.get(part)
                 if child is None and "batch_size" in meta:  # a level with no leaves
                     child = node[part] = _Level()
@@ -283,6 +289,20 @@ def _read_levels(state: Mapping[str, Any], nested: _Level) -> None:
             _read_levels(source if is_plain_mapping(source) else {}, value)
     if nested.meta is None and _BATCH in nested:
         nested.meta = {"batch_size": nested.pop(_BATCH), "device": nested.pop(_DEVICE, None)}
+
+
+def _non_tensor_of(nested: _Level, parts: list[str], data: Any) -> None:
+    """Record the non-tensor value ``data`` at the dotted path ``parts`` (an entry of an
+    upstream state dict's ``_metadata``) in its level's metadata, where ours keep them."""
+    node: Any = nested
+    for part in parts[:-1]:
+        node = node.setdefault(part, _Level())
+        if not isinstance(node, _Level):
+            return
+    if parts:
+        if node.meta is None:
+            node.meta = {}
+        node.meta.setdefault("_non_tensor", {})[parts[-1]] = data
 
 
 def _paths(td: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -318,6 +338,10 @@ def register_safe_globals(td_cls: type) -> None:
     Only constructors that validate their input are registered; nothing here runs
     code named by a file.
     """
-    torch.serialization.add_safe_globals(
-        [td_cls, _from_plain, NonTensorData, _rebuild, NonTensorStack]
-    )
+    from tensordict._lazy import LazyStackedTensorDict
+    from tensordict._lazy import _rebuild_stack as _rebuild_lazy
+    from tensordict._nontensor import MetaData, _rebuild_meta, _rebuild_stack
+
+    safe: list[Any] = [td_cls, _from_plain, NonTensorData, _rebuild, NonTensorStack]
+    safe += [_rebuild_stack, MetaData, _rebuild_meta, LazyStackedTensorDict, _rebuild_lazy]
+    torch.serialization.add_safe_globals(safe)

@@ -609,7 +609,7 @@ class TensorLikeOps(CollectionPrimitives):
         )
 
     def numpy(self) -> dict[str, Any]:
-        """A nested dict of numpy arrays (non-tensor data as it is).
+        """A nested dict of numpy arrays (non-tensor data as it is; None entries left out).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -621,7 +621,9 @@ class TensorLikeOps(CollectionPrimitives):
             if isinstance(value, Tensor):
                 out[key] = value.detach().cpu().numpy()
             elif isinstance(value, NonTensor):
-                out[key] = _public(value)
+                public = _public(value)
+                if not _all_none(public):  # (None entries are left out, as upstream)
+                    out[key] = public
             else:
                 out[key] = value.numpy()
         return out
@@ -836,3 +838,10 @@ def _byte_parts(tensor: Tensor, out: list[Tensor]) -> None:
         out.append(tensor.data)
     else:
         out.append(tensor)
+
+
+def _all_none(value: Any) -> bool:
+    """Whether ``value`` is None, or a non-empty (nested) list of Nones only."""
+    if isinstance(value, list):
+        return bool(value) and all(_all_none(v) for v in value)
+    return value is None

@@ -105,7 +105,7 @@ def test_modes_copy_on_write_and_write_through(tmp_path: Path) -> None:
     refresh_archive_checksums(path)
     with zipfile.ZipFile(path) as zf:
         assert zf.testzip() is None
-    with pytest.raises(ValueError, match="mode must be 'r' or 'r\\+', got 'w'"):
+    with pytest.raises(ValueError, match="mode must be 'r', 'r\\+' or None, got 'w'"):
         TensorDict.load_memmap(path, mode="w")
 
 
