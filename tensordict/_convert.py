@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from tensordict._batch import as_device
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 
@@ -93,6 +94,7 @@ class ConvertOps(CollectionPrimitives):
 
     __slots__ = ()
 
+    @keeps_lock
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
         ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
@@ -250,6 +252,7 @@ class ConvertOps(CollectionPrimitives):
             out.lock_()
         return out
 
+    @keeps_lock
     def detach(self) -> Self:
         """Every leaf detached from the autograd graph."""
         return map_leaves(self, Tensor.detach)

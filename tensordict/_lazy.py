@@ -36,6 +36,7 @@ from tensordict._keys import (
     sort_key,
     unravel_key,
 )
+from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
@@ -1000,6 +1001,7 @@ class LazyStackedTensorDict(TensorDictBase):
             self._restack(list(parts), new_stack) for parts in zip(*per_member, strict=True)
         )
 
+    @keeps_lock
     def unsqueeze(self, dim: int) -> Any:
         """Insert a batch dim of size one."""
         d = _norm(self._call("unsqueeze"), dim, len(self._batch_size) + 1)
@@ -1009,6 +1011,7 @@ class LazyStackedTensorDict(TensorDictBase):
             out = self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
         return record(out, "unsqueeze", (d,), self)
 
+    @keeps_lock
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
         if dim is None or not isinstance(dim, int):
@@ -1028,6 +1031,7 @@ class LazyStackedTensorDict(TensorDictBase):
         out = self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
         return record(out, "squeeze", (), self)
 
+    @keeps_lock
     def permute(self, *dims: Any) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
         order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -1041,6 +1045,7 @@ class LazyStackedTensorDict(TensorDictBase):
         out = self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
         return record(out, "permute", (tuple(norm),), self)
 
+    @keeps_lock
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dims."""
         n = len(self._batch_size)
@@ -1050,6 +1055,7 @@ class LazyStackedTensorDict(TensorDictBase):
         order[a], order[b] = order[b], order[a]
         return record(self.permute(*order), "transpose", (a, b), self)
 
+    @keeps_lock
     def flip(self, *dims: Any) -> Any:
         """Reverse batch dims (the stack dim reverses the members)."""
         flat = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -1061,6 +1067,7 @@ class LazyStackedTensorDict(TensorDictBase):
             members = [m.flip(member_dims) for m in members]
         return self._restack(members)
 
+    @keeps_lock
     def expand(self, *shape: Any) -> Any:
         """Broadcast to ``shape``; new leading dims move the stack dim."""
         sizes = list(
@@ -1080,6 +1087,7 @@ class LazyStackedTensorDict(TensorDictBase):
         member_shape = sizes[:d] + sizes[d + 1 :]
         return self._restack([m.expand(*member_shape) for m in self.tensordicts], d)
 
+    @keeps_lock
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
         """Split along ``dim`` (groups of members on the stack dim)."""
         d = _norm(self._call("split"), dim, len(self._batch_size))
@@ -1095,11 +1103,13 @@ class LazyStackedTensorDict(TensorDictBase):
         per_member = [m.split(split_size, md) for m in self.tensordicts]
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
 
+    @keeps_lock
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim``."""
         size = self._batch_size[_norm(self._call("chunk"), dim, len(self._batch_size))]
         return self.split(max(1, -(-size // chunks)), dim)
 
+    @keeps_lock
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """Narrow a batch dim (a slice of members on the stack dim), with torch's checks."""
         d = _norm(self._call("narrow"), dim, len(self._batch_size))
@@ -1129,7 +1139,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
-        """Member-wise ``where``."""
+        """Member-wise ``where`` (locked members give locked results)."""
         if out is not None:
             from tensordict._shape import where
 

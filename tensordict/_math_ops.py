@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._pointwise import Operand, _is_collection
 from tensordict._pointwise_extra import broadcast_all, broadcasts_with_batch, expand_to_leaf
 from tensordict._primitives import CollectionPrimitives
@@ -185,6 +186,7 @@ class MathOps(CollectionPrimitives):
         """The element-wise bitwise AND with ``other``."""
         return self._binary("bitwise_and", other)
 
+    @keeps_lock
     def lerp(self, end: Operand, weight: Operand) -> Self:
         """``self + weight * (end - self)``, leaf by leaf.
 
@@ -199,6 +201,7 @@ class MathOps(CollectionPrimitives):
         """In-place :meth:`lerp`."""
         return self._ternary_("lerp_", end, weight)
 
+    @keeps_lock
     def addcdiv(self, other1: Operand, other2: Operand, value: float = 1) -> Self:
         """``self + value * other1 / other2``, leaf by leaf.
 
@@ -213,6 +216,7 @@ class MathOps(CollectionPrimitives):
         """In-place :meth:`addcdiv`."""
         return self._ternary_("addcdiv_", other1, other2, value=value)
 
+    @keeps_lock
     def addcmul(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """``self + value * other1 * other2``, leaf by leaf."""
         return self._ternary("addcmul", other1, other2, value=value)
@@ -249,10 +253,16 @@ class MathOps(CollectionPrimitives):
         tensor([0.5000, 0.5000, 0.5000])
         """
         (d,) = _batch_dims(self._call("softmax"), dim, len(self._batch_size))
+        parts = self._stack_parts()
+        if parts is not None and d != parts[0]:  # member by member: shapes may differ
+            sd, members = parts
+            md = d if d < sd else d - 1
+            return self._restack([m.softmax(md, dtype) for m in members])  # type: ignore[attr-defined,no-any-return]
         src = _dense(self, self._call("softmax"))
         out = [torch.softmax(x, d, dtype=dtype) for x in src._tensor_leaves([])]
         return src._rebuild(iter(out))  # type: ignore[no-any-return]
 
+    @keeps_lock
     def norm(self, *, dtype: torch.dtype | None = None) -> Self:
         """The 2-norm of each leaf (over all its elements): a TensorDict of scalars.
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
 from tensordict._nontensor_ops import apply_nontensor
 from tensordict._pointwise_extra import (
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 Operand = Any  # a TensorDict, a tensor or a Python number
 _ALL_LEAVES: Any = object()
 _COMMUTATIVE = ("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor")
+_NO_TENSOR_METHOD = frozenset(("maximum", "minimum"))  # in-place ops that Tensor lacks
+_COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
 
 
 def _is_collection(obj: object) -> bool:
@@ -59,7 +62,12 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
         # no fallback after a kernel error: the kernel may have written some leaves already
         kernel(leaves, *args, **kwargs)
         return
-    if args and isinstance(args[0], list):
+    if name in _NO_TENSOR_METHOD:  # no Tensor.maximum_: torch's out= writes in place
+        fn = getattr(torch, name)
+        others = args[0] if args and isinstance(args[0], list) else [args[0]] * len(leaves)
+        for x, y in zip(leaves, others, strict=True):
+            fn(x, y, out=x)
+    elif args and isinstance(args[0], list):
         rest = args[1:]
         for x, y in zip(leaves, args[0], strict=True):
             getattr(x, f"{name}_")(y, *rest, **kwargs)
@@ -92,7 +100,8 @@ class PointwiseOps(CollectionPrimitives):
 
     def _binary(self, name: str, other: Operand, default: Any = None, **kwargs: Any) -> Self:
         out = self._binary_impl(name, other, default, **kwargs)
-        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
+        # as upstream: the lock carries over, but for the masks comparisons give
+        return out.lock_() if self.is_locked and name not in _COMPARISONS else out
 
     def _binary_impl(self, name: str, other: Operand, default: Any, **kwargs: Any) -> Self:
         call = f"{type(self).__name__}.{name}"
@@ -132,8 +141,13 @@ class PointwiseOps(CollectionPrimitives):
         if _is_collection(other):
             _run_(name, leaves, self._other_leaves(call, other), **kwargs)
         elif isinstance(other, Tensor):
-            for x in leaves:
-                getattr(x, f"{name}_")(other, **kwargs)
+            if name in _NO_TENSOR_METHOD:
+                fn = getattr(torch, name)
+                for x in leaves:
+                    fn(x, other, out=x)
+            else:
+                for x in leaves:
+                    getattr(x, f"{name}_")(other, **kwargs)
         elif isinstance(other, numbers.Number):
             _run_(name, leaves, other, **kwargs)
         else:
@@ -143,6 +157,7 @@ class PointwiseOps(CollectionPrimitives):
             )
         return self
 
+    @keeps_lock
     def _reflected(self, name: str, other: Operand) -> Self:
         """``other <op> self`` for a tensor or number on the left."""
         if isinstance(other, numbers.Number) and name in _COMMUTATIVE:

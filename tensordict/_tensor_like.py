@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import with_non_tensor
@@ -525,6 +526,7 @@ class TensorLikeOps(CollectionPrimitives):
         return src.apply(lambda x: _copy_like(x, data, kw), batch_size=data.shape)  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------- conversion
+    @keeps_lock
     def as_tensor(self) -> Self:
         """Every leaf as a plain tensor (``as_tensor()`` of leaves that have one).
 

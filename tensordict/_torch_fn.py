@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._primitives import CollectionPrimitives
 from tensordict._shape import where
 from tensordict._stack import cat, stack
@@ -14,6 +15,7 @@ from tensordict._torch_fn_more import MORE
 
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    @keeps_lock  # as upstream
     def like(td: Any, *args: Any, **kwargs: Any) -> Any:
         device = kwargs.get("device")
         if device is not None:  # the result lives on that device, as its leaves do

@@ -1,0 +1,220 @@
+"""Tensor operations over TensorDicts, for the cases a differential hunt against upstream found."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import tensordict
+from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack, tensorclass
+
+
+def _locked() -> TensorDict:
+    return TensorDict(
+        a=torch.arange(6.0).reshape(2, 3),
+        n=TensorDict(b=torch.zeros(2, 3, 2), batch_size=[2, 3]),
+        batch_size=[2, 3],
+    ).lock_()
+
+
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def _locked_tc() -> Any:
+    return _Pair(x=torch.zeros(2, 3), y=torch.ones(2, 3, 2), batch_size=[2, 3]).lock_()
+
+
+def _locked_lazy() -> LazyStackedTensorDict:
+    members = [TensorDict(a=torch.arange(3.0), batch_size=[3]) for _ in range(2)]
+    return lazy_stack(members).lock_()
+
+
+_BOOL = torch.ones(2, 3, dtype=torch.bool)
+# results holding the same entries leaf for leaf: locked, as upstream
+_KEEP: dict[str, Callable[[Any], Any]] = {
+    "view": lambda t: t.view(-1),
+    "view_same": lambda t: t.view(2, 3),
+    "unsqueeze": lambda t: t.unsqueeze(0),
+    "squeeze": lambda t: t.squeeze(),
+    "expand": lambda t: t.expand(4, 2, 3),
+    "expand_as": lambda t: t.expand_as(torch.zeros(4, 2, 3)),
+    "flatten": lambda t: t.flatten(0, 1),
+    "unflatten": lambda t: t.unflatten(1, (3, 1)),
+    "reshape": lambda t: t.reshape(-1),
+    "permute": lambda t: t.permute(1, 0),
+    "transpose": lambda t: t.transpose(0, 1),
+    "split": lambda t: t.split(1, 0),
+    "chunk": lambda t: t.chunk(2, 1),
+    "tensor_split": lambda t: t.tensor_split(2, 1),
+    "narrow": lambda t: t.narrow(1, 0, 2),
+    "flip": lambda t: t.flip(0),
+    "roll": lambda t: t.roll(1, 0),
+    "repeat": lambda t: t.repeat(2, 1),
+    "repeat_interleave": lambda t: t.repeat_interleave(2, dim=0),
+    "rot90": lambda t: t.rot90(),
+    "torch.flatten": lambda t: torch.flatten(t, 0, 1),
+    "torch.unsqueeze": lambda t: torch.unsqueeze(t, 0),
+    "torch.split": lambda t: torch.split(t, 1, 0),
+    "to_dtype": lambda t: t.to(torch.float64),
+    "to_device": lambda t: t.to("cpu"),
+    "float": lambda t: t.float(),
+    "double": lambda t: t.double(),
+    "half": lambda t: t.half(),
+    "bool": lambda t: t.bool(),
+    "cpu": lambda t: t.cpu(),
+    "detach": lambda t: t.detach(),
+    "as_tensor": lambda t: t.as_tensor(),
+    "exp": lambda t: t.exp(),
+    "add": lambda t: t + 1,
+    "rsub": lambda t: 1 - t,
+    "rtruediv": lambda t: 1 / (t + 1),
+    "lerp": lambda t: t.lerp(t, 0.5),
+    "addcmul": lambda t: t.addcmul(t, t),
+    "addcdiv": lambda t: t.addcdiv(t, t + 1),
+    "norm": lambda t: t.norm(),
+    "where": lambda t: t.where(_BOOL, 0.0),
+    "torch.where": lambda t: torch.where(_BOOL, t, 0.0),
+    "zeros_like": torch.zeros_like,
+    "full_like": lambda t: torch.full_like(t, 2.0),
+}
+# results that gather entries into a new collection, and comparisons: unlocked, as upstream
+_FRESH: dict[str, Callable[[Any], Any]] = {
+    "index": lambda t: t[0],
+    "unbind": lambda t: t.unbind(0),
+    "clone": lambda t: t.clone(),
+    "select": lambda t: t.select("a"),
+    "apply": lambda t: t.apply(lambda x: x + 1),
+    "sum": lambda t: t.sum(0),
+    "stack": lambda t: torch.stack([t, t]),
+    "gather": lambda t: torch.gather(t, 1, torch.zeros(2, 1, dtype=torch.long)),
+    "pad": lambda t: tensordict.pad(t, [0, 1]),
+    "masked_fill": lambda t: t.masked_fill(_BOOL, 1.0),
+    "eq": lambda t: t == 0,
+    "ne": lambda t: t != 0,
+    "lt": lambda t: t < 1,
+    "ge": lambda t: t >= t,
+}
+
+
+def _results(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+@pytest.mark.parametrize("op", sorted(_KEEP))
+def test_lock_kept_by_same_entry_results(op: str) -> None:
+    src = _locked()
+    for out in _results(_KEEP[op](src)):
+        assert out.is_locked, op
+        nested = out.get("n", None) if "n" in out.keys() else None
+        assert nested is None or nested.is_locked
+        with pytest.raises(RuntimeError, match="locked"):
+            out["new"] = torch.zeros(out.shape)
+
+
+@pytest.mark.parametrize("op", sorted(_FRESH))
+def test_lock_dropped_by_new_collections(op: str) -> None:
+    for out in _results(_FRESH[op](_locked())):
+        assert not out.is_locked, op
+        out["new"] = torch.zeros(out.shape)  # a fresh collection takes new keys
+
+
+@pytest.mark.parametrize(
+    "op", ["view", "unsqueeze", "expand", "split", "float", "detach", "exp", "where"]
+)
+def test_lock_kept_by_tensorclass_results(op: str) -> None:
+    tc = _locked_tc()
+    for out in _results(_KEEP[op](tc)):
+        assert isinstance(out, _Pair) and out.is_locked, op
+    for out in _results(_FRESH["index"](tc)):
+        assert not out.is_locked
+
+
+@pytest.mark.parametrize("op", ["unsqueeze", "expand", "split", "narrow", "float", "flip"])
+def test_lock_kept_by_lazy_stack_results(op: str) -> None:
+    for out in _results(_KEEP[op](_locked_lazy().unsqueeze(-1).squeeze(-1))):
+        assert out.is_locked, op
+
+
+def test_lock_unlocked_source_gives_unlocked_results() -> None:
+    src = _locked().unlock_()
+    for op in ("view", "split", "float", "exp", "lerp", "zeros_like", "rsub"):
+        assert not any(out.is_locked for out in _results(_KEEP[op](src))), op
+
+
+def test_locked_view_still_writes_back_in_a_with_block() -> None:
+    src = _locked()
+    with src.view(-1) as flat:
+        flat["a"].add_(1)  # an in-place write: allowed while locked
+    torch.testing.assert_close(src["a"], torch.arange(6.0).reshape(2, 3) + 1)
+    view = src.view(-1)
+    assert view.unlock_().is_locked is False  # the view unlocks on its own
+
+
+def test_where_out_is_not_locked_by_a_locked_input() -> None:
+    out = TensorDict(a=torch.ones(2, 3), n=TensorDict(b=torch.ones(2, 3, 2), batch_size=[2, 3]))
+    out.batch_size = [2, 3]
+    result = _locked().where(_BOOL, 0.0, out=out)
+    assert result is out and not out.is_locked
+
+
+# ------------------------------------------------------------------ reductions
+def test_reduce_true_over_an_empty_batch() -> None:
+    td = TensorDict(a=torch.randn(0, 3), b=torch.randn(0), batch_size=[0])
+    torch.testing.assert_close(td.sum(reduce=True), torch.tensor(0.0))
+    torch.testing.assert_close(td.prod(reduce=True), torch.tensor(1.0))
+    assert bool(td.mean(reduce=True).isnan())
+    torch.testing.assert_close(td.sum(dim="feature", reduce=True), torch.zeros(0))
+
+
+def test_reduce_true_matches_torch_on_all_elements() -> None:
+    td = TensorDict(a=torch.randn(2, 3), b=torch.randn(2, 4), batch_size=[2])
+    flat = torch.cat([td["a"].reshape(-1), td["b"].reshape(-1)])
+    torch.testing.assert_close(td.sum(reduce=True), flat.sum())
+    torch.testing.assert_close(td.std(reduce=True), flat.std())
+    joined = torch.cat([td["a"], td["b"]], dim=-1)
+    torch.testing.assert_close(td.mean(dim="feature", reduce=True), joined.mean(-1))
+
+
+@pytest.mark.parametrize("op", ["softmax", "cummax", "cummin", "logsumexp"])
+def test_feature_dim_where_it_has_no_meaning(op: str) -> None:
+    td = TensorDict(a=torch.randn(2, 3), batch_size=[2, 3])
+    with pytest.raises(ValueError, match=rf"TensorDict\.{op}: dim must be a batch dim .*'feature'"):
+        getattr(td, op)(dim="feature")
+
+
+def test_softmax_member_by_member_on_a_ragged_lazy_stack() -> None:
+    members = [
+        TensorDict(a=torch.randn(3), b=torch.randn(3, i + 1), batch_size=[3]) for i in (0, 1)
+    ]
+    stack = lazy_stack(members)
+    out = stack.softmax(1)
+    assert isinstance(out, LazyStackedTensorDict)
+    for got, member in zip(out.tensordicts, members, strict=True):
+        torch.testing.assert_close(got["a"], torch.softmax(member["a"], 0))
+        torch.testing.assert_close(got["b"], torch.softmax(member["b"], 0))
+    # across the stack dim the members' shapes must agree (upstream: a silently wrong result)
+    with pytest.raises(RuntimeError, match=r"LazyStackedTensorDict\.softmax: .*differ"):
+        stack.softmax(0)
+    dense = lazy_stack([TensorDict(a=torch.randn(3), batch_size=[3]) for _ in range(2)])
+    torch.testing.assert_close(dense.softmax(0)["a"], torch.softmax(dense["a"], 0))
+
+
+# -------------------------------------------------------------------- pointwise
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.float32])
+def test_maximum_in_place_on_any_dtype(op: str, dtype: torch.dtype) -> None:
+    a = torch.tensor([[0, 3, 1], [2, 0, 5]]).to(dtype)
+    b = torch.tensor([[1, 1, 1], [1, 1, 1]]).to(dtype)
+    td = TensorDict(a=a.clone(), batch_size=[2, 3])
+    expected = getattr(torch, op)(a, b)
+    assert getattr(td, f"{op}_")(TensorDict(a=b, batch_size=[2, 3])) is td
+    torch.testing.assert_close(td["a"], expected)
+    td = TensorDict(a=a.clone(), batch_size=[2, 3])
+    getattr(td, f"{op}_")(b)
+    torch.testing.assert_close(td["a"], expected)
