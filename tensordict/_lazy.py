@@ -636,10 +636,12 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         return other.unbind(self.stack_dim)  # type: ignore[no-any-return]
 
-    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
+    def _other_leaves(
+        self, call: str, other: CollectionPrimitives, extra_ok: bool = False
+    ) -> list[Tensor]:
         out: list[Tensor] = []
         for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
-            out += member._other_leaves(call, part)
+            out += member._other_leaves(call, part, extra_ok)
         return out
 
     def _per_member(self, fn: Callable[..., Any], *args: Any) -> Any:

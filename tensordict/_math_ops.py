@@ -10,7 +10,7 @@ from torch import Tensor
 
 from tensordict._lock_keep import keeps_lock
 from tensordict._pointwise import Operand, _is_collection
-from tensordict._pointwise_extra import broadcast_all, broadcasts_with_batch, expand_to_leaf
+from tensordict._pointwise_extra import aligned_leaves, broadcast_all, broadcasts_with_batch
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import _batch_dims
 
@@ -25,12 +25,13 @@ def _dense(self: Any, call: str) -> Any:
     return self if self._stack_parts() is None else self._as_dense(call)
 
 
-def _leaves_of(call: str, self: Any, other: Any) -> list[Any]:
-    """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself."""
+def _leaves_of(call: str, self: Any, other: Any, extra_ok: bool = False) -> list[Any]:
+    """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself (``extra_ok``
+    lets a collection hold more keys: an in-place operation writes ``self``'s only)."""
     if _is_collection(other):
-        return list(self._other_leaves(call, other))
+        return list(self._other_leaves(call, other, extra_ok))
     if isinstance(other, Tensor) and other.ndim and broadcasts_with_batch(self, other):
-        return [expand_to_leaf(other, x) for x in self._tensor_leaves([])]
+        return aligned_leaves(self, call, other)
     return [other] * len(self._tensor_leaves([]))
 
 
@@ -238,7 +239,7 @@ class MathOps(CollectionPrimitives):
     def _ternary_(self, name: str, first: Operand, second: Operand, **kwargs: Any) -> Self:
         """``leaf.<name>(first, second)`` in place, per leaf."""
         call = self._call(name)
-        a, b = _leaves_of(call, self, first), _leaves_of(call, self, second)
+        a, b = _leaves_of(call, self, first, True), _leaves_of(call, self, second, True)
         for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
             getattr(x, name)(y, z, **kwargs)
         return self

@@ -13,10 +13,11 @@ from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
 from tensordict._nontensor_ops import apply_nontensor
 from tensordict._pointwise_extra import (
+    aligned_leaves,
+    batch_aligned,
     binary_with_default,
     broadcast_operands,
     broadcasts_with_batch,
-    expand_to_leaf,
 )
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import foreach
@@ -124,9 +125,9 @@ class PointwiseOps(CollectionPrimitives):
             fn = getattr(torch, name)
             if other.ndim and broadcasts_with_batch(self, other):
                 # its dims line up with the batch dims, as upstream
-                src, other = broadcast_operands(self, call, other)
-                out = [fn(x, expand_to_leaf(other, x), **kwargs) for x in src._tensor_leaves([])]
-                return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+                return batch_aligned(  # type: ignore[no-any-return]
+                    self, call, lambda x, y: fn(x, y, **kwargs), other, False
+                )
             # a number-like tensor, or one that only broadcasts with each leaf (torch)
             out = [fn(x, other, **kwargs) for x in self._tensor_leaves([])]
             return self._rebuild(iter(out), check=call)
@@ -139,15 +140,25 @@ class PointwiseOps(CollectionPrimitives):
         call = f"{type(self).__name__}.{name}_"
         leaves = self._tensor_leaves([])
         if _is_collection(other):
-            _run_(name, leaves, self._other_leaves(call, other), **kwargs)
+            _run_(name, leaves, self._other_leaves(call, other, extra_ok=True), **kwargs)
         elif isinstance(other, Tensor):
-            if name in _NO_TENSOR_METHOD:
+            if name in _NO_TENSOR_METHOD:  # no Tensor.maximum_: torch's out= writes in place
                 fn = getattr(torch, name)
-                for x in leaves:
-                    fn(x, other, out=x)
+
+                def fn_(x: Tensor, y: Tensor) -> None:
+                    fn(x, y, out=x)
+
+            else:
+
+                def fn_(x: Tensor, y: Tensor) -> None:
+                    getattr(x, f"{name}_")(y, **kwargs)
+
+            if other.ndim and broadcasts_with_batch(self, other):  # lined up with the batch
+                for x, y in zip(leaves, aligned_leaves(self, call, other), strict=True):
+                    fn_(x, y)
             else:
                 for x in leaves:
-                    getattr(x, f"{name}_")(other, **kwargs)
+                    fn_(x, other)
         elif isinstance(other, numbers.Number):
             _run_(name, leaves, other, **kwargs)
         else:
@@ -170,8 +181,11 @@ class PointwiseOps(CollectionPrimitives):
             kernel = foreach("pow")
             if kernel is not None and leaves:
                 return self._rebuild(iter(kernel(other, leaves)))
+        call = f"{type(self).__name__}.r{name}"
+        if isinstance(other, Tensor) and other.ndim and broadcasts_with_batch(self, other):
+            return batch_aligned(self, call, fn, other, True)  # type: ignore[no-any-return]
         out = [fn(other, x) for x in leaves]
-        return self._rebuild(iter(out), check=f"{type(self).__name__}.r{name}")
+        return self._rebuild(iter(out), check=call)
 
     # ------------------------------------------------------------- operators
     def __add__(self, other: Operand) -> Self:

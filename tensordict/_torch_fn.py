@@ -29,6 +29,9 @@ def _where(condition: torch.Tensor, input: Any, other: Any, *, out: Any = None) 
     """``torch.where`` through the collection's own ``where`` (a lazy stack's goes member
     by member, cutting the condition along its stack dim)."""
     if not isinstance(input, CollectionPrimitives):
+        if isinstance(other, CollectionPrimitives):  # a value where condition holds
+            result = other.where(condition.logical_not(), input)  # type: ignore[attr-defined]
+            return result if out is None else out.update_(result)
         return where(condition, input, other, out=out)
     result = input.where(condition, other)  # type: ignore[attr-defined]
     return result if out is None else out.update_(result)

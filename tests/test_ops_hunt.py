@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -218,3 +219,136 @@ def test_maximum_in_place_on_any_dtype(op: str, dtype: torch.dtype) -> None:
     td = TensorDict(a=a.clone(), batch_size=[2, 3])
     getattr(td, f"{op}_")(b)
     torch.testing.assert_close(td["a"], expected)
+
+
+# --------------------------------------------------- tensor operands and key sets
+def _grid() -> TensorDict:
+    return TensorDict(
+        a=torch.arange(12.0).reshape(3, 4),
+        b=torch.arange(24.0).reshape(3, 4, 2),
+        batch_size=[3, 4],
+    )
+
+
+@pytest.mark.parametrize("w", [torch.arange(1.0, 5.0), torch.arange(1.0, 13.0).reshape(3, 4)])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_tensor_on_the_left_lines_up_with_the_batch(w: torch.Tensor, op: str) -> None:
+    td = _grid()
+    fn = getattr(torch, op)
+    out = getattr(operator, "truediv" if op == "div" else op)(w, td)  # w's dims: batch dims
+    full = w.expand(3, 4)
+    torch.testing.assert_close(out["a"], fn(full, td["a"]))
+    torch.testing.assert_close(out["b"], fn(full.unsqueeze(-1), td["b"]))
+
+
+@pytest.mark.parametrize("op", ["add_", "mul_", "maximum_"])
+def test_in_place_tensor_operand_lines_up_with_the_batch(op: str) -> None:
+    # a batch [2] with leaves [2, 2]: torch's own broadcasting would pair w with the columns
+    td = TensorDict(a=torch.arange(4.0).reshape(2, 2), batch_size=[2])
+    w = torch.tensor([10.0, 20.0])
+    expected = getattr(td["a"].clone(), op)(w.unsqueeze(-1)) if op != "maximum_" else None
+    if expected is None:
+        expected = torch.maximum(td["a"], w.unsqueeze(-1))
+    getattr(td, op)(w)
+    torch.testing.assert_close(td["a"], expected)
+    grid = _grid()
+    grid *= torch.arange(4.0)
+    torch.testing.assert_close(grid["b"], _grid()["b"] * torch.arange(4.0).unsqueeze(-1))
+    with pytest.raises(ValueError, match=r"TensorDict\.mul_: the shape \(2, 3, 4\) .*\(3, 4\)"):
+        grid.mul_(torch.ones(2, 3, 4))
+
+
+def test_tensor_operand_on_a_ragged_lazy_stack() -> None:
+    members = [
+        TensorDict(a=torch.randn(3), b=torch.randn(3, i + 1), batch_size=[3]) for i in (0, 1)
+    ]
+    w = torch.arange(1.0, 7.0).reshape(2, 3)
+    out = lazy_stack(members) * w
+    stack = lazy_stack([m.clone() for m in members])
+    stack *= w[:, :1]  # broadcast over the second batch dim
+    for i, member in enumerate(members):
+        torch.testing.assert_close(out.tensordicts[i]["a"], member["a"] * w[i])
+        torch.testing.assert_close(out.tensordicts[i]["b"], member["b"] * w[i].unsqueeze(-1))
+        torch.testing.assert_close(stack.tensordicts[i]["b"], member["b"] * w[i, 0])
+    torch.testing.assert_close(
+        (w + lazy_stack(members)).tensordicts[1]["a"], members[1]["a"] + w[1]
+    )
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t, o: t.add_(o),
+        lambda t, o: t.mul_(o),
+        lambda t, o: t.pow_(o),
+        lambda t, o: t.lerp_(o, 0.5),
+        lambda t, o: t.addcmul_(o, o),
+        lambda t, o: t.clamp_(o - 1, o + 1),
+    ],
+)
+def test_in_place_with_more_keys_in_the_other(op: Callable[[Any, Any], Any]) -> None:
+    # as upstream: an in-place operation writes its own keys, the other's extra ones unused
+    mine = TensorDict(a=torch.arange(3.0), batch_size=[3])
+    theirs = TensorDict(a=torch.full((3,), 2.0), b=torch.ones(3), batch_size=[3])
+    expected = op(mine["a"].clone(), theirs["a"])
+    assert op(mine, theirs) is mine
+    torch.testing.assert_close(mine["a"], expected)
+    assert set(mine.keys()) == {"a"}
+    with pytest.raises(KeyError, match=r"TensorDict\.\w+_: .*missing from the other: \['b'\]"):
+        op(theirs.clone(), mine)
+
+
+# ------------------------------------------------------------ torch.* functions
+_TORCH_POINTWISE: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = [
+    (torch.exp, (), {}),
+    (torch.abs, (), {}),
+    (torch.sigmoid, (), {}),
+    (torch.isfinite, (), {}),
+    (torch.round, (), {}),
+    (torch.add, (2.0,), {"alpha": 3}),
+    (torch.sub, (1.0,), {}),
+    (torch.mul, (2.0,), {}),
+    (torch.div, (2.0,), {}),
+    (torch.pow, (2,), {}),
+    (torch.clamp, (), {"min": 1.0, "max": 4.0}),
+    (torch.clamp_min, (2.0,), {}),
+    (torch.lerp, (torch.ones(()), 0.5), {}),
+    (torch.rsub, (1.0,), {}),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "kwargs"), _TORCH_POINTWISE)
+def test_torch_pointwise_functions_take_a_tensordict(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    td = _grid()
+    out = fn(td, *args, **kwargs)
+    assert isinstance(out, TensorDict) and out.batch_size == td.batch_size
+    for key in ("a", "b"):
+        torch.testing.assert_close(out[key], fn(td[key], *args, **kwargs))
+    tc = _Pair(x=torch.ones(2), y=torch.zeros(2, 3), batch_size=[2])
+    assert isinstance(fn(tc, *args, **kwargs), _Pair)
+
+
+def test_torch_pointwise_in_place_and_errors() -> None:
+    td = _grid()
+    assert torch.exp_(td) is td
+    torch.testing.assert_close(td["a"], _grid()["a"].exp())
+    with pytest.raises(TypeError, match=r"torch\.add: takes the TensorDict as its first"):
+        torch.add(torch.ones(4), _grid())
+
+
+def test_torch_where_with_the_tensordict_second() -> None:
+    td = _grid()
+    cond = td["a"] > 5
+    out = torch.where(cond, 0.0, td)
+    torch.testing.assert_close(out["a"], torch.where(cond, 0.0, td["a"]))
+    torch.testing.assert_close(out["b"], torch.where(cond.unsqueeze(-1), 0.0, td["b"]))
+
+
+def test_torch_shape_functions_repeat_interleave_and_tensor_split() -> None:
+    td = _grid()
+    out = torch.repeat_interleave(td, 2, dim=0)
+    torch.testing.assert_close(out["b"], torch.repeat_interleave(td["b"], 2, dim=0))
+    parts = torch.tensor_split(td, 3, 1)
+    assert [tuple(p.batch_size) for p in parts] == [(3, 2), (3, 1), (3, 1)]
