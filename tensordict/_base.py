@@ -351,7 +351,13 @@ class TensorDictBase(
         from tensordict._lazy import LazyStackedTensorDict
 
         out = kwargs.pop("out", None)
+        name = kwargs.pop("stack_dim_name", None)
+        kwargs.pop("strict_shape", None)  # (members always share one batch size here)
+        if items and all(isinstance(x, torch.Tensor) for x in items):
+            return torch.stack(list(items), dim, out=out)  # upstream: tensors stack densely
         stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        if name is not None:
+            stacked._stack_name = name
         if out is None:
             return stacked
         if out.batch_size != stacked.batch_size:

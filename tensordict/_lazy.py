@@ -57,8 +57,9 @@ def _norm(call: str, dim: int, ndim: int) -> int:
     return dim % ndim
 
 
-def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
-    """Stack TensorDicts lazily along a new batch dim, whatever their structures.
+def lazy_stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+    """Stack TensorDicts lazily along a new batch dim, whatever their structures
+    (``out``, ``stack_dim_name``, ...: see :meth:`TensorDictBase.lazy_stack`).
 
     >>> import torch
     >>> from tensordict import TensorDict, lazy_stack
@@ -68,7 +69,9 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     >>> [x.shape for x in s.get("a", as_list=True)]
     [torch.Size([3]), torch.Size([4])]
     """
-    return LazyStackedTensorDict(*tds, stack_dim=dim)
+    if out is None and not kwargs and not (tds and isinstance(tds[0], Tensor)):
+        return LazyStackedTensorDict(*tds, stack_dim=dim)
+    return LazyStackedTensorDict.lazy_stack(tds, dim, out=out, **kwargs)
 
 
 class _Keys(list):  # type: ignore[type-arg]
@@ -211,6 +214,18 @@ class LazyStackedTensorDict(TensorDictBase):
     def is_locked(self) -> bool:
         """Whether every member is locked."""
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
+
+    def __getattr__(self, name: str) -> Any:
+        """A field of the tensorclass instances stacked here, read as a stacked entry
+        (``lazy_stack([p, q]).x``, which upstream reads on its stack of instances)."""
+        if not name.startswith("_"):
+            try:
+                members = object.__getattribute__(self, "tensordicts")
+            except AttributeError:  # (not initialised yet: unpickling, copying)
+                members = None
+            if members and name in getattr(type(members[0]), "_fields", ()):
+                return self.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
         out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)

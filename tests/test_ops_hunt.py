@@ -352,3 +352,45 @@ def test_torch_shape_functions_repeat_interleave_and_tensor_split() -> None:
     torch.testing.assert_close(out["b"], torch.repeat_interleave(td["b"], 2, dim=0))
     parts = torch.tensor_split(td, 3, 1)
     assert [tuple(p.batch_size) for p in parts] == [(3, 2), (3, 1), (3, 1)]
+
+
+# ------------------------------------------------------------- stacking functions
+def test_dense_stack_tds_falls_back_to_a_lazy_stack() -> None:
+    members = [
+        TensorDict(a=torch.zeros(3), batch_size=[3]),
+        TensorDict(b=torch.ones(3), batch_size=[3]),
+    ]
+    out = tensordict.dense_stack_tds(members, dim=1)
+    assert isinstance(out, LazyStackedTensorDict) and out.stack_dim == 1
+    assert out.batch_size == torch.Size([3, 2])
+    same = tensordict.dense_stack_tds(lazy_stack([members[0], members[0].clone()]))
+    assert type(same) is TensorDict
+
+
+def test_lazy_stack_keywords_and_tensors() -> None:
+    a = TensorDict(a=torch.arange(3.0), batch_size=[3])
+    named = lazy_stack([a, a.clone()], stack_dim_name="time")
+    assert named.names == ["time", None]
+    target = lazy_stack([a.clone().zero_(), a.clone().zero_()])
+    assert lazy_stack([a, a + 1], out=target) is target
+    torch.testing.assert_close(target.tensordicts[1]["a"], a["a"] + 1)
+    assert lazy_stack([a, a], strict_shape=True).batch_size == torch.Size([2, 3])
+    expected = torch.tensor([[0.0, 1.0], [0.0, 1.0]])
+    torch.testing.assert_close(lazy_stack([torch.zeros(2), torch.ones(2)], 1), expected)
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        lazy_stack([torch.zeros(2), torch.zeros(3)])
+
+
+def test_lazy_stack_of_tensorclass_reads_fields() -> None:
+    p = _Pair(x=torch.zeros(2), y=torch.zeros(2, 1), batch_size=[2])
+    q = _Pair(x=torch.ones(2), y=torch.ones(2, 3), batch_size=[2])
+    stack = lazy_stack([p, q])
+    torch.testing.assert_close(stack.x, torch.stack([p.x, q.x]))
+    assert [t.shape for t in stack.get("y", as_list=True)] == [
+        torch.Size([2, 1]),
+        torch.Size([2, 3]),
+    ]
+    with pytest.raises(AttributeError, match="has no attribute 'z'"):
+        _ = stack.z
+    with pytest.raises(AttributeError, match="has no attribute 'x'"):
+        _ = lazy_stack([TensorDict(x=torch.zeros(1), batch_size=[1])]).x
