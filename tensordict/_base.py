@@ -182,9 +182,10 @@ class TensorDictBase(
         default: Any = _NO_DEFAULT,
         out: Any = None,
         propagate_lock: bool = False,
+        prefix: tuple[str, ...] = (),
     ) -> Self:
-        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``);
-        ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
+        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``,
+        led by ``prefix``); ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -197,6 +198,8 @@ class TensorDictBase(
         from tensordict._keys import join_path
 
         key_fn = join_path if nested_keys else (lambda path: path[-1])
+        if prefix and nested_keys:
+            key_fn = lambda path: join_path((*prefix, *path))  # noqa: E731
         args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
         return self._apply_with(fn, others, key_fn, args, out, propagate_lock)  # type: ignore[no-any-return]
 

@@ -717,21 +717,22 @@ class LazyStackedTensorDict(TensorDictBase):
         member_bs = None
         if batch_size is not None:
             bs = list(batch_size)
+            if not inplace and same_structure(self.tensordicts):
+                # a new batch size: ``fn`` sees the stacked leaves, as upstream's dense
+                # result does (and the new batch may mix the stack dim: a mask, a flattening)
+                return self._as_dense(call)._apply_impl(
+                    fn,
+                    others,
+                    key_fn,
+                    batch_size,
+                    device,
+                    names,
+                    inplace,
+                    filter_empty,
+                    call_on_nested,
+                    default,
+                )
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
-                if not inplace and same_structure(self.tensordicts):
-                    # a new batch that mixes the stack dim (a mask, a flattening): densify
-                    return self._as_dense(call)._apply_impl(
-                        fn,
-                        others,
-                        key_fn,
-                        batch_size,
-                        device,
-                        names,
-                        inplace,
-                        filter_empty,
-                        call_on_nested,
-                        default,
-                    )
                 raise ValueError(
                     f"{call}: batch_size {bs} must keep the stack dim "
                     f"{self.stack_dim} of size {len(self.tensordicts)}"
@@ -754,7 +755,12 @@ class LazyStackedTensorDict(TensorDictBase):
             )
             for i, m in enumerate(self.tensordicts)
         ]
-        return self if inplace else self._restack(out)
+        if inplace:
+            return self
+        result = self._restack(out)
+        if names is not None:
+            result.names = names
+        return result
 
     def load_state_dict(
         self,

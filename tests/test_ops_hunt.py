@@ -394,3 +394,41 @@ def test_lazy_stack_of_tensorclass_reads_fields() -> None:
         _ = stack.z
     with pytest.raises(AttributeError, match="has no attribute 'x'"):
         _ = lazy_stack([TensorDict(x=torch.zeros(1), batch_size=[1])]).x
+
+
+# ----------------------------------------------------------------- apply & co
+def test_lazy_apply_with_a_batch_size_sees_the_stacked_leaves() -> None:
+    members = [TensorDict(a=torch.randn(3), b=torch.randn(3, 2), batch_size=[3]) for _ in range(2)]
+    stack = lazy_stack(members)
+    out = stack.apply(lambda x: x[:, 0], batch_size=[2])  # as upstream: fn sees [2, 3, ...]
+    assert type(out) is TensorDict and out.batch_size == torch.Size([2])
+    torch.testing.assert_close(out["b"], stack["b"][:, 0])
+    named = stack.apply(lambda x: x + 1, names=["s", "t"])
+    assert named.names == ["s", "t"]
+    ragged = lazy_stack([TensorDict(a=torch.randn(3, i + 1), batch_size=[3]) for i in (0, 1)])
+    kept = ragged.apply(lambda x: x * 2, batch_size=[2, 3])  # members differ: member by member
+    assert isinstance(kept, LazyStackedTensorDict)
+    torch.testing.assert_close(kept.tensordicts[1]["a"], ragged.tensordicts[1]["a"] * 2)
+
+
+def test_sorted_keys_is_a_property_and_named_apply_prefix() -> None:
+    td = TensorDict(
+        b=torch.zeros(2), a=TensorDict(c=torch.zeros(2), batch_size=[2]), batch_size=[2]
+    )
+    assert td.sorted_keys == ["a", "b"]
+    seen: list[Any] = []
+    td.named_apply(lambda k, x: seen.append(k), nested_keys=True, prefix=("p",))
+    assert seen == [("p", "b"), ("p", "a", "c")]
+
+
+def test_auto_batch_size_of_a_lazy_stack() -> None:
+    stack = lazy_stack([TensorDict(a=torch.zeros(3, 4), batch_size=[3]) for _ in range(2)])
+    assert stack.auto_batch_size_(batch_dims=2) is stack  # as upstream: unchanged, kept
+    for dims, given in [(1, r"\(2,\)"), (None, r"\(2, 3, 4\)")]:
+        with pytest.raises(RuntimeError, match=rf"auto_batch_size_: the leaves give .*{given}"):
+            stack.auto_batch_size_(batch_dims=dims)
+    ragged = lazy_stack([TensorDict(a=torch.zeros(3, 4 + i), batch_size=[3]) for i in (0, 1)])
+    outer = TensorDict(s=ragged, x=torch.zeros(2, 3, 4))
+    assert isinstance(outer["s"], LazyStackedTensorDict)
+    assert outer.auto_batch_size_().batch_size == torch.Size([2, 3])
+    assert outer["s"].batch_size == torch.Size([2, 3])  # a nested stack keeps its own
