@@ -70,18 +70,21 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     """Split ``to``'s arguments into (device or None, dtype or None)."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
-    if "other" in kwargs:  # upstream's keyword for to(tensor) / to(collection)
-        args = (*args, kwargs.pop("other"))
+    other = kwargs.pop("other", None)  # upstream's keyword for to(tensor) / to(collection)
     if kwargs:
         raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
+    if isinstance(other, CollectionPrimitives):  # other=td: its device, and its dtype if
+        device = other._device  # its leaves share one (as upstream)
+        dtype = getattr(other, "dtype", None) or dtype
+    elif other is not None:
+        args = (*args, other)
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, CollectionPrimitives):  # its device, and its dtype if common
-            device = arg._device
-            dtype = getattr(arg, "dtype", None) or dtype
+        elif isinstance(arg, CollectionPrimitives):  # positional: its device only, as
+            device = arg._device  # upstream (a leaf's dtype is its own business)
         elif isinstance(arg, (str, int, torch.device)):
             device = arg
         else:
@@ -97,9 +100,9 @@ class ConvertOps(CollectionPrimitives):
     @keeps_lock
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
-        dtype its leaves share when they share one); ``inplace=True`` makes this
-        collection hold the result and returns it.
+        ``to(tensor)`` (its device and dtype), ``to(other_td)`` (its device, as upstream)
+        or ``to(other=other_td)`` (its device, and the dtype its leaves share when they
+        share one); ``inplace=True`` makes this collection hold the result and returns it.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -114,14 +117,17 @@ class ConvertOps(CollectionPrimitives):
             return self._to_batch_size(batch_size, args, non_blocking, kwargs)
         if args and _is_attrs_spec(args[0]):
             return self._to_attrs(args[0], args[1:], non_blocking, kwargs)
+        fmt = kwargs.pop("memory_format", torch.preserve_format)
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
-            return self
-        if device is None:
+            out = self
+        elif device is None:
             out = _cast(self, dtype)
         else:
             caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
             out = map_leaves(self, caster, device)
+        if fmt is not torch.preserve_format:  # as Tensor.to(memory_format=...), per leaf
+            out = map_leaves(out, operator.methodcaller("to", memory_format=fmt))
         return out
 
     def _sync_all(self) -> None:

@@ -432,3 +432,17 @@ def test_auto_batch_size_of_a_lazy_stack() -> None:
     assert isinstance(outer["s"], LazyStackedTensorDict)
     assert outer.auto_batch_size_().batch_size == torch.Size([2, 3])
     assert outer["s"].batch_size == torch.Size([2, 3])  # a nested stack keeps its own
+
+
+def test_to_another_tensordict_positionally_moves_only() -> None:
+    td = TensorDict(a=torch.zeros(2), i=torch.arange(2), m=torch.ones(2, dtype=torch.bool))
+    ref = TensorDict(z=torch.zeros(1, dtype=torch.float64))
+    moved = td.to(ref)  # as upstream: the device of ref; an index or a mask stays one
+    assert [moved[k].dtype for k in ("a", "i", "m")] == [torch.float32, torch.int64, torch.bool]
+    cast = td.to(other=ref)  # the keyword casts to the dtype ref's leaves share
+    assert {cast[k].dtype for k in ("a", "i", "m")} == {torch.float64}
+    img = TensorDict(x=torch.randn(2, 3, 4, 5), batch_size=[2])
+    out = img.to(memory_format=torch.channels_last)
+    assert out["x"].is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(out["x"], img["x"])
+    assert img.to(memory_format=torch.preserve_format) is img
