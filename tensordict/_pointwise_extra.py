@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tensordict._batch import BatchDimMismatchError
 from tensordict._tensor_utils import expand_right
 from tensordict._views import with_non_tensor
 
@@ -73,7 +74,7 @@ def broadcast_operands(self: Any, call: str, other: Any) -> tuple[Any, Any]:
             self.batch_size, other.shape
         )
     except RuntimeError:
-        raise ValueError(
+        raise BatchDimMismatchError(
             f"{call}: the shape {tuple(other.shape)} of the other operand does not broadcast "
             f"with batch_size {tuple(self.batch_size)}"
         ) from None
@@ -99,7 +100,7 @@ def broadcast_all(self: Any, call: str, *others: Any) -> tuple[Any, ...]:
             self.batch_size, *[o.shape for o in shaped]
         )
     except RuntimeError:
-        raise ValueError(
+        raise BatchDimMismatchError(
             f"{call}: the shapes {[tuple(o.shape) for o in shaped]} of the other operands do "
             f"not broadcast with batch_size {tuple(self.batch_size)}"
         ) from None
@@ -126,7 +127,7 @@ def aligned_leaves(self: Any, call: str, other: Tensor) -> list[Tensor]:
         try:
             other = other.expand(bs)
         except RuntimeError:
-            raise ValueError(
+            raise BatchDimMismatchError(
                 f"{call}: the shape {tuple(other.shape)} of the other operand does not "
                 f"broadcast to batch_size {tuple(bs)}"
             ) from None

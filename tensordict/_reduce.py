@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._batch import BatchDimMismatchError
 from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class ReduceOps(CollectionPrimitives):
         try:
             joined = torch.cat(leaves, dim=dims[0])
         except RuntimeError as err:
-            raise ValueError(
+            raise BatchDimMismatchError(
                 f"{call}: reduce=True over batch dims joins the leaves along dim {dims[0]}, "
                 f"which needs them to share their other dims: {err}"
             ) from None

@@ -446,3 +446,18 @@ def test_to_another_tensordict_positionally_moves_only() -> None:
     assert out["x"].is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(out["x"], img["x"])
     assert img.to(memory_format=torch.preserve_format) is img
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t: t + TensorDict(a=torch.ones(3), b=torch.ones(3, 2), batch_size=[3]),
+        lambda t: t.mul_(torch.ones(2, 3, 4)),
+        lambda t: t.sum(dim=0, reduce=True),
+    ],
+)
+def test_shape_errors_are_value_and_runtime_errors(op: Callable[[Any], Any]) -> None:
+    # upstream raises torch's RuntimeError for these: code catching either keeps working
+    for kind in (ValueError, RuntimeError):
+        with pytest.raises(kind, match=r"TensorDict\.(add|mul_|sum): "):
+            op(_grid())
