@@ -224,7 +224,8 @@ class LazyStackedTensorDict(TensorDictBase):
             except AttributeError:  # (not initialised yet: unpickling, copying)
                 members = None
             if members and name in getattr(type(members[0]), "_fields", ()):
-                return self.get(name)
+                value = self.get(name)  # a non-tensor field reads as its values, as upstream
+                return value.tolist() if isinstance(value, NonTensor) else value
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:

@@ -112,8 +112,10 @@ class PointwiseOps(CollectionPrimitives):
                     self, call, name, other, default, **kwargs
                 )
             src = self
-            if other.shape != self.shape:
+            if other.shape != self.shape and other.batch_size:
                 src, other = broadcast_operands(self, call, other)
+            # (an other without batch dims pairs leaf by leaf, broadcast by torch: as
+            # upstream, and as a tensor operand when the batch size is empty)
             out = _run(name, src._tensor_leaves([]), src._other_leaves(call, other), **kwargs)
             result = src._rebuild(iter(out), check=call)
             if name in NONTENSOR_OPS:

@@ -215,8 +215,9 @@ class ShapeOps(CollectionPrimitives):
         every leaf is viewed as that dtype (``batch_size`` then names the result's)."""
         if len(shape) == 1 and type(shape[0]) is torch.dtype:  # (dtype takes no subclass)
             dtype = shape[0]
-            bs = self._batch_size if batch_size is None else batch_size
-            return keep_lock(self, self.apply(lambda x: x.view(dtype), batch_size=bs))
+            if batch_size is None:  # (a lazy stack stays one, viewed member by member)
+                return keep_lock(self, self.apply(lambda x: x.view(dtype)))
+            return keep_lock(self, self.apply(lambda x: x.view(dtype), batch_size=batch_size))
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)

@@ -27,6 +27,12 @@ class _Pair:
     y: torch.Tensor
 
 
+@tensorclass
+class _Tagged:
+    x: torch.Tensor
+    tag: str
+
+
 def _locked_tc() -> Any:
     return _Pair(x=torch.zeros(2, 3), y=torch.ones(2, 3, 2), batch_size=[2, 3]).lock_()
 
@@ -392,6 +398,8 @@ def test_lazy_stack_of_tensorclass_reads_fields() -> None:
     ]
     with pytest.raises(AttributeError, match="has no attribute 'z'"):
         _ = stack.z
+    tagged = lazy_stack([_Tagged(x=torch.zeros(2), tag="a", batch_size=[2])] * 2)
+    assert tagged.tag == [["a", "a"], ["a", "a"]]  # a non-tensor field reads as its values
     with pytest.raises(AttributeError, match="has no attribute 'x'"):
         _ = lazy_stack([TensorDict(x=torch.zeros(1), batch_size=[1])]).x
 
@@ -461,3 +469,13 @@ def test_shape_errors_are_value_and_runtime_errors(op: Callable[[Any], Any]) -> 
     for kind in (ValueError, RuntimeError):
         with pytest.raises(kind, match=r"TensorDict\.(add|mul_|sum): "):
             op(_grid())
+
+
+def test_operand_without_batch_dims_pairs_leaf_by_leaf() -> None:
+    td = _grid()
+    stats = TensorDict(a=torch.arange(12.0).reshape(3, 4), b=torch.ones(2))  # batch_size []
+    out = td - stats  # as upstream: torch's broadcasting per leaf, td's batch size kept
+    assert out.batch_size == td.batch_size
+    torch.testing.assert_close(out["a"], td["a"] - stats["a"])
+    torch.testing.assert_close(out["b"], td["b"] - stats["b"])
+    assert (stats + td)["a"].shape == torch.Size([3, 4, 3, 4])  # as upstream: stats expands
