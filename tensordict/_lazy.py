@@ -11,6 +11,7 @@ operation and the keys that differ.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -42,8 +43,9 @@ from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
+from tensordict._shape import _dims_arg, _infer_shape
 from tensordict._stack import _stack_nontensor, same_structure, stack
-from tensordict._switches import list_to_stack, set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none, set_lazy_legacy
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 from tensordict._update_batch import prepare_update
 from tensordict._views import with_non_tensor
@@ -1036,6 +1038,42 @@ class LazyStackedTensorDict(TensorDictBase):
         return record(out, "unsqueeze", (d,), self)
 
     @keeps_lock
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], inplace: bool = False) -> Any:
+        """Split batch dim ``dim``; the stack dim splits into lazy stacks of lazy stacks
+        (the members kept), as upstream."""
+        call = self._call("unflatten")
+        d = _norm(call, dim, len(self._batch_size))
+        sizes = list(unflattened_size)
+        n = len(self.tensordicts)
+        if -1 in sizes and sizes.count(-1) == 1:
+            known = math.prod(x for x in sizes if x != -1)
+            sizes[sizes.index(-1)] = n // known if known else -1
+        if inplace or d != self.stack_dim or math.prod(sizes) != n or min(sizes, default=0) < 1:
+            return super().unflatten(dim, unflattened_size, inplace)
+        out = _nest(type(self), self.tensordicts, sizes, d)
+        return record(out, "unflatten", (d, tuple(sizes)), self)
+
+    @keeps_lock
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
+        """Like a TensorDict's; a view that only splits the stack dim keeps the members
+        (a lazy stack of lazy stacks, as upstream)."""
+        plain = len(shape) == 1 and type(shape[0]) is torch.dtype
+        if plain or size is not None or batch_size is not None or set_lazy_legacy._state:
+            return super().view(*shape, size=size, batch_size=batch_size)
+        call = self._call("view")
+        bs, sd = self._batch_size, self.stack_dim
+        new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
+        k = len(new_bs) - len(bs) + 1  # the dims the stack dim would become
+        if (
+            k > 1
+            and new_bs[:sd] == bs[:sd]
+            and new_bs[sd + k :] == bs[sd + 1 :]
+            and math.prod(new_bs[sd : sd + k]) == bs[sd]
+        ):
+            return record(self.unflatten(sd, new_bs[sd : sd + k]), "view", (), self)
+        return super().view(*shape)
+
+    @keeps_lock
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
         if dim is None or not isinstance(dim, int):
@@ -1179,6 +1217,15 @@ class LazyStackedTensorDict(TensorDictBase):
                 for m, c, o in zip(self.tensordicts, conds, others, strict=True)
             ]
         )
+
+
+def _nest(cls: Any, members: Sequence[Any], sizes: Sequence[int], dim: int) -> Any:
+    """``members`` stacked at ``dim`` as nested lazy stacks of ``sizes`` (row-major)."""
+    if len(sizes) == 1:
+        return cls(*members, stack_dim=dim)
+    step = math.prod(sizes[1:])
+    groups = [members[i * step : (i + 1) * step] for i in range(sizes[0])]
+    return cls(*[_nest(cls, g, sizes[1:], dim) for g in groups], stack_dim=dim)
 
 
 def _rebuild_stack(cls: Any, members: list[Any], stack_dim: int, batch_size: Any) -> Any:

@@ -479,3 +479,34 @@ def test_operand_without_batch_dims_pairs_leaf_by_leaf() -> None:
     torch.testing.assert_close(out["a"], td["a"] - stats["a"])
     torch.testing.assert_close(out["b"], td["b"] - stats["b"])
     assert (stats + td)["a"].shape == torch.Size([3, 4, 3, 4])  # as upstream: stats expands
+
+
+@pytest.mark.parametrize("op", ["prod", "amax", "amin", "sum"])
+def test_tuple_dim_reduces_every_dim_it_names(op: str) -> None:
+    td = _grid()
+    out = getattr(td, op)(dim=(0, 1))
+    assert out.batch_size == torch.Size([])
+    expected = td["b"]
+    for d in (1, 0):  # (torch.prod takes one dim at a time)
+        expected = getattr(torch, op)(expected, d)
+    torch.testing.assert_close(out["b"], expected)
+
+
+@pytest.mark.parametrize(("stack_dim", "member_bs"), [(0, ()), (1, (2,))])
+def test_view_of_the_stack_dim_keeps_a_lazy_stack(
+    stack_dim: int, member_bs: tuple[int, ...]
+) -> None:
+    members = [
+        TensorDict(a=torch.full(member_bs, float(i)), batch_size=member_bs) for i in range(12)
+    ]
+    stack = LazyStackedTensorDict(*members, stack_dim=stack_dim)
+    shape = (*member_bs[:stack_dim], 3, 4, *member_bs[stack_dim:])
+    view = stack.view(*shape)
+    assert isinstance(view, LazyStackedTensorDict) and view.batch_size == torch.Size(shape)
+    inner = view[0] if stack_dim == 0 else view[:, 1]
+    assert isinstance(inner, LazyStackedTensorDict)
+    torch.testing.assert_close(view["a"], stack["a"].view(shape))
+    torch.testing.assert_close(
+        stack.unflatten(stack_dim, (2, -1))["a"], stack["a"].unflatten(stack_dim, (2, 6))
+    )
+    assert view.tensordicts[1].tensordicts[0] is members[4]  # the members are kept
