@@ -1166,6 +1166,52 @@ class LazyStackedTensorDict(TensorDictBase):
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
 
     @keeps_lock
+    def tensor_split(
+        self, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0
+    ) -> tuple[Any, ...]:
+        """``torch.tensor_split`` along ``dim``: groups of members on the stack dim, member
+        by member elsewhere (their shapes may differ)."""
+        d = _norm(self._call("tensor_split"), dim, len(self._batch_size))
+        arg: Any = indices_or_sections
+        if isinstance(arg, Tensor):
+            arg = arg.tolist()
+        if d == self.stack_dim:
+            index = torch.arange(len(self.tensordicts)).tensor_split(arg)
+            return tuple(
+                self._restack([self.tensordicts[i] for i in g.tolist()])
+                if len(g)
+                else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
+                for g in index
+            )
+        md = d if d < self.stack_dim else d - 1
+        per_member = [m.tensor_split(arg, md) for m in self.tensordicts]
+        return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
+
+    @keeps_lock
+    def repeat_interleave(
+        self,
+        repeats: int | Tensor,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
+    ) -> Any:
+        """Repeat each element along ``dim``: copies of the members on the stack dim,
+        member by member elsewhere (their shapes may differ)."""
+        if inplace or dim is None:
+            return super().repeat_interleave(repeats, dim, output_size=output_size, inplace=inplace)
+        d = _norm(self._call("repeat_interleave"), dim, len(self._batch_size))
+        if d == self.stack_dim:
+            index = torch.arange(len(self.tensordicts)).repeat_interleave(
+                repeats, output_size=output_size
+            )
+            return self._restack([self.tensordicts[i].clone() for i in index.tolist()])
+        md = d if d < self.stack_dim else d - 1
+        return self._restack(
+            [m.repeat_interleave(repeats, md, output_size=output_size) for m in self.tensordicts]
+        )
+
+    @keeps_lock
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim``."""
         size = self._batch_size[_norm(self._call("chunk"), dim, len(self._batch_size))]

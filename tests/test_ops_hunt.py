@@ -510,3 +510,28 @@ def test_view_of_the_stack_dim_keeps_a_lazy_stack(
         stack.unflatten(stack_dim, (2, -1))["a"], stack["a"].unflatten(stack_dim, (2, 6))
     )
     assert view.tensordicts[1].tensordicts[0] is members[4]  # the members are kept
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_tensor_split_and_repeat_interleave_on_a_ragged_lazy_stack(dim: int) -> None:
+    members = [
+        TensorDict(a=torch.randn(4), b=torch.randn(4, i + 1), batch_size=[4]) for i in range(3)
+    ]
+    stack = lazy_stack(members)
+    parts = stack.tensor_split(2, dim)
+    assert [tuple(p.batch_size) for p in parts] == (
+        [(2, 4), (1, 4)] if dim == 0 else [(3, 2), (3, 2)]
+    )
+    for part in parts:
+        assert isinstance(part, LazyStackedTensorDict)
+    expected = members[2]["b"] if dim == 0 else members[0]["b"][2:]
+    torch.testing.assert_close(parts[1].tensordicts[0]["b"], expected)
+    rep = stack.repeat_interleave(2, dim)
+    assert isinstance(rep, LazyStackedTensorDict)
+    if dim == 0:
+        assert rep.batch_size == torch.Size([6, 4])
+        torch.testing.assert_close(rep.tensordicts[3]["b"], members[1]["b"])
+        assert rep.tensordicts[3] is not members[1]  # a copy, as a dense repeat makes
+    else:
+        assert rep.batch_size == torch.Size([3, 8])
+        torch.testing.assert_close(rep.tensordicts[2]["b"], members[2]["b"].repeat_interleave(2, 0))
