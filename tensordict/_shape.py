@@ -172,6 +172,11 @@ def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size
     return torch.Size(dims)
 
 
+class PadSizeError(ValueError, RuntimeError):
+    """A ``pad_size`` that does not fit the batch dims (a ValueError here, and the
+    RuntimeError upstream raises)."""
+
+
 class RefineNamesError(ValueError, RuntimeError):
     """``refine_names`` asked to rename a named dim: a ``ValueError`` here, and the
     ``RuntimeError`` upstream raises."""
@@ -787,7 +792,7 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:
     sizes = list(pad_size)
     n = len(td.batch_size)
     if len(sizes) % 2 or len(sizes) // 2 > n:
-        raise ValueError(
+        raise PadSizeError(
             f"pad: pad_size needs (before, after) pairs for at most the {n} batch dims, got {sizes}"
         )
     pairs = [(sizes[i], sizes[i + 1]) for i in range(0, len(sizes), 2)]

@@ -535,3 +535,10 @@ def test_tensor_split_and_repeat_interleave_on_a_ragged_lazy_stack(dim: int) -> 
     else:
         assert rep.batch_size == torch.Size([3, 8])
         torch.testing.assert_close(rep.tensordicts[2]["b"], members[2]["b"].repeat_interleave(2, 0))
+
+
+@pytest.mark.parametrize("sizes", [[1], [1, 1, 1, 1, 1, 1]])
+def test_pad_size_errors_are_value_and_runtime_errors(sizes: list[int]) -> None:
+    for kind in (ValueError, RuntimeError):  # upstream raises a RuntimeError
+        with pytest.raises(kind, match=r"pad: pad_size needs \(before, after\) pairs"):
+            tensordict.pad(_grid(), sizes)
