@@ -542,3 +542,13 @@ def test_pad_size_errors_are_value_and_runtime_errors(sizes: list[int]) -> None:
     for kind in (ValueError, RuntimeError):  # upstream raises a RuntimeError
         with pytest.raises(kind, match=r"pad: pad_size needs \(before, after\) pairs"):
             tensordict.pad(_grid(), sizes)
+
+
+def test_public_submodules_are_attributes_of_the_package() -> None:
+    import tensordict as package
+
+    for name in ("base", "functional", "persistent", "tensordict", "utils"):
+        module = package.__getattr__(name)  # (the PEP 562 hook, whether loaded or not)
+        assert module.__name__ == f"tensordict.{name}"
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        package.__getattr__("nope")
