@@ -72,9 +72,12 @@ def rebuild(td: DenseTensorDictBase, new_leaves: Iterator[Tensor], check: str | 
     return type(td)._new_unsafe(entries, td._batch_size, td._device, td._names)
 
 
-def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor]:
+def others_leaves(
+    call: str, td: DenseTensorDictBase, other: Any, extra_ok: bool = False
+) -> list[Tensor]:
     """The tensor leaves of ``other`` in the order of dense ``td``'s leaves, checking the
-    key sets (a stacked ``other`` is densified first)."""
+    key sets (a stacked ``other`` is densified first); ``extra_ok`` lets ``other`` hold
+    leaves ``td`` lacks (an in-place operation, as upstream, writes ``td``'s keys only)."""
     if other._stack_parts() is not None:
         other = other._as_dense(call)
     paths: list[tuple[str, ...]] = []
@@ -86,12 +89,14 @@ def others_leaves(call: str, td: DenseTensorDictBase, other: Any) -> list[Tensor
         if isinstance(value, CollectionPrimitives):  # under a ragged lazy stack of td's
             mine = td._get_path_or_none(path)
             if isinstance(mine, CollectionPrimitives):
-                out += mine._other_leaves(call, value)
+                out += mine._other_leaves(call, value, extra_ok)
                 continue
         if value is None or not isinstance(value, Tensor):
             missing.append(path[0] if len(path) == 1 else path)
         else:
             out.append(value)
+    if extra_ok and not missing:
+        return out
     theirs: list[tuple[str, ...]] = []
     tensor_leaf_paths(other, (), theirs)
     if missing or len(theirs) != len(paths):

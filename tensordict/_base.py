@@ -182,9 +182,10 @@ class TensorDictBase(
         default: Any = _NO_DEFAULT,
         out: Any = None,
         propagate_lock: bool = False,
+        prefix: tuple[str, ...] = (),
     ) -> Self:
-        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``);
-        ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
+        """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``,
+        led by ``prefix``); ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -197,6 +198,8 @@ class TensorDictBase(
         from tensordict._keys import join_path
 
         key_fn = join_path if nested_keys else (lambda path: path[-1])
+        if prefix and nested_keys:
+            key_fn = lambda path: join_path((*prefix, *path))  # noqa: E731
         args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
         return self._apply_with(fn, others, key_fn, args, out, propagate_lock)  # type: ignore[no-any-return]
 
@@ -352,7 +355,13 @@ class TensorDictBase(
         from tensordict._lazy import LazyStackedTensorDict
 
         out = kwargs.pop("out", None)
+        name = kwargs.pop("stack_dim_name", None)
+        kwargs.pop("strict_shape", None)  # (members always share one batch size here)
+        if items and all(isinstance(x, torch.Tensor) for x in items):
+            return torch.stack(list(items), dim, out=out)  # upstream: tensors stack densely
         stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)
+        if name is not None:
+            stacked._stack_name = name
         if out is None:
             return stacked
         if out.batch_size != stacked.batch_size:

@@ -54,8 +54,8 @@ def as_device(device: DeviceLike) -> torch.device | None:
 
 
 class BatchDimMismatchError(ValueError, RuntimeError):
-    """A leaf's shape does not start with the batch size: a ValueError here, and the
-    RuntimeError ("batch dimension mismatch") that upstream's users catch."""
+    """A leaf's shape does not start with the batch size (or operands' batch shapes do not
+    broadcast): a ValueError here, and the RuntimeError that upstream's users catch."""
 
 
 class KeysMismatchError(KeyError, RuntimeError):

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from tensordict._functional import maybe_dense_stack
 from tensordict._keys import NestedKey, key_path
-from tensordict._lazy import LazyStackedTensorDict, lazy_stack
+from tensordict._lazy import LazyStackedTensorDict
 from tensordict._mapping import is_plain_mapping
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._td import TensorDict, is_tensor_collection
@@ -116,7 +116,7 @@ def unpad_sequence(padded: Any, mask: Any = None, *, pad_dim: int = 0) -> LazySt
             start, length = spans[key]
             sample.set(key, value.narrow(pad_dim, start, length))
         samples.append(sample)
-    return lazy_stack(samples)
+    return LazyStackedTensorDict(*samples)
 
 
 def _path_in(key: NestedKey, keys: Sequence[NestedKey]) -> bool:

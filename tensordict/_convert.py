@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from tensordict._batch import as_device
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 
@@ -70,18 +71,21 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     """Split ``to``'s arguments into (device or None, dtype or None)."""
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
-    if "other" in kwargs:  # upstream's keyword for to(tensor) / to(collection)
-        args = (*args, kwargs.pop("other"))
+    other = kwargs.pop("other", None)  # upstream's keyword for to(tensor) / to(collection)
     if kwargs:
         raise TypeError(f"{call}: unexpected keyword arguments {sorted(kwargs)}")
+    if isinstance(other, CollectionPrimitives):  # other=td: its device, and its dtype if
+        device = other._device  # its leaves share one (as upstream)
+        dtype = getattr(other, "dtype", None) or dtype
+    elif other is not None:
+        args = (*args, other)
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
-        elif isinstance(arg, CollectionPrimitives):  # its device, and its dtype if common
-            device = arg._device
-            dtype = getattr(arg, "dtype", None) or dtype
+        elif isinstance(arg, CollectionPrimitives):  # positional: its device only, as
+            device = arg._device  # upstream (a leaf's dtype is its own business)
         elif isinstance(arg, (str, int, torch.device)):
             device = arg
         else:
@@ -98,13 +102,15 @@ class ConvertOps(CollectionPrimitives):
     __slots__ = ()
     _cast_filter: ClassVar[Callable[[tuple[str, ...], Tensor], builtins.bool] | None] = None
 
+    @keeps_lock
     def to(self, *args: Any, non_blocking: bool = False, **kwargs: Any) -> Self:
         """Move and/or cast every leaf: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its device and dtype) or ``to(other_td)`` (its device, and the
-        dtype its leaves share when they share one); ``inplace=True`` makes this
-        collection hold the result and returns it. ``cast_filter=fn`` casts only the
-        leaves for which ``fn(key, leaf)`` is true (``key`` a tuple of str), moving all of
-        them; a tensorclass may declare a default one, which ``cast_filter=None`` turns off.
+        ``to(tensor)`` (its device and dtype), ``to(other_td)`` (its device, as upstream)
+        or ``to(other=other_td)`` (its device, and the dtype its leaves share when they
+        share one); ``inplace=True`` makes this collection hold the result and returns it.
+        ``cast_filter=fn`` casts only the leaves for which ``fn(key, leaf)`` is true (``key``
+        a tuple of str), moving all of them; a tensorclass may declare a default one, which
+        ``cast_filter=None`` turns off.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -122,16 +128,19 @@ class ConvertOps(CollectionPrimitives):
         cast_filter = kwargs.pop("cast_filter", CLASS_FILTER)
         if cast_filter is CLASS_FILTER:
             cast_filter = type(self)._cast_filter
+        fmt = kwargs.pop("memory_format", torch.preserve_format)
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
-            return self
-        if cast_filter is not None and dtype is not None:
-            return _filtered_to(self, device, dtype, cast_filter, non_blocking)
-        if device is None:
+            out = self
+        elif cast_filter is not None and dtype is not None:
+            out = _filtered_to(self, device, dtype, cast_filter, non_blocking)
+        elif device is None:
             out = _cast(self, dtype)
         else:
             caster = operator.methodcaller("to", device, dtype, non_blocking=non_blocking)
             out = map_leaves(self, caster, device)
+        if fmt is not torch.preserve_format:  # as Tensor.to(memory_format=...), per leaf
+            out = map_leaves(out, operator.methodcaller("to", memory_format=fmt))
         return out
 
     def _sync_all(self) -> None:
@@ -268,6 +277,7 @@ class ConvertOps(CollectionPrimitives):
             out.lock_()
         return out
 
+    @keeps_lock
     def detach(self) -> Self:
         """Every leaf detached from the autograd graph."""
         return map_leaves(self, Tensor.detach)

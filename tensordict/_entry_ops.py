@@ -319,12 +319,13 @@ class EntryOps(CollectionPrimitives):
             out.set(new, value)
         return out.filter_empty_()
 
+    @property
     def sorted_keys(self) -> list[str]:
-        """The top-level keys, sorted.
+        """The top-level keys, sorted (a property, as upstream).
 
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> TensorDict(b=torch.zeros(()), a=torch.zeros(())).sorted_keys()
+        >>> TensorDict(b=torch.zeros(()), a=torch.zeros(())).sorted_keys
         ['a', 'b']
         """
         return sorted(self.keys())

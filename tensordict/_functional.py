@@ -168,7 +168,8 @@ def merge_tensordicts(
 
 
 def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | None = None) -> Any:
-    """Stack TensorDicts of one structure into one dense TensorDict (never a lazy stack).
+    """Stack TensorDicts into one dense TensorDict when they share one structure (keys
+    and entry shapes), and into a ``LazyStackedTensorDict`` otherwise, as upstream.
 
     A ``LazyStackedTensorDict`` is densified along its own stack dim.
 
@@ -194,10 +195,8 @@ def dense_stack_tds(td_list: Sequence[Any] | LazyStackedTensorDict, dim: int | N
         raise IndexError(f"{call}: dim {dim} is out of range for {n + 1} dims")
     try:
         return _dense_stack(members, dim % (n + 1))
-    except _NotDense:
-        raise RuntimeError(
-            f"{call}: the TensorDicts do not share one structure (keys and entry shapes)"
-        ) from None
+    except _NotDense:  # keys or entry shapes differ
+        return LazyStackedTensorDict(*members, stack_dim=dim % (n + 1))
 
 
 def maybe_dense_stack(items: Sequence[Any], dim: int = 0) -> Any:

@@ -725,8 +725,8 @@ class PersistentTensorDict(TensorDictBase):
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Self:
         return self.to_tensordict()._rebuild(leaves, check)  # type: ignore[return-value]
 
-    def _other_leaves(self, call: str, other: Any) -> list[Tensor]:
-        return self.to_tensordict()._other_leaves(call, other)
+    def _other_leaves(self, call: str, other: Any, extra_ok: bool = False) -> list[Tensor]:
+        return self.to_tensordict()._other_leaves(call, other, extra_ok)
 
     def _per_member(self, fn: Callable[..., Any], *args: Any) -> Self:
         return fn(self.to_tensordict(), *args)  # type: ignore[no-any-return]

@@ -11,6 +11,7 @@ operation and the keys that differ.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -43,13 +44,15 @@ from tensordict._keys import (
     sort_key,
     unravel_key,
 )
+from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._repr import td_repr
+from tensordict._shape import _dims_arg, _infer_shape
 from tensordict._stack import _stack_nontensor, same_structure, stack
-from tensordict._switches import list_to_stack, set_get_defaults_to_none
+from tensordict._switches import list_to_stack, set_get_defaults_to_none, set_lazy_legacy
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 from tensordict._update_batch import prepare_update
 from tensordict._views import with_non_tensor
@@ -63,8 +66,9 @@ def _norm(call: str, dim: int, ndim: int) -> int:
     return dim % ndim
 
 
-def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
-    """Stack TensorDicts lazily along a new batch dim, whatever their structures.
+def lazy_stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None, **kwargs: Any) -> Any:
+    """Stack TensorDicts lazily along a new batch dim, whatever their structures
+    (``out``, ``stack_dim_name``, ...: see :meth:`TensorDictBase.lazy_stack`).
 
     >>> import torch
     >>> from tensordict import TensorDict, lazy_stack
@@ -74,7 +78,9 @@ def lazy_stack(tds: Sequence[Any], dim: int = 0) -> LazyStackedTensorDict:
     >>> [x.shape for x in s.get("a", as_list=True)]
     [torch.Size([3]), torch.Size([4])]
     """
-    return LazyStackedTensorDict(*tds, stack_dim=dim)
+    if out is None and not kwargs and not (tds and isinstance(tds[0], Tensor)):
+        return LazyStackedTensorDict(*tds, stack_dim=dim)
+    return LazyStackedTensorDict.lazy_stack(tds, dim, out=out, **kwargs)
 
 
 class _Keys(list):  # type: ignore[type-arg]
@@ -264,6 +270,19 @@ class LazyStackedTensorDict(TensorDictBase):
     def is_locked(self) -> bool:
         """Whether every member is locked."""
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
+
+    def __getattr__(self, name: str) -> Any:
+        """A field of the tensorclass instances stacked here, read as a stacked entry
+        (``lazy_stack([p, q]).x``, which upstream reads on its stack of instances)."""
+        if not name.startswith("_"):
+            try:
+                members = object.__getattribute__(self, "tensordicts")
+            except AttributeError:  # (not initialised yet: unpickling, copying)
+                members = None
+            if members and name in getattr(type(members[0]), "_fields", ()):
+                value = self.get(name)  # a non-tensor field reads as its values, as upstream
+                return value.tolist() if isinstance(value, NonTensor) else value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
         out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
@@ -732,10 +751,12 @@ class LazyStackedTensorDict(TensorDictBase):
             )
         return other.unbind(self.stack_dim)  # type: ignore[no-any-return]
 
-    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
+    def _other_leaves(
+        self, call: str, other: CollectionPrimitives, extra_ok: bool = False
+    ) -> list[Tensor]:
         out: list[Tensor] = []
         for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
-            out += member._other_leaves(call, part)
+            out += member._other_leaves(call, part, extra_ok)
         return out
 
     def _per_member(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -796,21 +817,22 @@ class LazyStackedTensorDict(TensorDictBase):
         member_bs = None
         if batch_size is not None:
             bs = list(batch_size)
+            if not inplace and same_structure(self.tensordicts):
+                # a new batch size: ``fn`` sees the stacked leaves, as upstream's dense
+                # result does (and the new batch may mix the stack dim: a mask, a flattening)
+                return self._as_dense(call)._apply_impl(
+                    fn,
+                    others,
+                    key_fn,
+                    batch_size,
+                    device,
+                    names,
+                    inplace,
+                    filter_empty,
+                    call_on_nested,
+                    default,
+                )
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
-                if not inplace and same_structure(self.tensordicts):
-                    # a new batch that mixes the stack dim (a mask, a flattening): densify
-                    return self._as_dense(call)._apply_impl(
-                        fn,
-                        others,
-                        key_fn,
-                        batch_size,
-                        device,
-                        names,
-                        inplace,
-                        filter_empty,
-                        call_on_nested,
-                        default,
-                    )
                 raise ValueError(
                     f"{call}: batch_size {bs} must keep the stack dim "
                     f"{self.stack_dim} of size {len(self.tensordicts)}"
@@ -833,7 +855,12 @@ class LazyStackedTensorDict(TensorDictBase):
             )
             for i, m in enumerate(self.tensordicts)
         ]
-        return self if inplace else self._restack(out)
+        if inplace:
+            return self
+        result = self._restack(out)
+        if names is not None:
+            result.names = names
+        return result
 
     def load_state_dict(
         self,
@@ -1097,6 +1124,7 @@ class LazyStackedTensorDict(TensorDictBase):
             self._restack(list(parts), new_stack) for parts in zip(*per_member, strict=True)
         )
 
+    @keeps_lock
     def unsqueeze(self, dim: int) -> Any:
         """Insert a batch dim of size one."""
         d = _norm(self._call("unsqueeze"), dim, len(self._batch_size) + 1)
@@ -1106,6 +1134,43 @@ class LazyStackedTensorDict(TensorDictBase):
             out = self._restack([m.unsqueeze(d - 1) for m in self.tensordicts])
         return record(out, "unsqueeze", (d,), self)
 
+    @keeps_lock
+    def unflatten(self, dim: int, unflattened_size: Sequence[int], inplace: bool = False) -> Any:
+        """Split batch dim ``dim``; the stack dim splits into lazy stacks of lazy stacks
+        (the members kept), as upstream."""
+        call = self._call("unflatten")
+        d = _norm(call, dim, len(self._batch_size))
+        sizes = list(unflattened_size)
+        n = len(self.tensordicts)
+        if -1 in sizes and sizes.count(-1) == 1:
+            known = math.prod(x for x in sizes if x != -1)
+            sizes[sizes.index(-1)] = n // known if known else -1
+        if inplace or d != self.stack_dim or math.prod(sizes) != n or min(sizes, default=0) < 1:
+            return super().unflatten(dim, unflattened_size, inplace)
+        out = _nest(type(self), self.tensordicts, sizes, d)
+        return record(out, "unflatten", (d, tuple(sizes)), self)
+
+    @keeps_lock
+    def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Any:
+        """Like a TensorDict's; a view that only splits the stack dim keeps the members
+        (a lazy stack of lazy stacks, as upstream)."""
+        plain = len(shape) == 1 and type(shape[0]) is torch.dtype
+        if plain or size is not None or batch_size is not None or set_lazy_legacy._state:
+            return super().view(*shape, size=size, batch_size=batch_size)
+        call = self._call("view")
+        bs, sd = self._batch_size, self.stack_dim
+        new_bs = _infer_shape(call, _dims_arg(call, shape), bs)
+        k = len(new_bs) - len(bs) + 1  # the dims the stack dim would become
+        if (
+            k > 1
+            and new_bs[:sd] == bs[:sd]
+            and new_bs[sd + k :] == bs[sd + 1 :]
+            and math.prod(new_bs[sd : sd + k]) == bs[sd]
+        ):
+            return record(self.unflatten(sd, new_bs[sd : sd + k]), "view", (), self)
+        return super().view(*shape)
+
+    @keeps_lock
     def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Any:
         """Drop batch dims of size one (the stack dim too, when it has one member)."""
         if dim is None or not isinstance(dim, int):
@@ -1125,6 +1190,7 @@ class LazyStackedTensorDict(TensorDictBase):
         out = self._restack([m.squeeze(md) for m in self.tensordicts], new_stack)
         return record(out, "squeeze", (), self)
 
+    @keeps_lock
     def permute(self, *dims: Any) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
         order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -1138,6 +1204,7 @@ class LazyStackedTensorDict(TensorDictBase):
         out = self._restack([m.permute(*member_order) for m in self.tensordicts], new_stack)
         return record(out, "permute", (tuple(norm),), self)
 
+    @keeps_lock
     def transpose(self, dim0: int, dim1: int) -> Any:
         """Swap two batch dims."""
         n = len(self._batch_size)
@@ -1147,6 +1214,7 @@ class LazyStackedTensorDict(TensorDictBase):
         order[a], order[b] = order[b], order[a]
         return record(self.permute(*order), "transpose", (a, b), self)
 
+    @keeps_lock
     def flip(self, *dims: Any) -> Any:
         """Reverse batch dims (the stack dim reverses the members)."""
         flat = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
@@ -1158,6 +1226,7 @@ class LazyStackedTensorDict(TensorDictBase):
             members = [m.flip(member_dims) for m in members]
         return self._restack(members)
 
+    @keeps_lock
     def expand(self, *shape: Any) -> Any:
         """Broadcast to ``shape``; new leading dims move the stack dim."""
         sizes = list(
@@ -1177,6 +1246,7 @@ class LazyStackedTensorDict(TensorDictBase):
         member_shape = sizes[:d] + sizes[d + 1 :]
         return self._restack([m.expand(*member_shape) for m in self.tensordicts], d)
 
+    @keeps_lock
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
         """Split along ``dim`` (groups of members on the stack dim)."""
         d = _norm(self._call("split"), dim, len(self._batch_size))
@@ -1192,11 +1262,59 @@ class LazyStackedTensorDict(TensorDictBase):
         per_member = [m.split(split_size, md) for m in self.tensordicts]
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
 
+    @keeps_lock
+    def tensor_split(
+        self, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0
+    ) -> tuple[Any, ...]:
+        """``torch.tensor_split`` along ``dim``: groups of members on the stack dim, member
+        by member elsewhere (their shapes may differ)."""
+        d = _norm(self._call("tensor_split"), dim, len(self._batch_size))
+        arg: Any = indices_or_sections
+        if isinstance(arg, Tensor):
+            arg = arg.tolist()
+        if d == self.stack_dim:
+            index = torch.arange(len(self.tensordicts)).tensor_split(arg)
+            return tuple(
+                self._restack([self.tensordicts[i] for i in g.tolist()])
+                if len(g)
+                else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
+                for g in index
+            )
+        md = d if d < self.stack_dim else d - 1
+        per_member = [m.tensor_split(arg, md) for m in self.tensordicts]
+        return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
+
+    @keeps_lock
+    def repeat_interleave(
+        self,
+        repeats: int | Tensor,
+        dim: int | None = None,
+        *,
+        output_size: int | None = None,
+        inplace: bool = False,
+    ) -> Any:
+        """Repeat each element along ``dim``: copies of the members on the stack dim,
+        member by member elsewhere (their shapes may differ)."""
+        if inplace or dim is None:
+            return super().repeat_interleave(repeats, dim, output_size=output_size, inplace=inplace)
+        d = _norm(self._call("repeat_interleave"), dim, len(self._batch_size))
+        if d == self.stack_dim:
+            index = torch.arange(len(self.tensordicts)).repeat_interleave(
+                repeats, output_size=output_size
+            )
+            return self._restack([self.tensordicts[i].clone() for i in index.tolist()])
+        md = d if d < self.stack_dim else d - 1
+        return self._restack(
+            [m.repeat_interleave(repeats, md, output_size=output_size) for m in self.tensordicts]
+        )
+
+    @keeps_lock
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim``."""
         size = self._batch_size[_norm(self._call("chunk"), dim, len(self._batch_size))]
         return self.split(max(1, -(-size // chunks)), dim)
 
+    @keeps_lock
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """Narrow a batch dim (a slice of members on the stack dim), with torch's checks."""
         d = _norm(self._call("narrow"), dim, len(self._batch_size))
@@ -1226,7 +1344,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return self
 
     def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Any:
-        """Member-wise ``where``."""
+        """Member-wise ``where`` (locked members give locked results)."""
         if out is not None:
             from tensordict._shape import where
 
@@ -1242,6 +1360,15 @@ class LazyStackedTensorDict(TensorDictBase):
                 for m, c, o in zip(self.tensordicts, conds, others, strict=True)
             ]
         )
+
+
+def _nest(cls: Any, members: Sequence[Any], sizes: Sequence[int], dim: int) -> Any:
+    """``members`` stacked at ``dim`` as nested lazy stacks of ``sizes`` (row-major)."""
+    if len(sizes) == 1:
+        return cls(*members, stack_dim=dim)
+    step = math.prod(sizes[1:])
+    groups = [members[i * step : (i + 1) * step] for i in range(sizes[0])]
+    return cls(*[_nest(cls, g, sizes[1:], dim) for g in groups], stack_dim=dim)
 
 
 def _rebuild_stack(cls: Any, members: list[Any], stack_dim: int, batch_size: Any) -> Any:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._pointwise import Operand, _is_collection
-from tensordict._pointwise_extra import broadcast_all, broadcasts_with_batch, expand_to_leaf
+from tensordict._pointwise_extra import aligned_leaves, broadcast_all, broadcasts_with_batch
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import _batch_dims
 
@@ -24,12 +25,13 @@ def _dense(self: Any, call: str) -> Any:
     return self if self._stack_parts() is None else self._as_dense(call)
 
 
-def _leaves_of(call: str, self: Any, other: Any) -> list[Any]:
-    """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself."""
+def _leaves_of(call: str, self: Any, other: Any, extra_ok: bool = False) -> list[Any]:
+    """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself (``extra_ok``
+    lets a collection hold more keys: an in-place operation writes ``self``'s only)."""
     if _is_collection(other):
-        return list(self._other_leaves(call, other))
+        return list(self._other_leaves(call, other, extra_ok))
     if isinstance(other, Tensor) and other.ndim and broadcasts_with_batch(self, other):
-        return [expand_to_leaf(other, x) for x in self._tensor_leaves([])]
+        return aligned_leaves(self, call, other)
     return [other] * len(self._tensor_leaves([]))
 
 
@@ -185,6 +187,7 @@ class MathOps(CollectionPrimitives):
         """The element-wise bitwise AND with ``other``."""
         return self._binary("bitwise_and", other)
 
+    @keeps_lock
     def lerp(self, end: Operand, weight: Operand) -> Self:
         """``self + weight * (end - self)``, leaf by leaf.
 
@@ -199,6 +202,7 @@ class MathOps(CollectionPrimitives):
         """In-place :meth:`lerp`."""
         return self._ternary_("lerp_", end, weight)
 
+    @keeps_lock
     def addcdiv(self, other1: Operand, other2: Operand, value: float = 1) -> Self:
         """``self + value * other1 / other2``, leaf by leaf.
 
@@ -213,6 +217,7 @@ class MathOps(CollectionPrimitives):
         """In-place :meth:`addcdiv`."""
         return self._ternary_("addcdiv_", other1, other2, value=value)
 
+    @keeps_lock
     def addcmul(self, other1: Operand, other2: Operand, *, value: float = 1) -> Self:
         """``self + value * other1 * other2``, leaf by leaf."""
         return self._ternary("addcmul", other1, other2, value=value)
@@ -234,7 +239,7 @@ class MathOps(CollectionPrimitives):
     def _ternary_(self, name: str, first: Operand, second: Operand, **kwargs: Any) -> Self:
         """``leaf.<name>(first, second)`` in place, per leaf."""
         call = self._call(name)
-        a, b = _leaves_of(call, self, first), _leaves_of(call, self, second)
+        a, b = _leaves_of(call, self, first, True), _leaves_of(call, self, second, True)
         for x, y, z in zip(self._tensor_leaves([]), a, b, strict=True):
             getattr(x, name)(y, z, **kwargs)
         return self
@@ -249,10 +254,16 @@ class MathOps(CollectionPrimitives):
         tensor([0.5000, 0.5000, 0.5000])
         """
         (d,) = _batch_dims(self._call("softmax"), dim, len(self._batch_size))
+        parts = self._stack_parts()
+        if parts is not None and d != parts[0]:  # member by member: shapes may differ
+            sd, members = parts
+            md = d if d < sd else d - 1
+            return self._restack([m.softmax(md, dtype) for m in members])  # type: ignore[attr-defined,no-any-return]
         src = _dense(self, self._call("softmax"))
         out = [torch.softmax(x, d, dtype=dtype) for x in src._tensor_leaves([])]
         return src._rebuild(iter(out))  # type: ignore[no-any-return]
 
+    @keeps_lock
     def norm(self, *, dtype: torch.dtype | None = None) -> Self:
         """The 2-norm of each leaf (over all its elements): a TensorDict of scalars.
 

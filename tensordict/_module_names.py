@@ -1,4 +1,5 @@
-"""The four module-layer names upstream also exports from ``tensordict`` itself.
+"""The four module-layer names upstream also exports from ``tensordict`` itself, and the
+public submodules ``import tensordict`` makes attributes upstream (``tensordict.utils``).
 
 ``from tensordict import TensorDictParams`` is common in code written for upstream. The
 names are ``tdnn``'s; this module's ``module_layer_name`` is the package's ``__getattr__``
@@ -18,10 +19,21 @@ MODULE_LAYER = frozenset(
         "as_tensordict_module",
     }
 )
+# upstream's ``import tensordict`` imports these, so ``tensordict.utils.NestedKey`` works
+# without its own import; here each loads on first use
+SUBMODULES = frozenset({"base", "functional", "nn", "persistent", "store", "tensordict", "utils"})
 
 
 def module_layer_name(name: str) -> object:
-    """One of :data:`MODULE_LAYER`, from ``tensordict.nn`` (which loads ``tdnn``)."""
+    """One of :data:`MODULE_LAYER`, from ``tensordict.nn`` (which loads ``tdnn``), or one
+    of :data:`SUBMODULES`.
+
+    >>> import tensordict
+    >>> tensordict.utils.NestedKey is tensordict.NestedKey
+    True
+    """
     if name in MODULE_LAYER:
         return getattr(importlib.import_module("tensordict.nn"), name)
+    if name in SUBMODULES:
+        return importlib.import_module(f"tensordict.{name}")
     raise AttributeError(f"module 'tensordict' has no attribute {name!r}")

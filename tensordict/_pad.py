@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
+from tensordict._shape import PadSizeError
 from tensordict._shape import pad as _pad_core
 
 
@@ -15,7 +16,7 @@ def _check(call: str, batch_size: torch.Size, pad_size: Sequence[int]) -> None:
     sizes = list(pad_size)
     n = len(batch_size)
     if len(sizes) % 2 or len(sizes) // 2 > n:
-        raise ValueError(
+        raise PadSizeError(
             f"{call}: pad_size needs (before, after) pairs for at most the {n} batch dims, "
             f"got {sizes}"
         )

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor_ops import OPS as NONTENSOR_OPS
 from tensordict._nontensor_ops import apply_nontensor
 from tensordict._pointwise_extra import (
+    aligned_leaves,
+    batch_aligned,
     binary_with_default,
     broadcast_operands,
     broadcasts_with_batch,
-    expand_to_leaf,
 )
 from tensordict._primitives import CollectionPrimitives
 from tensordict._torch_compat import foreach
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 Operand = Any  # a TensorDict, a tensor or a Python number
 _ALL_LEAVES: Any = object()
 _COMMUTATIVE = ("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor")
+_NO_TENSOR_METHOD = frozenset(("maximum", "minimum"))  # in-place ops that Tensor lacks
+_COMPARISONS = frozenset(("eq", "ne", "lt", "le", "gt", "ge"))
 
 
 def _is_collection(obj: object) -> bool:
@@ -59,7 +63,12 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
         # no fallback after a kernel error: the kernel may have written some leaves already
         kernel(leaves, *args, **kwargs)
         return
-    if args and isinstance(args[0], list):
+    if name in _NO_TENSOR_METHOD:  # no Tensor.maximum_: torch's out= writes in place
+        fn = getattr(torch, name)
+        others = args[0] if args and isinstance(args[0], list) else [args[0]] * len(leaves)
+        for x, y in zip(leaves, others, strict=True):
+            fn(x, y, out=x)
+    elif args and isinstance(args[0], list):
         rest = args[1:]
         for x, y in zip(leaves, args[0], strict=True):
             getattr(x, f"{name}_")(y, *rest, **kwargs)
@@ -92,7 +101,8 @@ class PointwiseOps(CollectionPrimitives):
 
     def _binary(self, name: str, other: Operand, default: Any = None, **kwargs: Any) -> Self:
         out = self._binary_impl(name, other, default, **kwargs)
-        return out.lock_() if self.is_locked else out  # as upstream: the lock carries over
+        # as upstream: the lock carries over, but for the masks comparisons give
+        return out.lock_() if self.is_locked and name not in _COMPARISONS else out
 
     def _binary_impl(self, name: str, other: Operand, default: Any, **kwargs: Any) -> Self:
         call = f"{type(self).__name__}.{name}"
@@ -102,8 +112,10 @@ class PointwiseOps(CollectionPrimitives):
                     self, call, name, other, default, **kwargs
                 )
             src = self
-            if other.shape != self.shape:
+            if other.shape != self.shape and other.batch_size:
                 src, other = broadcast_operands(self, call, other)
+            # (an other without batch dims pairs leaf by leaf, broadcast by torch: as
+            # upstream, and as a tensor operand when the batch size is empty)
             out = _run(name, src._tensor_leaves([]), src._other_leaves(call, other), **kwargs)
             result = src._rebuild(iter(out), check=call)
             if name in NONTENSOR_OPS:
@@ -115,9 +127,9 @@ class PointwiseOps(CollectionPrimitives):
             fn = getattr(torch, name)
             if other.ndim and broadcasts_with_batch(self, other):
                 # its dims line up with the batch dims, as upstream
-                src, other = broadcast_operands(self, call, other)
-                out = [fn(x, expand_to_leaf(other, x), **kwargs) for x in src._tensor_leaves([])]
-                return src._rebuild(iter(out), check=call)  # type: ignore[no-any-return]
+                return batch_aligned(  # type: ignore[no-any-return]
+                    self, call, lambda x, y: fn(x, y, **kwargs), other, False
+                )
             # a number-like tensor, or one that only broadcasts with each leaf (torch)
             out = [fn(x, other, **kwargs) for x in self._tensor_leaves([])]
             return self._rebuild(iter(out), check=call)
@@ -130,10 +142,25 @@ class PointwiseOps(CollectionPrimitives):
         call = f"{type(self).__name__}.{name}_"
         leaves = self._tensor_leaves([])
         if _is_collection(other):
-            _run_(name, leaves, self._other_leaves(call, other), **kwargs)
+            _run_(name, leaves, self._other_leaves(call, other, extra_ok=True), **kwargs)
         elif isinstance(other, Tensor):
-            for x in leaves:
-                getattr(x, f"{name}_")(other, **kwargs)
+            if name in _NO_TENSOR_METHOD:  # no Tensor.maximum_: torch's out= writes in place
+                fn = getattr(torch, name)
+
+                def fn_(x: Tensor, y: Tensor) -> None:
+                    fn(x, y, out=x)
+
+            else:
+
+                def fn_(x: Tensor, y: Tensor) -> None:
+                    getattr(x, f"{name}_")(y, **kwargs)
+
+            if other.ndim and broadcasts_with_batch(self, other):  # lined up with the batch
+                for x, y in zip(leaves, aligned_leaves(self, call, other), strict=True):
+                    fn_(x, y)
+            else:
+                for x in leaves:
+                    fn_(x, other)
         elif isinstance(other, numbers.Number):
             _run_(name, leaves, other, **kwargs)
         else:
@@ -143,6 +170,7 @@ class PointwiseOps(CollectionPrimitives):
             )
         return self
 
+    @keeps_lock
     def _reflected(self, name: str, other: Operand) -> Self:
         """``other <op> self`` for a tensor or number on the left."""
         if isinstance(other, numbers.Number) and name in _COMMUTATIVE:
@@ -155,8 +183,11 @@ class PointwiseOps(CollectionPrimitives):
             kernel = foreach("pow")
             if kernel is not None and leaves:
                 return self._rebuild(iter(kernel(other, leaves)))
+        call = f"{type(self).__name__}.r{name}"
+        if isinstance(other, Tensor) and other.ndim and broadcasts_with_batch(self, other):
+            return batch_aligned(self, call, fn, other, True)  # type: ignore[no-any-return]
         out = [fn(other, x) for x in leaves]
-        return self._rebuild(iter(out), check=f"{type(self).__name__}.r{name}")
+        return self._rebuild(iter(out), check=call)
 
     # ------------------------------------------------------------- operators
     def __add__(self, other: Operand) -> Self:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from tensordict._batch import BatchDimMismatchError
 from tensordict._tensor_utils import expand_right
 from tensordict._views import with_non_tensor
 
@@ -72,7 +74,7 @@ def broadcast_operands(self: Any, call: str, other: Any) -> tuple[Any, Any]:
             self.batch_size, other.shape
         )
     except RuntimeError:
-        raise ValueError(
+        raise BatchDimMismatchError(
             f"{call}: the shape {tuple(other.shape)} of the other operand does not broadcast "
             f"with batch_size {tuple(self.batch_size)}"
         ) from None
@@ -98,7 +100,7 @@ def broadcast_all(self: Any, call: str, *others: Any) -> tuple[Any, ...]:
             self.batch_size, *[o.shape for o in shaped]
         )
     except RuntimeError:
-        raise ValueError(
+        raise BatchDimMismatchError(
             f"{call}: the shapes {[tuple(o.shape) for o in shaped]} of the other operands do "
             f"not broadcast with batch_size {tuple(self.batch_size)}"
         ) from None
@@ -114,3 +116,37 @@ def expand_to_leaf(other: Tensor, leaf: Tensor) -> Tensor:
     if other.ndim == leaf.ndim:
         return other
     return expand_right(other, leaf.shape)
+
+
+def aligned_leaves(self: Any, call: str, other: Tensor) -> list[Tensor]:
+    """``other``, whose dims line up with the batch dims, made to meet each tensor leaf
+    (in the order of ``_tensor_leaves``); a stack cuts it along its stack dim, as its
+    members' leaves may differ in shape. It must broadcast to the batch size."""
+    bs = self.batch_size
+    if other.shape != bs:
+        try:
+            other = other.expand(bs)
+        except RuntimeError:
+            raise BatchDimMismatchError(
+                f"{call}: the shape {tuple(other.shape)} of the other operand does not "
+                f"broadcast to batch_size {tuple(bs)}"
+            ) from None
+    parts = self._stack_parts()
+    if parts is None:
+        return [expand_to_leaf(other, x) for x in self._tensor_leaves([])]
+    dim, members = parts
+    out: list[Tensor] = []
+    for member, piece in zip(members, other.unbind(dim), strict=True):
+        out += aligned_leaves(member, call, piece)
+    return out
+
+
+def batch_aligned(
+    self: Any, call: str, fn: Callable[[Tensor, Tensor], Tensor], other: Tensor, reflected: bool
+) -> Any:
+    """``fn(leaf, other)`` (``fn(other, leaf)`` when ``reflected``) for a tensor whose dims
+    line up with the batch dims; both are broadcast to their common batch shape first."""
+    src, other = broadcast_operands(self, call, other)
+    pairs = zip(src._tensor_leaves([]), aligned_leaves(src, call, other), strict=True)
+    out = [fn(y, x) for x, y in pairs] if reflected else [fn(x, y) for x, y in pairs]
+    return src._rebuild(iter(out), check=call)

@@ -164,9 +164,12 @@ class CollectionPrimitives:
         guarantees they keep the batch shape; with it they are checked, errors naming it."""
 
     @abstractmethod
-    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
+    def _other_leaves(
+        self, call: str, other: CollectionPrimitives, extra_ok: bool = False
+    ) -> list[Tensor]:
         """The tensor leaves of ``other`` paired with this collection's, in the order of
-        :meth:`_tensor_leaves`; a KeyError naming ``call`` when the key sets differ."""
+        :meth:`_tensor_leaves`; a KeyError naming ``call`` when the key sets differ (with
+        ``extra_ok``, only when ``other`` lacks one of ours)."""
 
     @abstractmethod
     def _per_member(self, fn: Callable[..., Any], *args: Any) -> Self:

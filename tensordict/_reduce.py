@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from tensordict._batch import BatchDimMismatchError
 from tensordict._primitives import CollectionPrimitives
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ Dim = int | Sequence[int] | str | None
 
 def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
     """Normalise ``dim`` against the batch dimensions, rejecting feature dims."""
+    if isinstance(dim, str):  # ('feature' reaches here only where it has no meaning)
+        raise ValueError(f"{call}: dim must be a batch dim (an int), got {dim!r}")
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if not dims:
         raise ValueError(f"{call}: dim=() names no dimension; pass None to reduce everything")
@@ -34,6 +37,12 @@ def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ..
     if len(set(out)) != len(out):
         raise ValueError(f"{call}: dim {dim} repeats a dimension")
     return tuple(sorted(out))
+
+
+def _features(x: Tensor, ndim: int) -> Tensor:
+    """``x`` as ``[*batch, features]`` (one feature for a leaf with none; no reshape with
+    ``-1``, which an empty batch leaves undetermined)."""
+    return x.flatten(ndim, -1) if x.ndim > ndim else x.unsqueeze(-1)
 
 
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
@@ -82,7 +91,7 @@ class ReduceOps(CollectionPrimitives):
             def per_feature(x: Any) -> Any:
                 if not isinstance(x, Tensor):
                     return x._per_leaf(op, call, dim, keepdim, **kw)
-                flat = x.flatten(ndim, -1) if x.ndim > ndim else x.unsqueeze(-1)
+                flat = _features(x, ndim)
                 out = _reduce(op, flat, (ndim,), keepdim, **kw)
                 return out.reshape(*x.shape[:ndim], *[1] * (x.ndim - ndim)) if keepdim else out
 
@@ -117,7 +126,7 @@ class ReduceOps(CollectionPrimitives):
         ndim = len(self._batch_size)
         if dim is None or dim == "feature":
             # Every leaf becomes [*batch, features]; the leaves are joined on the feature dim.
-            joined = torch.cat([x.reshape(*self._batch_size, -1) for x in leaves], dim=-1)
+            joined = torch.cat([_features(x, ndim) for x in leaves], dim=-1)
             if dim is None:
                 return _reduce(op, joined, None, False, **kw)
             return _reduce(op, joined, (ndim,), keepdim, **kw)
@@ -129,7 +138,7 @@ class ReduceOps(CollectionPrimitives):
         try:
             joined = torch.cat(leaves, dim=dims[0])
         except RuntimeError as err:
-            raise ValueError(
+            raise BatchDimMismatchError(
                 f"{call}: reduce=True over batch dims joins the leaves along dim {dims[0]}, "
                 f"which needs them to share their other dims: {err}"
             ) from None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from tensordict._batch import dim_error
 from tensordict._context import adopt, record
+from tensordict._lock_keep import keep_lock, keeps_lock
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, as_collection
 from tensordict._switches import set_lazy_legacy
@@ -171,15 +172,9 @@ def _infer_shape(call: str, dims: tuple[int, ...], bs: torch.Size) -> torch.Size
     return torch.Size(dims)
 
 
-def _keep_lock(source: Any, out: _T) -> _T:
-    """``out``, locked when ``source`` is (upstream's reshape and permute keep the lock)."""
-    result: Any = out
-    if source._is_locked and not result._is_locked:
-        result.lock_()
-    return out
-
-
-_T = TypeVar("_T")
+class PadSizeError(ValueError, RuntimeError):
+    """A ``pad_size`` that does not fit the batch dims (a ValueError here, and the
+    RuntimeError upstream raises)."""
 
 
 class RefineNamesError(ValueError, RuntimeError):
@@ -218,15 +213,16 @@ class ShapeOps(CollectionPrimitives):
         out = self._reshape("reshape", shape if size is None else (size,))
         if inplace:
             return adopt(self, out, self._call("reshape"))  # type: ignore[no-any-return]
-        return _keep_lock(self, out)
+        return keep_lock(self, out)
 
     def view(self, *shape: Any, size: Any = None, batch_size: Any = None) -> Self:
         """Like :meth:`reshape`, but every leaf must be viewable (no copy); given a dtype,
         every leaf is viewed as that dtype (``batch_size`` then names the result's)."""
         if len(shape) == 1 and type(shape[0]) is torch.dtype:  # (dtype takes no subclass)
             dtype = shape[0]
-            bs = self._batch_size if batch_size is None else batch_size
-            return self.apply(lambda x: x.view(dtype), batch_size=bs)
+            if batch_size is None:  # (a lazy stack stays one, viewed member by member)
+                return keep_lock(self, self.apply(lambda x: x.view(dtype)))
+            return keep_lock(self, self.apply(lambda x: x.view(dtype), batch_size=batch_size))
         given = size if size is not None else batch_size
         if given is not None:
             shape = (given,)
@@ -238,7 +234,7 @@ class ShapeOps(CollectionPrimitives):
             made = _made_by(self, "view")
             if made is not None and made[1].batch_size == new_bs:
                 return made[1]  # type: ignore[no-any-return]
-        return record(self._reshape("view", shape), "view", (), self)
+        return record(keep_lock(self, self._reshape("view", shape)), "view", (), self)
 
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
         call = self._call(method)
@@ -287,6 +283,7 @@ class ShapeOps(CollectionPrimitives):
 
         return self._remap(call, fn, new_bs, None)
 
+    @keeps_lock
     def flatten(self, start_dim: int = 0, end_dim: int = -1, inplace: bool = False) -> Self:
         """Merge batch dims ``start_dim..end_dim`` into one.
 
@@ -314,6 +311,7 @@ class ShapeOps(CollectionPrimitives):
         out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
         return record(out, "flatten", (s, e), self)
 
+    @keeps_lock
     def unflatten(self, dim: int, unflattened_size: Sequence[int], inplace: bool = False) -> Self:
         """Split batch dim ``dim`` into ``unflattened_size``.
 
@@ -349,13 +347,14 @@ class ShapeOps(CollectionPrimitives):
             norm = (_norm(self._call("squeeze"), d, n) for d in asked)
             dims = tuple(d for d in norm if bs[d] == 1)
         if not dims:
-            return self._remap(self._call("squeeze"), _shallow, bs, self._names_kept())
+            out = self._remap(self._call("squeeze"), _shallow, bs, self._names_kept())
+            return keep_lock(self, out)
         new_bs = torch.Size([s for i, s in enumerate(bs) if i not in dims])
         names = None
         if self._names is not None:
             names = [nm for i, nm in enumerate(self._names) if i not in dims]
         out = self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
-        return record(out, "squeeze", (), self)
+        return record(keep_lock(self, out), "squeeze", (), self)
 
     def unsqueeze(self, dim: int) -> Self:
         """Insert a batch dim of size one at ``dim``.
@@ -370,7 +369,7 @@ class ShapeOps(CollectionPrimitives):
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
         out = self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
-        return record(out, "unsqueeze", (d,), self)
+        return record(keep_lock(self, out), "unsqueeze", (d,), self)
 
     def permute(self, *dims: Any) -> Self:
         """Reorder the batch dims."""
@@ -394,7 +393,7 @@ class ShapeOps(CollectionPrimitives):
         if len(swapped) == 2:  # a single swap: transpose needs no per-leaf order
             a, b = swapped
             out = self._remap(call, lambda x: x.transpose(a, b), new_bs, names)
-            return record(_keep_lock(self, out), "permute", (norm,), self)
+            return record(keep_lock(self, out), "permute", (norm,), self)
         orders: dict[int, tuple[int, ...]] = {}  # leaves of one ndim share one order
 
         def fn(x: Any) -> Any:
@@ -404,7 +403,7 @@ class ShapeOps(CollectionPrimitives):
             return x.permute(*order)
 
         out = self._remap(call, fn, new_bs, names)
-        return record(_keep_lock(self, out), "permute", (norm,), self)
+        return record(keep_lock(self, out), "permute", (norm,), self)
 
     def transpose(self, dim0: int, dim1: int) -> Self:
         """Swap two batch dims."""
@@ -415,6 +414,7 @@ class ShapeOps(CollectionPrimitives):
         order[a], order[b] = order[b], order[a]
         return record(self.permute(*order), "transpose", (a, b), self)
 
+    @keeps_lock
     def expand(self, *shape: Any) -> Self:
         """Broadcast the batch to ``shape`` (new leading dims allowed); a view, no copy.
 
@@ -435,6 +435,7 @@ class ShapeOps(CollectionPrimitives):
             self._call("expand"), lambda x: x.expand((*new_bs, *x.shape[n:])), new_bs, names
         )
 
+    @keeps_lock
     def expand_as(self, other: Tensor | CollectionPrimitives) -> Self:
         """Expand to the shape of ``other``: a tensor's shape as batch size, or, for a
         TensorDict, each leaf to the shape of ``other``'s leaf at the same key (upstream).
@@ -453,6 +454,7 @@ class ShapeOps(CollectionPrimitives):
         """Alias of :meth:`expand` with one shape argument."""
         return self.expand(tuple(shape))
 
+    @keeps_lock
     def repeat(self, *repeats: Any, inplace: bool = False) -> Self:
         """Tile the batch dims (``repeats`` per batch dim, extra ones add leading dims).
 
@@ -475,6 +477,7 @@ class ShapeOps(CollectionPrimitives):
         )
 
     # --------------------------------------------------------- slicing kinds
+    @keeps_lock
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into pieces of ``split_size`` (or the given sizes)."""
         bs = self._batch_size
@@ -489,6 +492,7 @@ class ShapeOps(CollectionPrimitives):
 
         return self._remap_many(self._call("split"), pieces, sizes, self._names_kept())
 
+    @keeps_lock
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         """Split along batch dim ``dim`` into ``chunks`` nearly equal pieces."""
         d = _norm(self._call("chunk"), dim, len(self._batch_size))
@@ -519,6 +523,7 @@ class ShapeOps(CollectionPrimitives):
             self._call("unbind"), lambda x: x.unbind(d), [new_bs] * bs[d], names
         )
 
+    @keeps_lock
     def narrow(self, dim: int, start: int, length: int) -> Self:
         """``length`` elements of batch dim ``dim`` from ``start`` (a view)."""
         d = _norm(self._call("narrow"), dim, len(self._batch_size))
@@ -531,6 +536,7 @@ class ShapeOps(CollectionPrimitives):
             self._call("narrow"), lambda x: x.narrow(d, start, length), new_bs, self._names_kept()
         )
 
+    @keeps_lock
     def flip(self, *dims: Any) -> Self:
         """Reverse the order of elements along batch ``dims``."""
         n = len(self._batch_size)
@@ -539,6 +545,7 @@ class ShapeOps(CollectionPrimitives):
             self._call("flip"), lambda x: x.flip(norm), self._batch_size, self._names_kept()
         )
 
+    @keeps_lock
     def roll(
         self,
         shifts: int | Sequence[int],
@@ -668,7 +675,8 @@ class ShapeOps(CollectionPrimitives):
     def where(self, condition: Tensor, other: Any, *, out: Any = None, pad: Any = None) -> Self:
         """``self`` where ``condition`` (batch-shaped) holds, else ``other``; ``pad`` stands
         in for the leaves only one side has, ``out`` receives the result in place."""
-        return where(condition, self, other, out=out, pad=pad)  # type: ignore[no-any-return]
+        result = where(condition, self, other, out=out, pad=pad)
+        return result if out is not None else keep_lock(self, result)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ names
     def refine_names(self, *names: Any) -> Self:
@@ -788,7 +796,7 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:
     sizes = list(pad_size)
     n = len(td.batch_size)
     if len(sizes) % 2 or len(sizes) // 2 > n:
-        raise ValueError(
+        raise PadSizeError(
             f"pad: pad_size needs (before, after) pairs for at most the {n} batch dims, got {sizes}"
         )
     pairs = [(sizes[i], sizes[i + 1]) for i in range(0, len(sizes), 2)]

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._keys import NestedKey
+from tensordict._lock_keep import keeps_lock
 from tensordict._primitives import CollectionPrimitives
 from tensordict._shape import _norm, _shape_via
 
@@ -84,6 +85,7 @@ class MoreShapeOps(CollectionPrimitives):
             raise RuntimeError(f"{self._call('flipud')}: needs at least 1 batch dim")
         return self.flip(0)
 
+    @keeps_lock
     def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Self:
         """Rotate by 90 degrees ``k`` times in the plane of batch ``dims``.
 
@@ -116,6 +118,7 @@ class MoreShapeOps(CollectionPrimitives):
             reps = (1,) * (n - len(reps)) + reps
         return self.repeat(*reps)
 
+    @keeps_lock
     def repeat_interleave(
         self,
         repeats: int | Tensor,
@@ -151,6 +154,7 @@ class MoreShapeOps(CollectionPrimitives):
             None if self._names is None else list(self._names),  # the dims keep their names
         )
 
+    @keeps_lock
     def tensor_split(
         self, indices_or_sections: int | Sequence[int] | Tensor, dim: int = 0
     ) -> tuple[Self, ...]:

@@ -1128,8 +1128,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Any:
         return rebuild(self, leaves, check)
 
-    def _other_leaves(self, call: str, other: CollectionPrimitives) -> list[Tensor]:
-        return others_leaves(call, self, other)
+    def _other_leaves(
+        self, call: str, other: CollectionPrimitives, extra_ok: bool = False
+    ) -> list[Tensor]:
+        return others_leaves(call, self, other, extra_ok)
 
     def _per_member(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(self, *args)

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import CLASS_FILTER
+from tensordict._lock_keep import keeps_lock
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._views import with_non_tensor
@@ -546,6 +547,7 @@ class TensorLikeOps(CollectionPrimitives):
         return src.apply(lambda x: _copy_like(x, data, kw), batch_size=data.shape)  # type: ignore[no-any-return]
 
     # ---------------------------------------------------------- conversion
+    @keeps_lock
     def as_tensor(self) -> Self:
         """Every leaf as a plain tensor (``as_tensor()`` of leaves that have one).
 
@@ -748,7 +750,13 @@ class TensorLikeOps(CollectionPrimitives):
                 f"{self._call('auto_batch_size_')}: cannot change the batch size of a locked "
                 "TensorDict (call unlock_() first)"
             )
-        nested = [v for v in self.values() if isinstance(v, CollectionPrimitives)]
+        if self._stack_parts() is not None:  # as upstream: a lazy stack keeps its batch size
+            return self._keep_stacked_batch(batch_dims)
+        nested = [
+            v
+            for v in self.values()
+            if isinstance(v, CollectionPrimitives) and v._stack_parts() is None
+        ]  # (nested lazy stacks keep theirs, as upstream)
         for v in nested:
             v.auto_batch_size_(batch_dims)  # type: ignore[attr-defined]
         # a non-tensor entry counts with its batch size, as a tensor with its shape, unless
@@ -769,6 +777,28 @@ class TensorLikeOps(CollectionPrimitives):
         if batch_dims is not None:
             common = common[:batch_dims]
         self.batch_size = torch.Size(common)  # type: ignore[misc]
+        return self
+
+    def _keep_stacked_batch(self, batch_dims: builtins.int | None) -> Self:
+        """``auto_batch_size_`` of a lazy stack: its batch size cannot change; an error
+        when its leaves would give another."""
+        shapes = [
+            tuple(self.get_item_shape(k))  # type: ignore[attr-defined]
+            for k in self.keys(True, True)
+        ]
+        common: list[builtins.int] = []
+        for sizes in zip(*shapes, strict=False):
+            if len(set(sizes)) != 1 or sizes[0] == -1:
+                break
+            common.append(sizes[0])
+        if batch_dims is not None:
+            common = common[:batch_dims]
+        if shapes and torch.Size(common) != self._batch_size:
+            raise RuntimeError(
+                f"{self._call('auto_batch_size_')}: the leaves give batch size "
+                f"{tuple(common)}, but a lazy stack keeps its batch size "
+                f"{tuple(self._batch_size)}; densify it first (contiguous())"
+            )
         return self
 
     def auto_device_(self) -> Self:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from tensordict._lock_keep import keeps_lock
 from tensordict._primitives import CollectionPrimitives
 from tensordict._shape import where
 from tensordict._stack import cat, stack
@@ -14,6 +15,7 @@ from tensordict._torch_fn_more import MORE
 
 
 def _like(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    @keeps_lock  # as upstream
     def like(td: Any, *args: Any, **kwargs: Any) -> Any:
         device = kwargs.get("device")
         if device is not None:  # the result lives on that device, as its leaves do
@@ -27,6 +29,9 @@ def _where(condition: torch.Tensor, input: Any, other: Any, *, out: Any = None) 
     """``torch.where`` through the collection's own ``where`` (a lazy stack's goes member
     by member, cutting the condition along its stack dim)."""
     if not isinstance(input, CollectionPrimitives):
+        if isinstance(other, CollectionPrimitives):  # a value where condition holds
+            result = other.where(condition.logical_not(), input)  # type: ignore[attr-defined]
+            return result if out is None else out.update_(result)
         return where(condition, input, other, out=out)
     result = input.where(condition, other)  # type: ignore[attr-defined]
     return result if out is None else out.update_(result)

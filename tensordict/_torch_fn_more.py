@@ -8,7 +8,21 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tensordict._primitives import CollectionPrimitives
+
 _REDUCTIONS = ("none", "mean", "sum")
+# element-wise functions that ``torch.<name>(td, ...)`` sends to the method of that name,
+# whose arguments and result are the torch function's (as upstream)
+_POINTWISE = (
+    *("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1"),
+    *("floor", "frac", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round"),
+    *("rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "trunc"),
+)
+_POINTWISE_ONLY = (  # no in-place twin among torch's functions, or a binary/ternary one
+    *("add", "addcdiv", "addcmul", "bitwise_and", "clamp", "clamp_max", "clamp_min", "div"),
+    *("isfinite", "isnan", "isneginf", "isposinf", "isreal", "lerp", "lgamma"),
+    *("logical_and", "mul", "pow", "rsub", "sign", "sub"),
+)
 
 
 def _loss(fn: Callable[..., torch.Tensor]) -> Callable[..., Any]:
@@ -51,6 +65,20 @@ def _grad(outputs: Any, inputs: Any, grad_outputs: Any = None, **kwargs: Any) ->
     return one["inputs"].apply(lambda _: next(grads))
 
 
+def _method(name: str) -> Callable[..., Any]:
+    """``torch.<name>(td, *args)`` as ``td.<name>(*args)``."""
+
+    def method(input: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(input, CollectionPrimitives):
+            raise TypeError(
+                f"torch.{name}: takes the TensorDict as its first argument, got "
+                f"{type(input).__name__}; write the operator instead (tensor + td)"
+            )
+        return getattr(input, name)(*args, **kwargs)
+
+    return method
+
+
 MORE: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.mean: lambda input, *a, **k: input.mean(*a, **k),
     torch.sum: lambda input, *a, **k: input.sum(*a, **k),
@@ -71,8 +99,16 @@ MORE: dict[Callable[..., Any], Callable[..., Any]] = {
     torch.swapdims: lambda input, dim0, dim1: input.swapdims(dim0, dim1),
     torch.movedim: lambda input, source, destination: input.movedim(source, destination),
     torch.moveaxis: lambda input, source, destination: input.moveaxis(source, destination),
+    torch.repeat_interleave: _method("repeat_interleave"),
+    torch.tensor_split: _method("tensor_split"),
     torch.autograd.grad: _grad,
     F.l1_loss: _loss(F.l1_loss),
     F.mse_loss: _loss(F.mse_loss),
     F.smooth_l1_loss: _loss(F.smooth_l1_loss),
 }
+MORE.update({getattr(torch, name): _method(name) for name in _POINTWISE_ONLY})
+MORE.update({getattr(torch, name): _method(name) for name in _POINTWISE})
+MORE.update({getattr(torch, f"{name}_"): _method(f"{name}_") for name in _POINTWISE})
+MORE.update(
+    {getattr(torch, f"{name}_"): _method(f"{name}_") for name in ("clamp_max", "clamp_min")}
+)

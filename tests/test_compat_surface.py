@@ -305,7 +305,7 @@ def test_split_keys_and_friends() -> None:
     assert td.replace(a=c)["a"] is c and td["a"] is a and td.replace() is td
     assert td.copy()["a"] is a and td.copy() is not td
     assert td.popitem() == ("b", b) and list(td.keys()) == ["a"]
-    assert td.sorted_keys() == ["a"] and td.depth == 0
+    assert td.sorted_keys == ["a"] and td.depth == 0
     assert td.create_nested(("p", "q"))["p", "q"].batch_size == (2,)
     td["p", "q", "r"] = torch.zeros(2)
     assert td.depth == 2

@@ -162,10 +162,12 @@ def test_dense_stack_tds_and_maybe_dense_stack() -> None:
     assert out.batch_size == (2, 3) and torch.equal(
         out["a"], torch.stack([td["a"] for td in tds], 1)
     )
-    with pytest.raises(RuntimeError, match="dense_stack_tds: the TensorDicts do not share"):
-        tensordict.dense_stack_tds(
-            [TensorDict({"a": torch.ones(1)}), TensorDict({"b": torch.ones(1)})]
-        )
+    # members of different structures give a lazy stack, as upstream documents
+    ragged = tensordict.dense_stack_tds(
+        [TensorDict({"a": torch.ones(1)}), TensorDict({"b": torch.ones(1)})], 0
+    )
+    assert isinstance(ragged, LazyStackedTensorDict)
+    assert torch.equal(ragged.tensordicts[1]["b"], torch.ones(1))
     assert type(tensordict.maybe_dense_stack(tds)) is TensorDict
     mixed = [TensorDict({"a": torch.ones(1)}), TensorDict({"b": torch.ones(1)})]
     assert isinstance(tensordict.maybe_dense_stack(mixed), LazyStackedTensorDict)
