@@ -246,6 +246,11 @@ class TensorDictParams(nn.Module):
         """Whether keys may not be added, removed or replaced (``lock_``/``unlock_``)."""
         return bool(self.__dict__["_locked"])
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     def lock_(self) -> TensorDictParams:
         """Refuse new, removed or replaced keys until ``unlock_()`` (or the end of a
         ``with params.lock_():`` block).

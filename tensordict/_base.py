@@ -162,8 +162,14 @@ class TensorDictBase(
         inplace = args[3]
         if args[4] is not False and not inplace and dropped(self, result, args[4]):
             return None
-        if out is not None:
-            return out.update_(result)
+        if out is not None:  # the results replace out's entries (set, not copied in), as upstream
+            if out.is_locked:
+                call = self._call("named_apply" if key_fn else "apply")
+                raise RuntimeError(
+                    f"{call}: out is locked; its entries cannot be replaced "
+                    f"(unlock it, or write into it with apply_/update_)"
+                )
+            return out.update(result)
         if propagate_lock and not inplace and self.is_locked:
             result.lock_()
         return result

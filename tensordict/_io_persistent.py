@@ -826,6 +826,11 @@ class PersistentTensorDict(TensorDictBase):
         """Whether keys may not change."""
         return self._is_locked
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     def lock_(self) -> Self:
         """Forbid adding or removing keys."""
         self._is_locked = True

@@ -271,6 +271,11 @@ class LazyStackedTensorDict(TensorDictBase):
         """Whether every member is locked."""
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     def __getattr__(self, name: str) -> Any:
         """A field of the tensorclass instances stacked here, read as a stacked entry
         (``lazy_stack([p, q]).x``, which upstream reads on its stack of instances)."""

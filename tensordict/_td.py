@@ -468,6 +468,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         """Whether keys may not be added, removed or replaced out of place."""
         return self._is_locked
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     # ------------------------------------------------------------- value intake
     def _convert(self, value: Any, key: str, call: str) -> Any:
         """Turn ``value`` into what this TensorDict stores, checking the batch-size rule."""
