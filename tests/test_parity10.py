@@ -79,3 +79,31 @@ def test_is_locked_setter_locks_and_unlocks_every_kind() -> None:
     assert not params.is_locked
     params.is_locked = True
     assert params.is_locked
+
+
+def test_to_module_use_state_dict_runs_the_load_pre_hooks_with_prefixes() -> None:
+    from torch import nn
+
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    seen: list[str] = []
+
+    def rename_legacy(state: dict[str, torch.Tensor], prefix: str, *rest: object) -> None:
+        seen.append(prefix)
+        if prefix + "w" in state:  # a checkpoint written before the attribute was renamed
+            state[prefix + "weight"] = state.pop(prefix + "w")
+
+    model[1]._register_load_state_dict_pre_hook(rename_legacy)
+    legacy = TensorDict.from_module(model).clone().apply(torch.ones_like)
+    legacy["1", "w"] = legacy["1"].pop("weight")
+    with legacy.to_module(model, use_state_dict=True):
+        assert seen == ["1."]
+        assert (model[1].weight == 1).all() and isinstance(model[1].weight, nn.Parameter)
+    with pytest.raises(KeyError, match=r"unexpected keys \['1.w'\]"):
+        legacy.to_module(model)  # without the hooks the legacy key does not fit
+
+    def refuse(state: dict[str, torch.Tensor], prefix: str, *rest: object) -> None:
+        rest[-1].append("bad checkpoint")  # type: ignore[attr-defined]
+
+    model[0]._register_load_state_dict_pre_hook(refuse)
+    with pytest.raises(RuntimeError, match=r"to_module: a load-state-dict pre-hook reported"):
+        legacy.to_module(model, use_state_dict=True)
