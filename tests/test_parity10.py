@@ -107,3 +107,16 @@ def test_to_module_use_state_dict_runs_the_load_pre_hooks_with_prefixes() -> Non
     model[0]._register_load_state_dict_pre_hook(refuse)
     with pytest.raises(RuntimeError, match=r"to_module: a load-state-dict pre-hook reported"):
         legacy.to_module(model, use_state_dict=True)
+
+
+@pytest.mark.parametrize("metadata", [False, True])
+def test_consolidate_refuses_a_jagged_leaf_by_its_key(metadata: bool) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's prototype warning for jagged tensors
+        ragged = torch.nested.nested_tensor([torch.zeros(1), torch.zeros(2)], layout=torch.jagged)
+    td = TensorDict({"x": torch.zeros(2, 3), "n": {"a": ragged}, "s": "text"}, batch_size=[2])
+    with pytest.raises(TypeError, match=r"consolidate: the entry \('n', 'a'\) is a nested"):
+        td.consolidate(metadata=metadata)
+    assert not td.is_consolidated() and td["n", "a"] is ragged
