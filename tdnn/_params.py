@@ -309,8 +309,8 @@ class TensorDictParams(nn.Module):
     def _check_unlocked(self, call: str, key: object) -> None:
         if self.__dict__["_locked"]:
             raise RuntimeError(
-                f"TensorDictParams.{call}: cannot add, remove or replace key {key!r}: the "
-                "TensorDictParams is locked (call unlock_() first)"
+                f"TensorDictParams.{call}: Cannot modify locked TensorDictParams: cannot "
+                f"add, remove or replace key {key!r} (call unlock_() first)"
             )
 
     @classmethod
