@@ -743,6 +743,7 @@ class PersistentTensorDict(TensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> Self:
         dense = self.to_tensordict()
         out = dense._apply_impl(
@@ -756,6 +757,7 @@ class PersistentTensorDict(TensorDictBase):
             filter_empty,
             call_on_nested,
             default,
+            is_leaf,
         )
         if inplace:
             self.update(dense, inplace=True)

@@ -811,6 +811,7 @@ class LazyStackedTensorDict(TensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> Any:
         """Apply member by member (the others are cut along the stack dim)."""
         call = self._call("apply")
@@ -831,6 +832,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     filter_empty,
                     call_on_nested,
                     default,
+                    is_leaf,
                 )
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
                 raise ValueError(
@@ -852,6 +854,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 filter_empty,
                 call_on_nested,
                 default,
+                is_leaf,
             )
             for i, m in enumerate(self.tensordicts)
         ]

@@ -176,7 +176,8 @@ class StructureOps(CollectionPrimitives):
     ) -> Self:
         """A collection of the same kind, batch size and device, with no entries.
 
-        With ``recurse`` the nested TensorDicts are kept, each emptied. ``batch_size``,
+        With ``recurse`` the nested TensorDicts are kept, each emptied, and so are the
+        non-tensor entries (as upstream: only tensor leaves are dropped). ``batch_size``,
         ``device`` (None: no device) and ``names`` give the result others, set as the
         ``batch_size`` setter, :meth:`to` / :meth:`clear_device_` and the ``names``
         setter would set them (names that no longer fit the new batch size are dropped).
@@ -438,6 +439,8 @@ def _empty(td: DenseTensorDictBase, recurse: bool) -> DenseTensorDictBase:
         for key, value in td._tensordict.items():
             if _is_nested(value):
                 out._tensordict[key] = value._per_member(_empty, True)
+            elif isinstance(value, NonTensor):  # data, not a tensor leaf: kept (as upstream)
+                out._tensordict[key] = value
     return out
 
 

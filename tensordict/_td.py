@@ -1089,8 +1089,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> TensorDict:
-        from tensordict._apply import _NOT_GIVEN, ABSENT, apply_nested
+        from tensordict._apply import _NOT_GIVEN, ABSENT, apply_nested, leaf_rule
 
         call = self._call("apply")
         if not all(_is_td(other) for other in others):
@@ -1109,6 +1110,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             prefix=(),
             call=call,
             default=default,
+            is_leaf=None if is_leaf is None else leaf_rule(is_leaf),
         )
         assert out is not None
         if names is not None:

@@ -1,0 +1,156 @@
+"""Core parity with upstream 0.15.3: apply's is_leaf and keywords, to() identity,
+empty(recurse=True) keeping non-tensor entries, lazy-stack masks, nested lazy stacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    TensorDict,
+    TensorDictBase,
+    default_is_leaf,
+    is_leaf_nontensor,
+)
+
+
+def _nested() -> TensorDict:
+    return TensorDict(
+        {"a": torch.arange(2.0), "n": {"b": torch.ones(2, 3)}, "s": "hello"}, batch_size=[2]
+    )
+
+
+def _tds_are_leaves(cls: type) -> bool:
+    return issubclass(cls, (torch.Tensor, TensorDictBase))
+
+
+# ------------------------------------------------------------------ apply(is_leaf=)
+def test_apply_is_leaf_passes_nested_td_whole() -> None:
+    td = _nested()
+    seen: list[type] = []
+
+    def fn(x: Any) -> Any:
+        seen.append(type(x))
+        return x.apply(lambda y: y.sum(-1)) if isinstance(x, TensorDict) else x + 1
+
+    out = td.apply(fn, is_leaf=_tds_are_leaves)
+    assert seen == [torch.Tensor, TensorDict]
+    # fn saw the nested TensorDict whole: its result is stored under the key
+    assert isinstance(out["n"], TensorDict)
+    torch.testing.assert_close(out["n", "b"], td["n", "b"].sum(-1))
+    torch.testing.assert_close(out["a"], td["a"] + 1)
+    assert out["s"] == "hello"  # non-tensor entries still carried over
+
+
+def test_apply_is_leaf_nontensor_calls_fn_on_non_tensor() -> None:
+    td = _nested()
+    out = td.apply(
+        lambda x: x.data.upper() if isinstance(x, NonTensorData) else x * 2,
+        is_leaf=is_leaf_nontensor,
+    )
+    assert out["s"] == "HELLO"
+    assert isinstance(out.get("s"), NonTensorData) and out.get("s").batch_size == (2,)
+    torch.testing.assert_close(out["n", "b"], td["n", "b"] * 2)
+    # returning None drops the non-tensor entry too
+    kept = td.apply(lambda x: x if isinstance(x, torch.Tensor) else None, is_leaf=is_leaf_nontensor)
+    assert sorted(kept.keys()) == ["a", "n"]
+
+
+def test_apply_default_is_leaf_is_the_plain_walk() -> None:
+    td = _nested()
+    out = td.apply(lambda x: x * 3, is_leaf=default_is_leaf)
+    torch.testing.assert_close(out["n", "b"], td["n", "b"] * 3)
+    assert out["s"] == "hello"
+
+
+def test_named_apply_and_apply_inplace_take_is_leaf() -> None:
+    td = _nested()
+    seen: list[tuple[Any, type]] = []
+    td.named_apply(
+        lambda k, x: seen.append((k, type(x))), nested_keys=True, is_leaf=_tds_are_leaves
+    )
+    assert seen == [("a", torch.Tensor), ("n", TensorDict)]
+    b = td["n", "b"]
+    td.apply_(lambda x: x.mul(2), is_leaf=_tds_are_leaves)
+    assert td["n", "b"] is b  # written into the existing leaf
+    torch.testing.assert_close(b, torch.full((2, 3), 2.0))
+    torch.testing.assert_close(td["a"], torch.arange(2.0) * 2)
+
+
+def test_apply_is_leaf_nested_lazy_stack_whole() -> None:
+    ragged = LazyStackedTensorDict(
+        TensorDict({"x": torch.ones(3)}), TensorDict({"x": torch.ones(3), "y": torch.ones(1)})
+    )
+    outer = TensorDict({"lz": ragged, "a": torch.ones(2)}, [2])
+    seen: list[Any] = []
+    out = outer.apply(
+        lambda x: seen.append(x) or x,
+        is_leaf=lambda cls: issubclass(cls, (torch.Tensor, LazyStackedTensorDict)),
+    )
+    assert seen[0] is ragged and len(seen) == 2
+    assert out["lz"] is ragged
+
+
+def test_apply_takes_upstream_engine_keywords() -> None:
+    td = _nested()
+    keys: list[Any] = []
+    td.apply(lambda k, x: keys.append(k), named=True, nested_keys=True, checked=True)
+    assert keys == ["a", ("n", "b")]
+    keys.clear()
+    td.apply(lambda k, x: keys.append(k), named=True, nested_keys=True, prefix=("p",))
+    assert keys == [("p", "a"), ("p", "n", "b")]
+
+
+def test_apply_unknown_keyword_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"TensorDict.apply: unexpected keyword argument\(s\) "):
+        _nested().apply(lambda x: x, lock=True)
+    with pytest.raises(TypeError, match=r"TensorDict.apply: nested_keys and prefix need named"):
+        _nested().apply(lambda x: x, nested_keys=True)
+    with pytest.raises(TypeError, match=r"TensorDict.apply_: inplace is always True"):
+        _nested().apply_(lambda x: x, inplace=False)
+
+
+# ------------------------------------------------------------------ to() identity
+def test_to_own_device_returns_self() -> None:
+    td = TensorDict({"a": torch.ones(2)}, [2], device="cpu")
+    assert td.to("cpu") is td
+    assert td.to(torch.device("cpu")) is td
+    assert td.to(device="cpu") is td
+    assert td.cpu() is td
+    # a cast, another device, or a TensorDict without a device still copies
+    cast = td.to(torch.float64)
+    assert cast is not td and cast["a"].dtype == torch.float64
+    assert td.to("cpu", torch.float32) is not td
+    assert td.to(td) is not td
+    no_device = TensorDict({"a": torch.ones(2)}, [2])
+    moved = no_device.to("cpu")
+    assert moved is not no_device and moved.device == torch.device("cpu")
+
+
+def test_to_own_device_lazy_stack_returns_self() -> None:
+    lz = LazyStackedTensorDict(
+        TensorDict({"x": torch.ones(3)}, device="cpu"),
+        TensorDict({"x": torch.ones(3)}, device="cpu"),
+    )
+    assert lz.to("cpu") is lz and lz.cpu() is lz
+    assert lz.to(torch.float64) is not lz
+
+
+# ------------------------------------------------------------------ empty(recurse=True)
+def test_empty_recurse_keeps_non_tensor_entries() -> None:
+    td = TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2), "s": "x"}, "s": "hi"}, [2])
+    out = td.empty(recurse=True)
+    assert sorted(map(str, out.keys(True, True, is_leaf=is_leaf_nontensor))) == [
+        "('n', 's')",
+        "s",
+    ]
+    assert out["s"] == "hi" and out["n", "s"] == "x"
+    out["s"] = "changed"
+    assert td["s"] == "hi"
+    assert list(td.empty().keys()) == []
+    lz = LazyStackedTensorDict(TensorDict({"s": "a", "x": torch.ones(1)}), TensorDict({"s": "b"}))
+    assert lz.empty(recurse=True)["s"] == ["a", "b"]
