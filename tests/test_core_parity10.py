@@ -10,6 +10,7 @@ import torch
 
 from tensordict import (
     LazyStackedTensorDict,
+    MemoryMappedTensor,
     NonTensorData,
     TensorDict,
     TensorDictBase,
@@ -194,3 +195,82 @@ def test_lock_reaches_a_nested_lazy_stack() -> None:
     assert lz.is_locked and all(m.is_locked for m in lz.tensordicts)
     td.unlock_()
     assert not lz.is_locked
+
+
+# ------------------------------------------------------------------ masks on ragged stacks
+def _ragged(batch: list[int], dim: int) -> tuple[LazyStackedTensorDict, torch.Tensor]:
+    n = torch.Size(batch).numel()
+    x = [torch.arange(float(n)).view(*batch, 1).expand(*batch, 2) + 100 * i for i in range(2)]
+    a = TensorDict({"x": x[0].clone(), "y": torch.zeros(*batch, 4)}, batch)
+    b = TensorDict({"x": x[1].clone(), "z": torch.ones(*batch, 5)}, batch)
+    return LazyStackedTensorDict(a, b, stack_dim=dim), torch.stack(x, dim)
+
+
+_g = torch.Generator().manual_seed(0)
+
+
+@pytest.mark.parametrize(
+    ("batch", "dim", "make_index"),
+    [
+        ([3], 0, lambda bs: torch.rand(bs, generator=_g) > 0.4),  # a mask over every dim
+        ([3, 4], 0, lambda bs: torch.rand(bs[:2], generator=_g) > 0.4),  # leading dims
+        ([3, 4], 1, lambda bs: torch.rand(bs[:2], generator=_g) > 0.4),
+        ([3, 4], 2, lambda bs: torch.rand(bs[:2], generator=_g) > 0.4),  # off the stack dim
+        ([3, 4], 1, lambda bs: torch.rand(bs, generator=_g) > 0.4),
+        ([2, 3], 1, lambda bs: (slice(None), torch.rand(bs[1:], generator=_g) > 0.4)),
+        ([3], 0, lambda bs: (torch.tensor([0, 1, 1]), torch.tensor([2, 0, -1]))),
+        ([3], 0, lambda bs: (torch.tensor([[0, 1], [1, 0]]), torch.tensor([[2, 0], [1, 1]]))),
+        ([3], 1, lambda bs: (slice(None), torch.tensor([1, 0, 1]))),
+    ],
+)
+def test_ragged_lazy_stack_advanced_index(batch: list[int], dim: int, make_index: Any) -> None:
+    lz, dense_x = _ragged(batch, dim)
+    index = make_index(lz.batch_size)
+    out = lz[index]
+    expected = dense_x[index]
+    assert isinstance(out, LazyStackedTensorDict)
+    assert out.batch_size == expected.shape[:-1]
+    torch.testing.assert_close(out["x"], expected)
+    assert "x" in out.keys()
+
+
+def test_ragged_lazy_stack_bad_mask_still_raises() -> None:
+    lz, _ = _ragged([3], 0)
+    with pytest.raises(IndexError, match="shape of the mask"):
+        lz[torch.ones(3, dtype=torch.bool)]
+
+
+# ------------------------------------------------------------------ I/O
+def test_from_filename_maps_the_start_of_a_longer_file(tmp_path: Any) -> None:
+    path = str(tmp_path / "long.bin")
+    torch.arange(10, dtype=torch.float32).numpy().tofile(path)
+    out = MemoryMappedTensor.from_filename(path, dtype=torch.float32, shape=[2, 2])
+    torch.testing.assert_close(out, torch.arange(4, dtype=torch.float32).view(2, 2))
+    out[0, 0] = 7.0  # mapped shared: the write reaches the file
+    assert MemoryMappedTensor.from_filename(path, torch.float32, [10])[0].item() == 7.0
+    with pytest.raises(ValueError, match=r"from_filename: .* holds 40 bytes; shape \(12,\)"):
+        MemoryMappedTensor.from_filename(path, dtype=torch.float32, shape=[12])
+
+
+def test_consolidate_to_a_file_sets_the_cpu_device(tmp_path: Any) -> None:
+    td = TensorDict({"a": torch.ones(2)}, [2])
+    assert td.consolidate().device is None
+    out = td.consolidate(filename=str(tmp_path / "c.bin"))
+    assert out.device == torch.device("cpu") and out["a"].device == torch.device("cpu")
+    torch.testing.assert_close(out["a"], td["a"])
+
+
+def test_persistent_set_checks_shapes_before_writing(tmp_path: Any) -> None:
+    from tensordict import PersistentTensorDict
+
+    src = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2, 3)}}, [2])
+    p = PersistentTensorDict.from_dict(src, filename=str(tmp_path / "p.h5"))
+    with pytest.raises(ValueError, match=r"PersistentTensorDict.set_: shape \(2, 3\) does not "):
+        p.set_("a", torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"set_: shape \(3, 3\) of key \('n', 'b'\) does not st"):
+        p.set_(("n", "b"), torch.ones(3, 3))
+    with pytest.raises(RuntimeError, match=r"set_: shape \(1,\) of key 'a' does not start with"):
+        p.set_("a", torch.ones(1))  # (the error is a ValueError and a RuntimeError, as upstream)
+    p.set_(("n", "b"), torch.full((2, 1), 5.0))  # broadcasts over the trailing dim
+    torch.testing.assert_close(p["n", "b"], torch.full((2, 3), 5.0))
+    torch.testing.assert_close(p["a"], torch.ones(2))
