@@ -12,6 +12,7 @@ from tensordict import (
     LazyStackedTensorDict,
     MemoryMappedTensor,
     NonTensorData,
+    NonTensorStack,
     TensorDict,
     TensorDictBase,
     default_is_leaf,
@@ -274,3 +275,24 @@ def test_persistent_set_checks_shapes_before_writing(tmp_path: Any) -> None:
     p.set_(("n", "b"), torch.full((2, 1), 5.0))  # broadcasts over the trailing dim
     torch.testing.assert_close(p["n", "b"], torch.full((2, 3), 5.0))
     torch.testing.assert_close(p["a"], torch.ones(2))
+
+
+# ------------------------------------------------------------------ NonTensorStack views
+def test_write_into_an_element_of_a_non_tensor_stack_reaches_it() -> None:
+    s = NonTensorStack("a string")
+    s[0][True] = NonTensorStack("another string")
+    assert s[0].data == "another string"
+    s = NonTensorStack("a", "b", "c")
+    s[1][True] = "z"
+    assert s.tolist() == ["a", "z", "c"]
+    part = s[0:2]  # a slice views, as a tensor's does
+    part[0] = "q"
+    part[1][True] = "w"
+    assert s.tolist() == ["q", "w", "c"] and part.tolist() == ["q", "w"]
+    copy = s[torch.tensor([1])]  # an index tensor copies, as a tensor's does
+    copy[0] = "y"
+    assert s.tolist() == ["q", "w", "c"] and copy.tolist() == ["y"]
+    element = s[2]
+    del s
+    element[True] = "x"  # no other reference to the stack: the element still takes it
+    assert element.data == "x"
