@@ -731,7 +731,9 @@ class ConsolidateOps(CollectionPrimitives):
                 out: Any = self
             else:
                 out, _ = locked_copy(self, views, 0, iter(dense))
-            if dev != self._device and (self._device is not None or device is not None):
+            # a file is on the CPU: a collection without a device gets it there, as upstream
+            known = self._device is not None or device is not None or filename is not None
+            if dev != self._device and known:
                 _set_device(out, dev)
             record = Record(storage, plan, meta)
             if return_early and num_threads > 1:
