@@ -80,6 +80,8 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     elif other is not None:
         args = (*args, other)
     for arg in args:
+        if arg is None:  # to(None): nothing to move or cast (self, as upstream)
+            continue
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Tensor):

@@ -120,3 +120,12 @@ def test_consolidate_refuses_a_jagged_leaf_by_its_key(metadata: bool) -> None:
     with pytest.raises(TypeError, match=r"consolidate: the entry \('n', 'a'\) is a nested"):
         td.consolidate(metadata=metadata)
     assert not td.is_consolidated() and td["n", "a"] is ragged
+
+
+def test_to_none_returns_self_as_upstream() -> None:
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    stack = lazy_stack([td.clone(), td.clone()])
+    assert td.to(None) is td and stack.to(None) is stack
+    assert td.to(None, torch.float64)["a"].dtype == torch.float64
+    with pytest.raises(TypeError, match=r"TensorDict.to: cannot convert to 1.5"):
+        td.to(None, 1.5)
