@@ -66,7 +66,13 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         super().__init__()
         call = type(self).__name__
         self._generator, self._generator_key = as_generator(call, generator)
-        kwargs = dict(distribution_kwargs or {})
+        # a module (TensorDictParams) is kept as it is, so that its tensors are this
+        # module's buffers or parameters (they follow .to() and the state_dict)
+        kwargs: Any = (
+            distribution_kwargs
+            if isinstance(distribution_kwargs, torch.nn.Module)
+            else dict(distribution_kwargs or {})
+        )
         if isinstance(in_keys, Mapping):
             self.dist_keys = [str(k) for k in in_keys]
             self.in_keys = list(in_keys.values())
@@ -163,7 +169,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 f"{type(self).__name__}.get_dist: parameter keys {missing} are missing; the "
                 f"TensorDict has {have}"
             )
-        return self.distribution_class(**args, **self.distribution_kwargs)
+        kwargs = self.distribution_kwargs
+        if not isinstance(kwargs, dict):  # a TensorDictParams: its current values, by key
+            kwargs = {key: kwargs[key] for key in kwargs.keys()}  # noqa: SIM118 (iter: rows)
+        return self.distribution_class(**args, **kwargs)
 
     build_dist_from_params = get_dist
 

@@ -7,13 +7,22 @@ import collections
 import importlib
 import math
 import typing
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+import tdnn
 import tensordict
-from tensordict import unravel_key
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    TensorDict,
+    tensorclass,
+    unravel_key,
+)
 
 # (module, name, check of the value)
 _ALIASES = [
@@ -41,10 +50,14 @@ _ALIASES = [
 ]
 
 
-@pytest.mark.parametrize(("module", "name", "check"), _ALIASES, ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize(
+    ("module", "name", "check"), _ALIASES, ids=[f"{m}.{n}" for m, n, _ in _ALIASES]
+)
 def test_deprecated_alias_warns_and_works(module: str, name: str, check: object) -> None:
     mod = importlib.import_module(module)
-    with pytest.warns(DeprecationWarning, match=rf"{module.split('.')[-1]}\.{name} is deprecated"):
+    with pytest.warns(
+        DeprecationWarning, match=rf"{module.rsplit('.', maxsplit=1)[-1]}\.{name} is deprecated"
+    ):
         value = getattr(mod, name)
     assert callable(check) and check(value)
 
@@ -58,7 +71,7 @@ def test_unravel_keys_matches_unravel_key() -> None:
 
 def test_unknown_module_attribute_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="module 'tensordict.utils' has no attribute 'nope'"):
-        tensordict.utils.nope  # type: ignore[attr-defined]  # noqa: B018
+        tensordict.utils.nope  # type: ignore[attr-defined]
     assert not hasattr(tensordict.utils, "KeyDependentDefaultDict")
 
 
@@ -69,3 +82,112 @@ def test_utils_type_aliases_and_buffer() -> None:
     assert isinstance(torch.device("cpu"), DeviceType)
     assert {slice, type(None), torch.Tensor} <= set(typing.get_args(IndexType))
     assert {"Buffer", "DeviceType", "IndexType"} <= set(tensordict.utils.__all__)
+
+
+# ---------------------------------------------------------------- tensorclass, modules
+
+
+def test_from_tensordict_runs_post_init() -> None:
+    @tensorclass
+    class Doubled:
+        x: torch.Tensor
+
+        def __post_init__(self) -> None:
+            self.x = self.x * 2
+
+    td = TensorDict(x=torch.ones(3), batch_size=[3])
+    out = Doubled.from_tensordict(td)
+    torch.testing.assert_close(out.x, torch.full((3,), 2.0))
+    torch.testing.assert_close(out[0].x, torch.tensor(2.0))  # a rebuild: not again
+    lazy = Doubled.from_tensordict(LazyStackedTensorDict(td[0], td[1], td[2]))
+    torch.testing.assert_close(torch.stack([m.x for m in lazy.tensordicts]), out.x)
+
+
+def _prob_module(kwargs: Any) -> tdnn.ProbabilisticTensorDictModule:
+    return tdnn.ProbabilisticTensorDictModule(
+        in_keys=["loc"],
+        out_keys=["sample"],
+        distribution_class=torch.distributions.Normal,
+        distribution_kwargs=kwargs,
+        default_interaction_type=tdnn.InteractionType.DETERMINISTIC,
+    )
+
+
+def test_prob_module_takes_distribution_kwargs_as_tensordict_params() -> None:
+    params = tdnn.TensorDictParams(
+        TensorDict(scale=2.0, validate_args=NonTensorData(False)), no_convert=True
+    )
+    module = _prob_module(params)
+    assert [b.item() for b in module.buffers()] == [2.0]  # its tensors are buffers
+    dist = module.get_dist(TensorDict(loc=torch.zeros(3)))
+    plain = torch.distributions.Normal(torch.zeros(3), 2.0, validate_args=False)
+    torch.testing.assert_close(dist.stddev, plain.stddev)
+    params["scale"].fill_(3.0)  # read at each call: the current value
+    torch.testing.assert_close(
+        module.get_dist(TensorDict(loc=torch.zeros(3))).stddev.max(), torch.tensor(3.0)
+    )
+    mapping = {"scale": torch.tensor(1.0)}
+    assert _prob_module(mapping).distribution_kwargs is not mapping  # a dict is copied
+
+
+# --------------------------------------------------------------------- torch.compile
+
+
+@pytest.fixture
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_compiled_shallow_clone_of_locked_td_and_fresh_keys(fresh_dynamo: None) -> None:
+    def fn(td: TensorDict) -> tuple[TensorDict, list[str]]:
+        return td.clone(recurse=False), list(TensorDict(a=td["a"]).keys())
+
+    td = TensorDict({"a": torch.zeros(2), "n": {"b": torch.ones(2)}}, [2]).lock_()
+    out, keys = torch.compile(fn, fullgraph=True, backend="eager")(td)
+    assert out["a"] is td["a"] and out["n", "b"] is td["n", "b"]
+    assert not out.is_locked and keys == ["a"]
+
+
+def test_compiled_prob_module_with_tensordict_params(fresh_dynamo: None) -> None:
+    params = tdnn.TensorDictParams(TensorDict(scale=1.0), no_convert=True)
+    module = _prob_module(params)
+    td = TensorDict(loc=torch.randn(3))
+    compiled = torch.compile(module, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(td.clone())["sample"], td["loc"])
+
+
+def test_nested_compile_region_takes_a_tensordict(fresh_dynamo: None) -> None:
+    @torch.compiler.nested_compile_region
+    def step(td: TensorDict) -> TensorDict:
+        return td.set("x", td["x"] + 1)
+
+    def fn(td: TensorDict) -> torch.Tensor:
+        return step(step(td.clone()))["x"]
+
+    td = TensorDict(x=torch.zeros(2), batch_size=[2])
+    torch.testing.assert_close(torch.compile(fn, backend="eager")(td), torch.full((2,), 2.0))
+
+
+def test_export_with_a_symbolic_batch_size(fresh_dynamo: None) -> None:
+    class Build(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> TensorDict:
+            return TensorDict({"x": x, "y": x * 2}, batch_size=[x.shape[0], x.shape[1]])
+
+    batch = torch.export.Dim("batch", min=1)
+    strict = torch.export.export(
+        Build(), (torch.zeros(2, 6, 8),), dynamic_shapes=({0: batch},), strict=True
+    )
+    out = strict.module()(torch.ones(4, 6, 8))
+    assert out.batch_size == torch.Size([4, 6])
+    torch.testing.assert_close(out["y"], torch.full((4, 6, 8), 2.0))
+
+    class Scalar(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> TensorDict:
+            return TensorDict({"x": x}, batch_size=x.shape[0])
+
+    loose = torch.export.export(
+        Scalar(), (torch.zeros(2, 3),), strict=False, dynamic_shapes=({0: batch},)
+    )
+    assert loose.module()(torch.zeros(5, 3)).batch_size == torch.Size([5])
