@@ -141,6 +141,8 @@ class ConvertOps(CollectionPrimitives):
             out = map_leaves(self, caster, device)
         if fmt is not torch.preserve_format:  # as Tensor.to(memory_format=...), per leaf
             out = map_leaves(out, operator.methodcaller("to", memory_format=fmt))
+        if out is not self:  # ``with td.to(device) as t:`` writes ``t`` back on exit
+            out._last_op = ("to", (dtype is not None,), self)  # type: ignore[attr-defined]
         return out
 
     def _sync_all(self) -> None:

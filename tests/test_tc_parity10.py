@@ -191,3 +191,33 @@ def test_export_with_a_symbolic_batch_size(fresh_dynamo: None) -> None:
         Scalar(), (torch.zeros(2, 3),), strict=False, dynamic_shapes=({0: batch},)
     )
     assert loose.module()(torch.zeros(5, 3)).batch_size == torch.Size([5])
+
+
+def test_module_with_no_out_keys_may_return_none() -> None:
+    seen: list[int] = []
+    module = tdnn.TensorDictModule(lambda: seen.append(1), in_keys=[], out_keys=[])
+    td = TensorDict(a=torch.zeros(2), batch_size=[2])
+    assert module(td) is td and seen == [1] and list(td.keys()) == ["a"]
+    with pytest.raises(RuntimeError, match=r"returned None for out_keys \['b'\]"):
+        tdnn.TensorDictModule(lambda a: None, in_keys=["a"], out_keys=["b"])(td)
+
+
+@pytest.mark.parametrize("as_class", [False, True])
+def test_to_as_a_context_writes_back(as_class: bool) -> None:
+    @tensorclass
+    class XY:
+        x: torch.Tensor
+        y: torch.Tensor | None = None
+
+    td: Any = TensorDict(x=torch.zeros(3), batch_size=[3])
+    if as_class:
+        td = XY.from_tensordict(td)
+    with td.to(torch.float64) as moved:
+        assert moved["x"].dtype == torch.float64
+        moved["x"] = moved["x"] + 1
+        moved["y"] = moved["x"] * 2
+    torch.testing.assert_close(td["x"], torch.ones(3))  # back to its float32
+    torch.testing.assert_close(td["y"], torch.full((3,), 2.0, dtype=torch.float64))  # new
+    with td.to("cpu") as moved:  # a device move keeps the dtypes it finds
+        moved["x"] = moved["x"].double()
+    assert td["x"].dtype == torch.float64
