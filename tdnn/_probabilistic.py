@@ -190,6 +190,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         """
         dist = self.get_dist(tensordict) if dist is None else dist
         if isinstance(dist, CompositeDistribution):
+            if composite_lp_aggregate():  # (legacy) each member's entry written in, as upstream
+                lps = {log_prob_key_of(k): d.log_prob(tensordict.get(k)) for k, d in dist.items()}
+                tensordict.update(lps)
+                return summed(lps.values(), tensordict.ndim)
             return dist.log_prob(tensordict)
         return dist.log_prob(tensordict.get(self._samples[0]))
 

@@ -221,3 +221,24 @@ def test_to_as_a_context_writes_back(as_class: bool) -> None:
     with td.to("cpu") as moved:  # a device move keeps the dtypes it finds
         moved["x"] = moved["x"].double()
     assert td["x"].dtype == torch.float64
+
+
+def test_legacy_aggregated_log_prob_writes_each_member_entry() -> None:
+    dists = {"a": torch.distributions.Normal, ("n", "b"): torch.distributions.Normal}
+    params = TensorDict(
+        {"params": {k: {"loc": torch.zeros(3, 2), "scale": torch.ones(3, 2)} for k in dists}}, [3]
+    )
+    with tdnn.set_composite_lp_aggregate(True):
+        module = tdnn.ProbabilisticTensorDictModule(
+            in_keys=["params"],
+            out_keys=["a", ("n", "b")],
+            distribution_class=tdnn.CompositeDistribution,
+            distribution_kwargs={"distribution_map": dists},
+            default_interaction_type=tdnn.InteractionType.MEAN,
+        )
+        sample = module(params)
+        lp = module.log_prob(sample)
+    normal = torch.distributions.Normal(torch.zeros(3, 2), torch.ones(3, 2))
+    torch.testing.assert_close(sample["a_log_prob"], normal.log_prob(torch.zeros(3, 2)))
+    torch.testing.assert_close(sample["n", "b_log_prob"], sample["a_log_prob"])
+    torch.testing.assert_close(lp, 2 * sample["a_log_prob"].sum(-1))
