@@ -194,7 +194,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 lps = {log_prob_key_of(k): d.log_prob(tensordict.get(k)) for k, d in dist.items()}
                 tensordict.update(lps)
                 return summed(lps.values(), tensordict.ndim)
-            return dist.log_prob(tensordict)
+            lp = dist.log_prob(tensordict)
+            for sample, key in zip(self._samples, self._log_prob_keys, strict=False):
+                if log_prob_key_of(sample) != key:  # at the module's log_prob_keys, as upstream
+                    lp.rename_key_(log_prob_key_of(sample), key)
+            return lp
         return dist.log_prob(tensordict.get(self._samples[0]))
 
     def forward(
@@ -479,7 +483,10 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
-        return dist.log_prob(tensordict.get(self._prob_modules()[-1].dist_sample_keys[0]))
+        last = self._prob_modules()[-1]
+        if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
+            return last.log_prob(tensordict, dist=dist)
+        return dist.log_prob(tensordict.get(last.dist_sample_keys[0]))
 
 
 def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
@@ -544,6 +551,8 @@ def _log_prob_keys(
         if log_prob_key is not None:
             return unravel_keys(call, [log_prob_key], "log_prob_key")
         log_prob_keys = [log_prob_key_of(k) for k in samples]
+    elif isinstance(log_prob_keys, tuple):  # (plural: a tuple is keys, as upstream)
+        log_prob_keys = list(log_prob_keys)
     return unravel_keys(call, log_prob_keys, "log_prob_keys")
 
 

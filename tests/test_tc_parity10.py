@@ -242,3 +242,27 @@ def test_legacy_aggregated_log_prob_writes_each_member_entry() -> None:
     torch.testing.assert_close(sample["a_log_prob"], normal.log_prob(torch.zeros(3, 2)))
     torch.testing.assert_close(sample["n", "b_log_prob"], sample["a_log_prob"])
     torch.testing.assert_close(lp, 2 * sample["a_log_prob"].sum(-1))
+
+
+def test_sequence_log_prob_of_a_composite_and_tuple_log_prob_keys() -> None:
+    dists = {"a": torch.distributions.Normal, ("n", "b"): torch.distributions.Normal}
+    params = TensorDict(
+        {"params": {k: {"loc": torch.zeros(3, 2), "scale": torch.ones(3, 2)} for k in dists}}, [3]
+    )
+    seq = tdnn.ProbabilisticTensorDictSequential(
+        tdnn.TensorDictModule(lambda: None, in_keys=[], out_keys=[]),
+        tdnn.ProbabilisticTensorDictModule(
+            in_keys=["params"],
+            out_keys=["a", ("n", "b")],
+            distribution_class=tdnn.CompositeDistribution,
+            distribution_kwargs={"distribution_map": dists},
+            default_interaction_type=tdnn.InteractionType.MEAN,
+            return_log_prob=True,
+            log_prob_keys=("lp_a", ("n", "lp_b")),  # a tuple of keys
+        ),
+    )
+    sample = seq(params)
+    assert {"lp_a", ("n", "lp_b")} <= set(sample.keys(True, True))
+    lp = seq.log_prob(sample.clone())
+    torch.testing.assert_close(lp["lp_a"], sample["lp_a"])  # at the module's keys
+    torch.testing.assert_close(lp["n", "lp_b"], sample["n", "lp_b"])
