@@ -277,6 +277,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return
         leaf_keys = [log_prob_key_of(k) for k in self._samples]
         targets = leaf_keys if self._aggregate else self._log_prob_keys
+        present = lp.keys(True, True)
+        if not all(k in present for k in leaf_keys):  # out_keys other than the members':
+            leaf_keys = targets = list(present)  # each member's entry where it is (upstream)
         for leaf_key, target in zip(leaf_keys, targets, strict=False):
             out.set(target, lp.get(leaf_key))
         if self._aggregate:
@@ -349,6 +352,24 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             TensorDictSequential(*self._members()[:-1])
             if prob and isinstance(last, ProbabilisticTensorDictModule) and len(self) > 1
             else None
+        )
+
+    def _like(self, modules: list[tuple[str, Any]]) -> TensorDictSequential:
+        """A slice: probabilistic while it ends with a probabilistic module, or always with
+        ``return_composite=True`` (as upstream); a plain sequence otherwise."""
+        wanted = self.__dict__.get("_return_composite")
+        if not modules or not (wanted or isinstance(modules[-1][1], ProbabilisticTensorDictModule)):
+            return super()._like(modules)
+        members = (
+            (dict(modules),)
+            if isinstance(self.module, torch.nn.ModuleDict)
+            else [m for _, m in modules]
+        )
+        return ProbabilisticTensorDictSequential(
+            *members,
+            partial_tolerant=self.partial_tolerant,
+            return_composite=wanted,
+            inplace=self.inplace,
         )
 
     def _prob_modules(self) -> list[ProbabilisticTensorDictModule]:

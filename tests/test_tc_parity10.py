@@ -266,3 +266,49 @@ def test_sequence_log_prob_of_a_composite_and_tuple_log_prob_keys() -> None:
     lp = seq.log_prob(sample.clone())
     torch.testing.assert_close(lp["lp_a"], sample["lp_a"])  # at the module's keys
     torch.testing.assert_close(lp["n", "lp_b"], sample["n", "lp_b"])
+
+
+def test_composite_whose_members_differ_from_out_keys_writes_each_member_log_prob() -> None:
+    module = tdnn.ProbabilisticTensorDictModule(
+        in_keys=["params"],
+        out_keys=[("a", "b")],  # not the members' keys
+        distribution_class=tdnn.CompositeDistribution,
+        distribution_kwargs={
+            "distribution_map": {
+                "a": torch.distributions.Normal,
+                "b": torch.distributions.Categorical,
+            }
+        },
+        return_log_prob=True,
+    )
+    params = {"a": {"loc": torch.zeros(2), "scale": torch.ones(2)}, "b": {"logits": torch.zeros(3)}}
+    out = module(TensorDict(params=params))
+    assert {"a_log_prob", "b_log_prob"} <= set(out.keys())
+    torch.testing.assert_close(out["b_log_prob"], torch.tensor(3.0).log().neg())
+
+
+def test_prob_sequence_slices_and_nested_name_map_keys() -> None:
+    normal = torch.distributions.Normal
+    m0 = tdnn.ProbabilisticTensorDictModule(["loc"], ["s0"], distribution_class=normal)
+    m1 = tdnn.TensorDictModule(lambda x: x, in_keys=["other"], out_keys=["something"])
+    m2 = tdnn.ProbabilisticTensorDictModule(["scale"], ["s2"], distribution_class=normal)
+    seq = tdnn.ProbabilisticTensorDictSequential(m0, m1, m2)
+    assert type(seq[:2]) is tdnn.TensorDictSequential  # ends with a plain module
+    assert type(seq[-2:]) is tdnn.ProbabilisticTensorDictSequential
+    composite = tdnn.ProbabilisticTensorDictSequential(m0, m1, m2, return_composite=True)
+    assert type(composite[:2]) is tdnn.ProbabilisticTensorDictSequential
+    assert composite[:2].return_composite and seq[-2:][0] is m1
+
+    params = TensorDict(
+        {
+            "c": {"loc": torch.zeros(3), "scale": torch.ones(3)},
+            ("n", "d"): {"logits": torch.zeros(3, 4)},
+        },
+        [3],
+    )
+    dist = tdnn.CompositeDistribution(
+        params,
+        distribution_map={"c": normal, ("n", "d"): torch.distributions.Categorical},
+        name_map={"c": ("s", "c"), (("n",), "d"): ("s", "d")},  # a nested-tuple spelling
+    )
+    assert dist.sample((2,))["s", "d"].shape == torch.Size([2, 3])
