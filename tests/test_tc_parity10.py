@@ -312,3 +312,18 @@ def test_prob_sequence_slices_and_nested_name_map_keys() -> None:
         name_map={"c": ("s", "c"), (("n",), "d"): ("s", "d")},  # a nested-tuple spelling
     )
     assert dist.sample((2,))["s", "d"].shape == torch.Size([2, 3])
+
+
+def test_as_tensordict_module_on_a_method() -> None:
+    class Shift:
+        def __init__(self, by: float) -> None:
+            self.by = by
+
+        @tdnn.as_tensordict_module(in_keys=["c"], out_keys=["d"])
+        def func(self, c: torch.Tensor) -> torch.Tensor:
+            return c + self.by
+
+    one, two = Shift(1.0), Shift(2.0)
+    td = TensorDict(c=torch.zeros(2), batch_size=[2])
+    torch.testing.assert_close(one.func(td.clone())["d"], torch.ones(2))
+    torch.testing.assert_close(two.func(td.clone())["d"], torch.full((2,), 2.0))
