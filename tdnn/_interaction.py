@@ -58,7 +58,8 @@ class InteractionType(enum.StrEnum):
         except ValueError:
             names = [m.value for m in cls]
             raise ValueError(
-                f"InteractionType.from_str: {type_str!r} is not one of {names}"
+                f"InteractionType.from_str: {type_str!r} is not a valid InteractionType "
+                f"(one of {names})"
             ) from None
 
 

@@ -327,3 +327,8 @@ def test_as_tensordict_module_on_a_method() -> None:
     td = TensorDict(c=torch.zeros(2), batch_size=[2])
     torch.testing.assert_close(one.func(td.clone())["d"], torch.ones(2))
     torch.testing.assert_close(two.func(td.clone())["d"], torch.full((2,), 2.0))
+
+
+def test_interaction_type_from_str_error_names_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"'foo' is not a valid InteractionType \(one of \['mode'"):
+        tdnn.InteractionType.from_str("foo")
