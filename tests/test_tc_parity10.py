@@ -4,6 +4,7 @@ the type aliases of ``tensordict.utils``, and a few tensorclass / module / compi
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import math
 import typing
@@ -332,3 +333,23 @@ def test_as_tensordict_module_on_a_method() -> None:
 def test_interaction_type_from_str_error_names_the_choices() -> None:
     with pytest.raises(ValueError, match=r"'foo' is not a valid InteractionType \(one of \['mode'"):
         tdnn.InteractionType.from_str("foo")
+
+
+def test_deterministic_fallbacks_follow_upstream() -> None:
+    def value(dist: Any, kind: str = "DETERMINISTIC") -> Any:
+        module = tdnn.ProbabilisticTensorDictModule(
+            in_keys=[], out_keys=["x"], distribution_class=dist
+        )
+        with tdnn.set_interaction_type(kind):
+            return module(TensorDict())["x"]
+
+    poisson = functools.partial(torch.distributions.Poisson, rate=torch.tensor([2.5]))
+    torch.testing.assert_close(value(poisson), torch.tensor([2.5]))  # torch's: the mean
+    wishart = functools.partial(
+        torch.distributions.Wishart, df=torch.tensor([2]), covariance_matrix=torch.eye(2)
+    )
+    torch.testing.assert_close(value(wishart), 2 * torch.eye(2).unsqueeze(0))
+    lkj = functools.partial(torch.distributions.LKJCholesky, dim=3, concentration=1.0)
+    for kind in ("DETERMINISTIC", "MEAN", "MODE"):
+        with pytest.raises(RuntimeError, match="DETERMINISTIC, MEAN and MODE are not implemented"):
+            value(lkj, kind)
