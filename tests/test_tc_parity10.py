@@ -353,3 +353,12 @@ def test_deterministic_fallbacks_follow_upstream() -> None:
     for kind in ("DETERMINISTIC", "MEAN", "MODE"):
         with pytest.raises(RuntimeError, match="DETERMINISTIC, MEAN and MODE are not implemented"):
             value(lkj, kind)
+
+
+def test_as_td_module_refuses_types_that_are_not_tensorclasses() -> None:
+    class Plain(tdnn.TensorClassModuleBase[torch.Tensor, torch.Tensor]):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    with pytest.raises(ValueError, match="both input and output type as TensorClass.*Tensor"):
+        Plain().as_td_module()
