@@ -69,13 +69,14 @@ class CompositeDistribution(torch.distributions.Distribution):
         entropy_key: NestedKey = "entropy",
         **kwargs: Any,
     ) -> None:
-        extra_kwargs = extra_kwargs or {}
+        extra_kwargs = {unravel_key(k): v for k, v in (extra_kwargs or {}).items()}
+        names = {unravel_key(k): unravel_key(v) for k, v in (name_map or {}).items()}
         dists: dict[NestedKey, Any] = {}
         for key, cls in distribution_map.items():
+            key = unravel_key(key)  # (keys of the maps may be spelled as nested tuples)
             sub = params.get(key)
             args = {k: sub.get(k) for k in list(sub.keys())}
-            name = unravel_key(name_map[key]) if name_map and key in name_map else unravel_key(key)
-            dists[name] = cls(**args, **extra_kwargs.get(key, {}))
+            dists[names.get(key, key)] = cls(**args, **extra_kwargs.get(key, {}))
         self._setup(params.batch_size, dists, log_prob_key, entropy_key)
 
     arg_constraints: dict[str, Any] = {}  # noqa: RUF012  (the members check their own)

@@ -161,8 +161,10 @@ class WrapModule(TensorDictModuleBase):
 
 def as_tensordict_module(
     in_keys: Sequence[NestedKey], out_keys: Sequence[NestedKey]
-) -> Callable[[Callable[..., Any]], TensorDictModule]:
-    """Decorate a function of tensors into a TensorDictModule.
+) -> Callable[[Callable[..., Any]], Any]:
+    """Decorate a function of tensors into a TensorDictModule; a method (its first
+    parameter named ``self``) into a method that calls one such module, shared by every
+    instance, with the instance.
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -174,7 +176,19 @@ def as_tensordict_module(
     tensor([2.])
     """
 
-    def wrap(fn: Callable[..., Any]) -> TensorDictModule:
-        return TensorDictModule(fn, in_keys=in_keys, out_keys=out_keys)
+    def wrap(fn: Callable[..., Any]) -> Any:
+        if list(inspect.signature(fn).parameters)[:1] != ["self"]:
+            return TensorDictModule(fn, in_keys=in_keys, out_keys=out_keys)
+
+        def call(*args: Any, _instance: Any, **kwargs: Any) -> Any:
+            return fn(_instance, *args, **kwargs)
+
+        module = TensorDictModule(call, in_keys=in_keys, out_keys=out_keys)
+
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return module(*args, _instance=self, **kwargs)
+
+        return method
 
     return wrap

@@ -58,7 +58,8 @@ class InteractionType(enum.StrEnum):
         except ValueError:
             names = [m.value for m in cls]
             raise ValueError(
-                f"InteractionType.from_str: {type_str!r} is not one of {names}"
+                f"InteractionType.from_str: {type_str!r} is not a valid InteractionType "
+                f"(one of {names})"
             ) from None
 
 
@@ -189,18 +190,23 @@ class set_composite_lp_aggregate(_Switch):
 
 def pick(dist: Any, kind: InteractionType, n_empirical: int = 1000) -> Any:
     """The value of ``dist`` for interaction type ``kind``. ``DETERMINISTIC`` is the
-    distribution's ``deterministic_sample``, else its mean where its support is real and
-    its mode otherwise (as upstream, without its warning). ``MEDIAN`` is ``icdf(0.5)`` where
-    the distribution has no ``median``; a ``MEAN``/``MEDIAN`` torch cannot give is
+    distribution's ``deterministic_sample``, else its mean or mode as
+    :func:`_deterministic_kind` says (as upstream, without its warning). ``MEDIAN`` is
+    ``icdf(0.5)`` where the distribution has no ``median``; a ``MEAN``/``MEDIAN`` torch
+    cannot give is
     estimated from ``n_empirical`` samples. No choice depends on the
     values, so the choice traces (``torch.export``, ``torch.compile``)."""
     if kind is InteractionType.RANDOM:
         return dist.rsample() if dist.has_rsample else dist.sample()
+    if isinstance(dist, torch.distributions.LKJCholesky) and kind is not InteractionType.MEDIAN:
+        raise RuntimeError(  # (as upstream: no mean or mode to give, nor to estimate)
+            f"DETERMINISTIC, MEAN and MODE are not implemented for LKJCholesky; got {kind}"
+        )
     if kind is InteractionType.DETERMINISTIC:
         value = getattr(dist, "deterministic_sample", None)
         if value is not None:
             return value
-        kind = InteractionType.MEAN if _real_support(dist) else InteractionType.MODE
+        kind = _deterministic_kind(dist)
     try:
         return getattr(dist, kind.value)
     except (AttributeError, NotImplementedError):  # torch distributions have no median
@@ -215,6 +221,17 @@ def pick(dist: Any, kind: InteractionType, n_empirical: int = 1000) -> Any:
 
 
 _REAL = type(torch.distributions.constraints.real)
+
+
+def _deterministic_kind(dist: Any) -> InteractionType:
+    """What ``DETERMINISTIC`` means for a distribution without ``deterministic_sample``,
+    as upstream: for torch's own classes, the mode where the support is enumerable and
+    the mean otherwise; for other classes, the mean where the support is real."""
+    base = dist.base_dist if isinstance(dist, torch.distributions.Independent) else dist
+    if type(base).__module__.startswith("torch.distributions."):
+        enumerable = getattr(type(base), "has_enumerate_support", False)
+        return InteractionType.MODE if enumerable else InteractionType.MEAN
+    return InteractionType.MEAN if _real_support(dist) else InteractionType.MODE
 
 
 def _real_support(dist: Any) -> bool:

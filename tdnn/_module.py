@@ -376,11 +376,14 @@ class TensorDictModule(TensorDictModuleBase):
             return keys, [out.get(k) for k in keys]
         if isinstance(out, Mapping):
             return keys, [out[k if isinstance(k, str) else k[-1]] for k in keys]
-        if out is None and keys:  # a forgotten ``return``, as upstream refuses it
-            raise RuntimeError(
-                f"TensorDictModule({self._name()}): the module returned None for out_keys "
-                f"{out_keys}"
-            )
+        if out is None:
+            if not out_keys:  # a module run for its side effects: nothing to write
+                return keys, []
+            if keys:  # a forgotten ``return``, as upstream refuses it
+                raise RuntimeError(
+                    f"TensorDictModule({self._name()}): the module returned None for out_keys "
+                    f"{out_keys}"
+                )
         outs = out if isinstance(out, tuple) else (out,)
         if len(outs) != len(out_keys):
             raise ValueError(

@@ -66,7 +66,13 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         super().__init__()
         call = type(self).__name__
         self._generator, self._generator_key = as_generator(call, generator)
-        kwargs = dict(distribution_kwargs or {})
+        # a module (TensorDictParams) is kept as it is, so that its tensors are this
+        # module's buffers or parameters (they follow .to() and the state_dict)
+        kwargs: Any = (
+            distribution_kwargs
+            if isinstance(distribution_kwargs, torch.nn.Module)
+            else dict(distribution_kwargs or {})
+        )
         if isinstance(in_keys, Mapping):
             self.dist_keys = [str(k) for k in in_keys]
             self.in_keys = list(in_keys.values())
@@ -163,7 +169,10 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
                 f"{type(self).__name__}.get_dist: parameter keys {missing} are missing; the "
                 f"TensorDict has {have}"
             )
-        return self.distribution_class(**args, **self.distribution_kwargs)
+        kwargs = self.distribution_kwargs
+        if not isinstance(kwargs, dict):  # a TensorDictParams: its current values, by key
+            kwargs = {key: kwargs[key] for key in kwargs.keys()}  # noqa: SIM118 (iter: rows)
+        return self.distribution_class(**args, **kwargs)
 
     build_dist_from_params = get_dist
 
@@ -181,7 +190,15 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         """
         dist = self.get_dist(tensordict) if dist is None else dist
         if isinstance(dist, CompositeDistribution):
-            return dist.log_prob(tensordict)
+            if composite_lp_aggregate():  # (legacy) each member's entry written in, as upstream
+                lps = {log_prob_key_of(k): d.log_prob(tensordict.get(k)) for k, d in dist.items()}
+                tensordict.update(lps)
+                return summed(lps.values(), tensordict.ndim)
+            lp = dist.log_prob(tensordict)
+            for sample, key in zip(self._samples, self._log_prob_keys, strict=False):
+                if log_prob_key_of(sample) != key:  # at the module's log_prob_keys, as upstream
+                    lp.rename_key_(log_prob_key_of(sample), key)
+            return lp
         return dist.log_prob(tensordict.get(self._samples[0]))
 
     def forward(
@@ -260,6 +277,9 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             return
         leaf_keys = [log_prob_key_of(k) for k in self._samples]
         targets = leaf_keys if self._aggregate else self._log_prob_keys
+        present = lp.keys(True, True)
+        if not all(k in present for k in leaf_keys):  # out_keys other than the members':
+            leaf_keys = targets = list(present)  # each member's entry where it is (upstream)
         for leaf_key, target in zip(leaf_keys, targets, strict=False):
             out.set(target, lp.get(leaf_key))
         if self._aggregate:
@@ -332,6 +352,24 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             TensorDictSequential(*self._members()[:-1])
             if prob and isinstance(last, ProbabilisticTensorDictModule) and len(self) > 1
             else None
+        )
+
+    def _like(self, modules: list[tuple[str, Any]]) -> TensorDictSequential:
+        """A slice: probabilistic while it ends with a probabilistic module, or always with
+        ``return_composite=True`` (as upstream); a plain sequence otherwise."""
+        wanted = self.__dict__.get("_return_composite")
+        if not modules or not (wanted or isinstance(modules[-1][1], ProbabilisticTensorDictModule)):
+            return super()._like(modules)
+        members = (
+            (dict(modules),)
+            if isinstance(self.module, torch.nn.ModuleDict)
+            else [m for _, m in modules]
+        )
+        return ProbabilisticTensorDictSequential(
+            *members,
+            partial_tolerant=self.partial_tolerant,
+            return_composite=wanted,
+            inplace=self.inplace,
         )
 
     def _prob_modules(self) -> list[ProbabilisticTensorDictModule]:
@@ -466,7 +504,10 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
-        return dist.log_prob(tensordict.get(self._prob_modules()[-1].dist_sample_keys[0]))
+        last = self._prob_modules()[-1]
+        if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
+            return last.log_prob(tensordict, dist=dist)
+        return dist.log_prob(tensordict.get(last.dist_sample_keys[0]))
 
 
 def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
@@ -531,6 +572,8 @@ def _log_prob_keys(
         if log_prob_key is not None:
             return unravel_keys(call, [log_prob_key], "log_prob_key")
         log_prob_keys = [log_prob_key_of(k) for k in samples]
+    elif isinstance(log_prob_keys, tuple):  # (plural: a tuple is keys, as upstream)
+        log_prob_keys = list(log_prob_keys)
     return unravel_keys(call, log_prob_keys, "log_prob_keys")
 
 

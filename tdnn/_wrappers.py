@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tensordict import TensorClass, TensorDict
+from tensordict import TensorClass, TensorDict, is_tensorclass
 
 
 class TensorDictModuleWrapper(TensorDictModuleBase):
@@ -178,6 +178,13 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
     """
 
     def __init__(self, module: TensorClassModuleBase[Any, Any]) -> None:
+        kinds = (getattr(module, "input_type", None), getattr(module, "output_type", None))
+        if not all(isinstance(k, type) and is_tensorclass(k) for k in kinds):
+            raise ValueError(
+                f"{type(self).__name__}({type(module).__name__}): Only TensorClassModuleBase "
+                "implementations with both input and output type as TensorClass can be "
+                f"converted to a TensorDict module; got {kinds[0]!r} -> {kinds[1]!r}"
+            )
         super().__init__()
         self.tc_module = module
         self.in_keys = _fields(module.input_type)

@@ -27,8 +27,11 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
             ) from None
     elif kind is torch.Size:
         size = batch_size  # type: ignore[assignment]
-    elif isinstance(batch_size, int) and not isinstance(batch_size, bool):
-        size = torch.Size([batch_size])
+    # (a SymInt: a traced size, as in export with dynamic shapes)
+    elif (isinstance(batch_size, int) and not isinstance(batch_size, bool)) or isinstance(
+        batch_size, torch.SymInt
+    ):
+        size = torch.Size([batch_size])  # type: ignore[list-item]
     else:
         try:
             size = torch.Size(batch_size)  # type: ignore[arg-type]

@@ -3,12 +3,15 @@
 ``lock_``/``unlock_`` and the batch-shape views record on their result what produced it
 (:func:`record`); entering the result remembers that record, and leaving undoes it: the
 lock state is restored, and a view writes its entries (new ones included) back to the
-collection it came from, through the inverse shape operation.
+collection it came from, through the inverse shape operation (a ``to()`` result: back to
+the devices, and the dtypes if it cast, of the collection's leaves).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import torch
 
 from tensordict._primitives import CollectionPrimitives
 
@@ -63,6 +66,19 @@ def _undo(view: Any, op: str, args: tuple[Any, ...], source: Any) -> Any:
         dim, sizes = args
         return view.flatten(dim, dim + len(sizes) - 1)
     raise NotImplementedError(f"{type(view).__name__}.__exit__: cannot undo {op!r}")
+
+
+def _moved_back(moved: Any, source: Any, restore_dtype: bool) -> Any:
+    """The leaves of ``moved`` (a ``to()`` of ``source``) on the device (and, if that
+    ``to()`` cast, with the dtype) of ``source``'s leaf of the same key; a new leaf stays
+    as it is."""
+
+    def back(new: Any, old: Any) -> Any:
+        if old is None or not isinstance(new, torch.Tensor):
+            return new
+        return new.to(old.device, old.dtype) if restore_dtype else new.to(old.device)
+
+    return moved.apply(back, source, default=None)
 
 
 def adopt(td: Any, out: Any, call: str) -> Any:
@@ -134,7 +150,9 @@ class ContextOps(CollectionPrimitives):
             if was != self._is_locked:
                 self.lock_() if was else self.unlock_()
         else:
-            back = _undo(self, op, args, source)
+            back = (
+                _moved_back(self, source, args[0]) if op == "to" else _undo(self, op, args, source)
+            )
             if source.is_locked:
                 source.update_(back)
             else:

@@ -151,6 +151,8 @@ class ConvertOps(CollectionPrimitives):
             out = map_leaves(self, caster, device)
         if fmt is not torch.preserve_format:  # as Tensor.to(memory_format=...), per leaf
             out = map_leaves(out, operator.methodcaller("to", memory_format=fmt))
+        if out is not self:  # ``with td.to(device) as t:`` writes ``t`` back on exit
+            out._last_op = ("to", (dtype is not None,), self)  # type: ignore[attr-defined]
         return out
 
     def _sync_all(self) -> None:
@@ -283,7 +285,15 @@ class ConvertOps(CollectionPrimitives):
         out = map_leaves(self, Tensor.clone if recurse else _identity)
         # as upstream, a clone is not locked (one clones to modify), except a shallow one of
         # a memory-mapped or shared collection: its keys are still those files or segments
-        if self._is_locked and not recurse and (self.is_memmap() or self.is_shared()):  # type: ignore[attr-defined]
+        # (inside a compiled graph a leaf's memory cannot be asked: there, memmap only)
+        if (
+            self._is_locked
+            and not recurse
+            and (
+                self.is_memmap()  # type: ignore[attr-defined]
+                or (not torch.compiler.is_compiling() and self.is_shared())
+            )
+        ):
             out.lock_()
         return out
 

@@ -43,12 +43,18 @@ def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
             children.append(value)
             ndims.append(getattr(value, "ndim", 0))  # pytree may rebuild with any leaves
     tensors = tuple(isinstance(v, Tensor) for v in children)
+    batch_size: torch.Size | int = td._batch_size
+    if children and torch.compiler.is_dynamo_compiling():
+        # dynamo makes a spec a constant (export's output spec), which a symbolic size
+        # cannot be (and dynamo shows one as an int): keep the number of dims only, and
+        # read the sizes off the leaves when rebuilding
+        batch_size = len(td._batch_size)
     context = (
         type(td),
         keys,
         ndims,
         extras,
-        td._batch_size,
+        batch_size,
         td._device,
         td._names,
         td._is_locked,
@@ -130,7 +136,9 @@ def _unchanged(values: list[Any], ndims: list[int], batch_size: Any) -> bool:
 def _unflatten(values: Any, context: Any) -> TensorDict:
     cls, keys, ndims, extras, batch_size, device, names, locked, tensors = context
     values = list(values)
-    if _unchanged(values, ndims, batch_size) or _keeps_batch_size(
+    if type(batch_size) is int:  # (flattened under dynamo) the leaves' leading dims
+        new_bs = _recomputed_batch_size(values, ndims, tensors, (0,) * batch_size)
+    elif _unchanged(values, ndims, batch_size) or _keeps_batch_size(
         values, ndims, tensors, batch_size
     ):
         new_bs = batch_size

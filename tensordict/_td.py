@@ -1019,7 +1019,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             except AttributeError:
                 pass
             view = FlatKeysView(self._tensordict)
-            _SET_KEYS_VIEW(self, view)  # the slot itself: a class's own __setattr__ never sees it
+            # the slot itself (a class's own __setattr__ never sees it); dynamo cannot write one
+            if not torch.compiler.is_dynamo_compiling():
+                _SET_KEYS_VIEW(self, view)
             return view
         return KeysView(self, include_nested, leaves_only, is_leaf)
 

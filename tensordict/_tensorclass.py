@@ -395,7 +395,8 @@ class TensorClass(TensorDict):
     def from_tensordict(
         cls, tensordict: Any, non_tensordict: Mapping[str, Any] | None = None
     ) -> Any:
-        """An instance over the entries of ``tensordict`` (shared, not copied).
+        """An instance over the entries of ``tensordict`` (shared, not copied); runs
+        ``__post_init__``, as any construction from outside data.
 
         >>> import torch
         >>> from tensordict import TensorClass, TensorDict
@@ -416,6 +417,8 @@ class TensorClass(TensorDict):
         )
         for key, value in (non_tensordict or {}).items():
             setattr(out, key, value)
+        if cls._post_init is not None:  # a construction from outside data, not a rebuild
+            cls._post_init(out)
         return out
 
     @classmethod

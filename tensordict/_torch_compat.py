@@ -67,6 +67,12 @@ def disable_subclass_dispatch() -> Any:
     return torch._C.DisableTorchFunctionSubclass()
 
 
+def is_higher_order_op(func: object) -> bool:
+    """Whether ``func`` is one of torch's higher-order operators (``invoke_subgraph``,
+    ``cond``, ...), which take a TensorDict argument as a pytree, not as an operand."""
+    return isinstance(func, torch._ops.HigherOrderOperator)
+
+
 def flatten_dense(tensors: list[torch.Tensor]) -> torch.Tensor:
     """One contiguous 1-D copy of ``tensors`` (same dtype) in order, built in one C++ call."""
     return torch._C._nn.flatten_dense_tensors(tensors)

@@ -11,6 +11,7 @@ from tensordict._lock_keep import keeps_lock
 from tensordict._primitives import CollectionPrimitives
 from tensordict._shape import where
 from tensordict._stack import cat, stack
+from tensordict._torch_compat import disable_subclass_dispatch, is_higher_order_op
 from tensordict._torch_fn_more import MORE
 
 
@@ -100,5 +101,8 @@ class TorchFunctionOps:
     ) -> Any:
         handler = HANDLED.get(func)
         if handler is None:
+            if is_higher_order_op(func):  # (nested_compile_region): it opens the pytree
+                with disable_subclass_dispatch():
+                    return func(*args, **(kwargs or {}))
             return NotImplemented
         return handler(*args, **(kwargs or {}))

@@ -1,6 +1,7 @@
 """Public face of upstream's ``tensordict.tensordict`` (its old home of ``TensorDict``)."""
 
 from tensordict._base import TensorDictBase
+from tensordict._deprecated import TENSORDICT_TABLE, module_getattr
 from tensordict._functional import dense_stack_tds, make_tensordict, merge_tensordicts, pad_sequence
 from tensordict._keys import NestedKey
 from tensordict._lazy import LazyStackedTensorDict
@@ -37,3 +38,5 @@ __all__ = [
     "pad",
     "pad_sequence",
 ]
+
+__getattr__ = module_getattr(__name__, TENSORDICT_TABLE)  # upstream's deprecated names (PEP 562)

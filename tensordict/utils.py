@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
+import torch
+from torch.nn import Buffer
+
+from tensordict._deprecated import UTILS_TABLE, module_getattr
 from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._modules import register_params_module
@@ -49,8 +54,18 @@ from tensordict._tolist import LinkedList
 
 logger = logging.getLogger("tensordict")  # upstream's library logger (no handler added)
 
+#: what ``td[index]`` accepts, as for a tensor (a str or tuple of str is a key instead)
+IndexType = int | slice | str | torch.Tensor | list[Any] | tuple[Any, ...] | None
+#: what a ``device`` argument accepts
+DeviceType = torch.device | str | int
+
+__getattr__ = module_getattr(__name__, UTILS_TABLE)  # upstream's deprecated names (PEP 562)
+
 __all__ = [
     "KEY_SEPARATOR",
+    "Buffer",
+    "DeviceType",
+    "IndexType",
     "LinkedList",
     "NestedKey",
     "TensorDictFuture",

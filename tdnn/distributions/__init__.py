@@ -1,6 +1,7 @@
 """``tensordict.nn.distributions``: upstream's module path for the distribution helpers."""
 
 from tdnn._composite import CompositeDistribution
+from tdnn._deprecated import DISTRIBUTIONS_TABLE, module_getattr
 from tdnn._distributions import (
     AddStateIndependentNormalScale,
     Delta,
@@ -28,3 +29,5 @@ __all__ = [
     "rand_one_hot",
     "set_interaction_type",
 ]
+
+__getattr__ = module_getattr(__name__, DISTRIBUTIONS_TABLE)  # upstream's deprecated names (PEP 562)
