@@ -54,6 +54,7 @@ from tensordict._consolidate import (
     wire_fill,
     wire_plan,
 )
+from tensordict._format import FormatError, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -105,12 +106,10 @@ def header_message(values: Sequence[int], extra: bytes, wire: torch.device) -> T
     return torch.frombuffer(data, dtype=torch.uint8).to(wire)
 
 
-def post_header(
-    dist: Any, src: int, group: Any, tag: int, wire: torch.device
-) -> tuple[Any, Tensor]:
+def post_header(link: Link, tag: int) -> tuple[Any, Tensor]:
     """Post the receive of a header message."""
-    buf = torch.empty(_HEAD_MESSAGE, dtype=torch.uint8, device=wire)
-    return dist.irecv(buf, src, group=group, tag=tag), buf
+    buf = torch.empty(_HEAD_MESSAGE, dtype=torch.uint8, device=link.wire)
+    return link.irecv(buf, tag), buf
 
 
 def read_header(buf: Tensor) -> list[int]:
@@ -118,15 +117,13 @@ def read_header(buf: Tensor) -> list[int]:
     return buf[:_HEAD_BYTES].view(torch.int64).tolist()
 
 
-def recv_extra(
-    dist: Any, info: list[int], head: Tensor, src: int, group: Any, tag: int
-) -> tuple[Tensor, Any]:
+def recv_extra(link: Link, info: list[int], head: Tensor, tag: int) -> tuple[Tensor, Any]:
     """The description or structure the header ``info`` announces: a view of the header
     message when it was inlined (and None), else a posted receive of it (and its work)."""
     if inlined(info[6]):
         return head[_HEAD_BYTES : _HEAD_BYTES + info[6]], None
     raw = torch.empty(info[6], dtype=torch.uint8, device=head.device)
-    return raw, dist.irecv(raw, src, group=group, tag=tag)
+    return raw, link.irecv(raw, tag)
 
 
 def _dist() -> Any:
@@ -147,9 +144,48 @@ def require_init(call: str) -> Any:
 
 def wire_device(dist: Any, group: Any) -> torch.device:
     """Where headers and structures travel: the current CUDA device with nccl, else the CPU."""
-    if "nccl" in str(dist.get_backend(group)) and torch.cuda.is_available():
+    return _wire_of(str(dist.get_backend(group)))
+
+
+def _wire_of(backend: str) -> torch.device:
+    if "nccl" in backend and torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+class Link:
+    """The peer of a point-to-point transfer, and how messages reach it.
+
+    Named by its global rank, the peer is reached through ``torch.distributed``'s
+    functions (the default group, or ``group`` registered by ``new_group``). Named by its
+    rank in ``group`` (``raw``: ``group_dst``/``group_src``), through the group's own
+    ``send``/``recv``, so that a process group built on a store and never registered
+    (no ``init_process_group``) serves too.
+    """
+
+    __slots__ = ("_dist", "group", "peer", "raw", "wire")
+
+    def __init__(self, call: str, peer: int, group: Any = None, raw: bool = False) -> None:
+        self.peer = peer
+        self.group = group
+        self.raw = raw
+        self._dist: Any = None
+        if raw:
+            name = getattr(group, "name", None)
+            self.wire = _wire_of(str(name()) if callable(name) else "")
+        else:
+            self._dist = require_init(call)
+            self.wire = wire_device(self._dist, group)
+
+    def isend(self, tensor: Tensor, tag: int) -> Any:
+        if self.raw:
+            return self.group.send([tensor], self.peer, tag)
+        return self._dist.isend(tensor, self.peer, group=self.group, tag=tag)
+
+    def irecv(self, tensor: Tensor, tag: int) -> Any:
+        if self.raw:
+            return self.group.recv([tensor], self.peer, tag)
+        return self._dist.irecv(tensor, self.peer, group=self.group, tag=tag)
 
 
 def _fingerprint(data: bytes) -> int:
@@ -379,14 +415,14 @@ def _payload_tag(tag: int, fingerprints: Sequence[int], kind: int) -> int:
 
 
 def _post_buffer_recv(
-    dist: Any, numel: int, code: int, device: torch.device, src: int, group: Any, tag: int
+    link: Link, numel: int, code: int, device: torch.device, tag: int
 ) -> tuple[Any, Tensor]:
     """Post the receive of a buffer the header announced (so never smaller than the message)."""
     dtype = DTYPES[code]
     if dtype is None:
         raise RuntimeError(f"the sender uses dtype {_DTYPE_NAMES[code]}, which this torch lacks")
     buf = torch.empty(numel, dtype=dtype, device=device)
-    return dist.irecv(as_bytes(buf), src, group=group, tag=tag), buf
+    return link.irecv(as_bytes(buf), tag), buf
 
 
 def as_bytes(buf: Tensor) -> Tensor:
@@ -460,8 +496,7 @@ _U8 = _CODES[torch.uint8]
 
 def post_send(
     td: CollectionPrimitives,
-    dst: int,
-    group: Any,
+    link: Link,
     tags: Tags,
     call: str,
     kind: int = DATA,
@@ -471,28 +506,27 @@ def post_send(
     (the consolidated storage, or the leaves consolidated on the fly); ``init_remote``
     (``structure`` given) is the header, the structure and one buffer per dtype."""
     if kind == DATA:
-        return _post_send_one(td, dst, group, tags, call)
-    dist = require_init(call)
+        return _post_send_one(td, link, tags, call)
     lay = Layout(td, call)
     numels = lay.numels()
     fps = lay.fingerprints()
-    wire = wire_device(dist, group)
+    wire = link.wire
     extra = structure or b""
     values = [_MAGIC, kind, *fps, len(lay.codes), len(extra), *numels]
     messages = [header_message(values, extra, wire)]
-    works = [dist.isend(messages[0], dst, group=group, tag=tags[0])]
+    works = [link.isend(messages[0], tags[0])]
     pos = 1
     if structure is not None:
         if not inlined(len(structure)):
             messages.append(torch.frombuffer(bytearray(structure), dtype=torch.uint8).to(wire))
-            works.append(dist.isend(messages[-1], dst, group=group, tag=tags[1]))
+            works.append(link.isend(messages[-1], tags[1]))
         pos = 2
     bufs = lay.pack()
     for code in sorted(bufs):
         if numels[code]:
             messages.append(as_bytes(bufs[code]))
             tag = _payload_tag(tags[pos], fps, kind)
-            works.append(dist.isend(messages[-1], dst, group=group, tag=tag))
+            works.append(link.isend(messages[-1], tag))
             pos += 1
     return Pending(works, keep=messages, next_tag=tags[pos])
 
@@ -523,10 +557,7 @@ def one_header(
     return header_message(values, desc, wire)
 
 
-def _post_send_one(
-    td: CollectionPrimitives, dst: int, group: Any, tags: Tags, call: str
-) -> Pending:
-    dist = require_init(call)
+def _post_send_one(td: CollectionPrimitives, link: Link, tags: Tags, call: str) -> Pending:
     record = sent_record(td)
     staging = None
     if record is not None:
@@ -536,17 +567,17 @@ def _post_send_one(
         check = partial(_check_dtypes, td, call)
         plan, staging, _, (desc, fps) = wire_fill(td, take, check, call)
         storage = staging.storage
-    wire = wire_device(dist, group)
+    wire = link.wire
     header = one_header(DATA, fps, plan.nleaves, desc, plan.nbytes, wire)
-    works = [dist.isend(header, dst, group=group, tag=tags[0])]
+    works = [link.isend(header, tags[0])]
     raw = None
     if not inlined(len(desc)):
         raw = torch.frombuffer(bytearray(desc), dtype=torch.uint8).to(wire)
-        works.append(dist.isend(raw, dst, group=group, tag=tags[1]))
+        works.append(link.isend(raw, tags[1]))
     pos = 2
     if plan.nbytes:
         tag = _payload_tag(tags[2], fps, DATA)
-        works.append(dist.isend(storage, dst, group=group, tag=tag))
+        works.append(link.isend(storage, tag))
         pos = 3
     done = None if staging is None else partial(give_back, staging)
     return Pending(works, done, keep=(header, raw, storage), next_tag=tags[pos])
@@ -562,15 +593,14 @@ def file_backed_error(td: CollectionPrimitives, call: str) -> TypeError:
     )
 
 
-def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: str) -> Pending:
+def post_recv(td: CollectionPrimitives, link: Link, tags: Tags, call: str) -> Pending:
     """Post the header receive; ``wait()`` checks it, receives the description and the one
     buffer, and writes it into the leaves (straight into the storage of a consolidated
     TensorDict). A structure that does not fit is received all the same (the sender
     completes, the next transfer is aligned), then refused naming the keys that differ.
     """
-    dist = require_init(call)
-    wire = wire_device(dist, group)
-    work, head = post_header(dist, src, group, tags[0], wire)
+    src = link.peer
+    work, head = post_header(link, tags[0])
     # a file-backed collection is refused once the transfer is consumed, as a mismatch is
     backed = file_backed(td)
     plan, storage, leaves, (mine_desc, mine) = wire_plan(in_memory(td, call))
@@ -580,14 +610,14 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
         info = read_header(head)
         check_magic(call, info, src)
         if info[1] != DATA:
-            _, _, end = _recv_buffers(dist, info, head, src, group, tags, torch.device("cpu"))
+            _, _, end = _recv_buffers(link, info, head, tags, torch.device("cpu"))
             pending.next_tag = tags[end]
             raise RuntimeError(
                 f"{call}: the tensordict from rank {src} does not fit: the sender called "
                 f"{_KIND_NAMES.get(info[1], '?')}, which does not pair with send/isend"
             )
         nbytes = info[FIXED + _U8]
-        raw, raw_work = recv_extra(dist, info, head, src, group, tags[1])
+        raw, raw_work = recv_extra(link, info, head, tags[1])
         works = [] if raw_work is None else [raw_work]
         fits = not backed and tuple(info[2:5]) == mine and nbytes == plan.nbytes
         staging = None
@@ -602,7 +632,7 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
             buf = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         if nbytes:  # the description and the buffer are received together
             tag = _payload_tag(tags[2], info[2:5], DATA)
-            works.append(dist.irecv(buf, src, group=group, tag=tag))
+            works.append(link.irecv(buf, tag))
             pending.next_tag = tags[3]
         else:
             pending.next_tag = tags[2]
@@ -628,11 +658,9 @@ def post_recv(td: CollectionPrimitives, src: int, group: Any, tags: Tags, call: 
 
 
 def _recv_buffers(
-    dist: Any,
+    link: Link,
     info: list[int],
     head: Tensor,
-    src: int,
-    group: Any,
     tags: Tags,
     device: torch.device,
 ) -> tuple[dict[int, Tensor], Tensor | None, int]:
@@ -642,7 +670,7 @@ def _recv_buffers(
     raw = None
     pos = 1
     if info[6]:
-        raw, work = recv_extra(dist, info, head, src, group, tags[1])
+        raw, work = recv_extra(link, info, head, tags[1])
         if work is not None:
             work.wait()
         pos = 2
@@ -650,39 +678,39 @@ def _recv_buffers(
     for code, numel in enumerate(info[FIXED:]):
         if numel:
             tag = _payload_tag(tags[pos], info[2:5], info[1])
-            posted[code] = _post_buffer_recv(dist, numel, code, device, src, group, tag)
+            posted[code] = _post_buffer_recv(link, numel, code, device, tag)
             pos += 1
     for work, _ in posted.values():
         work.wait()
     return {code: buf for code, (_, buf) in posted.items()}, raw, pos
 
 
-def _recv_header(src: int, group: Any, call: str) -> tuple[Any, Tags, list[int], Tensor]:
-    """Block for the header of the next transfer from ``src``; check it is one."""
-    dist = require_init(call)
+def _recv_header(link: Link, call: str) -> tuple[Tags, list[int], Tensor]:
+    """Block for the header of the next transfer from ``link``'s peer; check it is one."""
     tags = Tags()
-    work, head = post_header(dist, src, group, tags[0], wire_device(dist, group))
+    work, head = post_header(link, tags[0])
     work.wait()
     info = read_header(head)
-    check_magic(call, info, src)
-    return dist, tags, info, head
+    check_magic(call, info, link.peer)
+    return tags, info, head
 
 
-def drain(src: int, group: Any, call: str) -> None:
-    """Receive and drop one transfer from ``src`` (header, then what it announces), so a
-    sender is not left blocked when this rank refuses the call."""
-    dist, tags, info, head = _recv_header(src, group, call)
-    _recv_buffers(dist, info, head, src, group, tags, torch.device("cpu"))
+def drain(link: Link, call: str) -> None:
+    """Receive and drop one transfer from ``link``'s peer (header, then what it announces),
+    so a sender is not left blocked when this rank refuses the call."""
+    tags, info, head = _recv_header(link, call)
+    _recv_buffers(link, info, head, tags, torch.device("cpu"))
 
 
-def recv_new(src: int, group: Any, device: Any, call: str) -> TensorDictBase:
-    """Receive a structure and its buffers (``init_remote``'s messages) as a new TensorDict."""
-    dist, tags, info, head = _recv_header(src, group, call)
+def recv_new(link: Link, device: Any, call: str) -> TensorDictBase:
+    """Receive a structure and its buffers (``init_remote``'s messages) as a new,
+    consolidated collection (of the sender's class when this process knows it)."""
+    tags, info, head = _recv_header(link, call)
     dev = torch.device("cpu") if device is None else torch.device(device)
-    bufs, raw, _ = _recv_buffers(dist, info, head, src, group, tags, dev)
+    bufs, raw, _ = _recv_buffers(link, info, head, tags, dev)
     if info[1] != INIT or raw is None:
         raise RuntimeError(
-            f"{call}: rank {src} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
+            f"{call}: rank {link.peer} called {_KIND_NAMES.get(info[1], '?')}, which sends no "
             "structure; pair from_remote_init with init_remote"
         )
     # consolidated (one local copy, once): later transfers go straight into its storage
@@ -725,7 +753,24 @@ def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
         else:
             entries.append([key, _spec(value, path, call)])
     device = None if td._device is None else str(td._device)
-    return {"batch_size": list(td._batch_size), "device": device, "entries": entries}
+    node = {"batch_size": list(td._batch_size), "device": device, "entries": entries}
+    name = _class_name(type(td))
+    if name is not None:
+        node["type"] = name
+    return node
+
+
+def _class_name(cls: type) -> str | None:
+    """The registered name a tensorclass travels under (None for a TensorDict): the
+    receiver rebuilds that class when it is defined there (nothing is imported)."""
+    from tensordict._tensorclass import TensorClass
+
+    if cls is TensorClass or not issubclass(cls, TensorClass):
+        return None
+    try:
+        return type_name(cls)
+    except TypeError:  # not registered (or redefined since): it travels as a TensorDict
+        return None
 
 
 def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device) -> TensorDictBase:
@@ -736,7 +781,9 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
         raise RuntimeError(f"{call}: the received structure is not valid JSON ({err})") from None
     try:
         cursors, used = wire_order(spec)
-        td: TensorDictBase = _build(spec, bufs, cursors, device)
+        td: TensorDictBase = _build(spec, bufs, cursors, device, call)
+    except FormatError as err:  # a class this process does not define
+        raise RuntimeError(str(err)) from None
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as err:
         raise RuntimeError(f"{call}: the received structure is malformed ({err!r})") from None
     short = {c: (used.get(c, 0), b.numel()) for c, b in bufs.items() if used.get(c, 0) != b.numel()}
@@ -786,6 +833,7 @@ def _build(
     bufs: dict[int, Tensor],
     cursors: dict[tuple[int, tuple[int, ...]], int],
     device: torch.device,
+    call: str,
 ) -> Any:
     from tensordict._td import TensorDict
 
@@ -802,9 +850,14 @@ def _build(
         elif "data" in node:
             entries[key] = NonTensorData(node["data"], batch_size=node["batch_size"])
         else:
-            entries[key] = _build(node, bufs, cursors, device)
+            entries[key] = _build(node, bufs, cursors, device, call)
     dev = spec["device"]
     keep_device = dev is not None and torch.device(dev) == device
-    return TensorDict(
-        entries, batch_size=spec["batch_size"], device=device if keep_device else None
-    )
+    td = TensorDict(entries, batch_size=spec["batch_size"], device=device if keep_device else None)
+    name = spec.get("type")
+    if name is None:
+        return td
+    cls = lookup_type(str(name), call, "the received structure")
+    if not issubclass(cls, TensorDict):
+        raise TypeError(f"the received structure names {name!r}, not a tensorclass")
+    return cls._new_unsafe(td._tensordict, td._batch_size, td._device, None)

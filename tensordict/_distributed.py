@@ -28,6 +28,7 @@ from tensordict._dist_wire import (
     HEADER_LEN,
     INIT,
     Layout,
+    Link,
     Pending,
     Tags,
     as_bytes,
@@ -115,7 +116,9 @@ class DistributedOps(CollectionPrimitives):
         A header, a description of the structure and ONE buffer: the storage of a
         consolidated TensorDict as it is, else the leaves consolidated on the fly (so
         ``consolidated=`` is accepted for compatibility and changes nothing).
-        ``group_dst`` names the peer by its rank in ``group`` instead. ``init_tag`` numbers
+        ``group_dst`` names the peer by its rank in ``group`` instead (``group`` required;
+        the group's own ``send`` carries the messages, so a process group built on a store
+        and never registered serves too). ``init_tag`` numbers
         the messages (``init_tag``, ``init_tag + 1``, ...) and ``pseudo_rand=True`` draws
         the tags from a generator seeded by ``init_tag``; the receiver passes the same values.
 
@@ -127,8 +130,8 @@ class DistributedOps(CollectionPrimitives):
         RuntimeError: TensorDict.send: torch.distributed is not initialised; ...
         """
         call = self._call("send")
-        peer = _peer_rank(call, dst, group_dst, group, "dst")
-        post_send(self, peer, group, Tags(init_tag, pseudo_rand), call).wait()
+        link = _link(call, dst, group_dst, group, "dst")
+        post_send(self, link, Tags(init_tag, pseudo_rand), call).wait()
 
     def isend(
         self,
@@ -147,8 +150,8 @@ class DistributedOps(CollectionPrimitives):
         handle to ``wait()`` on before the leaves are changed.
         """
         call = self._call("isend")
-        peer = _peer_rank(call, dst, group_dst, group, "dst")
-        pending = post_send(self, peer, group, Tags(init_tag, pseudo_rand), call)
+        link = _link(call, dst, group_dst, group, "dst")
+        pending = post_send(self, link, Tags(init_tag, pseudo_rand), call)
         if return_early:
             return [pending]
         pending.wait()
@@ -172,8 +175,8 @@ class DistributedOps(CollectionPrimitives):
         consumed. Returns the next free tag.
         """
         call = self._call("recv")
-        peer = _peer_rank(call, src, group_src, group, "src")
-        pending = post_recv(self, peer, group, Tags(init_tag, pseudo_rand), call)
+        link = _link(call, src, group_src, group, "src")
+        pending = post_recv(self, link, Tags(init_tag, pseudo_rand), call)
         pending.wait()
         return pending.next_tag
 
@@ -195,8 +198,8 @@ class DistributedOps(CollectionPrimitives):
         the TensorDict only after it returns.
         """
         call = self._call("irecv")
-        peer = _peer_rank(call, src, group_src, group, "src")
-        pending = post_recv(self, peer, group, Tags(init_tag, pseudo_rand), call)
+        link = _link(call, src, group_src, group, "src")
+        pending = post_recv(self, link, Tags(init_tag, pseudo_rand), call)
         if return_premature:
             return [pending]
         pending.wait()
@@ -224,7 +227,7 @@ class DistributedOps(CollectionPrimitives):
         if dst is None:
             raise ValueError(f"{call}: dst is required unless use_broadcast=True")
         spec = structure(self, call)
-        post_send(self, dst, group, Tags(), call, INIT, spec).wait()
+        post_send(self, Link(call, dst, group), Tags(), call, INIT, spec).wait()
 
     @classmethod
     def from_remote_init(
@@ -234,9 +237,9 @@ class DistributedOps(CollectionPrimitives):
 
         The result is consolidated (see :meth:`consolidate`: locked, its leaves views of
         one storage, on ``device``, the CPU by default), so that later ``recv`` calls write
-        straight into that storage. The structure is JSON: nothing is unpickled. The result
-        is a TensorDict, whatever class the sender had. Two processes are needed (see
-        docs/distributed.md):
+        straight into that storage. The structure is JSON: nothing is unpickled or imported.
+        A tensorclass comes back as that class when this process defines it (else a
+        ``RuntimeError`` names it). Two processes are needed (see docs/distributed.md):
 
         >>> from tensordict import TensorDict
         >>> TensorDict.from_remote_init(src=0)
@@ -247,15 +250,18 @@ class DistributedOps(CollectionPrimitives):
             from tensordict._td import TensorDict
 
             return TensorDict().broadcast(src, group=group, device=device)
-        return recv_new(src, group, device, "TensorDict.from_remote_init")
+        call = f"{cls.__name__}.from_remote_init"
+        return recv_new(Link(call, src, group), device, call)
 
     # ------------------------------------------------------------ collectives
     def broadcast(self, src: int, *, group: Any = None, device: Any = None) -> Self:
         """Rank ``src``'s TensorDict on every rank of the group (every rank calls it).
 
-        The others need not know the structure: call it on an empty TensorDict. Rank
-        ``src`` gets ``self`` back; the others a new TensorDict whose leaves are views of
-        the received buffers, on ``device`` (the CPU by default).
+        The others need not know the structure: call it on an empty TensorDict. Every rank
+        gets a consolidated collection (see :meth:`consolidate`): rank ``src`` its own
+        (``self`` when it is consolidated already, else a consolidated copy), the others a
+        new one on ``device`` (the CPU by default), of the sender's tensorclass when this
+        process defines it.
 
         >>> import torch, torch.distributed as dist
         >>> from tensordict import TensorDict
@@ -267,8 +273,9 @@ class DistributedOps(CollectionPrimitives):
         call = self._call("broadcast")
         dist = require_init(call)
         if dist.get_rank() == src:
-            lay = Layout(self, call)
-            spec = structure(self, call)
+            out: Any = self.consolidate()  # type: ignore[attr-defined]
+            lay = Layout(out, call)
+            spec = structure(out, call)
             bufs = lay.pack()
             wire = wire_device(dist, group)
             header = lay.header(INIT, bufs, len(spec)).to(wire)
@@ -277,7 +284,7 @@ class DistributedOps(CollectionPrimitives):
             dist.broadcast(raw, src, group=group)
             for code in sorted(bufs):
                 dist.broadcast(as_bytes(bufs[code]), src, group=group)
-            return self
+            return out  # type: ignore[no-any-return]
         wire = wire_device(dist, group)
         header = torch.empty(HEADER_LEN, dtype=torch.int64, device=wire)
         dist.broadcast(header, src, group=group)
@@ -289,7 +296,7 @@ class DistributedOps(CollectionPrimitives):
         bufs = empty_buffers(info, dev)
         for code in sorted(bufs):
             dist.broadcast(as_bytes(bufs[code]), src, group=group)
-        return build(call, raw, bufs, dev)  # type: ignore[return-value]
+        return build(call, raw, bufs, dev).consolidate(inplace=True)  # type: ignore[no-any-return]
 
     def all_reduce(
         self,
@@ -492,7 +499,7 @@ class DistributedOps(CollectionPrimitives):
         dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != src:
-            return recv_new(src, group, device, call)  # type: ignore[return-value]
+            return recv_new(Link(call, src, group), device, call)  # type: ignore[return-value]
         if tensordicts is None or len(tensordicts) != len(ranks):
             got = None if tensordicts is None else len(tensordicts)
             raise ValueError(
@@ -507,7 +514,8 @@ class DistributedOps(CollectionPrimitives):
             if rank != src
         ]
         pending = [
-            post_send(td, rank, group, Tags(), call, INIT, raw) for rank, td, raw, _ in outgoing
+            post_send(td, Link(call, rank, group), Tags(), call, INIT, raw)
+            for rank, td, raw, _ in outgoing
         ]
         for p in pending:
             p.wait()
@@ -524,13 +532,13 @@ class DistributedOps(CollectionPrimitives):
         dist = require_init(call)
         ranks = _ranks(dist, group)
         if dist.get_rank() != dst:
-            post_send(self, dst, group, Tags(), call).wait()
+            post_send(self, Link(call, dst, group), Tags(), call).wait()
             return None
         others = [r for r in ranks if r != dst]
         bs = self._batch_size
         if not bs or bs[0] != len(others):
             for rank in others:  # the other ranks are mid-send: take their messages first
-                drain(rank, group, call)
+                drain(Link(call, rank, group), call)
             raise ValueError(
                 f"{call}: on rank {dst} the tensordict needs one row per other rank: "
                 f"batch_size[0] == {len(others)}, got batch_size {tuple(bs)}"
@@ -538,7 +546,7 @@ class DistributedOps(CollectionPrimitives):
         problems = []
         for row, rank in enumerate(others):
             try:
-                post_recv(self._index(row), rank, group, Tags(), call).wait()
+                post_recv(self._index(row), Link(call, rank, group), Tags(), call).wait()
             except RuntimeError as err:  # keep receiving: the other ranks are mid-send
                 problems.append(str(err))
         if problems:
@@ -550,17 +558,28 @@ def _any_dtype(plan: Plan) -> None:
     """A reduction takes every dtype torch.distributed reduces (no wire codes involved)."""
 
 
-def _peer_rank(call: str, rank: int | None, group_rank: int | None, group: Any, what: str) -> int:
-    """The global rank of the peer, given as ``dst``/``src`` or by its rank in ``group``."""
-    if (rank is None) == (group_rank is None):
+def _link(call: str, rank: int | None, group_rank: int | None, group: Any, what: str) -> Link:
+    """The peer of a point-to-point call, named by its global rank (``dst``/``src``) or by
+    its rank in ``group`` (``group_dst``/``group_src``: reached through the group's own
+    send and recv, so an unregistered group serves too)."""
+    if group_rank is not None:
+        if group is None:
+            raise ValueError(
+                f"{call}: `group_{what}` requires `group` to be passed (group_{what} is a "
+                f"rank in that group), got group_{what}={group_rank!r} and group=None"
+            )
+        if rank is not None:
+            raise ValueError(
+                f"{call}: `{what}` and `group_{what}` are mutually exclusive (a global rank, "
+                f"or a rank in group), got {what}={rank!r}, group_{what}={group_rank!r}"
+            )
+        return Link(call, group_rank, group, raw=True)
+    if rank is None:
         raise ValueError(
-            f"{call}: pass exactly one of {what} (a global rank) and group_{what} (a rank in "
-            f"group), got {what}={rank!r}, group_{what}={group_rank!r}"
+            f"{call}: Exactly one of `{what}` (a global rank) and `group_{what}` (a rank in "
+            "group) must be provided, got neither"
         )
-    if rank is not None:
-        return rank
-    dist = require_init(call)
-    return int(dist.get_global_rank(dist.group.WORLD if group is None else group, group_rank))
+    return Link(call, rank, group)
 
 
 def _gather_padded(dist: Any, group: Any, data: bytes, sizes: list[int]) -> list[Tensor]:

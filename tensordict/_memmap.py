@@ -231,6 +231,8 @@ class MemoryMappedTensor(MappedViews):
                     f"{call}: the tensor is already mapped from {mine!r}; pass "
                     f"copy_existing=True to copy it to {wanted!r}"
                 )
+        if copy_data and hasattr(input, "full_tensor"):  # a DTensor: gather its whole value
+            input = input.full_tensor()  # (a collective: every rank of its mesh calls it)
         if input.requires_grad:
             raise RuntimeError(
                 f"{call}: MemoryMappedTensor does not support autograd; pass a detached tensor"

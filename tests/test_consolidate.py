@@ -233,9 +233,9 @@ def test_through_a_multiprocessing_queue() -> None:
 
 def test_a_peer_named_twice_or_not_at_all_is_refused() -> None:
     td = TensorDict({"a": torch.zeros(2)}, [2])
-    with pytest.raises(ValueError, match="TensorDict.send: pass exactly one of dst"):
+    with pytest.raises(ValueError, match="TensorDict.send: Exactly one of `dst`"):
         td.send()
-    with pytest.raises(ValueError, match="TensorDict.recv: pass exactly one of src"):
+    with pytest.raises(ValueError, match="TensorDict.recv: `group_src` requires `group`"):
         td.recv(0, group_src=0)
     with pytest.raises(ValueError, match="TensorDict.init_remote: dst is required"):
         td.init_remote()
