@@ -37,7 +37,7 @@ def _plain(value: Any) -> Any:
 
 
 def _is_non_tensor_value(value: Any) -> bool:
-    return isinstance(value, NonTensor)
+    return isinstance(value, NonTensor) and not isinstance(value, Tensor)
 
 
 class EntryOps(CollectionPrimitives):
@@ -171,7 +171,7 @@ class EntryOps(CollectionPrimitives):
         >>> td.is_non_tensor("a"), td.is_non_tensor("b")
         (False, True)
         """
-        return isinstance(self.get(key), NonTensor)
+        return _is_non_tensor_value(self.get(key))
 
     def clear_refs_for_compile_(self) -> Self:
         """Forget what produced this collection (the record a ``with`` block undoes).
