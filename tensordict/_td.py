@@ -1262,7 +1262,7 @@ def _flat_values(d: Mapping[str, Any]) -> Iterator[Any]:
 
 def _entry_shape(value: Any) -> torch.Size | None:
     if isinstance(value, Tensor):
-        return value.shape
+        return None if isinstance(value, NonTensor) else value.shape  # (Unbatched: no batch)
     if _is_td(value):
         return value._batch_size
     tensor = _as_tensor_or_none(value, None)
