@@ -30,7 +30,9 @@ _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 def _plain(value: Any) -> Any:
     """A deep plain copy: tensors cloned, collections as TensorDicts, non-tensors kept."""
     if isinstance(value, Tensor):
-        return value.clone().as_subclass(Tensor) if type(value) is not Tensor else value.clone()
+        if type(value) is Tensor or isinstance(value, NonTensor):  # (an UnbatchedTensor stays)
+            return value.clone()
+        return value.clone().as_subclass(Tensor)
     if isinstance(value, NonTensor):
         return value
     return value.to_tensordict()

@@ -311,6 +311,33 @@ def test_memmap_and_consolidate_refused() -> None:
     assert torch.equal(kept["x"], td["x"])
 
 
+@pytest.mark.parametrize(
+    ("call", "suffix"), [("to_h5", "x.h5"), ("to_zarr", "x.zarr"), ("to_safetensors", "x.st")]
+)
+def test_file_writers_refuse_it(call: str, suffix: str) -> None:
+    path = tempfile.mkdtemp() + "/" + suffix
+    with pytest.raises(NotImplementedError, match=rf"TensorDict.{call}: .*'u' is one"):
+        getattr(make(), call)(path)
+
+
+def test_to_tensordict_keeps_it_and_copies() -> None:
+    td = make()
+    out = lazy_stack([td, td]).to_tensordict()
+    assert type(out.get("u")) is UnbatchedTensor
+    assert out.get("u").batch_size == out.batch_size == (2, *BS)
+    assert out.get("u").data_ptr() != td["u"].data_ptr()
+
+
+def test_from_dict_auto_batch_size_ignores_it() -> None:
+    d = {"u": UnbatchedTensor(torch.zeros(5)), "x": torch.zeros(3, 4)}
+    td = TensorDict.from_dict(d, auto_batch_size=True)
+    assert td.batch_size == BS
+    assert td.get("u").batch_size == BS
+    strings = TensorDict.from_dict({"q": ["a", "b", "c", "d"]}, auto_batch_size=True)
+    assert strings.batch_size == (4,)
+    assert strings["q"] == ["a", "b", "c", "d"]
+
+
 def test_pickle_and_deepcopy() -> None:
     td = make()
     for back in (pickle.loads(pickle.dumps(td)), copy.deepcopy(td)):
