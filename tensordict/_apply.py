@@ -299,7 +299,7 @@ def _apply_simple(
                 )
             if out_device is not None and result.device != out_device:
                 result = result.to(out_device)
-            if type(result) is not Tensor and isinstance(result, NonTensor):
+            if isinstance(result, NonTensor):
                 result = result._with(out_bs, out_device)  # an UnbatchedTensor: any shape
             elif n:
                 shape = result.shape

@@ -639,7 +639,7 @@ class ShapeOps(CollectionPrimitives):
             n = mask.ndim
         self._check_mask(self._call("masked_fill_"), mask)
         for leaf in self._tensor_leaves([]):
-            if type(leaf) is not Tensor and isinstance(leaf, NonTensor):
+            if isinstance(leaf, NonTensor):
                 continue  # an UnbatchedTensor: no batch element to fill (as masked_fill)
             leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
         return self
