@@ -246,6 +246,11 @@ class TensorDictParams(nn.Module):
         """Whether keys may not be added, removed or replaced (``lock_``/``unlock_``)."""
         return bool(self.__dict__["_locked"])
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     def lock_(self) -> TensorDictParams:
         """Refuse new, removed or replaced keys until ``unlock_()`` (or the end of a
         ``with params.lock_():`` block).
@@ -304,8 +309,8 @@ class TensorDictParams(nn.Module):
     def _check_unlocked(self, call: str, key: object) -> None:
         if self.__dict__["_locked"]:
             raise RuntimeError(
-                f"TensorDictParams.{call}: cannot add, remove or replace key {key!r}: the "
-                "TensorDictParams is locked (call unlock_() first)"
+                f"TensorDictParams.{call}: Cannot modify locked TensorDictParams: cannot "
+                f"add, remove or replace key {key!r} (call unlock_() first)"
             )
 
     @classmethod

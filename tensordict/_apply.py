@@ -148,6 +148,7 @@ def apply_nested(
     prefix: tuple[str, ...],
     call: str,
     default: Any = NO_DEFAULT,
+    is_leaf: Callable[[type], bool] | None = None,
 ) -> _Dense | None:
     """Map ``fn`` over every tensor leaf of ``td`` (and the matching leaves of ``others``).
 
@@ -155,24 +156,31 @@ def apply_nested(
     entries is dropped too when ``filter_empty``. Non-tensor entries are carried over.
     Returns None when the result is empty and ``filter_empty`` asks to drop it. With a
     ``default``, a leaf (or a whole level) an other lacks gives ``fn`` that default.
+    ``is_leaf`` (None: tensors only) names the other classes ``fn`` receives whole.
     """
     out_bs = td._batch_size if batch_size is None else batch_size
     out_device = td._device if device is _NOT_GIVEN else device
     keep_names = td._names if batch_size is None else None
     out_names = keep_names if names is _NOT_GIVEN else names
-    if not others and key_fn is None and not call_on_nested:
+    if not others and key_fn is None and not call_on_nested and is_leaf is None:
         return _apply_simple(
             td, fn, batch_size, out_bs, device, out_device, out_names, filter_empty, prefix, call
         )
     entries: dict[str, Any] = {}
     for key, value in td._tensordict.items():
-        if isinstance(value, Tensor) or (call_on_nested and not isinstance(value, NonTensor)):
+        if (
+            isinstance(value, Tensor)
+            or (call_on_nested and not isinstance(value, NonTensor))
+            or (is_leaf is not None and is_leaf(type(value)))
+        ):
             args = [_other_value(call, o, key, prefix, default) for o in others]
             if key_fn is not None:
                 result = fn(key_fn((*prefix, key)), value, *args)
             else:
                 result = fn(value, *args)
             if result is not None:
+                if not isinstance(value, Tensor) and is_leaf is not None:
+                    result = _as_entry(result, out_bs, out_device)
                 entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)
@@ -188,6 +196,7 @@ def apply_nested(
                 key_fn,
                 (*prefix, key),
                 default,
+                is_leaf,
             )
         else:
             sub_others = tuple(_other_value(call, o, key, prefix, default, ABSENT) for o in others)
@@ -210,6 +219,7 @@ def apply_nested(
                 prefix=(*prefix, key),
                 call=call,
                 default=default,
+                is_leaf=is_leaf,
             )
             if sub is not None:
                 entries[key] = sub
@@ -345,6 +355,7 @@ def _apply_stack(
     key_fn: Callable[[tuple[str, ...]], Any] | None,
     path: tuple[str, ...],
     default: Any = NO_DEFAULT,
+    is_leaf: Callable[[type], bool] | None = None,
 ) -> Any:
     """``apply`` on a ragged lazy stack nested under ``path``: member by member, the keys
     that ``key_fn`` sees still starting with ``path``."""
@@ -360,4 +371,24 @@ def _apply_stack(
         filter_empty,
         call_on_nested,
         default,
+        is_leaf,
     )
+
+
+def leaf_rule(is_leaf: Callable[[type], bool]) -> Callable[[type], bool] | None:
+    """The ``is_leaf`` the walk consults: None for the rules under which only tensors are
+    leaves (the default ones, the walk's own rule)."""
+    from tensordict._predicates import default_is_leaf
+    from tensordict._views import default_is_leaf as tensors_only
+
+    return None if is_leaf is default_is_leaf or is_leaf is tensors_only else is_leaf
+
+
+def _as_entry(result: Any, batch_size: torch.Size, device: torch.device | None) -> Any:
+    """What ``fn`` returned for an entry ``is_leaf`` made a leaf, as an entry: a value that
+    is neither a tensor nor a collection is stored as non-tensor data (as ``set`` does)."""
+    if isinstance(result, (Tensor, CollectionPrimitives)):
+        return result
+    from tensordict._nontensor import NonTensorData
+
+    return NonTensorData(result, batch_size=batch_size, device=device)

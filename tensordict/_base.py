@@ -126,6 +126,8 @@ class TensorDictBase(
         default: Any = _NO_DEFAULT,
         out: Any = None,
         propagate_lock: bool = False,
+        is_leaf: Callable[[type], bool] | None = None,
+        **kwargs: Any,
     ) -> Self:
         """A new collection with ``fn`` applied to every tensor leaf (``fn`` -> None drops it).
 
@@ -137,14 +139,26 @@ class TensorDictBase(
         in place (and is returned); ``propagate_lock`` locks a new result when this
         collection is locked.
 
+        ``is_leaf(cls)`` decides, by its class, which entry ``fn`` receives whole: a nested
+        collection it accepts (a ``TensorDict``, a lazy stack) or a non-tensor entry
+        (``is_leaf=tensordict.is_leaf_nontensor``) is passed to ``fn`` instead of being
+        walked into or carried over; tensors are always leaves. As upstream, ``named``,
+        ``nested_keys`` and ``prefix`` make this call :meth:`named_apply`, and ``checked``
+        is accepted (results are always checked here).
+
         >>> import torch
         >>> from tensordict import TensorDict
         >>> td = TensorDict({"a": torch.ones(2), "b": torch.ones(2, dtype=torch.int64)}, [2])
         >>> list(td.apply(lambda x: x * 2 if x.is_floating_point() else None).keys())
         ['a']
+        >>> td = TensorDict({"a": torch.ones(2), "n": {"b": torch.ones(2)}}, [2])
+        >>> td.apply(lambda x: x.apply(torch.neg) if isinstance(x, TensorDict) else x,
+        ...          is_leaf=lambda cls: issubclass(cls, TensorDict))["n", "b"]
+        tensor([-1., -1.])
         """
-        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
-        return self._apply_with(fn, others, None, args, out, propagate_lock)  # type: ignore[no-any-return]
+        key_fn = _apply_key_fn(self._call("apply"), kwargs) if kwargs else None
+        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default, is_leaf)
+        return self._apply_with(fn, others, key_fn, args, out, propagate_lock)  # type: ignore[no-any-return]
 
     def _apply_with(
         self,
@@ -162,8 +176,14 @@ class TensorDictBase(
         inplace = args[3]
         if args[4] is not False and not inplace and dropped(self, result, args[4]):
             return None
-        if out is not None:
-            return out.update_(result)
+        if out is not None:  # the results replace out's entries (set, not copied in), as upstream
+            if out.is_locked:
+                call = self._call("named_apply" if key_fn else "apply")
+                raise RuntimeError(
+                    f"{call}: out is locked; its entries cannot be replaced "
+                    f"(unlock it, or write into it with apply_/update_)"
+                )
+            return out.update(result)
         if propagate_lock and not inplace and self.is_locked:
             result.lock_()
         return result
@@ -183,9 +203,12 @@ class TensorDictBase(
         out: Any = None,
         propagate_lock: bool = False,
         prefix: tuple[str, ...] = (),
+        is_leaf: Callable[[type], bool] | None = None,
+        checked: bool = False,
     ) -> Self:
         """Like :meth:`apply`, with the key as first argument (a full tuple if ``nested_keys``,
-        led by ``prefix``); ``default``, ``out`` and ``propagate_lock`` as for :meth:`apply`.
+        led by ``prefix``); ``default``, ``out``, ``propagate_lock``, ``is_leaf`` and
+        ``checked`` as for :meth:`apply`.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -195,16 +218,13 @@ class TensorDictBase(
         >>> seen
         ['a', ('b', 'c')]
         """
-        from tensordict._keys import join_path
-
-        key_fn = join_path if nested_keys else (lambda path: path[-1])
-        if prefix and nested_keys:
-            key_fn = lambda path: join_path((*prefix, *path))  # noqa: E731
-        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default)
+        key_fn = _named_key_fn(nested_keys, prefix)
+        args = (batch_size, device, names, inplace, filter_empty, call_on_nested, default, is_leaf)
         return self._apply_with(fn, others, key_fn, args, out, propagate_lock)  # type: ignore[no-any-return]
 
-    def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase) -> Self:
-        """Apply ``fn`` to every tensor leaf and copy the result back into the leaf.
+    def apply_(self, fn: Callable[..., Tensor], *others: TensorDictBase, **kwargs: Any) -> Self:
+        """Apply ``fn`` to every tensor leaf and copy the result back into the leaf; keyword
+        arguments are those of :meth:`apply` (``default``, ``is_leaf``, ...).
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -212,6 +232,11 @@ class TensorDictBase(
         >>> td["a"]
         tensor([3., 3.])
         """
+        if kwargs:
+            if "inplace" in kwargs:
+                raise TypeError(f"{self._call('apply_')}: inplace is always True here")
+            self.apply(fn, *others, inplace=True, **kwargs)
+            return self
         return self._apply_impl(fn, others, None, None, None, None, True, True, False)
 
     # --------------------------------------------------------------- entries
@@ -392,3 +417,29 @@ class DenseTensorDictBase(DenseStorage, TensorDictBase):
 #: Upstream's name for the root of the tensor collections. Every collection here (a
 #: tensorclass included) derives from :class:`TensorDictBase`, so it is that class.
 TensorCollection = TensorDictBase
+
+
+def _named_key_fn(nested_keys: bool, prefix: tuple[str, ...]) -> Callable[[tuple[str, ...]], Any]:
+    """The key ``named_apply`` passes ``fn``: the last name, or the full key led by
+    ``prefix`` when ``nested_keys``."""
+    from tensordict._keys import join_path
+
+    if not nested_keys:
+        return lambda path: path[-1]
+    if prefix:
+        return lambda path: join_path((*prefix, *path))
+    return join_path
+
+
+def _apply_key_fn(call: str, kwargs: dict[str, Any]) -> Callable[[tuple[str, ...]], Any] | None:
+    """The keyword arguments upstream's ``apply`` passes on to its engine: ``named`` (with
+    ``nested_keys`` and ``prefix``) gives the key function of :meth:`named_apply`;
+    ``checked`` is accepted and has no effect. Anything else is a TypeError."""
+    extra = sorted(set(kwargs) - {"named", "nested_keys", "prefix", "checked"})
+    if extra:
+        raise TypeError(f"{call}: unexpected keyword argument(s) {extra}")
+    if not kwargs.get("named", False):
+        if "nested_keys" in kwargs or "prefix" in kwargs:
+            raise TypeError(f"{call}: nested_keys and prefix need named=True")
+        return None
+    return _named_key_fn(kwargs.get("nested_keys", False), tuple(kwargs.get("prefix", ())))

@@ -69,6 +69,24 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 
 
+def planned(td: Any, leaves: Sequence[Tensor], call: str, stacked: bool = False) -> Plan:
+    """``Plan.of(leaves, stacked)`` for the leaves of ``td``, with a nested (ragged) tensor
+    leaf, which has no flat byte layout to plan, refused by its key (looked for only when
+    planning fails: no cost otherwise)."""
+    try:
+        return Plan.of(leaves, stacked=stacked)
+    except Exception as err:
+        ragged = next((leaf for leaf in leaves if leaf.is_nested), None)
+        if ragged is None:
+            raise
+        where = next((repr(k) for k, v in td.items(True, True) if v is ragged), "(in a lazy stack)")
+        raise TypeError(
+            f"{call}: the entry {where} is a nested (ragged) tensor of layout "
+            f"{ragged.layout}; consolidated storage holds strided leaves only (pad it, or "
+            f"keep such entries out of the collection)"
+        ) from err
+
+
 def _range_start(idx: list[int], count: int) -> int | None:
     """The first index of a run whose ``count`` leaf indices are consecutive (they
     ascend, so first and last tell), else None (also for an empty run)."""
@@ -679,7 +697,7 @@ class ConsolidateOps(CollectionPrimitives):
         # in memory, only one shape per run is read (see Plan.of): with a stale plan the
         # fill raises before anything is handed out, and the leaves are planned in full
         quick = filename is None and not inplace and not (return_early and num_threads > 1)
-        plan = Plan.of(leaves, stacked=quick)
+        plan = planned(self, leaves, call, stacked=quick)
         while True:
             bar = progress_bar(call, plan.nleaves, unit="leaf") if pbar else None
             dev = _storage_device(self, leaves, device)
@@ -715,7 +733,9 @@ class ConsolidateOps(CollectionPrimitives):
                 out: Any = self
             else:
                 out, _ = locked_copy(self, views, 0, iter(dense))
-            if dev != self._device and (self._device is not None or device is not None):
+            # a file is on the CPU: a collection without a device gets it there, as upstream
+            known = self._device is not None or device is not None or filename is not None
+            if dev != self._device and known:
                 _set_device(out, dev)
             record = Record(storage, plan, meta)
             if return_early and num_threads > 1:
@@ -729,7 +749,7 @@ class ConsolidateOps(CollectionPrimitives):
             try:
                 plan.fill(storage, leaves, non_blocking, bar)
             except RuntimeError:
-                full = Plan.of(leaves)
+                full = planned(self, leaves, call)
                 if not quick or full is plan:
                     raise
                 plan, quick = full, False
@@ -847,7 +867,7 @@ def wire_plan(
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)
-    plan = Plan.of(leaves)
+    plan = planned(td, leaves, f"{type(td).__name__} (sent)")
     return plan, None, leaves, _described(plan, tokens)
 
 
@@ -891,7 +911,7 @@ def wire_fill(
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)
-    plan = Plan.of(leaves, stacked=True)
+    plan = planned(td, leaves, f"{type(td).__name__} (sent)", stacked=True)
     dev = leaf_device(leaves)
     while True:
         check(plan)
@@ -899,7 +919,7 @@ def wire_fill(
         try:
             plan.fill(buffer.storage, leaves)
         except RuntimeError:
-            full = Plan.of(leaves)
+            full = planned(td, leaves, f"{type(td).__name__} (sent)")
             if full is plan:
                 raise
             plan = full

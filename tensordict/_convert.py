@@ -80,6 +80,8 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     elif other is not None:
         args = (*args, other)
     for arg in args:
+        if arg is None:  # to(None): nothing to move or cast (self, as upstream)
+            continue
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Tensor):
@@ -91,6 +93,11 @@ def _parse_to(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
         else:
             raise TypeError(f"{call}: cannot convert to {arg!r}; pass a device, a dtype or both")
     return (None if device is None else as_device(device)), dtype
+
+
+def _is_collection_arg(args: tuple[Any, ...]) -> builtins.bool:
+    """Whether ``to`` was given a collection to take the device of (``to(other_td)``)."""
+    return builtins.bool(args) and isinstance(args[0], CollectionPrimitives)
 
 
 CLASS_FILTER: Any = object()  # no cast_filter given: the class's own (a tensorclass option)
@@ -110,7 +117,8 @@ class ConvertOps(CollectionPrimitives):
         share one); ``inplace=True`` makes this collection hold the result and returns it.
         ``cast_filter=fn`` casts only the leaves for which ``fn(key, leaf)`` is true (``key``
         a tuple of str), moving all of them; a tensorclass may declare a default one, which
-        ``cast_filter=None`` turns off.
+        ``cast_filter=None`` turns off. A move to the device this collection already
+        declares returns it unchanged (``self``), as upstream; a cast always copies.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -132,6 +140,8 @@ class ConvertOps(CollectionPrimitives):
         device, dtype = _parse_to(self._call("to"), args, kwargs)
         if device is None and dtype is None:
             out = self
+        elif dtype is None and device == self.device and not _is_collection_arg(args):
+            out = self  # already there: self, as upstream (to(other_td) still copies)
         elif cast_filter is not None and dtype is not None:
             out = _filtered_to(self, device, dtype, cast_filter, non_blocking)
         elif device is None:
@@ -303,8 +313,11 @@ class ConvertOps(CollectionPrimitives):
         (2, 1)
         """
         from tensordict._context import adopt
+        from tensordict._structure import densify_nested_stacks
 
         out = map_leaves(self, _canonical if canonical else Tensor.contiguous)
+        if out._stack_parts() is None:  # nested lazy stacks of one structure: made dense
+            densify_nested_stacks(out, self._call("contiguous"))  # type: ignore[arg-type]
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from tensordict._base import _NO_DEFAULT, TensorDictBase
+from tensordict._batch import check_copy_broadcast, leaf_shape_error
 from tensordict._io_common import FormatError
 from tensordict._keys import NestedKey, key_path
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, is_non_tensor
@@ -606,7 +607,14 @@ class PersistentTensorDict(TensorDictBase):
             for sub, item in value.items(True, True, is_leaf=with_non_tensor):
                 self.set_((*path, *((sub,) if isinstance(sub, str) else sub)), item)
             return self
-        array = _as_numpy(self._call("set_"), key, torch.as_tensor(value))
+        call = self._call("set_")
+        tensor = torch.as_tensor(value)
+        if not isinstance(node, dict):  # a dataset: the checks of TensorDict.set_, first
+            n = len(self._batch_size)
+            if tuple(tensor.shape[:n]) != tuple(self._batch_size):
+                raise leaf_shape_error(call, key, tensor.shape, self._batch_size)
+            check_copy_broadcast(tensor.shape, self._handle.backend.shape(node), key, call)
+        array = _as_numpy(call, key, tensor)
         self._handle.backend.write(node, ..., array)
         return self
 
@@ -743,6 +751,7 @@ class PersistentTensorDict(TensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> Self:
         dense = self.to_tensordict()
         out = dense._apply_impl(
@@ -756,6 +765,7 @@ class PersistentTensorDict(TensorDictBase):
             filter_empty,
             call_on_nested,
             default,
+            is_leaf,
         )
         if inplace:
             self.update(dense, inplace=True)
@@ -825,6 +835,11 @@ class PersistentTensorDict(TensorDictBase):
     def is_locked(self) -> bool:
         """Whether keys may not change."""
         return self._is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
 
     def lock_(self) -> Self:
         """Forbid adding or removing keys."""

@@ -44,6 +44,7 @@ from tensordict._keys import (
     sort_key,
     unravel_key,
 )
+from tensordict._lazy_index import index_members
 from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
@@ -270,6 +271,11 @@ class LazyStackedTensorDict(TensorDictBase):
     def is_locked(self) -> bool:
         """Whether every member is locked."""
         return all(m.is_locked for m in self.tensordicts) if self.tensordicts else self._is_locked
+
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
 
     def __getattr__(self, name: str) -> Any:
         """A field of the tensorclass instances stacked here, read as a stacked entry
@@ -811,6 +817,7 @@ class LazyStackedTensorDict(TensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> Any:
         """Apply member by member (the others are cut along the stack dim)."""
         call = self._call("apply")
@@ -831,6 +838,7 @@ class LazyStackedTensorDict(TensorDictBase):
                     filter_empty,
                     call_on_nested,
                     default,
+                    is_leaf,
                 )
             if len(bs) <= self.stack_dim or bs[self.stack_dim] != len(self.tensordicts):
                 raise ValueError(
@@ -852,6 +860,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 filter_empty,
                 call_on_nested,
                 default,
+                is_leaf,
             )
             for i, m in enumerate(self.tensordicts)
         ]
@@ -991,7 +1000,7 @@ class LazyStackedTensorDict(TensorDictBase):
             out = self._index_new_dims(index)
             if out is not None:
                 return out
-            return self._as_dense(f"{type(self).__name__}[]")[index]
+            return self._index_mixed(index)
         at, member_index, kept = split
         n = len(self.tensordicts)
         if isinstance(at, int):
@@ -999,7 +1008,7 @@ class LazyStackedTensorDict(TensorDictBase):
             return member if _whole(member_index) else member[member_index]
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
-            return self._as_dense(f"{type(self).__name__}[]")[index]
+            return self._index_mixed(index)
         ids = chosen.tolist()
         if not ids:
             return self._empty_selection(member_index, kept)
@@ -1007,6 +1016,16 @@ class LazyStackedTensorDict(TensorDictBase):
         if not _whole(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
+
+    def _index_mixed(self, index: Any) -> Any:
+        """``self[index]`` for an index that mixes the members' elements: through the
+        dense stack when the members share one structure, else element by element from
+        the members (masks and index tensors; see ``_lazy_index``)."""
+        if not same_structure(self.tensordicts):
+            out = index_members(self, index)
+            if out is not None:
+                return out
+        return self._as_dense(f"{type(self).__name__}[]")[index]
 
     def _index_new_dims(self, index: Any) -> Any:
         """``self[index]`` for an index holding None (new dims of size one): the index

@@ -279,8 +279,14 @@ class MathOps(CollectionPrimitives):
         src = _dense(self, self._call("norm"))
         return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])  # type: ignore[no-any-return]
 
-    def logsumexp(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
+    def logsumexp(
+        self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, out: Any = None
+    ) -> Self:
         """``log(sum(exp(x)))`` of each leaf over batch ``dim`` (all batch dims when None).
+
+        ``out`` (a collection with the result's batch size) receives the result and is
+        returned: a leaf it already holds is written in place (``torch.logsumexp(...,
+        out=leaf)``), a missing one is set.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -296,7 +302,25 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i not in dims]
         )
         src = _dense(self, self._call("logsumexp"))
-        return src.apply(batch_only(lambda x: torch.logsumexp(x, dims, keepdim)), batch_size=new_bs)  # type: ignore[no-any-return]
+        if out is None:
+            return src.apply(  # type: ignore[no-any-return]
+                batch_only(lambda x: torch.logsumexp(x, dims, keepdim)), batch_size=new_bs
+            )
+        call = self._call("logsumexp")
+        if tuple(out.batch_size) != tuple(new_bs):
+            raise RuntimeError(
+                f"{call}: out has batch size {tuple(out.batch_size)}, the result has "
+                f"{tuple(new_bs)}"
+            )
+        for key, leaf in src.items(True, True):
+            if not isinstance(leaf, Tensor) or isinstance(leaf, UnbatchedTensor):
+                continue  # a non-tensor value, or one without batch dims, is not reduced
+            target = out.get(key, None)
+            if isinstance(target, Tensor):
+                torch.logsumexp(leaf, dims, keepdim, out=target)
+            else:
+                out.set(key, torch.logsumexp(leaf, dims, keepdim))
+        return out  # type: ignore[no-any-return]
 
     def nanmean(
         self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, reduce: bool = False

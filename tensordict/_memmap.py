@@ -253,8 +253,9 @@ class MemoryMappedTensor(MappedViews):
     ) -> MemoryMappedTensor:
         """Map the file ``filename`` as a tensor of ``shape`` and ``dtype`` (then ``index``).
 
-        The file must hold exactly ``prod(shape) * itemsize`` bytes (it is never grown or
-        cut); a missing file is created, zero-filled. ``mode="r+"`` maps it shared (writes
+        The file must hold at least ``prod(shape) * itemsize`` bytes (it is never grown or
+        cut; a longer one is mapped from its start, as upstream); a missing file is
+        created, zero-filled. ``mode="r+"`` maps it shared (writes
         reach the file; a ``PermissionError`` if this process may not write it),
         ``mode="r"`` copy-on-write (writes stay in memory); the default, ``None``, is
         ``"r+"`` for a file this process may write and ``"r"`` otherwise.
@@ -275,7 +276,7 @@ class MemoryMappedTensor(MappedViews):
         if not os.path.lexists(path):
             prepare_file(call, path, expected, existsok=False)
         actual = os.path.getsize(path)
-        if actual != expected:
+        if actual < expected:  # a longer file maps its first bytes (as numpy.memmap)
             raise ValueError(
                 f"{call}: {path!r} holds {actual} bytes; shape {tuple(size)} of {dtype} "
                 f"needs {expected}"

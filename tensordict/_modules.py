@@ -14,6 +14,24 @@ from tensordict._keys import key_path
 from tensordict._primitives import CollectionPrimitives
 
 
+def _through_load_hooks(td: Any, module: nn.Module, strict: bool, call: str) -> Any:
+    """``td`` as ``module.load_state_dict`` would see it: its flat state dict passed through
+    every load-state-dict pre-hook of ``module`` and its submodules (each called, as torch
+    calls it, with the whole dict and the submodule's key prefix), then nested again."""
+    flat = td.flatten_keys(".")
+    state = dict(flat.items())
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
+    for name, sub in module.named_modules():
+        prefix = f"{name}." if name else ""
+        for hook in sub._load_state_dict_pre_hooks.values():
+            hook(state, prefix, {}, strict, missing, unexpected, errors)
+    if errors:
+        raise RuntimeError(f"{call}: a load-state-dict pre-hook reported: " + "; ".join(errors))
+    return type(flat)(state, flat.batch_size).unflatten_keys(".")
+
+
 def _module_tree(
     module: nn.Module, cls: Any, use_state_dict: bool, lock: bool, filter_empty: bool = True
 ) -> Any:
@@ -341,8 +359,8 @@ class ModuleOps(CollectionPrimitives):
         build an ``nn.Parameter`` without breaking the graph); gradients flow as in eager.
         """
         source: Any = self
-        if use_state_dict:
-            source = self.flatten_keys(".").unflatten_keys(".")  # type: ignore[attr-defined]
+        if use_state_dict:  # the values the module's load-state-dict pre-hooks make of them
+            source = _through_load_hooks(self, module, strict, self._call("to_module"))
         if not inplace:  # one walk: each tensor swapped as it is matched
             walk = _swap.SwapWalk(preserve_module_state, _td_class() if return_swap else None)
             try:

@@ -343,7 +343,12 @@ class NonTensor:
         return NonTensorStack._from_positions(values, positions, first.device)
 
     def __getitem__(self, index: Any) -> NonTensor:
-        return self._op(lambda p: p[index], "__getitem__", spread=False)
+        out = self._op(lambda p: p[index], "__getitem__", spread=False)
+        if isinstance(self, NonTensorStack):  # a view: a write into it reaches this stack
+            from tensordict._nontensor_origin import remember
+
+            remember(out, self, index)
+        return out
 
     def __bool__(self) -> bool:
         return True  # an entry is there, whatever its batch size

@@ -26,6 +26,7 @@ from tensordict._nontensor import (
     NonTensorStack,
     same_value,
 )
+from tensordict._nontensor_origin import write_back
 from tensordict._views import with_non_tensor
 
 _FIELD = "data"
@@ -203,6 +204,7 @@ def setitem(self: NonTensor, index: Any, value: Any) -> None:
     td[index] = _as_td(value)
     if not isinstance(self, NonTensorData):
         _sync(self, td, call)
+        write_back(self)
         return
     new = _held(td)
     assert new is not None
@@ -215,6 +217,7 @@ def setitem(self: NonTensor, index: Any, value: Any) -> None:
         )
     self._check(used[0])  # a typed MetaData refuses another type
     self.data = used[0]
+    write_back(self)  # an element read from a stack: the stack takes the new value
 
 
 def install() -> None:

@@ -194,9 +194,11 @@ class CollectionPrimitives:
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> Self:
         """The engine of ``apply`` / ``named_apply`` / ``apply_`` (``default``: what a leaf
-        the others lack reads as, when the caller gave one)."""
+        the others lack reads as, when the caller gave one; ``is_leaf``: which entries,
+        by class, ``fn`` receives whole)."""
 
     # batch dimensions
     @abstractmethod

@@ -472,6 +472,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         """Whether keys may not be added, removed or replaced out of place."""
         return self._is_locked
 
+    @is_locked.setter
+    def is_locked(self, value: bool) -> None:
+        """``td.is_locked = flag`` locks (``lock_()``) or unlocks (``unlock_()``)."""
+        self.lock_() if value else self.unlock_()
+
     # ------------------------------------------------------------- value intake
     def _convert(self, value: Any, key: str, call: str) -> Any:
         """Turn ``value`` into what this TensorDict stores, checking the batch-size rule."""
@@ -1070,6 +1075,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if _is_td(value):
                 value.lock_()
                 note_parent(value, self)
+            elif _is_ragged(value):  # a nested lazy stack: its members, as upstream
+                value.lock_()
         return record(self, "lock_", (was,), None)
 
     def unlock_(self) -> TensorDict:
@@ -1086,6 +1093,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if _is_td(value):
                 forget_parent(value, self)
                 value.unlock_()
+            elif _is_ragged(value):
+                value.unlock_()
         return record(self, "unlock_", (was,), None)
 
     def _apply_impl(
@@ -1100,8 +1109,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         filter_empty: bool | None,
         call_on_nested: bool,
         default: Any = _NO_DEFAULT,
+        is_leaf: Callable[[type], bool] | None = None,
     ) -> TensorDict:
-        from tensordict._apply import _NOT_GIVEN, ABSENT, apply_nested
+        from tensordict._apply import _NOT_GIVEN, ABSENT, apply_nested, leaf_rule
 
         call = self._call("apply")
         if not all(_is_td(other) for other in others):
@@ -1120,6 +1130,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             prefix=(),
             call=call,
             default=default,
+            is_leaf=None if is_leaf is None else leaf_rule(is_leaf),
         )
         assert out is not None
         if names is not None:
@@ -1217,14 +1228,15 @@ def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str
 
 
 def _convert_stack(td: TensorDict, value: Any, key: str, call: str) -> Any:
-    """A lazy stack as ``td`` stores it: dense when its members share one structure, else
-    kept as the stack itself (a ragged entry), its batch size checked like a nested one's."""
-    try:
-        dense = value._as_dense(call)
-    except RuntimeError:
-        dense = None
-    if dense is not None:
-        return td._convert(dense, key, call)
+    """A lazy stack as ``td`` stores it: the stack itself (as upstream, whether or not its
+    members share one structure), its batch size checked like a nested one's. A
+    tensorclass with ``autocast`` stores it densified, as upstream casts it to the field's
+    ``TensorDict`` (the one class flag read here: the set path of a lazy stack is rare)."""
+    if getattr(type(td), "_autocast", False):
+        try:
+            return td._convert(value._as_dense(call), key, call)
+        except RuntimeError:
+            pass  # ragged: kept as the stack itself
     if not starts_with(value._batch_size, td._batch_size):
         raise leaf_shape_error(call, key, value._batch_size, td._batch_size)
     if td._device is not None and value._device != td._device:

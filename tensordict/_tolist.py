@@ -124,12 +124,26 @@ class LinkedList(list):  # type: ignore[type-arg]
         td = self._td()
         if td is not None:
             if isinstance(index, slice):
-                raise TypeError(
-                    "LinkedList: assign one row at a time (ll[i] = row): a slice cannot be "
-                    "written back into the collection"
-                )
-            td[index] = value  # first: a row the collection refuses leaves the list as is
+                value = list(value)
+                rows = range(*index.indices(len(self)))
+                if len(rows) != len(value):  # the length changes: it cannot be mirrored
+                    self._unlink()
+                else:
+                    for row, item in zip(rows, value, strict=True):
+                        td[row] = item
+            else:
+                td[index] = value  # first: a row the collection refuses leaves the list as is
         super().__setitem__(index, value)
+
+    def tolist(self) -> list[Any]:
+        """A plain (unlinked) copy, nested linked lists included.
+
+        >>> from tensordict import NonTensorStack, TensorDict
+        >>> td = TensorDict(a=NonTensorStack("x", "y"), batch_size=[2])
+        >>> td["a"].tolist()
+        ['x', 'y']
+        """
+        return [item.tolist() if isinstance(item, LinkedList) else item for item in self]
 
     def _unlink(self) -> None:
         self._td = _dead

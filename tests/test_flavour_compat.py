@@ -122,9 +122,15 @@ def test_params_lock_and_unlock_are_context_managers() -> None:
     p = _params()
     with p.lock_():  # type: ignore[attr-defined]
         assert p.is_locked  # type: ignore[attr-defined]
-        with pytest.raises(RuntimeError, match="TensorDictParams.set: cannot add, remove or"):
+        with pytest.raises(
+            RuntimeError,
+            match="TensorDictParams.set: Cannot modify locked TensorDictParams: cannot add, remove or",
+        ):
             p.set("a", torch.zeros(4, 3))  # type: ignore[attr-defined]
-        with pytest.raises(RuntimeError, match="TensorDictParams.__setitem__: cannot add"):
+        with pytest.raises(
+            RuntimeError,
+            match="TensorDictParams.__setitem__: Cannot modify locked TensorDictParams: cannot add",
+        ):
             p["new"] = torch.zeros(4)  # type: ignore[index]
         with p.unlock_():  # type: ignore[attr-defined]
             p["x"] = torch.zeros(4)  # type: ignore[index]

@@ -89,10 +89,31 @@ def test_vmap_hooks_are_none_and_read_only() -> None:
     torch.testing.assert_close(out, torch.stack([torch.ones(2), torch.full((2,), 2.0)]))
 
 
-def test_a_refused_row_or_a_slice_leaves_both_as_they_were() -> None:
+def test_a_slice_of_the_same_length_writes_through_another_length_unlinks() -> None:
     td, rows = _rows()
-    with pytest.raises(TypeError, match=r"LinkedList: assign one row at a time"):
-        rows[0:2] = [TensorDict(a=torch.ones(2))] * 2
+    rows[0:2] = [TensorDict(a=torch.ones(2)), TensorDict(a=torch.full((2,), 2.0))]
+    assert td["a"].tolist() == [[1.0, 1.0], [2.0, 2.0], [0.0, 0.0]]
+    rows[::2] = [TensorDict(a=torch.full((2,), 5.0))] * 2
+    assert td["a"][:, 0].tolist() == [5.0, 2.0, 5.0]
+    rows[0:2] = [TensorDict(a=torch.full((2,), 7.0))]  # shorter: the list unlinks
+    assert len(rows) == 2 and rows._td() is None
+    assert td["a"][:, 0].tolist() == [5.0, 2.0, 5.0]  # the collection is left as it was
+    rows[0] = TensorDict(a=torch.full((2,), 9.0))  # and no longer written through
+    assert td["a"][0, 0].item() == 5.0
+
+
+def test_linked_list_tolist_is_a_plain_nested_list() -> None:
+    from tensordict import NonTensorStack
+
+    grid = NonTensorStack(NonTensorStack("a", "b"), NonTensorStack("c", "d"))
+    linked = grid.tolist(as_linked_list=True)
+    plain = linked.tolist()
+    assert plain == [["a", "b"], ["c", "d"]]
+    assert type(plain) is list and all(type(row) is list for row in plain)
+
+
+def test_a_refused_row_leaves_both_as_they_were() -> None:
+    td, rows = _rows()
     with pytest.raises(RuntimeError):
         rows[0] = TensorDict(a=torch.ones(5))  # the wrong shape for a row
     assert len(rows) == 3 and rows[0]["a"].tolist() == [0.0, 0.0]

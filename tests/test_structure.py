@@ -72,9 +72,10 @@ def test_empty_and_is_empty(example: TensorDict) -> None:
     e = example.empty()
     assert e.batch_size == example.batch_size and not list(e.keys()) and e.is_empty()
     deep = example.empty(recurse=True)
-    nested = [k for k, v in example.items() if isinstance(v, TensorDictBase)]
-    assert sorted(deep.keys()) == sorted(nested)
-    assert deep.is_empty()
+    kept = [k for k, v in example.items() if not isinstance(v, torch.Tensor)]
+    assert sorted(deep.keys()) == sorted(kept)  # nested levels and non-tensor entries
+    assert not list(deep.keys(True, True))  # no tensor leaf at any depth
+    assert deep.is_empty() == (kept == [k for k in kept if isinstance(example[k], TensorDictBase)])
     assert not example.is_empty()
 
 
