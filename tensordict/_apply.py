@@ -309,7 +309,9 @@ def _apply_simple(
                 )
             if out_device is not None and result.device != out_device:
                 result = result.to(out_device)
-            if n:
+            if isinstance(result, NonTensor):
+                result = result._with(out_bs, out_device)  # an UnbatchedTensor: any shape
+            elif n:
                 shape = result.shape
                 if shape[0] != b0 if n == 1 and shape else shape[:n] != out_bs:
                     raise leaf_shape_error(call, join_path((*prefix, key)), shape, out_bs)

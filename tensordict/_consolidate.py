@@ -34,6 +34,7 @@ from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
+from tensordict._unbatched import refuse_unbatched
 
 if TYPE_CHECKING:
     from typing import Self
@@ -665,6 +666,7 @@ class ConsolidateOps(CollectionPrimitives):
         call = self._call("consolidate")
         if self.is_consolidated():
             return self
+        refuse_unbatched(self, call, "consolidated")
         if return_early and num_threads > 1 and (use_buffer or non_blocking):
             flag = "use_buffer" if use_buffer else "non_blocking"
             raise NotImplementedError(

@@ -30,14 +30,16 @@ _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 def _plain(value: Any) -> Any:
     """A deep plain copy: tensors cloned, collections as TensorDicts, non-tensors kept."""
     if isinstance(value, Tensor):
-        return value.clone().as_subclass(Tensor) if type(value) is not Tensor else value.clone()
+        if type(value) is Tensor or isinstance(value, NonTensor):  # (an UnbatchedTensor stays)
+            return value.clone()
+        return value.clone().as_subclass(Tensor)
     if isinstance(value, NonTensor):
         return value
     return value.to_tensordict()
 
 
 def _is_non_tensor_value(value: Any) -> bool:
-    return isinstance(value, NonTensor)
+    return isinstance(value, NonTensor) and not isinstance(value, Tensor)
 
 
 class EntryOps(CollectionPrimitives):
@@ -171,7 +173,7 @@ class EntryOps(CollectionPrimitives):
         >>> td.is_non_tensor("a"), td.is_non_tensor("b")
         (False, True)
         """
-        return isinstance(self.get(key), NonTensor)
+        return _is_non_tensor_value(self.get(key))
 
     def clear_refs_for_compile_(self) -> Self:
         """Forget what produced this collection (the record a ``with`` block undoes).

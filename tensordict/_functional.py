@@ -15,6 +15,7 @@ from tensordict._primitives import CollectionPrimitives
 from tensordict._stack import _check_members, _dense_stack, _NotDense, stack
 from tensordict._td import TensorDict
 from tensordict._tensorclass import is_tensorclass
+from tensordict._unbatched import UnbatchedTensor, joined_unbatched
 from tensordict._views import with_non_tensor
 
 __all__ = [
@@ -80,6 +81,9 @@ def pad_sequence(
     longest = 0
     for key in keys:
         values = [td.get(key) for td in tds]
+        if isinstance(values[0], UnbatchedTensor):  # shared by every element: not padded
+            entries[key] = joined_unbatched(values, values[0].batch_size, call)
+            continue
         if isinstance(values[0], NonTensor):
             raw = [_value(v) for v in values]
             if ndim and pad_dim % ndim == 0 and all(isinstance(r, list) for r in raw):

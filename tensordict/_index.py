@@ -14,6 +14,7 @@ from tensordict._memmap_views import MAPPED_CLASS, index_mapped_into, learn_mapp
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
 from tensordict._torch_compat import disable_subclass_dispatch
+from tensordict._unbatched import write_unbatched
 
 if TYPE_CHECKING:
     from typing import Self
@@ -196,14 +197,14 @@ class IndexOps(DenseStorage):
             cls = value.__class__
             if cls is Tensor or MAPPED_CLASS.get(cls):
                 entries[key] = value.index_select(0, rows)
+            elif isinstance(value, NonTensor):  # (an UnbatchedTensor too: not a row of it)
+                entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
             elif isinstance(value, Tensor):  # a foreign subclass, or a class seen first here
                 if learn_mapped(cls):
                     entries[key] = value.index_select(0, rows)
                 else:
                     entries[key] = value
                     later.append((entries, key))
-            elif isinstance(value, NonTensor):
-                entries[key] = value._remap(lambda p: p.index_select(0, rows), new_bs)
             elif hasattr(value, "_tensordict"):
                 sub_bs = new_bs + value._batch_size[ndim:]
                 entries[key] = value._select_into({}, rows, sub_bs, later)
@@ -220,6 +221,9 @@ class IndexOps(DenseStorage):
             if cls is Tensor:
                 entries[key] = value[idx]
                 continue
+            if isinstance(value, NonTensor):  # (an UnbatchedTensor too: kept whole)
+                entries[key] = value._remap(lambda p: p[idx], new_bs)
+                continue
             is_mapped = MAPPED_CLASS.get(cls)
             if is_mapped is None:
                 is_mapped = learn_mapped(cls)
@@ -231,8 +235,6 @@ class IndexOps(DenseStorage):
                     mapped.append((key, value))
             elif isinstance(value, Tensor):
                 entries[key] = value[idx]
-            elif isinstance(value, NonTensor):
-                entries[key] = value._remap(lambda p: p[idx], new_bs)
             elif hasattr(value, "_tensordict"):
                 entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
             else:  # a ragged lazy stack indexes itself
@@ -250,6 +252,9 @@ class IndexOps(DenseStorage):
     def _write_nontensor(self, key: str, idx: Any, sub_bs: torch.Size, item: NonTensor) -> None:
         """Write non-tensor values at ``idx``: equal values stay one, others become a stack."""
         current = self._tensordict.get(key)
+        if isinstance(item, Tensor) or isinstance(current, Tensor):  # an UnbatchedTensor
+            write_unbatched(self, key, current, item)
+            return
         if current is None:
             if self._is_locked:
                 self._set_path((key,), item, "TensorDict[]=")  # raises: locked
@@ -311,6 +316,9 @@ class IndexOps(DenseStorage):
                 if isinstance(item, NonTensor):
                     self._write_nontensor(key, idx, sub_bs, item)
                     continue
+                if type(current) is not Tensor and isinstance(current, NonTensor):
+                    write_unbatched(self, key, current, item)
+                    continue
                 if current is not None and not isinstance(current, Tensor):
                     raise TypeError(
                         f"TensorDict[]=: key {(*prefix, key)!r} holds a "
@@ -331,10 +339,11 @@ class IndexOps(DenseStorage):
                 current[idx] = item
             return
         for leaf in self._tensordict.values():
+            if isinstance(leaf, NonTensor):
+                continue  # one value for the batch (an UnbatchedTensor too): unchanged
             if isinstance(leaf, Tensor):
                 leaf[idx] = value
-            elif not isinstance(leaf, NonTensor):
-                if hasattr(leaf, "_tensordict"):
-                    leaf._write_at(idx, sub_bs, value, prefix)
-                else:  # a ragged lazy stack writes itself
-                    leaf[idx] = value
+            elif hasattr(leaf, "_tensordict"):
+                leaf._write_at(idx, sub_bs, value, prefix)
+            else:  # a ragged lazy stack writes itself
+                leaf[idx] = value

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from tensordict._primitives import CollectionPrimitives
+from tensordict._unbatched import refuse_unbatched
 
 PathLike = str | os.PathLike[str]
 _MISSING: Any = object()
@@ -98,6 +99,7 @@ class InteropOps(CollectionPrimitives):
         >>> load_file(path)
         {'a.b': tensor([1., 1.])}
         """
+        refuse_unbatched(self, self._call("to_safetensors"), "written to a file")
         from tensordict._io_safetensors import write_safetensors
 
         write_safetensors(self, path, metadata, self._call("to_safetensors"), max_shard_size)
@@ -470,6 +472,7 @@ class InteropOps(CollectionPrimitives):
         """
         from tensordict._io_persistent import PersistentTensorDict
 
+        refuse_unbatched(self, self._call("to_h5"), "written to a file")
         return PersistentTensorDict.from_dict(self, filename, backend="h5", **kwargs)
 
     @classmethod
@@ -508,6 +511,7 @@ class InteropOps(CollectionPrimitives):
         """
         from tensordict._io_persistent import PersistentTensorDict
 
+        refuse_unbatched(self, self._call("to_zarr"), "written to a file")
         return PersistentTensorDict.from_dict(self, filename, backend="zarr", **kwargs)
 
     def to_store(

@@ -420,6 +420,10 @@ class LazyStackedTensorDict(TensorDictBase):
         if not values:
             raise KeyError(f"{call}: key {join_path(path)!r}: the stack has no members")
         first = values[0]
+        if isinstance(first, NonTensor):  # (an UnbatchedTensor too)
+            inner = values[0].batch_size
+            d = self.stack_dim
+            return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         if isinstance(first, Tensor):
             if as_padded_tensor:
                 return _padded_stack(values, self.stack_dim, padding_value, padding_side)
@@ -435,10 +439,6 @@ class LazyStackedTensorDict(TensorDictBase):
                     "as_padded_tensor=True or as_nested_tensor=True"
                 )
             return torch.stack(values, self.stack_dim)
-        if isinstance(first, NonTensor):
-            inner = values[0].batch_size
-            d = self.stack_dim
-            return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         return self._restack(values)
 
     def get_nestedtensor(

@@ -13,6 +13,7 @@ from tensordict._pointwise import Operand, _is_collection
 from tensordict._pointwise_extra import aligned_leaves, broadcast_all, broadcasts_with_batch
 from tensordict._primitives import CollectionPrimitives
 from tensordict._reduce import _batch_dims
+from tensordict._unbatched import UnbatchedTensor, batch_only
 
 if TYPE_CHECKING:
     from typing import Self
@@ -260,7 +261,10 @@ class MathOps(CollectionPrimitives):
             md = d if d < sd else d - 1
             return self._restack([m.softmax(md, dtype) for m in members])  # type: ignore[attr-defined,no-any-return]
         src = _dense(self, self._call("softmax"))
-        out = [torch.softmax(x, d, dtype=dtype) for x in src._tensor_leaves([])]
+        out = [
+            x if isinstance(x, UnbatchedTensor) else torch.softmax(x, d, dtype=dtype)
+            for x in src._tensor_leaves([])
+        ]
         return src._rebuild(iter(out))  # type: ignore[no-any-return]
 
     @keeps_lock
@@ -299,7 +303,9 @@ class MathOps(CollectionPrimitives):
         )
         src = _dense(self, self._call("logsumexp"))
         if out is None:
-            return src.apply(lambda x: torch.logsumexp(x, dims, keepdim), batch_size=new_bs)  # type: ignore[no-any-return]
+            return src.apply(  # type: ignore[no-any-return]
+                batch_only(lambda x: torch.logsumexp(x, dims, keepdim)), batch_size=new_bs
+            )
         call = self._call("logsumexp")
         if tuple(out.batch_size) != tuple(new_bs):
             raise RuntimeError(
@@ -307,8 +313,8 @@ class MathOps(CollectionPrimitives):
                 f"{tuple(new_bs)}"
             )
         for key, leaf in src.items(True, True):
-            if not isinstance(leaf, Tensor):  # a non-tensor value is not reduced
-                continue
+            if not isinstance(leaf, Tensor) or isinstance(leaf, UnbatchedTensor):
+                continue  # a non-tensor value, or one without batch dims, is not reduced
             target = out.get(key, None)
             if isinstance(target, Tensor):
                 torch.logsumexp(leaf, dims, keepdim, out=target)
@@ -367,7 +373,7 @@ class MathOps(CollectionPrimitives):
                     x.reshape(*x.shape[:n], -1), q, -1, keepdim, interpolation=interpolation
                 )
 
-            return src.apply(per_feature, call_on_nested=True)  # type: ignore[no-any-return]
+            return src.apply(batch_only(per_feature), call_on_nested=True)  # type: ignore[no-any-return]
         if reduce and dim is not None and not isinstance(dim, str):
             (d,) = _batch_dims(self._call("quantile"), dim, len(bs))
             joined = torch.cat(self._tensor_leaves([]), dim=d)  # feature dims kept
@@ -377,7 +383,7 @@ class MathOps(CollectionPrimitives):
             return torch.quantile(joined, q, interpolation=interpolation)
         if dim is None:
             return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
-                lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation),
+                batch_only(lambda x: torch.quantile(x.reshape(-1), q, interpolation=interpolation)),
                 batch_size=[],
             )
         if isinstance(dim, str):
@@ -389,7 +395,7 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i != d]
         )
         return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
-            lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation),
+            batch_only(lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation)),
             batch_size=new_bs,
         )
 
@@ -423,10 +429,10 @@ class MathOps(CollectionPrimitives):
             found[id(x)] = result.indices
             return result.values  # type: ignore[no-any-return]
 
-        values = src.apply(values_of, batch_size=new_bs)
+        values = src.apply(batch_only(values_of), batch_size=new_bs)
         if not return_indices:
             return values
-        indices = src.apply(lambda x: found[id(x)], batch_size=new_bs)
+        indices = src.apply(batch_only(lambda x: found[id(x)]), batch_size=new_bs)
         return getattr(torch.return_types, op)((values, indices))
 
     def min(
@@ -465,10 +471,10 @@ class MathOps(CollectionPrimitives):
         if reduce:
             raise ValueError(f"{self._call(op)}: reduce=True is not supported")
         src = _dense(self, self._call(op))
-        values = src.apply(lambda x: fn(x, d).values)
+        values = src.apply(batch_only(lambda x: fn(x, d).values))
         if not return_indices:
             return values
-        indices = src.apply(lambda x: fn(x, d).indices)
+        indices = src.apply(batch_only(lambda x: fn(x, d).indices))
         return getattr(torch.return_types, op)((values, indices))
 
     def cummin(self, dim: int, *, reduce: bool | None = None, return_indices: bool = True) -> Any:

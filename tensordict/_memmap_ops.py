@@ -15,6 +15,7 @@ from tensordict._memmap import MemoryMappedTensor
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
+from tensordict._unbatched import refuse_unbatched
 
 if TYPE_CHECKING:
     from typing import Self
@@ -156,6 +157,7 @@ class MemmapOps(CollectionPrimitives):
     def _memmap_entry(self, op: str, args: dict[str, Any], like: bool, inplace: bool) -> Any:
         """Check the keywords the memmap family shares, then save now or in the background."""
         call = self._call(op)
+        refuse_unbatched(self, call, "memory-mapped")
         if args["robust_key"] is False:  # legacy names: every key is its file name as it is
             from tensordict._format import is_plain_name
 

@@ -25,7 +25,7 @@ class NonTensor:
     0-dim one is a NonTensorData.
     """
 
-    __slots__ = ("__weakref__", "batch_size", "device")  # (weakref: tolist(as_linked_list))
+    __slots__ = ()  # (the state lives in NonTensorEntry: UnbatchedTensor mixes this in)
 
     batch_size: torch.Size
     device: torch.device | None
@@ -404,7 +404,14 @@ def _from_positions(
     return NonTensorStack._from_positions(values, positions, like.device)
 
 
-class NonTensorDataBase(NonTensor):
+class NonTensorEntry(NonTensor):
+    """A non-tensor entry proper (not an UnbatchedTensor): the base that holds the batch
+    size and device, and that ``_nontensor_api.install`` gives the TensorDict methods."""
+
+    __slots__ = ("__weakref__", "batch_size", "device")  # (weakref: tolist(as_linked_list))
+
+
+class NonTensorDataBase(NonTensorEntry):
     """Base of the single-value non-tensor entries (NonTensorData and MetaData)."""
 
     __slots__ = ("data",)
@@ -533,7 +540,7 @@ class MetaData(NonTensorData):
         return (_rebuild_meta, (kind, self.data, tuple(self.batch_size), self.device))
 
 
-class NonTensorStack(NonTensor):
+class NonTensorStack(NonTensorEntry):
     """Non-tensor values that differ along the batch: one value per batch element.
 
     Built like a stack: ``NonTensorStack("a", "b")`` or
@@ -720,7 +727,7 @@ def is_non_tensor(obj: Any) -> bool:
     >>> is_non_tensor(NonTensorData("x")), is_non_tensor("x")
     (True, False)
     """
-    return isinstance(obj, NonTensor)
+    return isinstance(obj, NonTensorEntry)
 
 
 def same_value(a: Any, b: Any) -> bool:

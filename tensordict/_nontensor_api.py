@@ -19,7 +19,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, same_value
+from tensordict._nontensor import (
+    NonTensor,
+    NonTensorData,
+    NonTensorEntry,
+    NonTensorStack,
+    same_value,
+)
 from tensordict._nontensor_origin import write_back
 from tensordict._views import with_non_tensor
 
@@ -79,6 +85,7 @@ def _back(out: Any) -> Any:
 
 def _sync(entry: NonTensor, td: Any, call: str) -> None:
     """Write what an in-place method did to ``td`` back into ``entry``."""
+    assert isinstance(entry, NonTensorEntry)  # (the methods are installed there only)
     new = _held(td)
     if new is None or type(new) is not type(entry):
         left = list(td.keys())
@@ -218,16 +225,16 @@ def install() -> None:
     from tensordict._td import TensorDict
 
     for name in dir(TensorDict):
-        if name.startswith("_") or name in _SKIP or hasattr(NonTensor, name):
+        if name.startswith("_") or name in _SKIP or hasattr(NonTensorEntry, name):
             continue
         attr = inspect.getattr_static(TensorDict, name)
         if isinstance(attr, property):
-            setattr(NonTensor, name, _property(name))
+            setattr(NonTensorEntry, name, _property(name))
         elif isinstance(attr, (classmethod, staticmethod)):
-            setattr(NonTensor, name, _classmethod(name))
+            setattr(NonTensorEntry, name, _classmethod(name))
         elif callable(attr):
-            setattr(NonTensor, name, _method(name))
-    NonTensor.fields = fields  # type: ignore[attr-defined]
-    NonTensor.__setitem__ = setitem  # type: ignore[index]
-    NonTensor.maybe_to_stack = maybe_to_stack  # type: ignore[attr-defined]
-    NonTensor.from_tensordict = classmethod(from_tensordict)  # type: ignore[attr-defined]
+            setattr(NonTensorEntry, name, _method(name))
+    NonTensorEntry.fields = fields  # type: ignore[attr-defined]
+    NonTensorEntry.__setitem__ = setitem  # type: ignore[index]
+    NonTensorEntry.maybe_to_stack = maybe_to_stack  # type: ignore[attr-defined]
+    NonTensorEntry.from_tensordict = classmethod(from_tensordict)  # type: ignore[attr-defined]

@@ -37,9 +37,11 @@ def _compare(fn: Callable[[Any, Any], Any], a: NonTensor, b: NonTensor) -> torch
 def _nontensors(td: Any, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], NonTensor]]:
     """The non-tensor entries of a dense collection by key path (lazy stacks skipped)."""
     for key, value in td._tensordict.items():
+        if isinstance(value, torch.Tensor):  # (an UnbatchedTensor too: a tensor leaf)
+            continue
         if isinstance(value, NonTensor):
             yield (*prefix, key), value
-        elif not isinstance(value, torch.Tensor) and hasattr(value, "_tensordict"):
+        elif hasattr(value, "_tensordict"):
             yield from _nontensors(value, (*prefix, key))
 
 

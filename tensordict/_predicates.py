@@ -37,9 +37,9 @@ def default_is_leaf(cls: type) -> bool:
     >>> default_is_leaf(torch.Tensor), default_is_leaf(TensorDict), default_is_leaf(NonTensorData)
     (True, False, False)
     """
-    if issubclass(cls, NonTensor):
-        return False
-    return not is_tensor_collection(cls) or _pass_through(cls)
+    if _pass_through(cls):
+        return True
+    return not issubclass(cls, NonTensor) and not is_tensor_collection(cls)
 
 
 def is_leaf_nontensor(cls: type) -> bool:

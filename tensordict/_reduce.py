@@ -11,6 +11,7 @@ from torch import Tensor
 
 from tensordict._batch import BatchDimMismatchError
 from tensordict._primitives import CollectionPrimitives
+from tensordict._unbatched import UnbatchedTensor, batch_only
 
 if TYPE_CHECKING:
     from typing import Self
@@ -84,7 +85,9 @@ class ReduceOps(CollectionPrimitives):
         bs = self._batch_size
         ndim = len(bs)
         if dim is None:
-            return self.apply(lambda x: _reduce(op, x, None, False, **kw), batch_size=[])
+            return self.apply(
+                batch_only(lambda x: _reduce(op, x, None, False, **kw)), batch_size=[]
+            )
         if dim == "feature":
             # Each leaf over the dims past its own collection's batch dims (a nested
             # TensorDict keeps its batch size); a leaf with no feature dim counts as one.
@@ -95,7 +98,7 @@ class ReduceOps(CollectionPrimitives):
                 out = _reduce(op, flat, (ndim,), keepdim, **kw)
                 return out.reshape(*x.shape[:ndim], *[1] * (x.ndim - ndim)) if keepdim else out
 
-            return self.apply(per_feature, call_on_nested=True)
+            return self.apply(batch_only(per_feature), call_on_nested=True)
         if isinstance(dim, str):
             raise ValueError(f"{call}: dim must be an int, a tuple of ints, 'feature' or None")
         dims = _batch_dims(call, dim, ndim)
@@ -111,7 +114,9 @@ class ReduceOps(CollectionPrimitives):
             else None
         )
         return self.apply(
-            lambda x: _reduce(op, x, dims, keepdim, **kw), batch_size=new_bs, names=names
+            batch_only(lambda x: _reduce(op, x, dims, keepdim, **kw)),
+            batch_size=new_bs,
+            names=names,
         )
 
     def _reduction(
@@ -120,7 +125,7 @@ class ReduceOps(CollectionPrimitives):
         call = f"{type(self).__name__}.{op}"
         if not reduce:
             return self._per_leaf(op, call, dim, keepdim, **kw)
-        leaves = self._tensor_leaves([])
+        leaves = [x for x in self._tensor_leaves([]) if not isinstance(x, UnbatchedTensor)]
         if not leaves:
             raise ValueError(f"{call}: reduce=True needs at least one tensor leaf")
         ndim = len(self._batch_size)

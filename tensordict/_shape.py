@@ -15,6 +15,7 @@ from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, as_collection
 from tensordict._switches import set_lazy_legacy
 from tensordict._torch_compat import split_with_sizes
+from tensordict._unbatched import where_keeping_unbatched
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -638,6 +639,8 @@ class ShapeOps(CollectionPrimitives):
             n = mask.ndim
         self._check_mask(self._call("masked_fill_"), mask)
         for leaf in self._tensor_leaves([]):
+            if isinstance(leaf, NonTensor):
+                continue  # an UnbatchedTensor: no batch element to fill (as masked_fill)
             leaf.masked_fill_(_trail(mask, leaf.ndim, n), value)
         return self
 
@@ -762,12 +765,17 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: An
         raise TypeError(
             f"{input._call('where')}: condition must be a bool tensor, got {condition.dtype}"
         )
+    call = input._call("where")
     if isinstance(other, CollectionPrimitives):
         return input.apply(
-            lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y),
+            where_keeping_unbatched(
+                call, lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y)
+            ),
             other,
         )
-    return input.apply(lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
+    return input.apply(
+        where_keeping_unbatched(call, lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
+    )
 
 
 def _padded(td: Any, like: Any, value: Any) -> Any:

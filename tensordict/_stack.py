@@ -26,6 +26,7 @@ from tensordict._nontensor import (
 )
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack
+from tensordict._unbatched import joined_unbatched
 
 if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
@@ -92,6 +93,8 @@ def _joined(values: list[NonTensor], join: Any, dim: int) -> NonTensorStack:
 def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
     # one value per element, as upstream; equal values stay one NonTensorData under
     # set_capture_non_tensor_stack(True) (MetaData always stays one)
+    if any(isinstance(v, Tensor) for v in values):
+        return joined_unbatched(values, new_bs, "torch.stack")
     flag = capture_non_tensor_stack(allow_none=True)
     capture = flag is True or all(isinstance(v, MetaData) for v in values)
     if capture and _all_equal(values):
@@ -115,11 +118,11 @@ def _stacked_values(
     return NonTensorStack._from_valid_positions(pool, positions, device)
 
 
-def _cat_nontensor(values: list[NonTensor], dim: int) -> NonTensor:
+def _cat_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
+    if any(isinstance(v, Tensor) for v in values):
+        return joined_unbatched(values, new_bs, "torch.cat")
     if _all_equal(values):  # equal values stay one, as upstream's cat keeps them
-        new_bs = list(values[0].batch_size)
-        new_bs[dim] = sum(v.batch_size[dim] for v in values)
-        return values[0]._with(torch.Size(new_bs), values[0].device)
+        return values[0]._with(new_bs, values[0].device)
     return _joined(values, torch.cat, dim)
 
 
@@ -158,15 +161,15 @@ def _dense_stack(tds: Sequence[Any], dim: int, *, one_class: bool = False) -> Te
             column = [s[key] for s in stores]
         except KeyError:
             raise _NotDense from None
-        if isinstance(value, Tensor):
+        if isinstance(value, NonTensor):  # (an UnbatchedTensor too)
+            if not all(isinstance(v, NonTensor) for v in column):
+                raise _NotDense
+            entries[key] = _stack_nontensor(column, dim, new_bs)
+        elif isinstance(value, Tensor):
             try:
                 entries[key] = torch.stack(column, dim)
             except (RuntimeError, TypeError):
                 raise _NotDense from None
-        elif isinstance(value, NonTensor):
-            if not all(isinstance(v, NonTensor) for v in column):
-                raise _NotDense
-            entries[key] = _stack_nontensor(column, dim, new_bs)
         else:
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _NotDense
@@ -432,15 +435,15 @@ def _dense_cat(tds: Sequence[Any], dim: int, prefix: tuple[str, ...]) -> TensorD
                 f"torch.cat: TensorDict {bad} has keys {sorted(tds[bad]._tensordict)} at "
                 f"{_where(prefix)}, expected {sorted(first._tensordict)}"
             ) from None
-        if isinstance(value, Tensor):
+        if isinstance(value, NonTensor):  # (an UnbatchedTensor too)
+            if not all(isinstance(v, NonTensor) for v in column):
+                raise _mixed_kinds(prefix, key, column)
+            entries[key] = _cat_nontensor(column, dim, torch.Size(new_bs))
+        elif isinstance(value, Tensor):
             try:  # torch.cat itself refuses a column that is not all tensors
                 entries[key] = torch.cat(column, dim)
             except TypeError:
                 raise _mixed_kinds(prefix, key, column) from None
-        elif isinstance(value, NonTensor):
-            if not all(isinstance(v, NonTensor) for v in column):
-                raise _mixed_kinds(prefix, key, column)
-            entries[key] = _cat_nontensor(column, dim)
         else:
             if not all(isinstance(v, CollectionPrimitives) for v in column):
                 raise _mixed_kinds(prefix, key, column)

@@ -261,7 +261,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         type(key) is str
                         and key
                         and (
-                            isinstance(value, Tensor)
+                            (isinstance(value, Tensor) and not isinstance(value, NonTensor))
                             or (type(value) is TensorDict and value._names is None)
                         )
                     ):
@@ -293,7 +293,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 shape = value.shape
             except RuntimeError as err:  # a nested tensor: no shape to check
                 raise unreadable_shape_error("TensorDict", key, value, bs) or err from err
-            if not starts_with(shape, bs):
+            if isinstance(value, NonTensor):  # an UnbatchedTensor: follows the batch
+                value = value._with(bs, dev)
+            elif not starts_with(shape, bs):
                 raise leaf_shape_error("TensorDict", key, shape, bs)
             self._tensordict[key] = value
         elif type(value) is dict:
@@ -335,7 +337,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if isinstance(value, Tensor):
                 if device is not None and value.device != device:
                     value = entries[key] = value.to(device)
-                if n and value.shape[:n] != batch_size:
+                if type(value) is not Tensor and isinstance(value, NonTensor):
+                    entries[key] = value._with(batch_size, device)  # an UnbatchedTensor
+                elif n and value.shape[:n] != batch_size:
                     raise leaf_shape_error(call, join_path((*prefix, key)), value.shape, batch_size)
             elif isinstance(value, NonTensor):
                 continue
@@ -480,6 +484,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if isinstance(value, Tensor):
             if self._device is not None and value.device != self._device:
                 value = value.to(self._device)
+            if type(value) is not Tensor and isinstance(value, NonTensor):
+                return value._with(bs, self._device)  # an UnbatchedTensor: any shape
             if bs:
                 try:
                     lead = value.shape[: len(bs)]
@@ -581,7 +587,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             ) from None
         name = key if shown is None else shown
         if isinstance(current, Tensor):
-            if isinstance(value, (CollectionPrimitives, Mapping, NonTensor)):
+            if isinstance(value, (CollectionPrimitives, Mapping, NonTensor)) and not isinstance(
+                value, Tensor
+            ):
                 raise TypeError(
                     f"{call}: key {name!r} holds a tensor; cannot write a "
                     f"{type(value).__name__} into it in place"
@@ -792,7 +800,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             node is not None
             and type(leaf_key) is str
             and leaf_key
-            and isinstance(value, Tensor)
+            and (
+                type(value) is Tensor
+                or (isinstance(value, Tensor) and not isinstance(value, NonTensor))
+            )  # (an UnbatchedTensor takes the general path)
             and not node._is_locked
             and not self._is_locked
         ):
@@ -1169,7 +1180,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         for key, value in self._tensordict.items():
             if type(value) is Tensor or not isinstance(value, NonTensor):
                 entries[key] = fn(value)
-            elif nontensor is not None:
+            elif nontensor is not None and not isinstance(value, Tensor):  # (Unbatched: below)
                 entries[key] = nontensor(value)
             else:
                 entries[key] = value._remap(fn, new_bs)
@@ -1265,10 +1276,15 @@ def _flat_values(d: Mapping[str, Any]) -> Iterator[Any]:
 
 def _entry_shape(value: Any) -> torch.Size | None:
     if isinstance(value, Tensor):
-        return value.shape
+        return None if isinstance(value, NonTensor) else value.shape  # (Unbatched: no batch)
     if _is_td(value):
         return value._batch_size
     tensor = _as_tensor_or_none(value, None)
+    if tensor is None and type(value) is list and value and list_to_stack():
+        try:  # a list of non-tensor values: one per batch element, as upstream
+            return NonTensorStack.from_list(value).batch_size
+        except ValueError:
+            return None
     return None if tensor is None else tensor.shape
 
 

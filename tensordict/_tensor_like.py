@@ -764,8 +764,12 @@ class TensorLikeOps(CollectionPrimitives):
         shapes = [
             tuple(v.shape)
             for v in self.values(is_leaf=with_non_tensor)
-            if isinstance(v, (Tensor, CollectionPrimitives))
-            or (isinstance(v, NonTensor) and v.batch_size)
+            if (
+                isinstance(v, NonTensor)
+                and not isinstance(v, Tensor)  # an UnbatchedTensor has no batch dims: ignored
+                and v.batch_size
+            )
+            or (not isinstance(v, NonTensor) and isinstance(v, (Tensor, CollectionPrimitives)))
         ]
         common: list[builtins.int] = []
         if shapes:
