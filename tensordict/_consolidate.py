@@ -866,6 +866,7 @@ def wire_plan(
         return record.plan, record.storage, None, wire_description(td, record.plan)
     leaves: list[Tensor] = []
     tokens: list[str] = []
+    refuse_unbatched(td, f"{type(td).__name__} (sent)", "sent")
     _tokens(td, tokens, leaves)
     plan = planned(td, leaves, f"{type(td).__name__} (sent)")
     return plan, None, leaves, _described(plan, tokens)
@@ -908,6 +909,7 @@ def wire_fill(
     remains is raised before the caller posts anything. A file-backed collection (see
     :func:`file_backed`) sends its values, read into memory."""
     td = in_memory(td, call)
+    refuse_unbatched(td, f"{type(td).__name__}.{call}", "sent")
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)

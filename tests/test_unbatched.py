@@ -443,3 +443,11 @@ def test_autograd_through_it() -> None:
     p = torch.ones(3, requires_grad=True)
     (UnbatchedTensor(p) * 2).sum().backward()
     assert p.grad is not None and torch.equal(p.grad, torch.full((3,), 2.0))
+
+
+def test_the_wire_refuses_an_unbatched_entry_by_name() -> None:
+    from tensordict._consolidate import wire_plan
+
+    td = TensorDict(a=torch.zeros(3), n={"u": UnbatchedTensor(torch.ones(5))}, batch_size=[3])
+    with pytest.raises(NotImplementedError, match=r"\(sent\): UnbatchedTensor .* \('n', 'u'\)"):
+        wire_plan(td)
