@@ -150,6 +150,10 @@ class ContextOps(CollectionPrimitives):
             if was != self._is_locked:
                 self.lock_() if was else self.unlock_()
         else:
+            if op == "to":  # (held weakly: gone, nothing is left to write back into)
+                source = source()
+                if source is None:
+                    return False
             back = (
                 _moved_back(self, source, args[0]) if op == "to" else _undo(self, op, args, source)
             )

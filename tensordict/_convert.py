@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -151,8 +152,16 @@ class ConvertOps(CollectionPrimitives):
             out = map_leaves(self, caster, device)
         if fmt is not torch.preserve_format:  # as Tensor.to(memory_format=...), per leaf
             out = map_leaves(out, operator.methodcaller("to", memory_format=fmt))
-        if out is not self:  # ``with td.to(device) as t:`` writes ``t`` back on exit
-            out._last_op = ("to", (dtype is not None,), self)  # type: ignore[attr-defined]
+        # ``with td.to(device) as t:`` writes ``t`` back on exit. The source is held weakly
+        # (a strong reference would keep every earlier version of ``x = x.to(...)`` alive);
+        # a ``to`` that returns self forgets an older record (nothing to write back).
+        record: Any = None
+        if out is not self:
+            try:
+                record = ("to", (dtype is not None,), weakref.ref(self))
+            except TypeError:  # (a collection that cannot be weakly referenced: none)
+                pass
+        out._last_op = record  # type: ignore[attr-defined]
         return out
 
     def _sync_all(self) -> None:

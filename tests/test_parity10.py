@@ -129,3 +129,27 @@ def test_to_none_returns_self_as_upstream() -> None:
     assert td.to(None, torch.float64)["a"].dtype == torch.float64
     with pytest.raises(TypeError, match=r"TensorDict.to: cannot convert to 1.5"):
         td.to(None, 1.5)
+
+
+def test_to_does_not_keep_its_source_alive() -> None:
+    import gc
+    import weakref
+
+    x = TensorDict({"a": torch.zeros(10)}, [])
+    earlier = []
+    for i in range(6):
+        earlier.append(weakref.ref(x))
+        x = x.to(torch.float64 if i % 2 == 0 else torch.float32)
+    gc.collect()
+    assert [r() for r in earlier] == [None] * 6
+
+
+def test_with_to_own_device_writes_nothing_into_an_older_source() -> None:
+    base = TensorDict({"a": torch.zeros(3)}, [3], device="cpu")
+    cast = base.to(torch.float64)
+    with cast.to("cpu") as same:
+        same["a"] += 5
+    assert base["a"].tolist() == [0.0, 0.0, 0.0] and cast["a"].tolist() == [5.0, 5.0, 5.0]
+    with base.to(torch.float64) as wide:  # a real move still writes back, cast back
+        wide["a"] += 1
+    assert base["a"].tolist() == [1.0, 1.0, 1.0] and base["a"].dtype == torch.float32
