@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import operator
 import weakref
 from collections.abc import Callable, Sequence
@@ -157,10 +158,8 @@ class ConvertOps(CollectionPrimitives):
         # a ``to`` that returns self forgets an older record (nothing to write back).
         record: Any = None
         if out is not self:
-            try:
+            with contextlib.suppress(TypeError):  # (not weakly referenceable: none)
                 record = ("to", (dtype is not None,), weakref.ref(self))
-            except TypeError:  # (a collection that cannot be weakly referenced: none)
-                pass
         out._last_op = record  # type: ignore[attr-defined]
         return out
 
