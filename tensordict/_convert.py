@@ -331,11 +331,8 @@ class ConvertOps(CollectionPrimitives):
         (2, 1)
         """
         from tensordict._context import adopt
-        from tensordict._structure import densify_nested_stacks
 
         out = map_leaves(self, _canonical if canonical else Tensor.contiguous)
-        if out._stack_parts() is None:  # nested lazy stacks of one structure: made dense
-            densify_nested_stacks(out, self._call("contiguous"))  # type: ignore[arg-type]
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:

@@ -459,12 +459,8 @@ def _flatten_into(
         name = prefix + key
         if isinstance(value, (Tensor, NonTensor)):
             pass
-        elif not hasattr(value, "_tensordict"):  # a lazy stack
-            dense = dense_or_none(value, call)
-            if dense is not None:  # members of one structure: flattened as a dense level
-                _flatten_into(dense, name + sep, sep, out, call)
-                continue
-            value = value.flatten_keys(sep)  # ragged: stays one entry, its own keys flattened
+        elif not hasattr(value, "_tensordict"):  # a ragged lazy stack
+            value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
         else:  # a nested TensorDict: its leaves only (an empty one leaves nothing, as upstream)
             _flatten_into(value, name + sep, sep, out, call)
             continue
@@ -474,26 +470,3 @@ def _flatten_into(
                 f"appears twice after flattening with separator {sep!r}"
             )
         out[name] = value
-
-
-def dense_or_none(stack: Any, call: str) -> Any:
-    """A lazy stack densified, or None when its members differ in structure."""
-    try:
-        return stack._as_dense(call)
-    except RuntimeError:
-        return None
-
-
-def densify_nested_stacks(td: DenseTensorDictBase, call: str) -> None:
-    """Replace, in place, the lazy stacks nested in dense ``td`` (a fresh result) whose
-    members share one structure by their dense form; ragged ones are kept."""
-    entries = td._tensordict
-    for key, value in entries.items():
-        if isinstance(value, (Tensor, NonTensor)):
-            continue
-        if value._stack_parts() is None:
-            densify_nested_stacks(value, call)
-            continue
-        dense = dense_or_none(value, call)
-        if dense is not None:
-            entries[key] = dense

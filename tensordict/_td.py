@@ -1077,8 +1077,6 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if _is_td(value):
                 value.lock_()
                 note_parent(value, self)
-            elif _is_ragged(value):  # a nested lazy stack: its members, as upstream
-                value.lock_()
         return record(self, "lock_", (was,), None)
 
     def unlock_(self) -> TensorDict:
@@ -1094,8 +1092,6 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         for value in self._tensordict.values():
             if _is_td(value):
                 forget_parent(value, self)
-                value.unlock_()
-            elif _is_ragged(value):
                 value.unlock_()
         return record(self, "unlock_", (was,), None)
 
@@ -1230,15 +1226,14 @@ def _get_stacked(td: TensorDict, key: NestedKey, default: Any, stacked: dict[str
 
 
 def _convert_stack(td: TensorDict, value: Any, key: str, call: str) -> Any:
-    """A lazy stack as ``td`` stores it: the stack itself (as upstream, whether or not its
-    members share one structure), its batch size checked like a nested one's. A
-    tensorclass with ``autocast`` stores it densified, as upstream casts it to the field's
-    ``TensorDict`` (the one class flag read here: the set path of a lazy stack is rare)."""
-    if getattr(type(td), "_autocast", False):
-        try:
-            return td._convert(value._as_dense(call), key, call)
-        except RuntimeError:
-            pass  # ragged: kept as the stack itself
+    """A lazy stack as ``td`` stores it: dense when its members share one structure, else
+    kept as the stack itself (a ragged entry), its batch size checked like a nested one's."""
+    try:
+        dense = value._as_dense(call)
+    except RuntimeError:
+        dense = None
+    if dense is not None:
+        return td._convert(dense, key, call)
     if not starts_with(value._batch_size, td._batch_size):
         raise leaf_shape_error(call, key, value._batch_size, td._batch_size)
     if td._device is not None and value._device != td._device:

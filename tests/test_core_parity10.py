@@ -158,46 +158,6 @@ def test_empty_recurse_keeps_non_tensor_entries() -> None:
     assert lz.empty(recurse=True)["s"] == ["a", "b"]
 
 
-# ------------------------------------------------------------------ nested lazy stacks
-def _same_structure_stack() -> LazyStackedTensorDict:
-    return LazyStackedTensorDict(
-        *[
-            TensorDict({"x": torch.full((2,), float(i)), "n": {"y": torch.ones(2)}}, [2])
-            for i in range(3)
-        ]
-    )
-
-
-def test_nested_lazy_stack_of_one_structure_is_kept_lazy() -> None:
-    lz = _same_structure_stack()
-    td = TensorDict({}, [3])
-    td["s"] = lz
-    assert td["s"] is lz and td.get("s") is lz
-    assert TensorDict({"s": lz}, [3])["s"] is lz
-    td["s", "x"][0] = 7.0  # a read densifies the leaf: no write-through from it
-    td["s"][0]["x"] += 1  # but the members are the stack's own
-    torch.testing.assert_close(lz.tensordicts[0]["x"], torch.ones(2))
-    torch.testing.assert_close(td["s", "x"], torch.stack([m["x"] for m in lz.tensordicts]))
-
-
-def test_nested_lazy_stack_densified_by_contiguous_and_flatten_keys() -> None:
-    td = TensorDict({"s": _same_structure_stack()}, [3])
-    dense = td.contiguous()
-    assert type(dense["s"]) is TensorDict and type(dense["s", "n"]) is TensorDict
-    torch.testing.assert_close(dense["s", "x"], td["s", "x"])
-    flat = td.flatten_keys()
-    assert sorted(flat.keys()) == ["s.n.y", "s.x"]
-    torch.testing.assert_close(flat["s.x"], td["s", "x"])
-
-
-def test_lock_reaches_a_nested_lazy_stack() -> None:
-    lz = _same_structure_stack()
-    td = TensorDict({"s": lz}, [3]).lock_()
-    assert lz.is_locked and all(m.is_locked for m in lz.tensordicts)
-    td.unlock_()
-    assert not lz.is_locked
-
-
 # ------------------------------------------------------------------ masks on ragged stacks
 def _ragged(batch: list[int], dim: int) -> tuple[LazyStackedTensorDict, torch.Tensor]:
     n = torch.Size(batch).numel()

@@ -195,8 +195,7 @@ def test_update_with_a_tensordict_or_its_dict_gives_the_same_leaves() -> None:
 def test_update_with_a_dict_holding_a_lazy_stack() -> None:
     td = _td()
     td.update({"sub": _stack().get("sub")})
-    # kept lazy, as upstream
-    assert type(td["sub"]) is LazyStackedTensorDict and sorted(td["sub"].keys()) == ["x"]
+    assert type(td["sub"]) is TensorDict and sorted(td["sub"].keys()) == ["x"]
 
 
 def test_lazy_update_a_dict_replaces_a_level_a_tensordict_merges() -> None:
@@ -225,20 +224,19 @@ def test_replace_with_an_empty_tensordict_is_a_copy() -> None:
 # ------------------------------------------------------------------ construction
 def test_from_dict_keeps_a_collection_as_an_entry() -> None:
     out = TensorDict.from_dict({"a": _stack(), "b": {"c": torch.zeros(2)}}, batch_size=[2])
-    assert type(out["a"]) is LazyStackedTensorDict  # kept lazy, as upstream
-    assert out["a", "sub", "x"].tolist() == [1.0, 1.0]
+    assert type(out["a"]) is TensorDict and out["a", "sub", "x"].tolist() == [1.0, 1.0]
     assert set(out.keys(True, True)) == {("a", "a"), ("a", "sub", "x"), ("b", "c")}
 
 
 def test_from_dict_instance_keeps_a_lazy_stack_entry() -> None:
     value = lazy_stack([TensorDict(x=torch.ones(())), TensorDict(x=torch.zeros(()))])
     out = _td().from_dict_instance({"sub": value}, batch_size=[2])
-    assert out["sub"] is value and out["sub", "x"].tolist() == [1.0, 0.0]  # as upstream
+    assert type(out["sub"]) is TensorDict and out["sub", "x"].tolist() == [1.0, 0.0]
 
 
 def test_from_any_and_from_list() -> None:
     out = TensorDict.from_any({"a": _stack()})
-    assert type(out["a"]) is LazyStackedTensorDict  # kept lazy, as upstream
+    assert type(out["a"]) is TensorDict
     td = _td()
     listed = TensorDict.from_list([td[0], td[1]])
     assert_same(listed, td)
