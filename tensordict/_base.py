@@ -177,8 +177,13 @@ class TensorDictBase(
         if args[4] is not False and not inplace and dropped(self, result, args[4]):
             return None
         if out is not None:  # the results replace out's entries (set, not copied in), as upstream
+            call = self._call("named_apply" if key_fn else "apply")
+            if args[0] is not None and tuple(result.batch_size) != tuple(out.batch_size):
+                raise RuntimeError(
+                    f"{call}: batch_size {tuple(result.batch_size)} and out.batch_size "
+                    f"{tuple(out.batch_size)} must be equal when both are given"
+                )
             if out.is_locked:
-                call = self._call("named_apply" if key_fn else "apply")
                 raise RuntimeError(
                     f"{call}: out is locked; its entries cannot be replaced "
                     f"(unlock it, or write into it with apply_/update_)"

@@ -153,3 +153,12 @@ def test_with_to_own_device_writes_nothing_into_an_older_source() -> None:
     with base.to(torch.float64) as wide:  # a real move still writes back, cast back
         wide["a"] += 1
     assert base["a"].tolist() == [1.0, 1.0, 1.0] and base["a"].dtype == torch.float32
+
+
+def test_apply_out_with_another_batch_size_raises_before_writing() -> None:
+    td = TensorDict(a=torch.ones(2), batch_size=[2])
+    out = TensorDict(a=torch.zeros(2), batch_size=[2])
+    with pytest.raises(RuntimeError, match=r"apply: batch_size \(\) and out.batch_size \(2,\)"):
+        td.apply(lambda x: x + 1, out=out, batch_size=[])
+    assert out["a"].tolist() == [0.0, 0.0]
+    assert td.apply(lambda x: x + 1, out=out, batch_size=[2]) is out
