@@ -204,7 +204,7 @@ def setitem(self: NonTensor, index: Any, value: Any) -> None:
     td[index] = _as_td(value)
     if not isinstance(self, NonTensorData):
         _sync(self, td, call)
-        write_back(self)
+        write_back(self, index, value)
         return
     new = _held(td)
     assert new is not None

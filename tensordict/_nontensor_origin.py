@@ -27,11 +27,25 @@ def remember(element: Any, stack: Any, index: Any) -> None:
     _ORIGINS[key] = (ref, stack, index)
 
 
-def write_back(element: Any) -> None:
+def write_back(element: Any, sub: Any = None, value: Any = None) -> None:
     """After an in-place write into ``element``, copy it into the stack it was read from
-    (which passes it on to its own origin, if it has one)."""
+    (which passes it on to its own origin, if it has one). For a view of several elements
+    (a slice) given the write (``element[sub] = value``), only that write is repeated on
+    the stack's current values: other positions the stack changed since the view was read
+    are not overwritten with the view's older copies."""
     entry = _ORIGINS.get(id(element))
     if entry is None or entry[0]() is not element:
         return
     _, stack, index = entry
-    stack[index] = element
+    if sub is not None and not _one_element(index):
+        fresh = stack[index]
+        _ORIGINS.pop(id(fresh), None)  # (written back below, once)
+        fresh[sub] = value
+        stack[index] = fresh
+    else:
+        stack[index] = element
+
+
+def _one_element(index: Any) -> bool:
+    items = index if type(index) is tuple else (index,)
+    return all(type(i) is int or i is None or i is Ellipsis for i in items)

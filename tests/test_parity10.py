@@ -162,3 +162,18 @@ def test_apply_out_with_another_batch_size_raises_before_writing() -> None:
         td.apply(lambda x: x + 1, out=out, batch_size=[])
     assert out["a"].tolist() == [0.0, 0.0]
     assert td.apply(lambda x: x + 1, out=out, batch_size=[2]) is out
+
+
+def test_a_slice_of_a_non_tensor_stack_writes_back_only_what_was_written() -> None:
+    from tensordict import NonTensorData, NonTensorStack
+
+    s = NonTensorStack("a", "b", "c")
+    part = s[0:2]
+    s[0] = NonTensorData("q")  # the stack changes after the slice was read
+    part[1] = NonTensorData("w")
+    assert s.tolist() == ["q", "w", "c"]  # the newer "q" is kept
+    grid = NonTensorStack(NonTensorStack("a", "b"), NonTensorStack("c", "d"))
+    column = grid[:, 1]
+    grid[0, 1] = "new"
+    column[1] = "z"
+    assert grid.tolist() == [["a", "new"], ["c", "z"]]
