@@ -12,6 +12,7 @@ from tensordict._batch import leaf_shape_error
 from tensordict._keys import NO_DEFAULT, join_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
+from tensordict._unbatched import MADE as UNBATCHED_MADE
 
 if TYPE_CHECKING:
     from tensordict._base import DenseTensorDictBase
@@ -297,6 +298,7 @@ def _apply_simple(
     entries: dict[str, Any] = {}
     n = len(out_bs)
     b0 = out_bs[0] if n else 0
+    unbatched = UNBATCHED_MADE[0]  # (no UnbatchedTensor yet in this process: no test per leaf)
     for key, value in td._tensordict.items():
         if isinstance(value, Tensor):
             result = fn(value)
@@ -309,7 +311,7 @@ def _apply_simple(
                 )
             if out_device is not None and result.device != out_device:
                 result = result.to(out_device)
-            if isinstance(result, NonTensor):
+            if unbatched and isinstance(result, NonTensor):
                 result = result._with(out_bs, out_device)  # an UnbatchedTensor: any shape
             elif n:
                 shape = result.shape

@@ -20,7 +20,7 @@ _EMPTY = torch.Size([])
 
 # Whether this process ever made an UnbatchedTensor (``__new__``, unpickling, results of
 # torch functions): the checks of the writers that refuse one cost nothing until then.
-_MADE = [False]
+MADE = [False]
 
 
 class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
@@ -55,7 +55,7 @@ class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
         if isinstance(data, UnbatchedTensor) and batch_size is None:
             return data
         base = data if isinstance(data, Tensor) else torch.as_tensor(data)
-        _MADE[0] = True
+        MADE[0] = True
         with disable_subclass_dispatch():
             out = base.as_subclass(cls)
         out._unbatched_bs = (
@@ -226,7 +226,7 @@ def _rebuild(data: Tensor, batch_size: tuple[int, ...]) -> UnbatchedTensor:
 
 
 def _wrapped(tensor: Tensor, batch_size: torch.Size) -> UnbatchedTensor:
-    _MADE[0] = True
+    MADE[0] = True
     with disable_subclass_dispatch():
         out = tensor.as_subclass(UnbatchedTensor)
     out._unbatched_bs = batch_size
@@ -313,7 +313,7 @@ def batch_only(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def refuse_unbatched(td: Any, call: str, what: str) -> None:
     """A NotImplementedError naming the first UnbatchedTensor leaf of ``td``, for the
     operations that cannot store one yet (memory-mapping, consolidation), as upstream."""
-    if not _MADE[0] or not any(type(x) is UnbatchedTensor for x in td._tensor_leaves([])):
+    if not MADE[0] or not any(type(x) is UnbatchedTensor for x in td._tensor_leaves([])):
         return  # (no walk at all in a process that never made an UnbatchedTensor)
     for key, value in td.items(include_nested=True, leaves_only=True):
         if isinstance(value, UnbatchedTensor):
