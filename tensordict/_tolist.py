@@ -129,8 +129,7 @@ class LinkedList(list):  # type: ignore[type-arg]
                 if len(rows) != len(value):  # the length changes: it cannot be mirrored
                     self._unlink()
                 else:
-                    for row, item in zip(rows, value, strict=True):
-                        td[row] = item
+                    _write_rows(td, rows, value, [self[row] for row in rows])
             else:
                 td[index] = value  # first: a row the collection refuses leaves the list as is
         super().__setitem__(index, value)
@@ -153,6 +152,22 @@ class LinkedList(list):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:  # the link is to this process's object
         return (list, (list(self),))
+
+
+def _write_rows(td: Any, rows: range, values: list[Any], before: list[Any]) -> None:
+    """``td[row] = value`` for each pair, all or nothing: a row the collection refuses
+    puts back the rows already written (``before``: the list's values, or copies of a
+    collection's rows, taken before any write)."""
+    saved = [old.clone() if hasattr(old, "clone") else old for old in before]
+    done = 0
+    try:
+        for row, item in zip(rows, values, strict=True):
+            td[row] = item
+            done += 1
+    except BaseException:
+        for row, old in zip(rows[:done], saved[:done], strict=True):
+            td[row] = old
+        raise
 
 
 def _dead() -> None:

@@ -168,3 +168,11 @@ def test_set_at_writes_one_element_of_a_non_tensor_entry() -> None:
     stacked = lazy_stack([TensorDict(s="p"), TensorDict(s="q")])
     stacked.set_at_("s", "r", 0)
     assert stacked["s"] == ["r", "q"]
+
+
+def test_a_refused_row_in_a_slice_write_puts_back_the_rows_written() -> None:
+    td, rows = _rows()
+    with pytest.raises(RuntimeError):
+        rows[0:2] = [TensorDict(a=torch.full((2,), 9.0)), TensorDict(a=torch.ones(5))]
+    assert td["a"].eq(0).all()  # row 0 was written, then put back
+    assert rows[0]["a"].tolist() == [0.0, 0.0] and len(rows) == 3
