@@ -18,7 +18,9 @@ from tensordict._keys import unravel_key
 DeprecatedTable = Mapping[str, tuple[Callable[[], object], "str | None"]]
 
 
-def module_getattr(module: str, table: DeprecatedTable) -> Callable[[str], object]:
+def module_getattr(
+    module: str, table: DeprecatedTable, removal: str = "0.17"
+) -> Callable[[str], object]:
     """A module ``__getattr__`` serving ``table``'s names, each access warning
     :class:`DeprecationWarning` with what to use instead.
 
@@ -37,12 +39,39 @@ def module_getattr(module: str, table: DeprecatedTable) -> Callable[[str], objec
         if entry is None:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         loader, replacement = entry
-        message = f"{module}.{name} is deprecated (upstream removes it in TensorDict 0.17)"
+        message = f"{module}.{name} is deprecated (upstream removes it in TensorDict {removal})"
         message += f"; use {replacement} instead." if replacement else "."
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         return loader()
 
     return __getattr__
+
+
+def deprecated_attributes(
+    module: str, attributes: Mapping[str, tuple[Any, str | None]], *, removal: str = "0.17"
+) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) serving deprecated ``attributes`` (``name ->
+    (value, replacement or None)``), each read warning :class:`DeprecationWarning`
+    (upstream's ``tensordict.utils.deprecated_attributes``).
+
+    >>> import warnings
+    >>> getattr_ = deprecated_attributes("pkg.mod", {"OLD": (3, "pkg.NEW")})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     getattr_("OLD")
+    3
+    >>> print(caught[0].message)
+    pkg.mod.OLD is deprecated (upstream removes it in TensorDict 0.17); use pkg.NEW instead.
+    """
+    table = {
+        name: (functools.partial(_same, value), replacement)
+        for name, (value, replacement) in attributes.items()
+    }
+    return module_getattr(module, table, removal)
+
+
+def _same(value: object) -> object:
+    return value
 
 
 def unravel_keys(*keys: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.nn import Buffer
 
-from tensordict._deprecated import UTILS_TABLE, module_getattr
+from tensordict._deprecated import UTILS_TABLE, deprecated_attributes, module_getattr
 from tensordict._future import TensorDictFuture
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._modules import register_params_module
@@ -62,6 +62,7 @@ DeviceType = torch.device | str | int
 __getattr__ = module_getattr(__name__, UTILS_TABLE)  # upstream's deprecated names (PEP 562)
 
 __all__ = [
+    "deprecated_attributes",
     "KEY_SEPARATOR",
     "Buffer",
     "DeviceType",

@@ -1,7 +1,7 @@
 """``tensordict.nn.distributions``: upstream's module path for the distribution helpers."""
 
 from tdnn._composite import CompositeDistribution
-from tdnn._deprecated import DISTRIBUTIONS_TABLE, module_getattr
+from tdnn._deprecated import distributions_by_name
 from tdnn._distributions import (
     AddStateIndependentNormalScale,
     Delta,
@@ -13,6 +13,7 @@ from tdnn._distributions import (
 from tdnn._interaction import InteractionType, set_interaction_type
 from tdnn._mappings import add_custom_mapping, mappings
 from tdnn.distributions import continuous, discrete
+from tensordict.utils import deprecated_attributes
 
 __all__ = [
     "AddStateIndependentNormalScale",
@@ -30,4 +31,7 @@ __all__ = [
     "set_interaction_type",
 ]
 
-__getattr__ = module_getattr(__name__, DISTRIBUTIONS_TABLE)  # upstream's deprecated names (PEP 562)
+# upstream's deprecated names (PEP 562)
+__getattr__ = deprecated_attributes(
+    __name__, {"distributions_maps": (distributions_by_name(), None)}
+)
