@@ -1269,17 +1269,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
         """Split along ``dim`` (groups of members on the stack dim)."""
         d = _norm(self._call("split"), dim, len(self._batch_size))
-        if d == self.stack_dim:
-            index = torch.arange(len(self.tensordicts)).split(split_size)  # type: ignore[no-untyped-call]
-            return tuple(
-                self._restack([self.tensordicts[i] for i in g.tolist()])
-                if len(g)
-                else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
-                for g in index
-            )
-        md = d if d < self.stack_dim else d - 1
-        per_member = [m.split(split_size, md) for m in self.tensordicts]
-        return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
+        return self._pieces(d, lambda x, at: x.split(split_size, at))
 
     @keeps_lock
     def tensor_split(
@@ -1291,16 +1281,21 @@ class LazyStackedTensorDict(TensorDictBase):
         arg: Any = indices_or_sections
         if isinstance(arg, Tensor):
             arg = arg.tolist()
+        return self._pieces(d, lambda x, at: x.tensor_split(arg, at))
+
+    def _pieces(self, d: int, cut: Callable[[Any, int], Sequence[Any]]) -> tuple[Any, ...]:
+        """The pieces of ``cut(x, dim)`` (a split) along batch dim ``d``: the member
+        positions cut into groups of members on the stack dim (an empty group an empty
+        stack), each member cut elsewhere (their shapes may differ)."""
         if d == self.stack_dim:
-            index = torch.arange(len(self.tensordicts)).tensor_split(arg)
             return tuple(
                 self._restack([self.tensordicts[i] for i in g.tolist()])
                 if len(g)
                 else type(self)(stack_dim=self.stack_dim, batch_size=self._member_bs)
-                for g in index
+                for g in cut(torch.arange(len(self.tensordicts)), 0)
             )
         md = d if d < self.stack_dim else d - 1
-        per_member = [m.tensor_split(arg, md) for m in self.tensordicts]
+        per_member = [cut(m, md) for m in self.tensordicts]
         return tuple(self._restack(list(p)) for p in zip(*per_member, strict=True))
 
     @keeps_lock
