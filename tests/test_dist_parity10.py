@@ -9,9 +9,7 @@ hangs) when a child outlives its time limit.
 from __future__ import annotations
 
 import datetime
-import queue
 import re
-import socket
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -23,15 +21,10 @@ import torch.multiprocessing as mp
 
 from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 from tensordict.testing import MyDistData
+from tests._spawn import free_port, launch
 
 GROUP_TIMEOUT_S = 30
 LAUNCH_TIMEOUT_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _raises(fn: Callable[[], object], exc: type[BaseException], text: str) -> None:
@@ -219,35 +212,15 @@ def _child(rank: int, folder: str, raw_port: int, results: mp.Queue) -> None:
 
 
 def test_two_processes() -> None:
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
     with tempfile.TemporaryDirectory() as folder:
-        raw_port = _free_port()
-        procs = [
-            ctx.Process(target=_child, args=(rank, folder, raw_port, results), daemon=True)
-            for rank in range(2)
-        ]
-        for p in procs:
-            p.start()
-        deadline = datetime.datetime.now() + datetime.timedelta(seconds=LAUNCH_TIMEOUT_S)
-        reports: dict[int, str | None] = {}
-        while len(reports) < 2 and datetime.datetime.now() < deadline:
-            try:
-                rank, report = results.get(timeout=1)
-                reports[rank] = report
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs):
-                    break
-        for p in procs:
-            p.join(timeout=10)
-        stuck = [i for i, p in enumerate(procs) if p.is_alive()]
-        for i in stuck:
-            procs[i].kill()
-            procs[i].join()
-    failures = {r: tb for r, tb in reports.items() if tb is not None}
+        raw_port = free_port()
+        run = launch(
+            _child, 2, lambda rank, results: (rank, folder, raw_port, results), LAUNCH_TIMEOUT_S
+        )
+    failures = {r: tb for r, tb in run.reports.items() if tb is not None}
     assert not failures, "\n".join(f"rank {r}:\n{tb}" for r, tb in failures.items())
-    assert not stuck, f"ranks {stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
-    assert sorted(reports) == [0, 1], f"exit codes {[p.exitcode for p in procs]}"
+    assert not run.stuck, f"ranks {run.stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
+    assert sorted(run.reports) == [0, 1], f"exit codes {run.exitcodes}"
 
 
 # ------------------------------------------------------------------ in one process

@@ -11,9 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import pickle
-import queue
 import re
-import socket
 import tempfile
 import traceback
 import warnings
@@ -31,15 +29,10 @@ from tensordict import (
     TensorDict,
 )
 from tensordict._dist_wire import build
+from tests._spawn import free_port, launch
 
 GROUP_TIMEOUT_S = 30  # a blocked collective raises in the child after this
 LAUNCH_TIMEOUT_S = 150  # the whole launch, process start-up on a loaded machine included
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _raises(fn: Callable[[], object], exc: type[BaseException], text: str) -> None:
@@ -378,37 +371,15 @@ def _child(rank: int, rpc_port: int, folder: str, results: mp.Queue) -> None:
 
 
 def test_two_processes() -> None:
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
     with tempfile.TemporaryDirectory() as folder:
-        rpc_port = _free_port()  # (the gloo group meets through a file instead)
-        procs = [
-            ctx.Process(target=_child, args=(rank, rpc_port, folder, results), daemon=True)
-            for rank in range(2)
-        ]
-        for p in procs:
-            p.start()
-        deadline = datetime.datetime.now() + datetime.timedelta(seconds=LAUNCH_TIMEOUT_S)
-        reports: dict[int, str | None] = {}
-        while len(reports) < 2 and datetime.datetime.now() < deadline:
-            try:
-                rank, report = results.get(timeout=1)
-                reports[rank] = report
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs):
-                    break  # every child is gone (a crash reports nothing): stop waiting
-        for p in procs:
-            p.join(timeout=10)
-        stuck = [i for i, p in enumerate(procs) if p.is_alive()]
-        for i in stuck:
-            procs[i].kill()
-            procs[i].join()
-    failures = {r: tb for r, tb in reports.items() if tb is not None}
+        rpc_port = free_port()  # (the gloo group meets through a file instead)
+        run = launch(
+            _child, 2, lambda rank, results: (rank, rpc_port, folder, results), LAUNCH_TIMEOUT_S
+        )
+    failures = {r: tb for r, tb in run.reports.items() if tb is not None}
     assert not failures, "\n".join(f"rank {r}:\n{tb}" for r, tb in failures.items())
-    assert not stuck, f"ranks {stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
-    assert sorted(reports) == [0, 1], (
-        f"ranks without a report: exit codes {[p.exitcode for p in procs]}"
-    )
+    assert not run.stuck, f"ranks {run.stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
+    assert sorted(run.reports) == [0, 1], f"ranks without a report: exit codes {run.exitcodes}"
 
 
 # ------------------------------------------------------------------ in one process

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
-import queue
 import re
 import subprocess
 import sys
@@ -23,9 +22,9 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from tensordict import TensorClass, TensorDict, lazy_stack
+from tests._spawn import launch
 
 LAUNCH_TIMEOUT_S = 240  # the whole launch, start-up of 4 processes on a loaded machine included
 
@@ -284,36 +283,15 @@ def _launch(
 ) -> dict[int, str]:
     """Run ``fn(rank, world)`` in ``world`` spawned processes; the reports of those that
     finished (None when they passed)."""
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
     with tempfile.TemporaryDirectory() as folder:
-        procs = [
-            ctx.Process(
-                target=_child,
-                args=(fn, rank, world, folder, group_timeout_s, results),
-                daemon=True,
-            )
-            for rank in range(world)
-        ]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-        reports: dict[int, Any] = {}
-        while len(reports) < world and time.monotonic() < deadline:
-            try:
-                rank, report = results.get(timeout=1)
-                reports[rank] = report
-            except queue.Empty:
-                if not any(p.is_alive() for p in procs):
-                    break
-        for p in procs:
-            p.join(timeout=10)
-        stuck = [i for i, p in enumerate(procs) if p.is_alive()]
-        for i in stuck:
-            procs[i].kill()
-            procs[i].join()
-    assert not stuck, f"ranks {stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
-    return reports
+        run = launch(
+            _child,
+            world,
+            lambda rank, results: (fn, rank, world, folder, group_timeout_s, results),
+            LAUNCH_TIMEOUT_S,
+        )
+    assert not run.stuck, f"ranks {run.stuck} still running after {LAUNCH_TIMEOUT_S}s (a hang)"
+    return run.reports
 
 
 def _check(reports: dict[int, Any], ranks: list[int]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,22 +13,17 @@ import pytest
 import torch
 
 from tensordict import TensorDict, TensorDictPipe
+from tests._spawn import free_port
 from tests.catalogue import CATALOGUE, assert_same
 
 TIMEOUT = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run(body: Callable[[TensorDictPipe, TensorDictPipe], Awaitable[Any]]) -> Any:
     """``body(sender, receiver)`` over a fresh pipe, closed afterwards, within TIMEOUT."""
 
     async def main() -> Any:
-        port = _free_port()
+        port = free_port()
         server = asyncio.ensure_future(TensorDictPipe.listen(port))
         sender = await TensorDictPipe.connect("127.0.0.1", port)
         receiver = await server
@@ -132,7 +126,7 @@ def test_asend_and_arecv_call_any_pipe() -> None:
 
 async def _raw_frames(frames: list[bytes], close: bool = True) -> Any:
     """Send raw bytes to a listening pipe and return what its ``arecv`` raises or gives."""
-    port = _free_port()
+    port = free_port()
     server = asyncio.ensure_future(TensorDictPipe.listen(port))
     writer = (await TensorDictPipe.connect("127.0.0.1", port))._writer
     receiver = await server
@@ -212,7 +206,7 @@ def test_a_new_structure_that_fails_is_not_the_one_received_last() -> None:
 
 def test_max_frame_bytes_refuses_before_reading() -> None:
     async def main() -> Any:
-        port = _free_port()
+        port = free_port()
         server = asyncio.ensure_future(TensorDictPipe.listen(port, max_frame_bytes=200))
         sender = await TensorDictPipe.connect("127.0.0.1", port)
         receiver = await server
@@ -259,7 +253,7 @@ def test_deeply_nested_json_is_refused() -> None:
 
 
 def test_connect_without_a_listener_times_out() -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(
         ConnectionError, match=rf"no peer listening on 127.0.0.1:{port} after 0.2 s"
     ):
@@ -277,7 +271,7 @@ def _sender_process(port: int) -> None:
 
 
 def test_between_processes() -> None:
-    port = _free_port()
+    port = free_port()
     ctx = multiprocessing.get_context("spawn")
     proc = ctx.Process(target=_sender_process, args=(port,))
 
