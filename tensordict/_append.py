@@ -117,6 +117,8 @@ class _Plan:
                 self.tensor(sub, record, value, os.path.join(folder, record["file"]), child)
             elif child.kind == "pickle":
                 self.problems.append(f"{sub!r} holds pickled data, which cannot grow in place")
+            elif child.kind == "nested":
+                self.problems.append(f"{sub!r} is a nested tensor, which cannot grow in place")
             else:
                 self.json(sub, record, value, meta["batch_size"])
 

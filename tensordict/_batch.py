@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import torch
 
@@ -94,20 +94,35 @@ def leaf_shape_error(
     )
 
 
-def unreadable_shape_error(
-    call: str, key: object, value: object, batch_size: torch.Size
-) -> TypeError | None:
-    """The error for a leaf whose shape torch cannot report (a nested tensor of the
-    strided layout), None for any other value. Built only once the shape read has
-    failed, so the construction path pays nothing for it."""
+def check_unreadable_shape(
+    call: str, key: object, value: object, batch_size: torch.Size, err: RuntimeError
+) -> None:
+    """Check a leaf whose ``shape`` torch cannot report against ``batch_size``: a nested
+    tensor of the strided layout fits when the sizes of its leading dims (the number of
+    elements, then each dim all elements share) are the batch size. Re-raises ``err``
+    for any other value. Called only once a shape read has failed, so the construction
+    path pays nothing for it."""
     if not (isinstance(value, torch.Tensor) and value.is_nested):
-        return None
-    return TypeError(
-        f"{call}: key {key!r} holds a nested tensor (layout {value.layout}), whose shape "
-        f"torch cannot report, so it cannot be checked against batch_size "
-        f"{tuple(batch_size)}; nested tensors are not supported as leaves: pad it first "
-        "(torch.nested.to_padded_tensor(value, 0.0))"
-    )
+        raise err
+    n = len(batch_size)
+    if n > value.dim():
+        raise leaf_shape_error(call, key, nested_shape(value), batch_size)
+    try:
+        lead = torch.Size([value.size(dim) for dim in range(n)])
+    except RuntimeError:  # a ragged dim among the batch dims
+        raise TypeError(
+            f"{call}: key {key!r} holds a nested tensor whose elements differ in a batch "
+            f"dim: element shapes {nested_shape(value)}, batch_size {tuple(batch_size)}"
+        ) from err
+    if lead != batch_size:
+        raise leaf_shape_error(call, key, nested_shape(value), batch_size)
+
+
+def nested_shape(value: torch.Tensor) -> Any:
+    """A printable shape of a nested tensor: its element count and each element's shape."""
+    if value.layout != torch.strided:
+        return tuple(value.shape)
+    return (value.size(0), [tuple(row) for row in value._nested_tensor_size().tolist()])
 
 
 def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from tensordict._cli_diff import differences
 from tensordict._cli_inspect import render
-from tensordict._survey import Leaf, Survey, checkpoint_problem, survey
+from tensordict._survey import TENSOR_KINDS, Leaf, Survey, checkpoint_problem, survey
 
 OK, FOUND, TROUBLE = 0, 1, 2
 
@@ -74,7 +74,7 @@ def _verify(args: argparse.Namespace) -> int:
         return FOUND
     for note in result.notes:
         print(f"note: {note}")
-    tensors = [n for n in result.root.walk() if isinstance(n, Leaf) and n.kind == "tensor"]
+    tensors = [n for n in result.root.walk() if isinstance(n, Leaf) and n.kind in TENSOR_KINDS]
     checked = sum("sha256" in n.record for n in tensors)
     print(
         f"{args.path}: valid checkpoint, format version {result.root.meta['version']}; "

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from tensordict._cli_inspect import short, show_key
-from tensordict._survey import Collection, Leaf
+from tensordict._survey import TENSOR_KINDS, Collection, Leaf
 
 _CHUNK = 1 << 22  # elements compared at a time, so a large leaf never needs a large buffer
 Path = tuple[str | int, ...]  # keys, and member numbers of lazy stacks
@@ -90,7 +90,7 @@ def _show(value: Any) -> str:
 
 
 def _leaf_differences(a: Leaf, b: Leaf, where: str) -> Iterator[str]:
-    if a.kind == "tensor":
+    if a.kind in TENSOR_KINDS:
         if a.dtype != b.dtype:
             yield f"{where}: dtype {a.dtype} != {b.dtype}"
         if a.shape != b.shape:

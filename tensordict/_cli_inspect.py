@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tensordict._survey import Collection, Leaf, Survey
+from tensordict._survey import TENSOR_KINDS, Collection, Leaf, Survey
 
 _GLYPHS = ("├── ", "└── ", "│   ", "    ")
 _ASCII_GLYPHS = ("|-- ", "`-- ", "|   ", "    ")  # for terminals that cannot print the others
@@ -61,9 +61,10 @@ def _collection_text(node: Collection) -> str:
 
 
 def _leaf_text(leaf: Leaf) -> str:
-    if leaf.kind == "tensor":
+    if leaf.kind in TENSOR_KINDS:
         check = "  sha256" if "sha256" in leaf.record else ""
-        return f"{leaf.dtype}  {leaf.shape}  {human_bytes(leaf.nbytes)}{check}"
+        shape = leaf.shape if leaf.kind == "tensor" else f"nested {short(leaf.shape)}"
+        return f"{leaf.dtype}  {shape}  {human_bytes(leaf.nbytes)}{check}"
     if leaf.kind == "json":
         return f"json  {short(leaf.record['value'])}"
     if leaf.kind == "json_stack":
@@ -94,7 +95,7 @@ def totals(root: Collection) -> str:
     """The summary line: leaves by kind and the bytes of the tensor files."""
     nodes = root.walk()
     leaves = [n for n in nodes if isinstance(n, Leaf)]
-    tensors = [n for n in leaves if n.kind == "tensor"]
+    tensors = [n for n in leaves if n.kind in TENSOR_KINDS]
     nbytes = sum(n.nbytes for n in tensors)
     others = len(leaves) - len(tensors)
     collections = len(nodes) - len(leaves)

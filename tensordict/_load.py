@@ -29,6 +29,7 @@ from tensordict._format import (
     lookup_type,
 )
 from tensordict._memmap import MemoryMappedTensor, _map_file, _read_only_mount
+from tensordict._memmap_nested import view as nested_view
 from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._progress import progress_bar
 
@@ -114,6 +115,8 @@ class _Loader:
         self.identities: dict[str, Any] = {}  # sub-folder path -> (device, inode)
         # every leaf validated, in order, with the entries holding its placeholder
         self.slots: list[tuple[dict[str, Any], str, _Leaf]] = []
+        # the nested (ragged) leaves among them: mapped flat, then viewed with their shapes
+        self.ragged: list[tuple[dict[str, Any], str, torch.Tensor]] = []
         self.version = VERSION  # of the metadata file being read
         # the path whose identity (device, inode) must not change during the load, and
         # its identity when the load began (a save replaces a whole folder)
@@ -382,6 +385,10 @@ class _Loader:
             if kind == "tensor":
                 leaf = entries[key] = self._tensor(folder, path, key, record, bs)
                 slots.append((entries, key, leaf))
+            elif kind == "nested":
+                leaf, shapes = entries[key] = self._nested_tensor(folder, path, key, record, bs)
+                slots.append((entries, key, leaf))
+                self.ragged.append((entries, key, shapes))
             elif kind == "collection":
                 entries[key] = self._nested(folder, path, key, record, bs, device, depth)
             else:
@@ -438,6 +445,37 @@ class _Loader:
                 )
         return (leaf_path, dtype, torch.Size(shape))
 
+    def _nested_tensor(
+        self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
+    ) -> tuple[_Leaf, torch.Tensor]:
+        """A nested (ragged) tensor entry, validated: its flat leaf (the elements' values
+        end to end) and its element shapes, one row per element."""
+        shapes = record.get("shapes")
+        if (
+            type(shapes) is not list
+            or not shapes
+            or any(type(row) is not list for row in shapes)
+            or len({len(row) for row in shapes}) != 1
+        ):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} must list its element shapes under "
+                "'shapes': one or more lists of ints, all of the same length"
+            )
+        for row in shapes:
+            _check_shape(self.call, path, "element shape of key", row, key)
+        total = sum(math.prod(row) for row in shapes)
+        flat = {k: v for k, v in record.items() if k != "shapes"}
+        flat["shape"] = [total]
+        leaf = self._tensor(folder, path, key, flat, _NO_BATCH)
+        if bs and (
+            len(shapes) != bs[0] or any(row[: len(bs) - 1] != list(bs[1:]) for row in shapes)
+        ):
+            raise FormatError(
+                f"{self.call}: {path!r} key {key!r} has {len(shapes)} elements of shapes "
+                f"{shapes}, which do not start with batch_size {list(bs)}"
+            )
+        return leaf, torch.tensor(shapes, dtype=torch.int64)
+
     def _nested(
         self,
         folder: str,
@@ -476,6 +514,8 @@ class _Loader:
         kind = record["kind"]
         if kind == "tensor":
             return self._tensor(folder, path, key, record, bs)
+        if kind == "nested":
+            return self._nested_tensor(folder, path, key, record, bs)
         if kind == "collection":  # (outside a walk: the depth counts from here)
             return self._nested(folder, path, key, record, bs, device)
         if kind == "json":
@@ -704,6 +744,12 @@ def _load_once(
         else:
             for slot in slots:
                 open_leaf(slot)
+        for store, key, shapes in loader.ragged:  # (mapped flat: viewed as nested now)
+            flat = store[key]
+            if isinstance(flat, MemoryMappedTensor):
+                store[key] = MemoryMappedTensor._nested(flat, shapes)
+            else:  # (moved to another device)
+                store[key] = nested_view(flat, shapes)
     finally:
         loader.finished()
         if bar is not None:

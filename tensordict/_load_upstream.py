@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from tensordict import _memmap_nested as nested
 from tensordict._format import DTYPES, META, FormatError, check_link, checked_name, lookup_type
 from tensordict._memmap import MemoryMappedTensor, _map_file
 
@@ -22,6 +23,19 @@ _OWN = frozenset(
 )
 _UNSAFE = frozenset('/<>:"|?*\\ \0%') | {chr(i) for i in range(32)} | {chr(127)}
 _MAX_DEPTH = 100
+
+
+def _lead(value: Any, n: int) -> list[int] | None:
+    """The first ``n`` sizes of an entry (a nested tensor's regular ones), None where it
+    has fewer or a ragged one among them."""
+    if hasattr(value, "batch_size"):
+        return list(value.batch_size[:n])
+    if not value.is_nested:
+        return list(value.shape[:n])
+    try:
+        return [value.size(dim) for dim in range(n)]
+    except (RuntimeError, IndexError):
+        return None
 
 
 def is_upstream(folder: str) -> bool:
@@ -125,11 +139,10 @@ class _UpstreamReader:
             else:
                 entries[key] = self.collection(self.child(folder, key), depth + 1, batch)
         for key, value in entries.items():  # (a lazy stack is kept as it is: no constructor)
-            shape = value.batch_size if hasattr(value, "batch_size") else value.shape
-            if list(shape[: len(batch)]) != batch:
+            if _lead(value, len(batch)) != batch:
                 raise FormatError(
-                    f"{self.call}: entry {key!r} of {folder!r} has shape {list(shape)}, "
-                    f"which does not start with the batch size {batch}"
+                    f"{self.call}: entry {key!r} of {folder!r} has leading dims "
+                    f"{_lead(value, len(batch))}, which are not the batch size {batch}"
                 )
         names = meta.get("_names", meta.get("names"))
         if not (
@@ -142,25 +155,56 @@ class _UpstreamReader:
         return TensorDict._new_unsafe(entries, torch.Size(batch), device, names)
 
     def tensor(self, folder: str, key: str, record: dict[str, Any]) -> Any:
-        if record.get("is_nested"):
-            raise FormatError(f"{self.call}: entry {key!r} of {folder!r} is a nested tensor")
         name = record.get("dtype")
         dtype = DTYPES.get(name.removeprefix("torch.")) if isinstance(name, str) else None
         if dtype is None:
             raise FormatError(f"{self.call}: entry {key!r} of {folder!r}: dtype {name!r}")
         shape = _shape(record.get("shape"), self.call, folder, key)
+        shapes = None
+        if record.get("is_nested"):  # upstream: the element shapes in "<key>.shape.memmap"
+            shapes = self.element_shapes(folder, key, shape)
+            shape = [nested.numel(shapes)]
         size = math.prod(shape) * dtype.itemsize
         if size == 0:  # (upstream writes no file for an empty tensor)
             return torch.empty(shape, dtype=dtype)
         path = self.child(folder, key, ".memmap")
-        if not os.path.isfile(path) or os.path.getsize(path) != size:
-            raise FormatError(
-                f"{self.call}: leaf file {path!r} of key {key!r} does not hold {size} bytes"
-            )
         writable = self.mode != "r" and os.access(path, os.W_OK)
         if self.mode == "r+" and not writable:
             raise PermissionError(f"{self.call}: mode='r+' needs {path!r} to be writable")
-        return MemoryMappedTensor._wrap(_map_file(path, dtype, torch.Size(shape), False, writable))
+        out = MemoryMappedTensor._wrap(
+            _map_file(self.leaf_file(path, key, size), dtype, torch.Size(shape), False, writable)
+        )
+        return out if shapes is None else MemoryMappedTensor._nested(out, shapes)
+
+    def leaf_file(self, path: str, key: str, size: int) -> str:
+        """``path``, checked to be a regular file of at least ``size`` bytes: upstream maps
+        the first bytes of a longer file (as ``numpy.memmap`` does), and so do we here."""
+        if not os.path.isfile(path) or os.path.getsize(path) < size:
+            raise FormatError(
+                f"{self.call}: leaf file {path!r} of key {key!r} does not hold {size} bytes"
+            )
+        return path
+
+    def element_shapes(self, folder: str, key: str, shape: list[int]) -> torch.Tensor:
+        """The element shapes of upstream's nested leaf ``key``: an int64 tensor of
+        ``shape`` (one row per element) in its ``<key>.shape.memmap`` file."""
+        if len(shape) != 2 or not shape[0]:
+            raise FormatError(
+                f"{self.call}: nested entry {key!r} of {folder!r} has element shapes of "
+                f"shape {shape}; expected one row per element, at least one"
+            )
+        path = self.child(folder, key, ".shape.memmap")
+        count = math.prod(shape)
+        self.leaf_file(path, key, count * 8)
+        with open(path, "rb") as handle:
+            raw = handle.read(count * 8)
+        shapes = torch.frombuffer(bytearray(raw), dtype=torch.int64).view(shape)
+        if int(shapes.min()) < 0 or int(shapes.prod(dim=1).sum()) >= 1 << 62:
+            raise FormatError(
+                f"{self.call}: nested entry {key!r} of {folder!r} has invalid element "
+                f"shapes {shapes.tolist()}"
+            )
+        return shapes
 
     def non_tensor(self, folder: str, meta: dict[str, Any], name: str, batch: list[int]) -> Any:
         from tensordict._nontensor import NonTensorData, NonTensorStack

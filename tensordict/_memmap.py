@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tensordict import _memmap_nested as nested
 from tensordict._memmap_backing import (
     Backing,
     MemmapExistsError,
@@ -46,7 +47,9 @@ def _shape_arg(call: str, size: tuple[Any, ...], shape: Any = None) -> torch.Siz
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     if any(isinstance(s, Tensor) and s.ndim > 0 for s in size):
-        raise TypeError(f"{call}: nested (ragged) shapes are not supported, got {size!r}")
+        raise TypeError(
+            f"{call}: a nested (ragged) shape is one 2-D integer tensor, given alone; got {size!r}"
+        )
     try:
         out = torch.Size(size)
     except TypeError:
@@ -56,6 +59,21 @@ def _shape_arg(call: str, size: tuple[Any, ...], shape: Any = None) -> torch.Siz
     if any(s < 0 for s in out):
         raise ValueError(f"{call}: shape must not hold negative sizes, got {tuple(out)}")
     return out
+
+
+def _nested_arg(call: str, size: tuple[Any, ...], shape: Any) -> Tensor | None:
+    """The element shapes when a constructor's ``*size`` / ``shape=`` is a nested shape."""
+    if size and shape is None and len(size) == 1:
+        shape = size[0]
+    return nested.element_shapes(call, shape) if isinstance(shape, Tensor) else None
+
+
+def _like_shape(input: Tensor) -> Any:
+    """The shape of ``input`` as the constructors take it (a nested tensor's element shapes)."""
+    if input.is_nested:
+        nested.refuse_jagged("MemoryMappedTensor.*_like", input)
+        return input._nested_tensor_size()
+    return input.shape
 
 
 def _index(tensor: MemoryMappedTensor, index: Any) -> MemoryMappedTensor:
@@ -118,6 +136,14 @@ class MemoryMappedTensor(MappedViews):
     True
     >>> MemoryMappedTensor([1, 2, 3]).tolist()  # any tensor-like, copied to shared memory
     [1, 2, 3]
+
+    A nested (ragged) tensor of the strided layout is mapped too: every factory takes
+    its element shapes as one 2-D integer tensor (one row per element), and the
+    elements lie end to end in the file.
+
+    >>> ragged = MemoryMappedTensor.ones(torch.tensor([[1, 2], [1, 3]]), dtype=torch.int64)
+    >>> ragged.is_nested, [element.tolist() for element in ragged.unbind()]
+    (True, [[[1, 1]], [[1, 1, 1]]])
     """
 
     @staticmethod
@@ -162,6 +188,11 @@ class MemoryMappedTensor(MappedViews):
     @classmethod
     def _wrap(cls, tensor: Tensor) -> MemoryMappedTensor:
         return tensor.as_subclass(cls)
+
+    @classmethod
+    def _nested(cls, flat: Tensor, shapes: Tensor) -> MemoryMappedTensor:
+        """The nested tensor of element ``shapes`` over the mapped 1-D tensor ``flat``."""
+        return cls._wrap(nested.view(flat.as_subclass(Tensor), shapes))
 
     @classmethod
     def _allocate(
@@ -237,6 +268,17 @@ class MemoryMappedTensor(MappedViews):
             raise RuntimeError(
                 f"{call}: MemoryMappedTensor does not support autograd; pass a detached tensor"
             )
+        if input.is_nested:
+            nested.refuse_jagged(call, input)
+            if shape is not None:
+                raise TypeError(f"{call}: shape= cannot be given for a nested tensor")
+            shapes = input._nested_tensor_size()
+            size = torch.Size([nested.numel(shapes)])
+            flat = cls._allocate(call, size, input.dtype, filename, existsok, zero=not copy_data)
+            if copy_data and size.numel():
+                with disable_subclass_dispatch():
+                    flat.copy_(nested.flat_values(input))
+            return cls._nested(flat, shapes)
         size = input.shape if shape is None else _shape_arg(call, (shape,))
         out = cls._allocate(call, size, input.dtype, filename, existsok, zero=not copy_data)
         if copy_data and size.numel():
@@ -249,7 +291,7 @@ class MemoryMappedTensor(MappedViews):
         cls,
         filename: str | os.PathLike[str],
         dtype: torch.dtype,
-        shape: Sequence[int],
+        shape: Sequence[int] | Tensor,
         index: Any = None,
         mode: str | None = None,
     ) -> MemoryMappedTensor:
@@ -273,6 +315,11 @@ class MemoryMappedTensor(MappedViews):
         if mode not in (None, "r", "r+"):
             raise ValueError(f"{call}: mode must be 'r', 'r+' or None, got {mode!r}")
         path = os.fspath(filename)
+        shapes = _nested_arg(call, (), shape)
+        if shapes is not None:
+            flat = cls.from_filename(path, dtype, (nested.numel(shapes),), mode=mode)
+            out = cls._nested(flat, shapes)
+            return out if index is None else _index(out, index)
         size = _shape_arg(call, (tuple(shape),))
         expected = math.prod(size) * dtype.itemsize
         if not os.path.lexists(path):
@@ -337,6 +384,12 @@ class MemoryMappedTensor(MappedViews):
         if own is None and storage.nbytes() and not storage.is_shared():
             storage.share_memory_()
         count = storage.nbytes() // dtype.itemsize
+        shapes = _nested_arg(call, (), shape)
+        if shapes is not None:
+            out = cls._nested(
+                cls.from_storage(raw, shape=(nested.numel(shapes),), dtype=dtype), shapes
+            )
+            return out if index is None else _index(out, index)
         size = torch.Size([count]) if shape is None else _shape_arg(call, (shape,))
         if size.numel() > count:
             raise ValueError(
@@ -413,6 +466,12 @@ class MemoryMappedTensor(MappedViews):
         fill: Any = None,
     ) -> MemoryMappedTensor:
         _cpu(call, device)
+        shapes = _nested_arg(call, size, shape)
+        if shapes is not None:
+            flat = cls._alloc(
+                call, (nested.numel(shapes),), None, dtype, device, filename, existsok, fill
+            )
+            return cls._nested(flat, shapes)
         out = cls._allocate(
             call,
             _shape_arg(call, size, shape),
@@ -526,7 +585,7 @@ class MemoryMappedTensor(MappedViews):
         >>> MemoryMappedTensor.empty_like(torch.zeros(2, dtype=torch.int16)).dtype
         torch.int16
         """
-        return cls.empty(input.shape, dtype=input.dtype, filename=filename)
+        return cls.empty(_like_shape(input), dtype=input.dtype, filename=filename)
 
     @classmethod
     def zeros_like(
@@ -539,7 +598,7 @@ class MemoryMappedTensor(MappedViews):
         >>> MemoryMappedTensor.zeros_like(torch.ones(2)).tolist()
         [0.0, 0.0]
         """
-        return cls.zeros(input.shape, dtype=input.dtype, filename=filename)
+        return cls.zeros(_like_shape(input), dtype=input.dtype, filename=filename)
 
     @classmethod
     def ones_like(
@@ -552,7 +611,7 @@ class MemoryMappedTensor(MappedViews):
         >>> MemoryMappedTensor.ones_like(torch.zeros(2, dtype=torch.bool)).tolist()
         [True, True]
         """
-        return cls.ones(input.shape, dtype=input.dtype, filename=filename)
+        return cls.ones(_like_shape(input), dtype=input.dtype, filename=filename)
 
     @classmethod
     def full_like(
@@ -565,7 +624,9 @@ class MemoryMappedTensor(MappedViews):
         >>> MemoryMappedTensor.full_like(torch.zeros(2, dtype=torch.int64), 4).tolist()
         [4, 4]
         """
-        return cls.full(input.shape, fill_value=fill_value, dtype=input.dtype, filename=filename)
+        return cls.full(
+            _like_shape(input), fill_value=fill_value, dtype=input.dtype, filename=filename
+        )
 
     # ------------------------------------------------------------- properties
     @property
@@ -645,6 +706,9 @@ class MemoryMappedTensor(MappedViews):
         filename = self.filename
         if filename is None:  # anonymous: the tensor's own reduction (shared memory by fd)
             return (_from_plain, (self.as_subclass(Tensor),))
+        if self.is_nested:  # (made over the start of its file: the element shapes say it all)
+            shapes = self._nested_tensor_size().tolist()
+            return (_from_file_nested, (filename, self.dtype, shapes))
         return (
             _from_file_view,
             (
@@ -676,6 +740,13 @@ def _from_file_view(
     with disable_subclass_dispatch():
         view = torch.as_strided(base, shape, stride, offset)
     return view.as_subclass(MemoryMappedTensor)
+
+
+def _from_file_nested(
+    filename: str, dtype: torch.dtype, shapes: list[list[int]]
+) -> MemoryMappedTensor:
+    """Rebuild a file-backed nested tensor in another process from its reference."""
+    return MemoryMappedTensor.from_filename(filename, dtype, torch.tensor(shapes))
 
 
 class _LegacyMeta(type):

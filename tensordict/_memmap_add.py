@@ -165,12 +165,15 @@ def add_leaf(
         changed.append((here, meta))
     rest = key[depth:]  # (rest[0] is in neither the node nor, by _check_same, its folder)
     bs = node.batch_size
-    if source.shape[: len(bs)] != bs:
-        raise ValueError(
-            f"{call}({key!r}): shape {tuple(source.shape)} does not start with batch_size "
-            f"{tuple(bs)}"
-        )
-    stand_in = torch.zeros((), dtype=source.dtype).expand(source.shape)  # no memory
+    if source.is_nested:  # (a strided nested tensor: checked on its regular leading dims)
+        stand_in = source
+    else:
+        if source.shape[: len(bs)] != bs:
+            raise ValueError(
+                f"{call}({key!r}): shape {tuple(source.shape)} does not start with batch_size "
+                f"{tuple(bs)}"
+            )
+        stand_in = torch.zeros((), dtype=source.dtype).expand(source.shape)  # no memory
     node._convert(_nest(stand_in, rest, node), rest[0], call)  # its checks (tensorclass fields)
     if len(changed) > 1 + len(route):  # (the parents above were checked already)
         _writable(call, key, [f for f, _ in changed[1 + len(route) :]])

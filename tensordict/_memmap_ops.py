@@ -344,10 +344,21 @@ class MemmapOps(CollectionPrimitives):
         >>> TensorDict.load_memmap(path)["obs", "x"].sum().item()
         6.0
         """
-        from tensordict._memmap import _shape_arg
+        from tensordict import _memmap_nested as nested
+        from tensordict._memmap import _nested_arg, _shape_arg
 
-        size = _shape_arg(self._call("make_memmap"), (shape,))
+        call = self._call("make_memmap")
         dtype = torch.get_default_dtype() if dtype is None else dtype
+        shapes = _nested_arg(call, (shape,), None)
+        if shapes is not None:  # a nested (ragged) leaf: a 2-D tensor of element shapes
+            return self._new_memmap_leaf(
+                "make_memmap",
+                key,
+                lambda: nested.zeros(shapes, dtype),
+                like=True,
+                in_memory=lambda: MemoryMappedTensor.empty(shapes, dtype=dtype),
+            )
+        size = _shape_arg(call, (shape,))
         return self._new_memmap_leaf(
             "make_memmap",
             key,
@@ -371,10 +382,9 @@ class MemmapOps(CollectionPrimitives):
         ([1.0, 1.0], True)
         """
         if tensor.is_nested:
-            raise TypeError(
-                f"{self._call('make_memmap_from_tensor')}: nested (ragged) tensors are not "
-                f"supported, got one for key {key!r}; pad it (torch.nested.to_padded_tensor)"
-            )
+            from tensordict import _memmap_nested as nested
+
+            nested.refuse_jagged(f"{self._call('make_memmap_from_tensor')}({key!r})", tensor)
         return self._new_memmap_leaf(
             "make_memmap_from_tensor",
             key,
@@ -489,8 +499,8 @@ class MemmapOps(CollectionPrimitives):
         >>> td.memmap_refresh_()["a"].tolist()
         [1.0, 1.0]
         """
-        path = self.saved_path
-        if not self.is_memmap() or path is None:
+        path = self.saved_path  # (None unless every leaf maps a file of that checkpoint)
+        if path is None:
             raise RuntimeError(
                 f"{self._call('memmap_refresh_')}: not memory-mapped from a checkpoint "
                 "(saved_path is None); nothing to refresh"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import reprlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -179,7 +179,7 @@ def _tensor_fields(
 def tensor_line(t: Tensor) -> str:
     """``Tensor(shape=..., device=..., dtype=..., is_shared=...)`` as the options pick."""
     name = "Tensor" if type(t) is Tensor else type(t).__name__
-    fields = _tensor_fields(t.shape, t.device, t.dtype, t.is_shared, t)
+    fields = _tensor_fields(_shape(t), t.device, t.dtype, t.is_shared, t)
     return f"{name}({', '.join(fields)})"
 
 
@@ -325,11 +325,27 @@ def _nontensor_token(value: NonTensor) -> str:
     return f"NonTensorStack({short_value(value.tolist(), VALUE_WIDTH)})"
 
 
+def _shape(value: Tensor) -> Sequence[int]:
+    """``value.shape``, with -1 for the ragged dims of a nested tensor of the strided
+    layout (whose shape torch cannot report)."""
+    if not value.is_nested or value.layout != torch.strided:
+        return value.shape
+    out = []
+    for dim in range(value.dim()):
+        try:
+            out.append(value.size(dim))
+        except RuntimeError:
+            out.append(-1)
+    return out
+
+
 def compact_entry(td: Any, key: str) -> Node:
     """The compact node of entry ``key`` of ``td``."""
     value = td._tensordict.get(key) if members(td) is None else None
     if isinstance(value, Tensor):
-        shape = value.shape if isinstance(value, UnbatchedTensor) else value.shape[td.batch_dims :]
+        shape = (
+            value.shape if isinstance(value, UnbatchedTensor) else _shape(value)[td.batch_dims :]
+        )
         return _token(td, shape, value.dtype, {value.device})
     first = first_value(td, key)
     if isinstance(first, Tensor):

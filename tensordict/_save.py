@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tensordict import _memmap_nested as nested
 from tensordict._format import (
     DTYPE_NAMES,
     FORMAT,
@@ -106,12 +107,21 @@ class _Writer:
                     "name (quantized tensors carry a scale beside their bytes)"
                 )
             name = encode_name(key, ".memmap", taken)
-            record = {
-                "kind": "tensor",
-                "file": name,
-                "dtype": DTYPE_NAMES[value.dtype],
-                "shape": list(value.shape),
-            }
+            if value.is_nested:  # a ragged leaf: one row of sizes per element
+                nested.refuse_jagged(f"{self.call}({path!r})", value)
+                record = {
+                    "kind": "nested",
+                    "file": name,
+                    "dtype": DTYPE_NAMES[value.dtype],
+                    "shapes": value._nested_tensor_size().tolist(),
+                }
+            else:
+                record = {
+                    "kind": "tensor",
+                    "file": name,
+                    "dtype": DTYPE_NAMES[value.dtype],
+                    "shape": list(value.shape),
+                }
             self.jobs.append((value, os.path.join(folder, name), record))
             return record
         if isinstance(value, NonTensorData):
@@ -156,7 +166,7 @@ class _Writer:
         def write_one(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
             tensor = tensor.detach()
-            if self.like or tensor.device.type != "cpu" or tensor.numel() == 0:
+            if self.like or tensor.device.type != "cpu" or tensor.is_nested or not tensor.numel():
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:
                 # a plain sequential write beats copying into fresh mapped pages

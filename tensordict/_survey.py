@@ -22,12 +22,14 @@ from tensordict._format import (
 from tensordict._load import _Loader
 from tensordict._nontensor import NonTensorData
 
+TENSOR_KINDS = ("tensor", "nested")  # the entries whose file holds tensor elements
+
 
 @dataclass
 class Leaf:
     """One non-collection entry: a tensor file, a JSON value or stack, or pickled data."""
 
-    kind: str  # "tensor", "json", "json_stack" or "pickle"
+    kind: str  # "tensor", "nested", "json", "json_stack" or "pickle"
     record: dict[str, Any]  # its member of meta.json's entries
     path: str | None = None  # the leaf file (tensor, pickle), or the archive holding it
     nbytes: int = 0  # the leaf file's size
@@ -45,8 +47,9 @@ class Leaf:
         return str(self.record["dtype"])
 
     @property
-    def shape(self) -> list[int]:
-        return list(self.record["shape"])
+    def shape(self) -> list[Any]:
+        """A tensor's shape; a nested tensor's element shapes (one list per element)."""
+        return list(self.record["shape" if self.kind == "tensor" else "shapes"])
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -154,8 +157,10 @@ class _Surveyor(_Loader):
             kind = record["kind"]
             if kind == "collection":
                 node.entries[key] = self.tree(os.path.join(folder, record["dir"]))
-            elif kind == "tensor":
-                nbytes = math.prod(record["shape"]) * DTYPES[record["dtype"]].itemsize
+            elif kind in TENSOR_KINDS:
+                shapes = [record["shape"]] if kind == "tensor" else record["shapes"]
+                count = sum(math.prod(shape) for shape in shapes)
+                nbytes = count * DTYPES[record["dtype"]].itemsize
                 where, offset, _ = self.locate(os.path.join(folder, record["file"]))
                 node.entries[key] = Leaf(kind, record, where, nbytes, offset)
             elif kind == "pickle":

@@ -18,9 +18,9 @@ from tensordict._batch import (
     as_batch_size,
     as_device,
     check_copy_broadcast,
+    check_unreadable_shape,
     leaf_shape_error,
     starts_with,
-    unreadable_shape_error,
 )
 from tensordict._context import record
 from tensordict._entry_ops import update_source
@@ -269,17 +269,15 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         continue
                     self._fill_one(key, value)
                 return
-            try:
-                for key, value in pairs:
-                    if type(value) is Tensor and type(key) is str and key and value.shape[:n] == bs:
-                        store[key] = value
-                        continue
-                    self._fill_one(key, value)
-            except RuntimeError as err:  # a shape torch cannot report (a nested tensor)
-                nested = unreadable_shape_error("TensorDict", key, value, bs)
-                if nested is None:
-                    raise
-                raise nested from err
+            for key, value in pairs:
+                if type(value) is Tensor and type(key) is str and key:
+                    try:
+                        if value.shape[:n] == bs:
+                            store[key] = value
+                            continue
+                    except RuntimeError:  # a nested tensor: checked below
+                        pass
+                self._fill_one(key, value)
         else:
             for key, value in pairs:
                 self._fill_one(key, value)
@@ -291,12 +289,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         elif isinstance(value, Tensor) and (dev is None or value.device == dev):
             try:
                 shape = value.shape
-            except RuntimeError as err:  # a nested tensor: no shape to check
-                raise unreadable_shape_error("TensorDict", key, value, bs) or err from err
-            if isinstance(value, NonTensor):  # an UnbatchedTensor: follows the batch
-                value = value._with(bs, dev)
-            elif not starts_with(shape, bs):
-                raise leaf_shape_error("TensorDict", key, shape, bs)
+            except RuntimeError as err:  # a strided nested tensor: no shape to read
+                check_unreadable_shape("TensorDict", key, value, bs, err)
+            else:
+                if isinstance(value, NonTensor):  # an UnbatchedTensor: follows the batch
+                    value = value._with(bs, dev)
+                elif not starts_with(shape, bs):
+                    raise leaf_shape_error("TensorDict", key, shape, bs)
             self._tensordict[key] = value
         elif type(value) is dict:
             child = self._new_unsafe({}, bs, dev, self._names)
@@ -489,10 +488,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if bs:
                 try:
                     lead = value.shape[: len(bs)]
-                except RuntimeError as err:  # a nested tensor: no shape to check
-                    raise unreadable_shape_error(call, key, value, bs) or err from err
-                if lead != bs:  # (starts_with inlined: every write)
-                    raise leaf_shape_error(call, key, value.shape, bs)
+                except RuntimeError as err:  # a strided nested tensor: no shape to read
+                    check_unreadable_shape(call, key, value, bs, err)
+                else:
+                    if lead != bs:  # (starts_with inlined: every write)
+                        raise leaf_shape_error(call, key, value.shape, bs)
             return value
         if _is_td(value):
             if not starts_with(value._batch_size, bs):
@@ -812,14 +812,15 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 value = value.to(device)
             bs = node._batch_size
             n = len(bs)
-            if n == 1:
-                try:
-                    bad = value.shape[0] != bs[0]
-                except IndexError:  # a 0-dim tensor
-                    bad = True
-                if bad:
-                    raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
-            elif n and value.shape[:n] != bs:
+            try:
+                bad = n > 0 and (value.shape[0] != bs[0] if n == 1 else value.shape[:n] != bs)
+            except IndexError:  # a 0-dim tensor
+                bad = True
+            except RuntimeError:  # a strided nested tensor: the general path checks it
+                call = f"{type(self).__name__}[]="
+                self._set_path(key_path(key, call), value, call)
+                return
+            if bad:
                 raise leaf_shape_error(f"{type(self).__name__}[]=", leaf_key, value.shape, bs)
             node._tensordict[leaf_key] = value
         else:

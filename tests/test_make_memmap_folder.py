@@ -159,13 +159,15 @@ def test_a_tensorclass_field_is_added_and_a_non_field_refused_before_writing(
     assert isinstance(loaded["p"], _MemmapAddPoint) and loaded["p"].x.tolist() == [1.0, 1.0]
 
 
-def test_nested_tensors_are_refused(tmp_path: Path) -> None:
+def test_jagged_tensors_and_bad_nested_shapes_are_refused(tmp_path: Path) -> None:
     td = TensorDict({}, []).memmap_(tmp_path / "ckpt")
     ragged = torch.nested.nested_tensor([torch.zeros(1, 2), torch.zeros(1, 3)], layout=torch.jagged)
-    with pytest.raises(TypeError, match=r"make_memmap_from_tensor: nested \(ragged\) tensors"):
+    with pytest.raises(TypeError, match=r"make_memmap_from_tensor\('r'\): .*torch.jagged"):
         td.make_memmap_from_tensor("r", ragged)
-    with pytest.raises(TypeError, match=r"make_memmap: nested \(ragged\) shapes"):
-        td.make_memmap("r", torch.tensor([[1, 2], [1, 3]]))
+    with pytest.raises(TypeError, match=r"make_memmap: a nested shape is a 2-D integer"):
+        td.make_memmap("r", torch.tensor([[1.0, 2.0], [1.0, 3.0]]))
+    with pytest.raises(ValueError, match=r"make_memmap: a nested shape must not hold negative"):
+        td.make_memmap("r", torch.tensor([[1, -2], [1, 3]]))
     assert sorted(os.listdir(tmp_path / "ckpt")) == ["meta.json"]
 
 
