@@ -79,3 +79,11 @@ def test_v2_folder_and_archive_load_with_every_value() -> None:
     assert [m["a"].shape for m in lazy.tensordicts] == [(1,), (3,)]
     sub = TensorDict.load_memmap(V2 / "td" / "nested")
     assert sub["deep", "x"].dtype == torch.int16
+
+
+def test_v2_nested_strided_entry_loads_bit_exactly() -> None:
+    td = TensorDict.load_memmap(V2 / "nested", verify=True)
+    ragged = td["ragged"]
+    assert td.batch_size == (2, 3) and ragged.is_nested and ragged.dtype == torch.int32
+    assert torch.equal(ragged[0], torch.arange(6, dtype=torch.int32).view(3, 2))
+    assert torch.equal(ragged[1], torch.arange(9, dtype=torch.int32).view(3, 3))

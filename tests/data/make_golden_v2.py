@@ -56,5 +56,22 @@ def main() -> None:
     ).memmap(out / "lazy")
 
 
+def nested_strided() -> TensorDict:
+    """The ``"nested"`` entry kind (added to version 2 later): a strided nested tensor."""
+    elements = [torch.arange(6, dtype=torch.int32).view(3, 2), torch.arange(9).view(3, 3)]
+    return TensorDict(
+        {"ragged": torch.nested.nested_tensor([e.to(torch.int32) for e in elements])}, [2, 3]
+    )
+
+
+def main_nested() -> None:
+    """Writes only tests/data/v2/nested (the files above are kept as they are)."""
+    out = pathlib.Path(__file__).parent / "v2" / "nested"
+    if not out.exists():
+        nested_strided().memmap(out, checksum=True)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main_nested() if sys.argv[1:] == ["nested"] else main()
