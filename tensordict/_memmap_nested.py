@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from tensordict._torch_compat import nested_view_from_buffer
+
 
 def element_shapes(call: str, shape: Any) -> Tensor | None:
     """The element shapes if ``shape`` (a constructor's shape argument, or the one item
@@ -44,11 +46,7 @@ def view(flat: Tensor, shapes: Tensor) -> Tensor:
     ``numel(shapes)`` elements; same storage)."""
     if not len(shapes):  # (torch crashes on it: callers refuse it first)
         raise ValueError("a nested tensor needs at least one element")
-    strides, offsets = torch._nested_compute_contiguous_strides_offsets(shapes)
-    start = int(flat.storage_offset())
-    if start:  # (torch takes the offsets from the storage's start)
-        offsets = offsets + start
-    return torch._nested_view_from_buffer(flat, shapes, strides, offsets)
+    return nested_view_from_buffer(flat, shapes)
 
 
 def refuse_jagged(call: str, tensor: Tensor) -> None:

@@ -247,3 +247,14 @@ def batched_dim(tensor: torch.Tensor) -> int | None:
         return None
     dim = torch._C._functorch.maybe_get_bdim(tensor)
     return None if dim is None or dim < 0 else int(dim)
+
+
+def nested_view_from_buffer(flat: torch.Tensor, shapes: torch.Tensor) -> torch.Tensor:
+    """A strided nested tensor of element ``shapes`` (one row each, C-contiguous, end to
+    end) over the 1-D tensor ``flat``, sharing its memory. torch counts the elements'
+    offsets from the storage's start, so ``flat``'s own offset is added."""
+    strides, offsets = torch._nested_compute_contiguous_strides_offsets(shapes)
+    start = int(flat.storage_offset())
+    if start:
+        offsets = offsets + start
+    return torch._nested_view_from_buffer(flat, shapes, strides, offsets)

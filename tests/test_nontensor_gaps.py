@@ -187,19 +187,18 @@ def _strided_nested() -> torch.Tensor:
         return torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
 
 
-def test_strided_nested_tensor_leaf_is_a_clear_type_error() -> None:
-    nt = _strided_nested()
-    msg = r"key 'a' holds a nested tensor .*batch_size \(2,\).*to_padded_tensor"
-    with pytest.raises(TypeError, match=r"TensorDict: " + msg):
-        TensorDict(a=nt, batch_size=[2])
-    with pytest.raises(TypeError, match=r"TensorDict: " + msg):
-        TensorDict({"a": nt}, batch_size=[2])
-    with pytest.raises(TypeError, match=r"TensorDict: key 'a' holds a nested tensor"):
+def test_strided_nested_tensor_leaf_is_checked_on_its_regular_dims() -> None:
+    nt = _strided_nested()  # two elements, of shapes (2,) and (3,)
+    assert TensorDict(a=nt, batch_size=[2])["a"] is nt  # as upstream: its element count fits
+    assert TensorDict({"x": {"b": nt}}, batch_size=[2])["x", "b"] is nt
+    assert TensorDict(batch_size=[2]).set("a", nt)["a"] is nt
+    ragged = r"key 'a' holds a nested tensor whose elements differ in a batch dim"
+    with pytest.raises(TypeError, match=r"TensorDict: " + ragged):
         TensorDict({"a": nt}, batch_size=[2, 1])
-    with pytest.raises(TypeError, match=r"TensorDict.set: " + msg):
-        TensorDict(batch_size=[2]).set("a", nt)
-    with pytest.raises(TypeError, match=r"TensorDict: key 'b' holds a nested tensor"):
-        TensorDict({"x": {"b": nt}}, batch_size=[2])
+    with pytest.raises(TypeError, match=r"TensorDict.set: " + ragged):
+        TensorDict(batch_size=[2, 2]).set("a", nt)
+    with pytest.raises(ValueError, match=r"key 'b' does not start with batch_size \(3,\)"):
+        TensorDict({"x": {"b": nt}}, batch_size=[3])
     # padded, it is an ordinary leaf
     padded = torch.nested.to_padded_tensor(nt, 0.0)
     assert TensorDict(a=padded, batch_size=[2])["a"].shape == (2, 3)
