@@ -330,29 +330,6 @@ class TensorClass(TensorDict):
             value = cast_value(cls, key, value, self._batch_size, self._device)
         return super()._convert(value, key, call)
 
-    def get(self, key: Any, *args: Any, **kwargs: Any) -> Any:
-        """The field ``key`` as its attribute gives it (a non-tensor field's value, not
-        its NonTensorData wrapper, as upstream), or the entry at a nested key, or the
-        default.
-
-        >>> import torch
-        >>> from tensordict import TensorClass
-        >>> class P(TensorClass):
-        ...     x: torch.Tensor
-        ...     tag: str
-        >>> P(torch.zeros(2), "a", batch_size=[2]).get("tag")
-        'a'
-        """
-        value = super().get(key, *args, **kwargs)
-        if (
-            type(key) is str
-            and isinstance(value, NonTensor)
-            and key in type(self)._field_set
-            and not _wants_wrapper(type(self), key)
-        ):
-            return value._public()
-        return value
-
     @classmethod
     def _field_hints(cls) -> dict[str, tuple[Any, ...]]:
         hints = cls.__dict__.get("_hints")

@@ -126,12 +126,6 @@ CATALOGUE: dict[str, Callable[[], Any]] = {
 RAGGED: dict[str, Callable[[], Any]] = {"lazy_ragged": lazy_ragged}
 
 
-def entry(td: Any, key: Any) -> Any:
-    """The entry at ``key`` as stored (a tensorclass's ``get`` gives a non-tensor field's
-    value, as upstream's does, not its NonTensorData)."""
-    return TensorDict.get(td, key) if isinstance(td, TensorClass) else td.get(key)
-
-
 def leaves(td: TensorDict) -> dict[object, torch.Tensor]:
     """Tensor leaves by nested key."""
     return {

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorStack, TensorDict, is_tensorclass
+from tensordict import NonTensorStack, TensorDict
 
 SHAPES = [(5,), (4, 3), (2, 3, 4), (0,), (3, 0), (1, 4), (6, 1, 2)]
 
@@ -49,8 +49,7 @@ def _flat(values: object) -> list[object]:
 def assert_text(out: Any, text: str, shape: tuple[int, ...] | torch.Size) -> None:
     """``out["text"]`` reads ``text`` at every element of ``shape``: one value, or (from a
     stack or cat of lazy members, as upstream) a ``NonTensorStack`` of one per element."""
-    # (the entry as stored: a tensorclass's get gives a non-tensor field's value)
-    value = TensorDict.get(out, "text") if is_tensorclass(out) else out.get("text")
+    value = out.get("text")
     assert value.batch_size == shape
     if isinstance(value, NonTensorStack):
         values = _flat(value.tolist())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict, is_leaf_nontensor, is_non_tensor
-from tests.catalogue import assert_same, entry, leaves
+from tests.catalogue import assert_same, leaves
 
 # (name, op on a TensorDict, the same op on one tensor)
 UNARY = [
@@ -188,7 +188,7 @@ def test_all_any(example: TensorDict) -> None:
     assert td.bool().all() == expected_all
     expected = td.apply(lambda x: x == x)
     for key in td.keys(include_nested=True, leaves_only=True, is_leaf=is_leaf_nontensor):
-        value = entry(td, key)
+        value = td.get(key)
         if is_non_tensor(value):  # non-tensor entries compare equal: all True, as upstream
             expected.set(key, torch.ones(value.batch_size, dtype=torch.bool))
     assert_same(td == td, expected)
