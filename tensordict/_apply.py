@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 from torch import Tensor
 
-from tensordict._batch import leaf_shape_error
+from tensordict._batch import check_unreadable_shape, leaf_shape_error
 from tensordict._keys import NO_DEFAULT, join_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
@@ -314,9 +314,13 @@ def _apply_simple(
             if unbatched and isinstance(result, NonTensor):
                 result = result._with(out_bs, out_device)  # an UnbatchedTensor: any shape
             elif n:
-                shape = result.shape
-                if shape[0] != b0 if n == 1 and shape else shape[:n] != out_bs:
-                    raise leaf_shape_error(call, join_path((*prefix, key)), shape, out_bs)
+                try:
+                    shape = result.shape
+                except RuntimeError as err:  # a strided nested tensor: its regular dims
+                    check_unreadable_shape(call, join_path((*prefix, key)), result, out_bs, err)
+                else:
+                    if shape[0] != b0 if n == 1 and shape else shape[:n] != out_bs:
+                        raise leaf_shape_error(call, join_path((*prefix, key)), shape, out_bs)
             entries[key] = result
         elif isinstance(value, NonTensor):
             entries[key] = value._with(out_bs, out_device)

@@ -471,7 +471,11 @@ def _cast(td: C, dtype: torch.dtype) -> C:
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, x in enumerate(leaves):
         if x.dtype != dtype:
-            key = (x.shape, x.device, x.layout, x.dtype, x.requires_grad)
+            key: tuple[Any, ...]
+            try:
+                key = (x.shape, x.device, x.layout, x.dtype, x.requires_grad)
+            except RuntimeError:  # a strided nested tensor (no shape): cast alone
+                key = (i, x.device, torch.jagged, x.dtype, x.requires_grad)
             groups.setdefault(key, []).append(i)
     for (_, _, layout, _, grad), members in groups.items():
         # grad leaves are cast alone: views of an unbind could not be modified in place

@@ -60,9 +60,14 @@ def _run_(name: str, leaves: list[Tensor], *args: Any, **kwargs: Any) -> None:
         return
     kernel = foreach(f"{name}_")
     if kernel is not None and all(x.is_floating_point() for x in leaves):
-        # no fallback after a kernel error: the kernel may have written some leaves already
-        kernel(leaves, *args, **kwargs)
-        return
+        # no fallback after a kernel error: the kernel may have written some leaves already;
+        # but a nested leaf has no foreach kernel, refused at dispatch before any write
+        try:
+            kernel(leaves, *args, **kwargs)
+            return
+        except NotImplementedError:
+            if not any(x.is_nested for x in leaves):
+                raise
     if name in _NO_TENSOR_METHOD:  # no Tensor.maximum_: torch's out= writes in place
         fn = getattr(torch, name)
         others = args[0] if args and isinstance(args[0], list) else [args[0]] * len(leaves)

@@ -90,7 +90,7 @@ def leaf_info(td: Any, key: str) -> tuple[list[int], torch.dtype, set[torch.devi
         value = td._tensordict.get(key)
         if not isinstance(value, Tensor):
             return None
-        return list(value.shape), value.dtype, {value.device}
+        return list(_shape(value)), value.dtype, {value.device}
     shapes: list[list[int]] = []
     dtypes: list[torch.dtype] = []
     devices: set[torch.device] = set()

@@ -230,7 +230,7 @@ class TensorClass(TensorDict):
                         try:
                             if value.shape[0] != b0:
                                 break
-                        except IndexError:  # a 0-dim tensor: reported by _init
+                        except (IndexError, RuntimeError):  # 0-dim or nested: for _init
                             break
                     else:
                         plain = True
@@ -238,7 +238,10 @@ class TensorClass(TensorDict):
                     size = as_batch_size(batch_size, f"{cls.__name__}.__init__")
                     n = len(size)
                     for value in values:
-                        if type(value) is not Tensor or value.shape[:n] != size:
+                        try:
+                            if type(value) is not Tensor or value.shape[:n] != size:
+                                break
+                        except RuntimeError:  # a nested tensor: checked by _init
                             break
                     else:
                         plain = True

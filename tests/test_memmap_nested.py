@@ -333,3 +333,33 @@ def test_an_upstream_folder_with_a_nested_leaf_and_a_longer_file_loads(tmp_path:
     (top / "a.shape.memmap").write_bytes(b"\0" * 8)  # short
     with pytest.raises(FormatError, match="a.shape.memmap' of key 'a' does not hold 32 bytes"):
         TensorDict.load_memmap(top)
+
+
+# ------------------------------------------------------------- operations
+def test_casts_apply_and_in_place_ops_reach_a_nested_leaf() -> None:
+    td = _td()
+    wide = td.to(torch.float32)
+    assert wide["a"].dtype == torch.float32 and wide["b"].dtype == torch.float32
+    assert _same(wide["a"], torch.nested.nested_tensor([e.float() for e in td["a"].unbind()]))
+    doubled = td.apply(lambda x: x * 2)
+    assert _same(doubled["a"], torch.nested.nested_tensor([e * 2 for e in td["a"].unbind()]))
+    with pytest.raises(ValueError, match="shape \\(1, 3\\) of key 'b' does not start"):
+        td.apply(lambda x: x if x.is_nested else x[:1])
+    zeroed = td.clone().zero_()  # (torch has no foreach kernel for nested tensors)
+    assert all(float(e.abs().sum()) == 0 for e in zeroed["a"].unbind())
+    assert float(zeroed["b"].abs().sum()) == 0
+
+
+def test_tensorclasses_and_lazy_stacks_hold_nested_leaves() -> None:
+    from tensordict import TensorClass, lazy_stack
+
+    class Ragged(TensorClass):
+        r: torch.Tensor
+
+    value = _td()["a"]
+    assert Ragged(value, batch_size=[2]).r is value  # the fast constructor path
+    assert Ragged(r=value, batch_size=[2, 3]).r is value
+    with pytest.raises(ValueError, match="does not start with batch_size \\(3,\\)"):
+        Ragged(value, batch_size=[3])
+    stacked = lazy_stack([_td(), _td()])
+    assert stacked.batch_size == (2, 2, 3) and "a: f64[-1]," in repr(stacked)
