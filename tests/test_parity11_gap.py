@@ -1,0 +1,92 @@
+"""Parity with upstream 0.15 outside the conformance tiers: typed containers over lazy stacks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor
+
+from tensordict import LazyStackedTensorDict, TensorClass, TensorDict, TypedTensorDict
+
+
+class Pair(TypedTensorDict):
+    a: Tensor
+    b: Tensor
+
+
+class PairTC(TensorClass):
+    a: Tensor
+    b: Tensor
+
+
+def _stack(n: int = 4) -> LazyStackedTensorDict:
+    members = [TensorDict(a=torch.randn(3), b=torch.randn(5)) for _ in range(n)]
+    return LazyStackedTensorDict(*members, stack_dim=0)
+
+
+# ------------------------------------------------- TypedTensorDict over a lazy stack
+def test_typed_from_lazy_stack_is_an_instance() -> None:
+    stack = _stack()
+    typed = Pair.from_tensordict(stack)
+    assert isinstance(typed, Pair)
+    assert isinstance(typed, TypedTensorDict)
+    assert typed.batch_size == torch.Size([4])
+    assert typed.a.shape == (4, 3)
+    assert torch.equal(typed.b, stack["b"])
+
+
+def test_typed_from_lazy_stack_operations_keep_the_class() -> None:
+    typed = Pair.from_tensordict(_stack())
+    assert type(typed[0]) is Pair
+    assert isinstance(typed[0:2], Pair) and typed[0:2].batch_size == torch.Size([2])
+    assert isinstance(typed.clone(), Pair)
+    items = list(typed)
+    assert len(items) == 4 and all(type(item) is Pair for item in items)
+    stacked = torch.stack([typed, Pair.from_tensordict(_stack())])
+    assert isinstance(stacked, Pair)
+    assert stacked.batch_size == torch.Size([2, 4])
+
+
+def test_typed_from_lazy_stack_writes_reach_the_source() -> None:
+    stack = _stack()
+    typed = Pair.from_tensordict(stack)
+    typed.a = torch.ones(4, 3)
+    assert (stack["a"] == 1).all()
+    typed.update({"b": torch.zeros(4, 5)})
+    assert (stack["b"] == 0).all()
+
+
+def test_typed_from_lazy_stack_checks_the_fields() -> None:
+    stack = LazyStackedTensorDict(TensorDict(a=torch.zeros(3)), TensorDict(a=torch.zeros(3)))
+    with pytest.raises(TypeError, match=r"Pair.from_tensordict: missing required field\(s\) \['b'\]"):
+        Pair.from_tensordict(stack)
+    unchecked = Pair.from_tensordict(stack, check=False)
+    assert isinstance(unchecked, Pair)
+
+
+def test_a_stack_is_an_instance_only_when_every_member_is() -> None:
+    typed = Pair(a=torch.zeros(3), b=torch.zeros(5))
+    plain = TensorDict(a=torch.zeros(3), b=torch.zeros(5))
+    assert not isinstance(LazyStackedTensorDict(typed, plain), Pair)
+    assert not isinstance(LazyStackedTensorDict(), Pair)
+    assert not isinstance(plain, Pair)
+    nested = LazyStackedTensorDict(
+        LazyStackedTensorDict(typed, typed.clone()), LazyStackedTensorDict(typed, typed)
+    )
+    assert isinstance(nested, Pair)
+
+
+# ------------------------------------------------- field writes on a stack of instances
+def test_tensorclass_over_lazy_stack_field_write() -> None:
+    stack = PairTC.from_tensordict(_stack())
+    stack.a = torch.ones(4, 3)
+    assert (stack.a == 1).all()
+    assert all((member.a == 1).all() for member in stack.tensordicts)
+
+
+def test_stack_attributes_are_not_taken_for_fields() -> None:
+    stack = PairTC.from_tensordict(_stack())
+    stack.names = ["n"]
+    assert stack.names == ["n"]
+    with pytest.raises(AttributeError, match="'LazyStackedTensorDict' object has no attribute"):
+        stack.c = torch.zeros(4)  # not a field: no such attribute on a lazy stack
