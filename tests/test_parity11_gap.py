@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import Tensor
 
-from tensordict import LazyStackedTensorDict, TensorClass, TensorDict, TypedTensorDict
+from tensordict import (
+    LazyStackedTensorDict,
+    PersistentTensorDict,
+    TensorClass,
+    TensorDict,
+    TypedTensorDict,
+)
 
 
 class Pair(TypedTensorDict):
@@ -90,3 +98,19 @@ def test_stack_attributes_are_not_taken_for_fields() -> None:
     assert stack.names == ["n"]
     with pytest.raises(AttributeError, match="'LazyStackedTensorDict' object has no attribute"):
         stack.c = torch.zeros(4)  # not a field: no such attribute on a lazy stack
+
+
+# ------------------------------------------------- sources that cannot be shared
+@pytest.mark.parametrize("cls", [Pair, PairTC])
+def test_from_tensordict_refuses_an_h5_collection(cls: type, tmp_path: Path) -> None:
+    source = TensorDict(a=torch.zeros(4, 3), b=torch.zeros(4, 5), batch_size=[4])
+    h5 = PersistentTensorDict.from_dict(source, filename=str(tmp_path / "x.h5"))
+    name = cls.__name__
+    with pytest.raises(
+        TypeError,
+        match=rf"{name}.from_tensordict: expected a TensorDict or a lazy stack of them "
+        r"\(shared without a copy\), got PersistentTensorDict; densify it first",
+    ):
+        cls.from_tensordict(h5)  # type: ignore[attr-defined]
+    assert cls.from_tensordict(h5.to_tensordict()).a.shape == (4, 3)  # type: ignore[attr-defined]
+    h5.close()
