@@ -1,4 +1,5 @@
-"""Parity with upstream 0.15 outside the conformance tiers: typed containers over lazy stacks."""
+"""Parity with upstream 0.15 outside the conformance tiers: typed containers over lazy
+stacks, UnbatchedTensor under pytree."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 from torch import Tensor
 
 from tensordict import (
@@ -14,6 +16,8 @@ from tensordict import (
     TensorClass,
     TensorDict,
     TypedTensorDict,
+    UnbatchedTensor,
+    lazy_stack,
 )
 
 
@@ -114,3 +118,33 @@ def test_from_tensordict_refuses_an_h5_collection(cls: type, tmp_path: Path) -> 
         cls.from_tensordict(h5)  # type: ignore[attr-defined]
     assert cls.from_tensordict(h5.to_tensordict()).a.shape == (4, 3)  # type: ignore[attr-defined]
     h5.close()
+
+
+# ------------------------------------------------- UnbatchedTensor under pytree
+def test_unbatched_tensor_is_a_pytree_leaf() -> None:
+    td = TensorDict(a=UnbatchedTensor(torch.ones(10)), b=torch.ones(3), batch_size=[3])
+    leaves, spec = pytree.tree_flatten(td)
+    assert [tuple(leaf.shape) for leaf in leaves] == [(10,), (3,)]
+    assert spec.num_leaves == 2
+    doubled = pytree.tree_map(lambda x: x * 2, td)
+    assert doubled.batch_size == torch.Size([3])
+    assert type(doubled.get("a")) is UnbatchedTensor
+    assert doubled.get("a").batch_size == torch.Size([3])
+    assert torch.equal(doubled.get("a"), torch.full((10,), 2.0))
+    assert torch.equal(doubled["b"], torch.full((3,), 2.0))
+
+
+def test_unbatched_tensor_gets_its_gradient_through_torch_func() -> None:
+    td = TensorDict(a=UnbatchedTensor(torch.ones(4)), b=torch.ones(3), batch_size=[3])
+    grads = torch.func.grad(lambda t: (t["a"] * 3).sum() + t["b"].sum())(td)
+    assert type(grads.get("a")) is UnbatchedTensor
+    assert torch.equal(grads.get("a"), torch.full((4,), 3.0))
+    assert grads.batch_size == torch.Size([3])
+
+
+def test_vmap_over_a_lazy_stack_holding_an_unbatched_tensor() -> None:
+    td = TensorDict(a=UnbatchedTensor(torch.ones(10)), b=torch.arange(3.0), batch_size=[3])
+    stack = lazy_stack([td[0], td[1]])
+    out = torch.vmap(lambda t: t.apply(lambda x: x + 1))(stack)
+    assert out.batch_size == torch.Size([2])
+    assert torch.equal(out["b"], torch.tensor([1.0, 2.0]))
