@@ -405,19 +405,8 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
-        if not isinstance(tensordict, TensorDict):
-            parts = (
-                tensordict._stack_parts()
-                if isinstance(tensordict, CollectionPrimitives)
-                else None
-            )
-            if parts is None:
-                raise TypeError(
-                    f"{cls.__name__}.from_tensordict: expected a TensorDict or a lazy stack "
-                    f"of them (shared without a copy), got {type(tensordict).__name__}; "
-                    "densify it first (td.to_tensordict()), which copies"
-                )
-            # a lazy stack: a lazy stack of instances, one per member
+        parts = tensordict._stack_parts()
+        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
             members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
         out = cls._new_unsafe(
