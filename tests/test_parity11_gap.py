@@ -146,3 +146,13 @@ def test_vmap_over_a_lazy_stack_holding_an_unbatched_tensor() -> None:
     out = torch.vmap(lambda t: t.apply(lambda x: x + 1))(stack)
     assert out.batch_size == torch.Size([2])
     assert torch.equal(out["b"], torch.tensor([1.0, 2.0]))
+
+
+# ------------------------------------------------- in-place writes of the wrong kind
+def test_set_inplace_of_a_str_into_a_tensor_names_the_key() -> None:
+    td = TensorDict(v=torch.ones(3, 4), batch_size=[3])
+    with pytest.raises(
+        TypeError, match=r"TensorDict.set: key 'v' holds a tensor; cannot write a str into it"
+    ):
+        td.set("v", "les chaussettes", inplace=True)
+    assert torch.equal(td["v"], torch.ones(3, 4))
