@@ -44,7 +44,7 @@ from tensordict._keys import (
     sort_key,
     unravel_key,
 )
-from tensordict._lazy_fields import is_field, read_field
+from tensordict._lazy_fields import MISSING, class_attribute, is_field, read_field
 from tensordict._lazy_index import index_members
 from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
@@ -294,7 +294,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def __getattr__(self, name: str) -> Any:
         """A field of the tensorclass / TypedTensorDict instances stacked here, read as a
         stacked entry (``lazy_stack([p, q]).x``, as upstream reads it on its stack of
-        instances); a non-tensor field reads as its values."""
+        instances; a non-tensor field reads as its values), or a method, property or class
+        attribute their class defines, bound to the stack."""
         if not name.startswith("_"):
             try:
                 object.__getattribute__(self, "tensordicts")
@@ -303,6 +304,9 @@ class LazyStackedTensorDict(TensorDictBase):
             else:
                 if is_field(self, name):
                     return read_field(self, name)
+                attr = class_attribute(self, name)  # a method of the instances' class
+                if attr is not MISSING:
+                    return attr
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -2,7 +2,8 @@
 
 Upstream wraps such a stack in the class; here the stack keeps the instances as its
 members. This module gives the stack what the wrapper would: ``stack.x`` reads the
-field ``x`` stacked, ``stack.x = v`` sets it (each member gets its slice), and
+field ``x`` stacked, ``stack.x = v`` sets it (each member gets its slice), the methods,
+properties and class attributes the user's class defines work on the stack, and
 ``isinstance(stack, C)`` holds for a TypedTensorDict class ``C`` when every member is
 one (see :class:`TypedMeta`).
 """
@@ -29,6 +30,30 @@ def member_class(stack: Any) -> type | None:
 def is_field(stack: Any, name: str) -> bool:
     """Whether ``name`` is a declared field of the class of the stack's members."""
     return name in getattr(member_class(stack), "_fields", ())
+
+
+MISSING: Any = object()  # class_attribute's answer for a name the class does not define
+
+
+def class_attribute(stack: Any, name: str) -> Any:
+    """``name`` as the user's class of the members defines it (a method, a property, a
+    class attribute), bound to the stack: ``stack.total()`` runs ``total`` with the stack
+    as ``self``; :data:`MISSING` when the class defines no such name (the library's own
+    classes are not looked at: the stack has their operations already)."""
+    cls = member_class(stack)
+    if cls is None:
+        return MISSING
+    for klass in cls.__mro__:
+        if klass.__module__.partition(".")[0] in _LIBRARY:
+            break
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            getter = getattr(type(attr), "__get__", None)
+            return attr if getter is None else getter(attr, stack, cls)
+    return MISSING
+
+
+_LIBRARY = frozenset({"tensordict", "tdnn", "builtins"})
 
 
 def read_field(stack: Any, name: str) -> Any:

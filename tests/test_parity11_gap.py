@@ -156,3 +156,34 @@ def test_set_inplace_of_a_str_into_a_tensor_names_the_key() -> None:
     ):
         td.set("v", "les chaussettes", inplace=True)
     assert torch.equal(td["v"], torch.ones(3, 4))
+
+
+# ------------------------------------------------- a stack of instances runs their methods
+class Scored(TensorClass):
+    x: Tensor
+    LABEL = "scored"
+
+    def total(self) -> Tensor:
+        return self.x.sum()
+
+    @property
+    def doubled(self) -> Tensor:
+        return self.x * 2
+
+    @classmethod
+    def kind(cls) -> str:
+        return cls.__name__
+
+
+def test_a_stack_of_instances_runs_their_methods() -> None:
+    stack = lazy_stack([Scored(x=torch.ones(3)), Scored(x=torch.full((3,), 2.0))])
+    assert stack.total() == 9.0
+    assert torch.equal(stack.doubled, torch.tensor([[2.0] * 3, [4.0] * 3]))
+    assert stack.LABEL == "scored"
+    assert stack.kind() == "Scored"
+    assert torch.equal(stack[1].doubled, torch.full((3,), 4.0))  # (a member: its own)
+    with pytest.raises(AttributeError, match="'LazyStackedTensorDict' object has no attribute"):
+        stack.nothing_of_the_kind  # noqa: B018
+    plain = lazy_stack([TensorDict(x=torch.ones(3)), TensorDict(x=torch.ones(3))])
+    with pytest.raises(AttributeError, match="no attribute 'total'"):
+        plain.total()  # (members of no user class: nothing to find)
