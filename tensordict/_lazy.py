@@ -128,6 +128,10 @@ class LazyStackedTensorDict(TensorDictBase):
 
     __slots__ = ("_member_bs", "_stack_name", "stack_dim", "tensordicts")
     _abstract = False
+    tensordicts: list[Any]
+    stack_dim: int
+    _member_bs: torch.Size
+    _stack_name: str | None
 
     def __init__(
         self,
@@ -187,9 +191,7 @@ class LazyStackedTensorDict(TensorDictBase):
             device = None
         # written past the class's __setattr__ (which looks for a member field first)
         if _DYNAMO():  # dynamo traces object.__setattr__, not a slot descriptor's __set__
-            for name, value in zip(
-                _INIT_SLOTS, (dim, tds, member_bs, bs, own_device), strict=True
-            ):
+            for name, value in zip(_INIT_SLOTS, (dim, tds, member_bs, bs, own_device), strict=True):
                 object.__setattr__(self, name, value)
             for name in ("_names", "_stack_name"):
                 object.__setattr__(self, name, None)

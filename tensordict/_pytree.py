@@ -22,7 +22,6 @@ from tensordict import _vmap_whole
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
-from tensordict._unbatched import UnbatchedTensor
 from tensordict._torch_compat import (
     batched_dim,
     is_batched,
@@ -33,13 +32,15 @@ from tensordict._torch_compat import (
     sequence_key,
     unwrapping_vmap_outputs,
 )
+from tensordict._unbatched import UnbatchedTensor
 
 
 def _flatten(td: TensorDict, unbatched_leaves: bool = True) -> tuple[list[Any], Any]:
     """The children and context of ``td``. An ``UnbatchedTensor`` is a leaf, as upstream
     (``tree_map`` and ``torch.func`` see it), unless ``unbatched_leaves`` is False: the
     dense form of a lazy stack keeps it aside, for vmap to map the stack dim alone."""
-    keys, children, ndims, extras, unbatched = [], [], [], {}, []
+    keys, children, ndims, extras = [], [], [], {}
+    unbatched: list[int] = []
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):
             if not (unbatched_leaves and isinstance(value, Tensor)):

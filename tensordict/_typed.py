@@ -18,12 +18,12 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._base import TensorDictBase
 from tensordict._batch import as_batch_size
 from tensordict._format import register_type
 from tensordict._lazy_fields import TypedMeta
 from tensordict._mapping import is_plain_mapping
 from tensordict._state import _from_plain
-from tensordict._base import TensorDictBase
 from tensordict._td import TensorDict
 
 if typing.TYPE_CHECKING:
@@ -258,7 +258,7 @@ class TypedTensorDict(TensorDict, metaclass=TypedMeta):
         )
 
     @classmethod
-    def from_tensordict(cls, td: TensorDict, *, check: bool = True) -> Self:
+    def from_tensordict(cls, td: TensorDictBase, *, check: bool = True) -> Self:
         """``td`` seen as this class, without copying: both share one dict of entries.
 
         Setting or deleting an entry through either is seen by the other; the batch size,
@@ -283,7 +283,8 @@ class TypedTensorDict(TensorDict, metaclass=TypedMeta):
             if check:
                 _check_required(cls, call, list(td.keys()))
             members = [cls.from_tensordict(m, check=False) for m in parts[1]]
-            return typing.cast("Self", type(td)(*members, stack_dim=parts[0]))
+            stack_cls: Any = type(td)
+            return typing.cast("Self", stack_cls(*members, stack_dim=parts[0]))
         if not isinstance(td, TensorDict):
             raise TypeError(
                 f"{call}: expected a TensorDict or a lazy stack of them (shared without a "

@@ -70,7 +70,9 @@ def test_typed_from_lazy_stack_writes_reach_the_source() -> None:
 
 def test_typed_from_lazy_stack_checks_the_fields() -> None:
     stack = LazyStackedTensorDict(TensorDict(a=torch.zeros(3)), TensorDict(a=torch.zeros(3)))
-    with pytest.raises(TypeError, match=r"Pair.from_tensordict: missing required field\(s\) \['b'\]"):
+    with pytest.raises(
+        TypeError, match=r"Pair.from_tensordict: missing required field\(s\) \['b'\]"
+    ):
         Pair.from_tensordict(stack)
     unchecked = Pair.from_tensordict(stack, check=False)
     assert isinstance(unchecked, Pair)
@@ -183,7 +185,7 @@ def test_a_stack_of_instances_runs_their_methods() -> None:
     assert stack.kind() == "Scored"
     assert torch.equal(stack[1].doubled, torch.full((3,), 4.0))  # (a member: its own)
     with pytest.raises(AttributeError, match="'LazyStackedTensorDict' object has no attribute"):
-        stack.nothing_of_the_kind  # noqa: B018
+        stack.nothing_of_the_kind
     plain = lazy_stack([TensorDict(x=torch.ones(3)), TensorDict(x=torch.ones(3))])
     with pytest.raises(AttributeError, match="no attribute 'total'"):
         plain.total()  # (members of no user class: nothing to find)

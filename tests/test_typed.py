@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 import tensordict
-from tensordict import LazyStackedTensorDict, TensorDict, TypedTensorDict
+from tensordict import TensorDict, TypedTensorDict
 
 
 class Predictor(TypedTensorDict):
