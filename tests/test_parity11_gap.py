@@ -189,3 +189,20 @@ def test_a_stack_of_instances_runs_their_methods() -> None:
     plain = lazy_stack([TensorDict(x=torch.ones(3)), TensorDict(x=torch.ones(3))])
     with pytest.raises(AttributeError, match="no attribute 'total'"):
         plain.total()  # (members of no user class: nothing to find)
+
+
+# ------------------------------------------------- state_dict metadata
+class Named(TensorClass):
+    x: Tensor
+    z: str
+
+
+def test_a_tensorclass_state_dict_names_its_class() -> None:
+    tc = Named(x=torch.randn(3), z="label", batch_size=[3])
+    sd = tc.state_dict()
+    assert sd._metadata[""]["_type"] == "Named"  # type: ignore[attr-defined]
+    assert sd._metadata[""]["_non_tensor"] == {"z": "label"}  # type: ignore[attr-defined]
+    plain = TensorDict(x=torch.zeros(3), batch_size=[3]).state_dict()
+    assert "_type" not in plain._metadata[""]  # type: ignore[attr-defined]
+    back = Named(x=torch.zeros(3), z="other", batch_size=[3]).load_state_dict(sd)
+    assert torch.equal(back.x, tc.x) and back.z == "label"
