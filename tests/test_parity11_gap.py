@@ -12,6 +12,7 @@ from torch import Tensor
 
 from tensordict import (
     LazyStackedTensorDict,
+    NonTensorData,
     PersistentTensorDict,
     TensorClass,
     TensorDict,
@@ -206,3 +207,30 @@ def test_a_tensorclass_state_dict_names_its_class() -> None:
     assert "_type" not in plain._metadata[""]  # type: ignore[attr-defined]
     back = Named(x=torch.zeros(3), z="other", batch_size=[3]).load_state_dict(sd)
     assert torch.equal(back.x, tc.x) and back.z == "label"
+
+
+# ------------------------------------------------- in-place non-tensor writes reach the checkpoint
+def test_inplace_non_tensor_writes_reach_the_saved_checkpoint(tmp_path: Path) -> None:
+    path = str(tmp_path / "ckpt")
+    td = TensorDict(
+        val=NonTensorData("a"), x=torch.zeros(2), nested={"s": "deep", "y": torch.ones(1)}
+    ).memmap_(path)
+    td.set_("val", "b")
+    assert td["val"] == "b" and TensorDict.load_memmap(path)["val"] == "b"
+    td.update_({"val": [1, "two"]})
+    assert TensorDict.load_memmap(path)["val"] == [1, "two"]
+    td.set(("nested", "s"), "deeper", inplace=True)
+    assert TensorDict.load_memmap(path)["nested", "s"] == "deeper"
+    assert TensorDict.load_memmap(path, subpath="nested")["s"] == "deeper"  # its own meta.json
+
+
+def test_inplace_non_tensor_write_json_cannot_hold_is_refused_whole(tmp_path: Path) -> None:
+    path = str(tmp_path / "ckpt")
+    td = TensorDict(val=NonTensorData("a"), x=torch.zeros(2)).memmap_(path)
+    with pytest.raises(
+        RuntimeError,
+        match=r"TensorDict.set_: key 'val' of the collection saved at .* holds JSON data in "
+        r"its meta.json; the new NonTensorData cannot be written there in place",
+    ):
+        td.set_("val", object())
+    assert td["val"] == "a" and TensorDict.load_memmap(path)["val"] == "a"
