@@ -315,7 +315,7 @@ class LazyStackedTensorDict(TensorDictBase):
         """``stack.x = v`` for a field ``x`` of the instances stacked here sets the entry
         (each member gets its slice), as ``instance.x = v`` does; any other name is an
         ordinary attribute."""
-        if name[0] != "_" and name not in _OWN_ATTRS and is_field(self, name):
+        if name[:1] != "_" and name not in _OWN_ATTRS and is_field(self, name):
             self.set(name, value)
             return
         object.__setattr__(self, name, value)
