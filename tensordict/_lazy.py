@@ -44,6 +44,7 @@ from tensordict._keys import (
     sort_key,
     unravel_key,
 )
+from tensordict._lazy_fields import MISSING, class_attribute, is_field, read_field
 from tensordict._lazy_index import index_members
 from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
@@ -59,6 +60,9 @@ from tensordict._update_batch import prepare_update
 from tensordict._views import with_non_tensor
 
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
+_DYNAMO = torch.compiler.is_dynamo_compiling
+# the stack's own public attributes, never taken for a field of its members
+_OWN_ATTRS = frozenset({"stack_dim", "tensordicts", "batch_size", "names", "device", "is_locked"})
 
 
 def _norm(call: str, dim: int, ndim: int) -> int:
@@ -124,6 +128,10 @@ class LazyStackedTensorDict(TensorDictBase):
 
     __slots__ = ("_member_bs", "_stack_name", "stack_dim", "tensordicts")
     _abstract = False
+    tensordicts: list[Any]
+    stack_dim: int
+    _member_bs: torch.Size
+    _stack_name: str | None
 
     def __init__(
         self,
@@ -170,25 +178,33 @@ class LazyStackedTensorDict(TensorDictBase):
             batch_size = None
         else:
             member_bs = torch.Size([])
-        self.stack_dim = _norm(call, stack_dim, len(member_bs) + 1)
-        self.tensordicts = tds
-        self._member_bs = member_bs
-        self._batch_size = torch.Size(
-            [*member_bs[: self.stack_dim], len(tds), *member_bs[self.stack_dim :]]
-        )
-        if batch_size is not None and torch.Size(batch_size) != self._batch_size:
+        dim = _norm(call, stack_dim, len(member_bs) + 1)
+        bs = torch.Size([*member_bs[:dim], len(tds), *member_bs[dim:]])
+        if batch_size is not None and torch.Size(batch_size) != bs:
             raise ValueError(
-                f"{call}: batch_size {tuple(batch_size)} does not match the stack's "
-                f"{tuple(self._batch_size)}"
+                f"{call}: batch_size {tuple(batch_size)} does not match the stack's {tuple(bs)}"
             )
         first = tds[0].device if tds else None
-        self._device = first if all(td.device == first for td in tds) else None
+        own_device = first if all(td.device == first for td in tds) else None
         if not tds and device is not None:
-            self._device = torch.device(device)
+            own_device = torch.device(device)
             device = None
-        self._names = None  # the names live on the members; the stack dim's is _stack_name
-        self._stack_name: str | None = None
-        self._is_locked = False
+        # written past the class's __setattr__ (which looks for a member field first)
+        if _DYNAMO():  # dynamo traces object.__setattr__, not a slot descriptor's __set__
+            for name, value in zip(_INIT_SLOTS, (dim, tds, member_bs, bs, own_device), strict=True):
+                object.__setattr__(self, name, value)
+            for name in ("_names", "_stack_name"):
+                object.__setattr__(self, name, None)
+            object.__setattr__(self, "_is_locked", False)
+        else:
+            _SET_DIM(self, dim)
+            _SET_MEMBERS(self, tds)
+            _SET_MEMBER_BS(self, member_bs)
+            _SET_BS(self, bs)
+            _SET_DEVICE(self, own_device)
+            _SET_NAMES(self, None)  # the names live on the members; the stack dim's: below
+            _SET_STACK_NAME(self, None)
+            _SET_LOCKED(self, False)
         if device is not None:
             moved = self.to(device)
             self.tensordicts, self._device = moved.tensordicts, moved._device
@@ -278,21 +294,35 @@ class LazyStackedTensorDict(TensorDictBase):
         self.lock_() if value else self.unlock_()
 
     def __getattr__(self, name: str) -> Any:
-        """A field of the tensorclass instances stacked here, read as a stacked entry
-        (``lazy_stack([p, q]).x``, which upstream reads on its stack of instances)."""
+        """A field of the tensorclass / TypedTensorDict instances stacked here, read as a
+        stacked entry (``lazy_stack([p, q]).x``, as upstream reads it on its stack of
+        instances; a non-tensor field reads as its values), or a method, property or class
+        attribute their class defines, bound to the stack."""
         if not name.startswith("_"):
             try:
-                members = object.__getattribute__(self, "tensordicts")
+                object.__getattribute__(self, "tensordicts")
             except AttributeError:  # (not initialised yet: unpickling, copying)
-                members = None
-            if members and name in getattr(type(members[0]), "_fields", ()):
-                value = self.get(name)  # a non-tensor field reads as its values, as upstream
-                return value.tolist() if isinstance(value, NonTensor) else value
+                pass
+            else:
+                if is_field(self, name):
+                    return read_field(self, name)
+                attr = class_attribute(self, name)  # a method of the instances' class
+                if attr is not MISSING:
+                    return attr
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``stack.x = v`` for a field ``x`` of the instances stacked here sets the entry
+        (each member gets its slice), as ``instance.x = v`` does; any other name is an
+        ordinary attribute."""
+        if name[:1] != "_" and name not in _OWN_ATTRS and is_field(self, name):
+            self.set(name, value)
+            return
+        object.__setattr__(self, name, value)
 
     def _restack(self, members: Sequence[Any], stack_dim: int | None = None) -> Any:
         out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
-        if stack_dim is None:  # the same stack dim keeps its name
+        if stack_dim is None and self._stack_name is not None:  # the stack dim keeps its name
             out._stack_name = self._stack_name
         return out
 
@@ -1450,3 +1480,20 @@ def _padded_stack(
 
 
 register_type("LazyStackedTensorDict", LazyStackedTensorDict)
+
+
+# the slots LazyStackedTensorDict.__init__ writes, past the class's __setattr__
+_INIT_SLOTS = ("stack_dim", "tensordicts", "_member_bs", "_batch_size", "_device")
+_SETTERS: dict[str, Any] = {
+    name: klass.__dict__[name].__set__
+    for klass in (CollectionPrimitives, LazyStackedTensorDict)
+    for name in klass.__slots__
+}
+_SET_DIM = _SETTERS["stack_dim"]
+_SET_MEMBERS = _SETTERS["tensordicts"]
+_SET_MEMBER_BS = _SETTERS["_member_bs"]
+_SET_BS = _SETTERS["_batch_size"]
+_SET_DEVICE = _SETTERS["_device"]
+_SET_NAMES = _SETTERS["_names"]
+_SET_STACK_NAME = _SETTERS["_stack_name"]
+_SET_LOCKED = _SETTERS["_is_locked"]

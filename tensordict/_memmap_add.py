@@ -122,26 +122,19 @@ def add_leaf(
     ``folder``: its file holds ``source``'s values (zeros with ``like``), then the metadata of
     every folder describing it is committed through append_memmap's journal.
     ``storage_file``: the file ``source`` maps, which must be the leaf's file-to-be."""
-    from tensordict._append import COMMIT, JOURNAL, TMP, _finish, _relative, _undo, _write_json
-    from tensordict._append import recover as recover_append
+    from tensordict._append import JOURNAL, _finish, _relative, _undo
     from tensordict._save import _Writer
-    from tensordict._survey import survey
     from tensordict._td import TensorDict
 
     top, route = _top(folder)
     _writable(call, key, [top, *(os.path.join(top, *route[: i + 1]) for i in range(len(route)))])
-    recover_append(top)
-    meta = survey(top, call).root.meta
-    if meta["version"] != VERSION:
+    top, changed = described_by(folder, call)  # every folder whose meta.json changes
+    if changed[0][1]["version"] != VERSION:
         raise RuntimeError(
-            f"{call}: {top!r} is a version-{meta['version']} checkpoint, which cannot gain "
-            "entries in place; save it again (memmap) to write the current version"
+            f"{call}: {top!r} is a version-{changed[0][1]['version']} checkpoint, which "
+            "cannot gain entries in place; save it again (memmap) to write the current version"
         )
-    changed = [(top, meta)]  # every folder whose meta.json changes, the top one first
-    here = top
-    for name in route:
-        here, meta = os.path.join(here, name), _child(meta, name)
-        changed.append((here, meta))
+    here, meta = changed[-1]
     _check_same(call, here, td, meta)
     node, depth = td, 0
     for part in key[:-1]:  # the parents that exist, in memory and in the folder
@@ -199,10 +192,7 @@ def add_leaf(
         (leaf,) = writer.run(1)
         writer.write_metas()  # the new sub-folders' own meta.json
         meta["entries"][rest[0]] = record
-        _write_json(os.path.join(top, JOURNAL), plan)
-        for f, m in changed:
-            _write_json(os.path.join(f, TMP), m)
-        os.replace(os.path.join(top, JOURNAL), os.path.join(top, COMMIT))
+        stage_metas(top, plan, changed)
     except BaseException:
         if os.path.exists(os.path.join(top, JOURNAL)):
             _undo(top, plan)
@@ -225,6 +215,39 @@ def add_leaf(
         value.lock_()
         note_parent(value, node)
     return leaf
+
+
+def stage_metas(top: str, plan: dict[str, Any], changed: list[tuple[str, Any]]) -> None:
+    """Journal ``plan``, write each changed folder's new meta.json beside its old one, and
+    mark the change committed (append_memmap's journal: ``_finish`` then puts them in
+    place; a killed process's change is finished or undone by the next reader)."""
+    from tensordict._append import COMMIT, JOURNAL, TMP, _write_json
+
+    _write_json(os.path.join(top, JOURNAL), plan)
+    for folder, meta in changed:
+        _write_json(os.path.join(folder, TMP), meta)
+    os.replace(os.path.join(top, JOURNAL), os.path.join(top, COMMIT))
+
+
+def described_by(folder: str, call: str) -> tuple[str, list[tuple[str, Any]]]:
+    """The outermost checkpoint describing ``folder`` (a killed change to it finished or
+    undone first) and the metadata of every folder from it down to ``folder``, the top
+    one first; only the top one's for a checkpoint of an older version (check
+    ``changed[0][1]["version"]``: such a one is never changed in place)."""
+    from tensordict._append import recover as recover_append
+    from tensordict._survey import survey
+
+    top, route = _top(folder)
+    recover_append(top)
+    meta = survey(top, call).root.meta
+    changed = [(top, meta)]
+    if meta["version"] != VERSION:
+        return top, changed
+    here = top
+    for name in route:
+        here, meta = os.path.join(here, name), _child(meta, name)
+        changed.append((here, meta))
+    return top, changed
 
 
 def _nest(leaf: Any, rest: tuple[str, ...], node: Any) -> Any:

@@ -107,6 +107,8 @@ class StateOps(CollectionPrimitives):
             setattr(out, "_metadata", metadata)  # noqa: B010  (an OrderedDict's attribute)
         level = prefix[:-1] if prefix.endswith(".") else prefix
         meta: dict[str, Any] = {"batch_size": td._batch_size, "device": td._device}
+        if getattr(td, "_is_tensorclass", False):  # the class's name, as upstream records it
+            meta["_type"] = type(td).__qualname__
         metadata[level] = meta
         # non-tensor entries go with the level's metadata (as upstream): the keys are then
         # the tensors, which a module's state dict (or safetensors) can hold

@@ -595,7 +595,13 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     f"{type(value).__name__} into it in place"
                 )
             if not isinstance(value, Tensor):
-                value = torch.as_tensor(value, device=current.device)
+                try:
+                    value = torch.as_tensor(value, device=current.device)
+                except (TypeError, ValueError, RuntimeError) as err:  # a str, say
+                    raise TypeError(
+                        f"{call}: key {name!r} holds a tensor; cannot write a "
+                        f"{type(value).__name__} into it in place ({err})"
+                    ) from None
             if value.shape != current.shape:
                 bs = self._batch_size
                 if batched and not starts_with(value.shape, bs):
@@ -609,6 +615,10 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     f"{call}: key {name!r} holds non-tensor data; cannot write a "
                     f"{type(value).__name__} into it in place"
                 )
+            if getattr(self, "_saved_folder", None) is not None:  # saved: the file too
+                from tensordict._memmap_rewrite import rewrite_non_tensor
+
+                rewrite_non_tensor(self, key, new, call)
             self._tensordict[key] = new
         else:
             if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):

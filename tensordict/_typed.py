@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from tensordict._base import TensorDictBase
 from tensordict._batch import as_batch_size
 from tensordict._format import register_type
+from tensordict._lazy_fields import TypedMeta
 from tensordict._mapping import is_plain_mapping
 from tensordict._state import _from_plain
 from tensordict._td import TensorDict
@@ -112,7 +114,16 @@ def _field_error(cls: type[TypedTensorDict], keys: typing.KeysView[str]) -> typi
     raise TypeError(f"{call}: unexpected field(s) {unknown}; fields are {list(cls._fields)}")
 
 
-class TypedTensorDict(TensorDict):
+def _check_required(cls: type[TypedTensorDict], call: str, keys: list[str]) -> None:
+    """The TypeError of ``from_tensordict`` for a source lacking required fields."""
+    missing = [name for name in cls._required if name not in keys]
+    if missing:
+        raise TypeError(
+            f"{call}: missing required field(s) {missing}; the TensorDict has keys {keys}"
+        )
+
+
+class TypedTensorDict(TensorDict, metaclass=TypedMeta):
     """A TensorDict whose subclasses declare their entries as class annotations.
 
     ``eta: Tensor`` declares a required field, ``noise: NotRequired[Tensor]`` an optional
@@ -247,7 +258,7 @@ class TypedTensorDict(TensorDict):
         )
 
     @classmethod
-    def from_tensordict(cls, td: TensorDict, *, check: bool = True) -> Self:
+    def from_tensordict(cls, td: TensorDictBase, *, check: bool = True) -> Self:
         """``td`` seen as this class, without copying: both share one dict of entries.
 
         Setting or deleting an entry through either is seen by the other; the batch size,
@@ -267,18 +278,21 @@ class TypedTensorDict(TensorDict):
         tensor([1., 1., 1.])
         """
         call = f"{cls.__name__}.from_tensordict"
+        parts = td._stack_parts() if isinstance(td, TensorDictBase) else None
+        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
+            if check:
+                _check_required(cls, call, list(td.keys()))
+            members = [cls.from_tensordict(m, check=False) for m in parts[1]]
+            stack_cls: Any = type(td)
+            return typing.cast("Self", stack_cls(*members, stack_dim=parts[0]))
         if not isinstance(td, TensorDict):
             raise TypeError(
-                f"{call}: expected a TensorDict (dense storage, shared without a copy), got "
-                f"{type(td).__name__}; densify it first (td.to_tensordict()), which copies"
+                f"{call}: expected a TensorDict or a lazy stack of them (shared without a "
+                f"copy), got {type(td).__name__}; densify it first (td.to_tensordict()), "
+                "which copies"
             )
         if check:
-            missing = [name for name in cls._required if name not in td._tensordict]
-            if missing:
-                raise TypeError(
-                    f"{call}: missing required field(s) {missing}; the TensorDict has keys "
-                    f"{list(td._tensordict)}"
-                )
+            _check_required(cls, call, list(td._tensordict))
         out = typing.cast(
             "Self", cls._new_unsafe(td._tensordict, td._batch_size, td._device, td._names)
         )
