@@ -50,6 +50,7 @@ from tensordict._consolidate import (
     in_memory,
     leaf_device,
     sent_record,
+    storage_overwritten,
     wire_description,
     wire_fill,
     wire_plan,
@@ -652,6 +653,8 @@ def post_recv(td: CollectionPrimitives, link: Link, tags: Tags, call: str) -> Pe
             assert leaves is not None
             staging.copy_to(leaves)
             give_back(staging)
+        elif plan.jagged is not None:  # received into the storage of a consolidated td
+            storage_overwritten(td, plan, call)
 
     pending._finish = finish
     return pending

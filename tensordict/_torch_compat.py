@@ -247,3 +247,17 @@ def batched_dim(tensor: torch.Tensor) -> int | None:
         return None
     dim = torch._C._functorch.maybe_get_bdim(tensor)
     return None if dim is None or dim < 0 else int(dim)
+
+
+def ragged_dim(tensor: torch.Tensor) -> int:
+    """The ragged dim of a jagged nested ``tensor`` (1 unless built with ``jagged_dim``)."""
+    return int(tensor._ragged_idx)  # type: ignore[attr-defined]
+
+
+def forget_seqlens(tensor: torch.Tensor) -> None:
+    """Drop the min/max sequence lengths a jagged nested ``tensor`` caches once computed
+    (stale after its offsets or lengths are overwritten in place)."""
+    cache = getattr(tensor, "_metadata_cache", None)
+    if cache:
+        cache.pop("max_seqlen", None)
+        cache.pop("min_seqlen", None)
