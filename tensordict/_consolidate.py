@@ -31,7 +31,15 @@ from torch import Tensor
 
 from tensordict._convert import _parse_to
 from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
-from tensordict._jagged import Jag, JaggedError, collapse, expand, jag_of, overwritten
+from tensordict._jagged import (
+    Jag,
+    JaggedError,
+    collapse,
+    expand,
+    jag_of,
+    overwritten,
+    strided_refusal,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
@@ -89,12 +97,7 @@ def planned(td: Any, leaves: Sequence[Tensor], call: str, stacked: bool = False)
             raise
         strided = [i for i in nested if leaves[i].layout is not torch.jagged]
         if strided:
-            raise NotImplementedError(
-                f"{call}: the entry {leaf_path(td, strided[0])!r} is a nested tensor of "
-                "layout torch.strided, which consolidated storage does not hold (as "
-                "upstream); build it with layout=torch.jagged (torch.nested.nested_tensor("
-                "list(value.unbind()), layout=torch.jagged)) or pad it"
-            ) from err
+            raise strided_refusal(call, leaf_path(td, strided[0])) from err
         return Plan.of_jagged(leaves, tuple(jag_of(i, leaves[i]) for i in nested))
 
 

@@ -26,9 +26,34 @@ Jag = tuple[int, int, int]
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
 
-def jag_of(index: int, leaf: Tensor) -> Jag:
+def jag_of(index: int, leaf: Any) -> Jag:
     """The :data:`Jag` entry of ``leaf`` (a jagged nested tensor) at ``index``."""
     return (index, ragged_dim(leaf), 2 if leaf.lengths() is None else 3)
+
+
+def jag_of_nested(leaf: Tensor, call: str, where: object, index: int = 0) -> Jag:
+    """:func:`jag_of` for a nested tensor of any layout: a strided one is refused."""
+    if leaf.layout is not torch.jagged:
+        raise strided_refusal(call, where)
+    return jag_of(index, leaf)
+
+
+def strided_refusal(call: str, where: object) -> NotImplementedError:
+    """The error for a strided nested tensor leaf at ``where``: upstream's type, refused."""
+    return NotImplementedError(
+        f"{call}: the entry {where!r} is a nested tensor of layout torch.strided, which "
+        "consolidated storage and transfers do not hold (as upstream); build it with "
+        "layout=torch.jagged (torch.nested.nested_tensor(list(value.unbind()), "
+        "layout=torch.jagged)) or pad it (torch.nested.to_padded_tensor(value, 0.0))"
+    )
+
+
+def jagged_parts(leaf: Any, nparts: int) -> list[Tensor]:
+    """The parts of a jagged ``leaf``: values, offsets and (``nparts`` 3) lengths."""
+    parts = [leaf.values(), leaf.offsets()]
+    if nparts == 3:
+        parts.append(leaf.lengths())
+    return parts
 
 
 def expand(leaves: Sequence[Tensor], jags: Sequence[Jag]) -> list[Tensor]:
@@ -37,11 +62,7 @@ def expand(leaves: Sequence[Tensor], jags: Sequence[Jag]) -> list[Tensor]:
     prev = 0
     for index, _, nparts in jags:
         out.extend(leaves[prev:index])
-        leaf = leaves[index]
-        out.append(leaf.values())
-        out.append(leaf.offsets())
-        if nparts == 3:
-            out.append(leaf.lengths())
+        out.extend(jagged_parts(leaves[index], nparts))
         prev = index + 1
     out.extend(leaves[prev:])
     return out
@@ -73,7 +94,7 @@ def overwritten(leaves: Sequence[Tensor], jags: Sequence[Jag], check: bool = Fal
     sequence lengths each caches and, with ``check`` (untrusted bytes), validate them
     (raising :class:`JaggedError`)."""
     for index, ragged, _ in jags:
-        leaf = leaves[index]
+        leaf: Any = leaves[index]
         forget_seqlens(leaf)
         if check:
             _check(index, leaf.values(), leaf.offsets(), leaf.lengths(), ragged)
