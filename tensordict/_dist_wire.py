@@ -205,7 +205,7 @@ def _shown(path: str) -> str:
 class Layout:
     """The flattened structure of a collection: entry keys, shapes, codes, leaves per dtype."""
 
-    __slots__ = ("codes", "dims", "groups", "keys", "runs")
+    __slots__ = ("_fps", "codes", "dims", "groups", "keys", "runs")
 
     def __init__(self, td: CollectionPrimitives, call: str) -> None:
         # keys: entry keys, with markers around each nested level; dims: every entry's
@@ -213,13 +213,15 @@ class Layout:
         # A dtype's buffer holds its leaves grouped by shape (shapes in the order they
         # first occur, leaves in walk order within a shape), so that unpacking views each
         # run of one shape with a single view + unbind: see ``wire_order``.
-        self.keys: list[str] = []
-        self.dims: list[int] = []
-        self.codes: list[int] = []
-        shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
         if td._stack_parts() is not None:  # a lazy stack travels as its dense equivalent
             td = td._as_dense(call)
-        self._walk(td, "", call, shaped)
+        # nested tensor leaves are looked for only when the plain walk fails (a strided
+        # one has no shape; a jagged one's ragged size cannot be fingerprinted): no cost
+        # otherwise
+        try:
+            shaped = self._walked(td, call, False)
+        except (RuntimeError, ValueError):
+            shaped = self._walked(td, call, True)
         self.groups: dict[int, list[Tensor]] = {
             code: [t for run in by_shape.values() for t in run] for code, by_shape in shaped.items()
         }
@@ -228,16 +230,32 @@ class Layout:
             for code, by_shape in shaped.items()
         }
 
+    def _walked(
+        self, td: Any, call: str, nested: bool
+    ) -> dict[int, dict[torch.Size, list[Tensor]]]:
+        self.keys: list[str] = []
+        self.dims: list[int] = []
+        self.codes: list[int] = []
+        shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
+        self._walk(td, "", call, shaped, nested)
+        self._fps = (
+            _fingerprint("\x00".join(self.keys).encode()),
+            _fingerprint(marshal.dumps(self.dims)),
+            _fingerprint(bytes(c + 8 for c in self.codes)),
+        )
+        return shaped
+
     def _walk(
         self,
         td: Any,
         prefix: str,
         call: str,
         groups: dict[int, dict[torch.Size, list[Tensor]]],
+        nested: bool,
     ) -> None:
         keys, dims, codes = self.keys, self.dims, self.codes
         for key, value in td._tensordict.items():
-            if isinstance(value, Tensor) and value.is_nested:
+            if nested and isinstance(value, Tensor) and value.is_nested:
                 self._walk_jagged(value, key, prefix, call, groups)
             elif isinstance(value, Tensor):
                 code = _CODES.get(value.dtype)
@@ -271,7 +289,7 @@ class Layout:
                 dims.append(-1)
                 codes.append(_NODE)
                 keys.append("\x1e")
-                self._walk(value, _join(prefix, key), call, groups)
+                self._walk(value, _join(prefix, key), call, groups, nested)
                 keys.append("\x1d")
 
     def _walk_jagged(
@@ -348,11 +366,8 @@ class Layout:
         return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.codes), extra, *numels])
 
     def fingerprints(self) -> tuple[int, int, int]:
-        return (
-            _fingerprint("\x00".join(self.keys).encode()),
-            _fingerprint(marshal.dumps(self.dims)),
-            _fingerprint(bytes(c + 8 for c in self.codes)),
-        )
+        """Of the keys, the dims and the codes (made once, with the walk)."""
+        return self._fps
 
     def compare(
         self, info: list[int], kind: int, mine: tuple[int, int, int] | None = None
@@ -756,14 +771,17 @@ def structure(td: CollectionPrimitives, call: str) -> bytes:
     """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
     if td._stack_parts() is not None:
         td = td._as_dense(call)
-    return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
+    try:  # nested tensor leaves looked for only when this fails, as in Layout
+        return json.dumps(_spec(td, "", call, False), separators=(",", ":")).encode()
+    except (RuntimeError, TypeError):
+        return json.dumps(_spec(td, "", call, True), separators=(",", ":")).encode()
 
 
-def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
+def _spec(td: Any, prefix: str, call: str, nested: bool) -> dict[str, Any]:
     entries: list[Any] = []
     for key, value in td._tensordict.items():
         path = _join(prefix, key)
-        if isinstance(value, Tensor) and value.is_nested:
+        if nested and isinstance(value, Tensor) and value.is_nested:
             _, ragged, nparts = jag_of_nested(value, call, _shown(path))
             parts = [
                 {"dtype": _CODES.get(p.dtype), "shape": list(p.shape)}
@@ -792,7 +810,7 @@ def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
                 "only NonTensorData with a JSON value travels"
             )
         else:
-            entries.append([key, _spec(value, path, call)])
+            entries.append([key, _spec(value, path, call, nested)])
     device = None if td._device is None else str(td._device)
     node = {"batch_size": list(td._batch_size), "device": device, "entries": entries}
     name = _class_name(type(td))

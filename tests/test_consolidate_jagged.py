@@ -37,9 +37,7 @@ def _jagged(lengths: bool = False, ragged: int = 1, scale: float = 1.0) -> Any:
     ragged along dim 2."""
     if ragged == 2:
         values = torch.arange(21.0).view(3, 7) * scale
-        return torch.nested.nested_tensor_from_jagged(
-            values, torch.tensor([0, 3, 7]), jagged_dim=2
-        )
+        return torch.nested.nested_tensor_from_jagged(values, torch.tensor([0, 3, 7]), jagged_dim=2)
     if lengths:
         values = torch.arange(20.0).view(10, 2) * scale
         return torch.nested.nested_tensor_from_jagged(
@@ -50,9 +48,7 @@ def _jagged(lengths: bool = False, ragged: int = 1, scale: float = 1.0) -> Any:
 
 
 def _flat(scale: float = 1.0) -> TensorDict:
-    return TensorDict(
-        {"a": _jagged(scale=scale), "x": torch.ones(2, 3) * scale, "n": "text"}, [2]
-    )
+    return TensorDict({"a": _jagged(scale=scale), "x": torch.ones(2, 3) * scale, "n": "text"}, [2])
 
 
 def _nested(scale: float = 1.0) -> TensorDict:
