@@ -1059,7 +1059,7 @@ def wire_fill(
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)
-    plan = planned(td, leaves, f"{type(td).__name__} (sent)", stacked=True)
+    plan = planned(td, leaves, call, stacked=True)
     dev = leaf_device(leaves)
     while True:
         check(plan)
@@ -1067,7 +1067,7 @@ def wire_fill(
         try:
             plan.fill(buffer.storage, leaves)
         except FILL_ERRORS:
-            full = planned(td, leaves, f"{type(td).__name__} (sent)")
+            full = planned(td, leaves, call)
             if full is plan:
                 raise
             plan = full

@@ -6,6 +6,7 @@ compares those parts and the ragged dim, leaf by leaf, with the original's.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import os
@@ -20,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tensordict import LazyStackedTensorDict, TensorDict, from_consolidated
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictPipe, from_consolidated
 from tensordict._consolidate import explain_mismatch, wire_plan
 from tests._spawn import free_port, launch
 
@@ -73,6 +74,20 @@ def _stacked(scale: float = 1.0) -> LazyStackedTensorDict:
         TensorDict({"a": _jagged(scale=scale), "y": torch.zeros(3)}, []),
         TensorDict({"a": _jagged(lengths=True, scale=scale), "y": torch.ones(3)}, []),
     )
+
+
+def _moved(scale: float = 1.0) -> TensorDict:
+    """:func:`_nested` whose jagged leaf ``a`` has rows of 1 and 5 (not 2 and 4)."""
+    td = _nested(scale)
+    td["a"].offsets()[1] = 1
+    return td
+
+
+def _softmax_is_fresh(leaf: Any) -> bool:
+    """Whether a softmax over the ragged dim of ``leaf`` (which reads the longest row's
+    length, cached on the leaf once computed) matches one of a leaf built anew."""
+    fresh = torch.nested.nested_tensor_from_jagged(leaf.values(), leaf.offsets())
+    return torch.equal(leaf.softmax(dim=1).values(), fresh.softmax(dim=1).values())
 
 
 EXAMPLES: dict[str, Callable[[], Any]] = {"flat": _flat, "nested": _nested, "stacked": _stacked}
@@ -209,6 +224,16 @@ def test_a_strided_nested_tensor_is_refused_naming_the_key(tmp_path: Any) -> Non
         td.consolidate(filename=os.path.join(tmp_path, "td.bin"))
 
 
+def test_a_plan_kept_from_a_plain_td_does_not_stop_a_jagged_leaf() -> None:
+    # the kept plan of two float32 (6, 2) leaves matches on its run's first leaf only,
+    # so the jagged "q" (float32, values (6, 2)) is caught by the fill, then planned
+    TensorDict({"p": torch.ones(6, 2), "q": torch.ones(6, 2)}, []).consolidate()
+    td = TensorDict({"p": torch.ones(6, 2), "q": _jagged()}, [])
+    ctd = td.consolidate()
+    assert _all_in_storage(ctd)
+    _assert_same(ctd, td)
+
+
 # ------------------------------------------------------------------ untrusted files
 def _rewrite_description(path: str, change: Callable[[dict[str, Any]], None]) -> None:
     data = bytearray(open(path, "rb").read())  # noqa: SIM115
@@ -269,14 +294,63 @@ def test_a_wire_mismatch_names_the_jagged_key() -> None:
     assert "float32 (2, 3, 2) here" in text and "'x'" not in text
 
 
+def test_a_wire_mismatch_tells_lengths_apart() -> None:
+    _, _, _, (with_lengths, _) = wire_plan(TensorDict({"a": _jagged(lengths=True)}, [2]))
+    _, _, _, (without, _) = wire_plan(TensorDict({"a": _jagged()}, [2]))
+    text = explain_mismatch(with_lengths, without)
+    assert "(ragged dim 1, 2 rows, lengths) (10, 2) on the sender" in text
+    assert "(ragged dim 1, 2 rows) (6, 2) here" in text
+
+
+# ------------------------------------------------------------------ a pipe
+def _pipe(body: Callable[[TensorDictPipe, TensorDictPipe], Any]) -> Any:
+    async def main() -> Any:
+        port = free_port()
+        server = asyncio.ensure_future(TensorDictPipe.listen(port))
+        sender = await TensorDictPipe.connect("127.0.0.1", port)
+        receiver = await server
+        async with sender, receiver:
+            return await body(sender, receiver)
+
+    return asyncio.run(asyncio.wait_for(main(), 60.0))
+
+
+def test_a_pipe_carries_jagged_leaves_and_overwrites_them_in_place() -> None:
+    async def body(sender: TensorDictPipe, receiver: TensorDictPipe) -> None:
+        await _nested(2.0).asend(sender)
+        first = await receiver.arecv()
+        _assert_same(first, _nested(2.0))
+        assert _softmax_is_fresh(first["a"])  # caches the longest row of 'a': 4
+        await _moved(3.0).asend(sender)  # same structure, a row of 5
+        second = await receiver.arecv()
+        assert second is first  # the same structure lands in place
+        _assert_same(second, _moved(3.0))
+        assert _softmax_is_fresh(second["a"])
+
+    _pipe(body)
+
+
+def test_a_pipe_refuses_a_frame_whose_rows_leave_the_values() -> None:
+    async def body(sender: TensorDictPipe, receiver: TensorDictPipe) -> None:
+        ctd = _nested().consolidate()
+        await ctd.asend(sender)
+        await receiver.arecv()
+        ctd["sub", "b"].lengths()[1] = 50  # same structure, row 1 now past the values
+        await ctd.asend(sender)
+        with pytest.raises(ValueError, match=r"jagged leaf \('sub', 'b'\): rows outside"):
+            await receiver.arecv()
+
+    _pipe(body)
+
+
 # ------------------------------------------------------------------ real processes
 def _check_p2p(rank: int) -> None:
     """send/recv (consolidated and not, both sides), init_remote, a mismatch, a reduction."""
     peer = 1 - rank
     if rank == 0:
         _nested(2.0).send(peer)  # leaves consolidated on the fly
-        _nested(3.0).consolidate().send(peer)  # the storage as it is
-        _nested(4.0).consolidate().send(peer)
+        _moved(3.0).consolidate().send(peer)  # the storage as it is
+        _moved(4.0).consolidate().send(peer)
         _nested(5.0).init_remote(dst=peer)
         _nested(6.0).send(peer)
         _flat().send(peer)  # a jagged leaf where the receiver holds a plain one
@@ -285,13 +359,17 @@ def _check_p2p(rank: int) -> None:
         into = _nested()
         into.recv(peer)  # into the leaves' parts, in place
         _assert_same(into, _nested(2.0))
-        into.recv(peer)
-        _assert_same(into, _nested(3.0))
+        assert _softmax_is_fresh(into["a"])  # caches the longest row of 'a': 4
+        into.recv(peer)  # a row of 5
+        _assert_same(into, _moved(3.0))
+        assert _softmax_is_fresh(into["a"])
         ctd = _nested().consolidate()
         storage = _storage_ptr(ctd)
-        ctd.recv(peer)  # straight into the storage
+        assert _softmax_is_fresh(ctd["a"])  # caches the longest row of 'a': 4
+        ctd.recv(peer)  # straight into the storage, a row of 5
         assert _storage_ptr(ctd) == storage
-        _assert_same(ctd, _nested(4.0))
+        _assert_same(ctd, _moved(4.0))
+        assert _softmax_is_fresh(ctd["a"])
         remote = TensorDict.from_remote_init(src=peer)
         assert remote.is_consolidated() and _all_in_storage(remote)
         _assert_same(remote, _nested(5.0))
@@ -303,6 +381,18 @@ def _check_p2p(rank: int) -> None:
         stacked = _stacked().consolidate()
         stacked.recv(peer)
         _assert_same(stacked, _stacked(7.0))
+    if rank == 0:
+        out = _nested(8.0).broadcast(src=0)
+        # a strided nested leaf is refused before anything is posted
+        strided = TensorDict({"s": torch.nested.nested_tensor([torch.zeros(2)])}, [])
+        with pytest.raises(NotImplementedError, match=r"TensorDict.send: the entry 's' is"):
+            strided.send(peer)
+        with pytest.raises(NotImplementedError, match=r"TensorDict.init_remote: the entry 's'"):
+            strided.init_remote(dst=peer)
+    else:
+        out = TensorDict().broadcast(src=0)
+    assert out.is_consolidated() and _all_in_storage(out)
+    _assert_same(out, _nested(8.0))
     # a reduction would add the offsets: both ranks refuse, naming the keys
     with pytest.raises(NotImplementedError, match=r"entries \['a', \('sub', 'b'\), \('sub', 'r'"):
         _nested().all_reduce()
