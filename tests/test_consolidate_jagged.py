@@ -25,8 +25,10 @@ from tensordict import LazyStackedTensorDict, TensorDict, TensorDictPipe, from_c
 from tensordict._consolidate import explain_mismatch, wire_plan
 from tests._spawn import free_port, launch
 
-# torch: nested jagged tensors are a prototype
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+# torch: nested tensors are a prototype (it warns on building a strided one)
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning"
+)
 
 GROUP_TIMEOUT_S = 30  # a blocked transfer raises in the child after this
 LAUNCH_TIMEOUT_S = 150  # the whole launch, process start-up on a loaded machine included
@@ -236,7 +238,8 @@ def test_a_plan_kept_from_a_plain_td_does_not_stop_a_jagged_leaf() -> None:
 
 # ------------------------------------------------------------------ untrusted files
 def _rewrite_description(path: str, change: Callable[[dict[str, Any]], None]) -> None:
-    data = bytearray(open(path, "rb").read())  # noqa: SIM115
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
     length = int.from_bytes(data[-8:], "little")
     end = len(data) - 8 - length
     meta = json.loads(bytes(data[end:-8]))
@@ -393,6 +396,12 @@ def _check_p2p(rank: int) -> None:
         out = TensorDict().broadcast(src=0)
     assert out.is_consolidated() and _all_in_storage(out)
     _assert_same(out, _nested(8.0))
+    # every rank's own structure
+    gathered = (_flat(1.0) if rank == 0 else _nested(2.0)).all_gather()
+    _assert_same(gathered[0], _flat(1.0))
+    _assert_same(gathered[1], _nested(2.0))
+    mine = TensorDict().scatter(0, [_moved(9.0), _nested(10.0)] if rank == 0 else None)
+    _assert_same(mine, _moved(9.0) if rank == 0 else _nested(10.0))
     # a reduction would add the offsets: both ranks refuse, naming the keys
     with pytest.raises(NotImplementedError, match=r"entries \['a', \('sub', 'b'\), \('sub', 'r'"):
         _nested().all_reduce()
