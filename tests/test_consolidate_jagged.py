@@ -160,6 +160,13 @@ def test_consolidate_inplace_puts_jagged_views_in_place(name: str) -> None:
     _assert_same(td, EXAMPLES[name]())
 
 
+def test_consolidate_in_a_thread_returns_early_with_jagged_leaves() -> None:
+    future = _nested().consolidate(num_threads=2, return_early=True)
+    ctd = future.result()
+    assert _all_in_storage(ctd)
+    _assert_same(ctd, _nested())
+
+
 def test_writes_to_a_rebuilt_jagged_leaf_reach_the_storage() -> None:
     ctd = _nested().consolidate()
     storage = ctd._consolidated["storage"]
