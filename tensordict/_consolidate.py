@@ -31,6 +31,15 @@ from torch import Tensor
 
 from tensordict._convert import _parse_to
 from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
+from tensordict._jagged import (
+    Jag,
+    JaggedError,
+    collapse,
+    expand,
+    jag_of,
+    overwritten,
+    strided_refusal,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
@@ -69,22 +78,49 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 
 
+_JAGGED = _Recent()  # (plan of the parts, jags, plan) of the last jagged plans made
+# what a fill raises on leaves a stale plan does not fit (torch.stack: NotImplementedError
+# for a nested tensor)
+FILL_ERRORS = (RuntimeError, NotImplementedError)
+
+
 def planned(td: Any, leaves: Sequence[Tensor], call: str, stacked: bool = False) -> Plan:
-    """``Plan.of(leaves, stacked)`` for the leaves of ``td``, with a nested (ragged) tensor
-    leaf, which has no flat byte layout to plan, refused by its key (looked for only when
-    planning fails: no cost otherwise)."""
+    """``Plan.of(leaves, stacked)`` for the leaves of ``td``. Nested tensor leaves are
+    looked for only when that fails (their shapes have no size: no cost otherwise): a
+    jagged one is planned as its parts (see ``_jagged``), a strided one is refused by its
+    key with upstream's ``NotImplementedError``."""
     try:
         return Plan.of(leaves, stacked=stacked)
     except Exception as err:
-        ragged = next((leaf for leaf in leaves if leaf.is_nested), None)
-        if ragged is None:
+        nested = [i for i, leaf in enumerate(leaves) if leaf.is_nested]
+        if not nested:
             raise
-        where = next((repr(k) for k, v in td.items(True, True) if v is ragged), "(in a lazy stack)")
-        raise TypeError(
-            f"{call}: the entry {where} is a nested (ragged) tensor of layout "
-            f"{ragged.layout}; consolidated storage holds strided leaves only (pad it, or "
-            f"keep such entries out of the collection)"
-        ) from err
+        strided = [i for i in nested if leaves[i].layout is not torch.jagged]
+        if strided:
+            raise strided_refusal(call, leaf_path(td, strided[0])) from err
+        return Plan.of_jagged(leaves, tuple(jag_of(i, leaves[i]) for i in nested))
+
+
+def leaf_path(td: Any, index: int) -> str | tuple[str, ...]:
+    """The key of ``td``'s tensor leaf number ``index`` in walk order (a lazy stack's
+    members as ``#i``; a top-level key as a string); for error messages."""
+    paths: list[tuple[str, ...]] = []
+    _leaf_paths(td, (), paths)
+    path = paths[index]
+    return path[0] if len(path) == 1 else path
+
+
+def _leaf_paths(td: Any, prefix: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+    parts = td._stack_parts()
+    if parts is not None:
+        for i, member in enumerate(parts[1]):
+            _leaf_paths(member, (*prefix, f"#{i}"), out)
+        return
+    for key, value in td._tensordict.items():
+        if isinstance(value, Tensor):
+            out.append((*prefix, key))
+        elif not isinstance(value, NonTensor):
+            _leaf_paths(value, (*prefix, key), out)
 
 
 def _range_start(idx: list[int], count: int) -> int | None:
@@ -99,12 +135,28 @@ class Plan:
     """Where each leaf of a structure lies in its consolidated storage (immutable: plans
     are shared between collections of the same dtypes and shapes, see :meth:`of`)."""
 
-    __slots__ = ("nbytes", "nleaves", "runs")
+    __slots__ = ("jagged", "nbytes", "nleaves", "runs")
 
-    def __init__(self, runs: list[Run], nleaves: int, nbytes: int) -> None:
+    def __init__(
+        self, runs: list[Run], nleaves: int, nbytes: int, jagged: tuple[Jag, ...] | None = None
+    ) -> None:
         self.runs = runs
-        self.nleaves = nleaves
+        self.nleaves = nleaves  # the runs' slots: with jagged leaves, their parts
         self.nbytes = nbytes
+        self.jagged = jagged  # the jagged leaves, whose parts the runs hold (else None)
+
+    @classmethod
+    def of_jagged(cls, leaves: Sequence[Tensor], jags: tuple[Jag, ...]) -> Plan:
+        """The plan of ``leaves`` whose leaves ``jags`` are jagged: the plan of their parts
+        (see :func:`_jagged.expand`), kept apart from :meth:`of`'s (its runs' indices count
+        parts, not leaves), the same object while the parts and ``jags`` match."""
+        base = cls.of(expand(leaves, jags))
+        for seen_base, seen_jags, seen in _JAGGED.items:
+            if seen_base is base and seen_jags == jags:
+                return seen  # type: ignore[no-any-return]
+        plan = cls(base.runs, base.nleaves, base.nbytes, jags)
+        _JAGGED.add((base, jags, plan))
+        return plan
 
     @classmethod
     def of(cls, leaves: Sequence[Tensor], stacked: bool = False) -> Plan:
@@ -173,6 +225,8 @@ class Plan:
     ) -> None:
         """Copy ``leaves`` into their places in ``storage``: one stack per run (``bar``, a
         progress bar, advances by each run's leaves and is closed at the end)."""
+        if self.jagged is not None:
+            leaves = expand(leaves, self.jagged)
         try:
             self._fill(storage, leaves, non_blocking, bar)
         finally:
@@ -203,8 +257,15 @@ class Plan:
                 if bar is not None:
                     bar.update(count)
 
-    def views(self, storage: Tensor) -> list[Tensor]:
-        """The leaves as views of ``storage``, in walk order (one ``unbind`` per run)."""
+    def views(self, storage: Tensor, check: str | None = None) -> list[Tensor]:
+        """The leaves as views of ``storage``, in walk order (one ``unbind`` per run); a
+        jagged leaf is rebuilt over its parts' views (validated first with ``check``, the
+        call's name: see :func:`_jagged.collapse`)."""
+        out = self.part_views(storage)
+        return out if self.jagged is None else collapse(out, self.jagged, check)
+
+    def part_views(self, storage: Tensor) -> list[Tensor]:
+        """The views of the runs' slots (a jagged leaf's parts, not the leaf)."""
         out: list[Any] = [None] * self.nleaves
         for dtype, shape, count, start, idx in self.runs:
             size = shape.numel() * dtype.itemsize * count
@@ -232,8 +293,9 @@ class Plan:
         return [[DTYPE_NAMES[d], list(s), c, b, idx] for d, s, c, b, idx in self.runs]
 
     @classmethod
-    def from_json(cls, raw: Any, nbytes: int, call: str) -> Plan:
-        """A plan from an untrusted description: every field is checked against ``nbytes``."""
+    def from_json(cls, raw: Any, nbytes: int, call: str, jagged: Any = None) -> Plan:
+        """A plan from an untrusted description: every field is checked against ``nbytes``
+        (``jagged``, the description's list of :data:`Jag` entries, against the runs)."""
         if not isinstance(raw, list):
             raise ValueError(f"{call}: the description's runs are not a list")
         runs: list[Run] = []
@@ -260,7 +322,30 @@ class Plan:
             raise ValueError(f"{call}: the runs cover {cursor} bytes, the storage has {nbytes}")
         if sorted(seen) != list(range(len(seen))):
             raise ValueError(f"{call}: the runs' leaf indices are not a permutation")
-        return cls(runs, len(seen), cursor)
+        jags = None if jagged is None else _jags_from_json(jagged, len(seen), call)
+        return cls(runs, len(seen), cursor, jags)
+
+
+def _jags_from_json(raw: Any, nparts: int, call: str) -> tuple[Jag, ...]:
+    """The :data:`Jag` entries of an untrusted description, checked against ``nparts``."""
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{call}: the description's jagged leaves are not a list, got {raw!r}")
+    jags: list[Jag] = []
+    parts = 0  # the parts of the leaves before the current one
+    for item in raw:
+        _check_ints(call, "a jagged leaf", item)
+        if len(item) != 3 or item[2] not in (2, 3) or item[1] < 1:
+            raise ValueError(
+                f"{call}: a jagged leaf is [leaf index, ragged dim >= 1, parts 2 or 3], "
+                f"got {item!r}"
+            )
+        if jags and item[0] <= jags[-1][0]:
+            raise ValueError(f"{call}: the jagged leaves are not in walk order at {item!r}")
+        parts += item[2] - 1
+        if item[0] + parts >= nparts:
+            raise ValueError(f"{call}: jagged leaf {item!r} lies past the runs' {nparts} parts")
+        jags.append((item[0], item[1], item[2]))
+    return tuple(jags)
 
 
 def _check_ints(call: str, what: str, value: Any) -> None:
@@ -520,12 +605,16 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
 
 def _pickled(td: Any, record: Record) -> tuple[Any, ...]:
     """What a consolidated collection pickles besides its storage: the plan's runs (a run
-    of consecutive leaves as its first index, not the list), the leaf count, the template."""
+    of consecutive leaves as its first index, not the list), the leaf count, the template
+    (and the jagged leaves, when there are)."""
+    plan = record.plan
     runs = [
         (d, s, c, b, idx if (first := _range_start(idx, c)) is None else first)
-        for d, s, c, b, idx in record.plan.runs
+        for d, s, c, b, idx in plan.runs
     ]
-    return (runs, record.plan.nleaves, template(td))
+    if plan.jagged is not None:
+        return (runs, plan.nleaves, template(td), plan.jagged)
+    return (runs, plan.nleaves, template(td))
 
 
 def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple[Any, int]:
@@ -557,12 +646,18 @@ def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple
     return _lock_one(cls._new_unsafe(entries, batch_size, device, names)), pos
 
 
-def _unpickle(storage: Tensor, runs: list[Any], nleaves: int, node: tuple[Any, ...]) -> Any:
+def _unpickle(
+    storage: Tensor,
+    runs: list[Any],
+    nleaves: int,
+    node: tuple[Any, ...],
+    jagged: tuple[Jag, ...] | None = None,
+) -> Any:
     full: list[Run] = [
         (d, s, c, b, list(range(idx, idx + c)) if type(idx) is int else idx)
         for d, s, c, b, idx in runs
     ]
-    plan = Plan(full, nleaves, storage.numel())
+    plan = Plan(full, nleaves, storage.numel(), jagged)
     td, _ = from_template(node, plan.views(storage), 0)
     return attach(td, Record(storage, plan, None), locked=True)
 
@@ -586,9 +681,14 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
     if not isinstance(meta, dict) or meta.get("version") != _VERSION:
         raise ValueError(f"{call}: unknown description version {meta.get('version')!r}")
     storage = data[:end]
-    plan = Plan.from_json(meta.get("runs"), end, call)
+    plan = Plan.from_json(meta.get("runs"), end, call, meta.get("jagged"))
     try:
-        leaves = iter(plan.views(storage))
+        try:
+            views = plan.views(storage, check=call)
+        except JaggedError as err:
+            where = _described_leaf_key(meta.get("root"), err.leaf)
+            raise ValueError(f"{call}: the jagged leaf {where}: {err}") from None
+        leaves = iter(views)
         td = build(meta.get("root"), leaves, call)
         if next(leaves, None) is not None:
             raise ValueError("the runs hold more leaves than the structure uses")
@@ -607,6 +707,52 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
             raise
         raise ValueError(f"{call}: the description is malformed ({err!r})") from None
     return attach(td, Record(storage, plan, meta))
+
+
+def _described_leaf_key(root: Any, index: int) -> str:
+    """The key of tensor leaf ``index`` (walk order) in a file's (untrusted) description,
+    for an error message (``#index`` when the description does not say)."""
+    keys: list[tuple[str, ...]] = []
+
+    def visit(node: Any, prefix: tuple[str, ...]) -> None:
+        if "members" in node:
+            for i, member in enumerate(node["members"]):
+                visit(member, (*prefix, f"#{i}"))
+            return
+        for key, entry in node["entries"].items():
+            if entry == 0:
+                keys.append((*prefix, key))
+            elif "entries" in entry or "members" in entry:
+                visit(entry, (*prefix, key))
+
+    try:
+        visit(root, ())
+        return repr(keys[index])
+    except (KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        return f"#{index}"
+
+
+def storage_overwritten(td: Any, plan: Plan, call: str, check: bool = False) -> None:
+    """After the storage of a consolidated ``td`` laid out by ``plan`` was overwritten
+    (received): its jagged leaves forget their cached sequence lengths and, with
+    ``check`` (bytes from an untrusted peer), are validated (a ``ValueError`` names the
+    key). Nothing to do without jagged leaves."""
+    if plan.jagged is None:
+        return
+    leaves: list[Tensor] = []
+    walk(td, leaves, [])
+    try:
+        overwritten(leaves, plan.jagged, check)
+    except JaggedError as err:
+        raise ValueError(f"{call}: the jagged leaf {leaf_path(td, err.leaf)!r}: {err}") from None
+
+
+def file_meta(td: Any, plan: Plan, call: str) -> dict[str, Any]:
+    """The JSON description after a consolidated storage in a file (or a pipe's frame)."""
+    meta = {"version": _VERSION, "root": describe(td, call), "runs": plan.to_json()}
+    if plan.jagged is not None:
+        meta["jagged"] = [list(jag) for jag in plan.jagged]
+    return meta
 
 
 class ConsolidateOps(CollectionPrimitives):
@@ -703,7 +849,7 @@ class ConsolidateOps(CollectionPrimitives):
             dev = _storage_device(self, leaves, device)
             meta = None
             if filename is not None or metadata:
-                meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
+                meta = file_meta(self, plan, call)
             if filename is not None:
                 if dev.type != "cpu":
                     raise ValueError(
@@ -748,7 +894,7 @@ class ConsolidateOps(CollectionPrimitives):
                 return future
             try:
                 plan.fill(storage, leaves, non_blocking, bar)
-            except RuntimeError:
+            except FILL_ERRORS:
                 full = planned(self, leaves, call)
                 if not quick or full is plan:
                     raise
@@ -913,15 +1059,15 @@ def wire_fill(
     leaves: list[Tensor] = []
     tokens: list[str] = []
     _tokens(td, tokens, leaves)
-    plan = planned(td, leaves, f"{type(td).__name__} (sent)", stacked=True)
+    plan = planned(td, leaves, call, stacked=True)
     dev = leaf_device(leaves)
     while True:
         check(plan)
         buffer = take(plan, dev)
         try:
             plan.fill(buffer.storage, leaves)
-        except RuntimeError:
-            full = planned(td, leaves, f"{type(td).__name__} (sent)")
+        except FILL_ERRORS:
+            full = planned(td, leaves, call)
             if full is plan:
                 raise
             plan = full
@@ -933,7 +1079,10 @@ def _described(plan: Plan, tokens: list[str]) -> tuple[bytes, tuple[int, int, in
     desc = next((d for p, t, d in _WIRES.items if p is plan and t == tokens), None)
     if desc is None:
         runs = [[DTYPE_NAMES.get(d, str(d)), list(s), idx] for d, s, _, _, idx in plan.runs]
-        raw = json.dumps({"tokens": tokens, "runs": runs}, separators=(",", ":")).encode()
+        wire: dict[str, Any] = {"tokens": tokens, "runs": runs}
+        if plan.jagged is not None:
+            wire["jagged"] = [list(jag) for jag in plan.jagged]
+        raw = json.dumps(wire, separators=(",", ":")).encode()
         digest = hashlib.blake2b(raw, digest_size=24).digest()
         fps = tuple(int.from_bytes(digest[i : i + 8], "little", signed=True) for i in (0, 8, 16))
         desc = (raw, (fps[0], fps[1], fps[2]))
@@ -1002,7 +1151,21 @@ def _by_key(
     for name, shape, idx in desc["runs"]:
         for i in idx:
             kinds[i] = (str(name), tuple(shape))
-    return {path: kinds[i] for i, path in enumerate(paths)}, others
+    leaves: list[tuple[str, tuple[int, ...]]] = []
+    part = 0
+    for index, ragged, nparts in desc.get("jagged", []):
+        while len(leaves) < index:
+            leaves.append(kinds[part])
+            part += 1
+        name, shape = kinds[part]
+        rows = kinds[part + 1][1][0] - 1
+        lengths = ", lengths" if nparts == 3 else ""
+        leaves.append((f"jagged {name} (ragged dim {ragged}, {rows} rows{lengths})", shape))
+        part += nparts
+    while part < len(kinds):
+        leaves.append(kinds[part])
+        part += 1
+    return dict(zip(paths, leaves, strict=True)), others
 
 
 def explain_mismatch(

@@ -50,11 +50,13 @@ from tensordict._consolidate import (
     in_memory,
     leaf_device,
     sent_record,
+    storage_overwritten,
     wire_description,
     wire_fill,
     wire_plan,
 )
 from tensordict._format import FormatError, lookup_type, type_name
+from tensordict._jagged import JaggedError, collapse, jag_of_nested, jagged_parts
 from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
@@ -71,7 +73,7 @@ _DTYPE_NAMES = (
 )  # fmt: skip
 DTYPES: tuple[torch.dtype | None, ...] = tuple(getattr(torch, n, None) for n in _DTYPE_NAMES)
 _CODES: dict[torch.dtype, int] = {d: i for i, d in enumerate(DTYPES) if d is not None}
-_NODE, _NONTENSOR = -1, -3  # entry codes of nested TensorDicts and non-tensors
+_NODE, _NONTENSOR, _JAGGED = -1, -3, -4  # entry codes of TensorDicts, non-tensors, jagged
 
 _MAGIC = 0x7D1C_0002  # "td" and the protocol version
 DATA, INIT, REDUCE, GATHER = 1, 2, 3, 4
@@ -203,7 +205,7 @@ def _shown(path: str) -> str:
 class Layout:
     """The flattened structure of a collection: entry keys, shapes, codes, leaves per dtype."""
 
-    __slots__ = ("codes", "dims", "groups", "keys", "runs")
+    __slots__ = ("_fps", "codes", "dims", "groups", "keys", "runs")
 
     def __init__(self, td: CollectionPrimitives, call: str) -> None:
         # keys: entry keys, with markers around each nested level; dims: every entry's
@@ -211,13 +213,15 @@ class Layout:
         # A dtype's buffer holds its leaves grouped by shape (shapes in the order they
         # first occur, leaves in walk order within a shape), so that unpacking views each
         # run of one shape with a single view + unbind: see ``wire_order``.
-        self.keys: list[str] = []
-        self.dims: list[int] = []
-        self.codes: list[int] = []
-        shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
         if td._stack_parts() is not None:  # a lazy stack travels as its dense equivalent
             td = td._as_dense(call)
-        self._walk(td, "", call, shaped)
+        # nested tensor leaves are looked for only when the plain walk fails (a strided
+        # one has no shape; a jagged one's ragged size cannot be fingerprinted): no cost
+        # otherwise
+        try:
+            shaped = self._walked(td, call, False)
+        except (RuntimeError, ValueError):
+            shaped = self._walked(td, call, True)
         self.groups: dict[int, list[Tensor]] = {
             code: [t for run in by_shape.values() for t in run] for code, by_shape in shaped.items()
         }
@@ -226,16 +230,34 @@ class Layout:
             for code, by_shape in shaped.items()
         }
 
+    def _walked(
+        self, td: Any, call: str, nested: bool
+    ) -> dict[int, dict[torch.Size, list[Tensor]]]:
+        self.keys: list[str] = []
+        self.dims: list[int] = []
+        self.codes: list[int] = []
+        shaped: dict[int, dict[torch.Size, list[Tensor]]] = {}
+        self._walk(td, "", call, shaped, nested)
+        self._fps = (
+            _fingerprint("\x00".join(self.keys).encode()),
+            _fingerprint(marshal.dumps(self.dims)),
+            _fingerprint(bytes(c + 8 for c in self.codes)),
+        )
+        return shaped
+
     def _walk(
         self,
         td: Any,
         prefix: str,
         call: str,
         groups: dict[int, dict[torch.Size, list[Tensor]]],
+        nested: bool,
     ) -> None:
         keys, dims, codes = self.keys, self.dims, self.codes
         for key, value in td._tensordict.items():
-            if isinstance(value, Tensor):
+            if nested and isinstance(value, Tensor) and value.is_nested:
+                self._walk_jagged(value, key, prefix, call, groups)
+            elif isinstance(value, Tensor):
                 code = _CODES.get(value.dtype)
                 if code is None:
                     raise TypeError(
@@ -267,8 +289,36 @@ class Layout:
                 dims.append(-1)
                 codes.append(_NODE)
                 keys.append("\x1e")
-                self._walk(value, _join(prefix, key), call, groups)
+                self._walk(value, _join(prefix, key), call, groups, nested)
                 keys.append("\x1d")
+
+    def _walk_jagged(
+        self,
+        value: Tensor,
+        key: str,
+        prefix: str,
+        call: str,
+        groups: dict[int, dict[torch.Size, list[Tensor]]],
+    ) -> None:
+        """A jagged leaf travels as its parts (values, offsets, lengths when present), each
+        packed with the leaves of its dtype; its entry's dims are the parts' shapes."""
+        path = _join(prefix, key)
+        _, ragged, nparts = jag_of_nested(value, call, _shown(path))
+        self.keys.append(key)
+        self.codes.append(_JAGGED)
+        self.dims.append(ragged)
+        for part in jagged_parts(value, nparts):
+            code = _CODES.get(part.dtype)
+            if code is None:
+                raise TypeError(
+                    f"{call}: key {_shown(path)!r} has values of dtype {part.dtype}, which "
+                    f"cannot be sent; cast it to one of {', '.join(_DTYPE_NAMES)}"
+                )
+            self.dims.extend(part.shape)
+            self.dims.append(-2)
+            by_shape = groups.setdefault(code, {})
+            by_shape.setdefault(part.shape, []).append(part)
+        self.dims.append(-1)
 
     def device(self) -> torch.device:
         """Where receive buffers are allocated: the device of the first leaf, or the CPU."""
@@ -316,11 +366,8 @@ class Layout:
         return torch.tensor([_MAGIC, kind, *self.fingerprints(), len(self.codes), extra, *numels])
 
     def fingerprints(self) -> tuple[int, int, int]:
-        return (
-            _fingerprint("\x00".join(self.keys).encode()),
-            _fingerprint(marshal.dumps(self.dims)),
-            _fingerprint(bytes(c + 8 for c in self.codes)),
-        )
+        """Of the keys, the dims and the codes (made once, with the walk)."""
+        return self._fps
 
     def compare(
         self, info: list[int], kind: int, mine: tuple[int, int, int] | None = None
@@ -652,6 +699,8 @@ def post_recv(td: CollectionPrimitives, link: Link, tags: Tags, call: str) -> Pe
             assert leaves is not None
             staging.copy_to(leaves)
             give_back(staging)
+        elif plan.jagged is not None:  # received into the storage of a consolidated td
+            storage_overwritten(td, plan, call)
 
     pending._finish = finish
     return pending
@@ -722,14 +771,24 @@ def structure(td: CollectionPrimitives, call: str) -> bytes:
     """The JSON description of ``td`` that a receiver rebuilds it from (no code, no pickle)."""
     if td._stack_parts() is not None:
         td = td._as_dense(call)
-    return json.dumps(_spec(td, "", call), separators=(",", ":")).encode()
+    try:  # nested tensor leaves looked for only when this fails, as in Layout
+        return json.dumps(_spec(td, "", call, False), separators=(",", ":")).encode()
+    except (RuntimeError, TypeError):
+        return json.dumps(_spec(td, "", call, True), separators=(",", ":")).encode()
 
 
-def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
+def _spec(td: Any, prefix: str, call: str, nested: bool) -> dict[str, Any]:
     entries: list[Any] = []
     for key, value in td._tensordict.items():
         path = _join(prefix, key)
-        if isinstance(value, Tensor):
+        if nested and isinstance(value, Tensor) and value.is_nested:
+            _, ragged, nparts = jag_of_nested(value, call, _shown(path))
+            parts = [
+                {"dtype": _CODES.get(p.dtype), "shape": list(p.shape)}
+                for p in jagged_parts(value, nparts)
+            ]  # (a dtype without a code was refused by Layout, which runs first)
+            entries.append([key, {"jagged": ragged, "parts": parts}])
+        elif isinstance(value, Tensor):
             code = _CODES.get(value.dtype)
             if code is None:
                 raise TypeError(
@@ -751,7 +810,7 @@ def _spec(td: Any, prefix: str, call: str) -> dict[str, Any]:
                 "only NonTensorData with a JSON value travels"
             )
         else:
-            entries.append([key, _spec(value, path, call)])
+            entries.append([key, _spec(value, path, call, nested)])
     device = None if td._device is None else str(td._device)
     node = {"batch_size": list(td._batch_size), "device": device, "entries": entries}
     name = _class_name(type(td))
@@ -797,12 +856,12 @@ def build(call: str, raw: Tensor, bufs: dict[int, Tensor], device: torch.device)
 
 def _leaf_specs(spec: dict[str, Any], out: list[tuple[int, tuple[int, ...]]]) -> None:
     for _, node in spec["entries"]:
-        if "dtype" in node:
-            shape = tuple(int(s) for s in node["shape"])
+        for part in node["parts"] if "jagged" in node else [node] if "dtype" in node else ():
+            shape = tuple(int(s) for s in part["shape"])
             if any(s < 0 for s in shape):
                 raise IndexError(f"negative size in {list(shape)}")
-            out.append((int(node["dtype"]), shape))
-        elif "data" not in node:
+            out.append((int(part["dtype"]), shape))
+        if "jagged" not in node and "dtype" not in node and "data" not in node:
             _leaf_specs(node, out)
 
 
@@ -828,6 +887,22 @@ def wire_order(
     return cursors, used
 
 
+def _part(
+    key: str,
+    node: dict[str, Any],
+    bufs: dict[int, Tensor],
+    cursors: dict[tuple[int, tuple[int, ...]], int],
+) -> Tensor:
+    """The view of the next received tensor of ``node``'s dtype and shape."""
+    code, shape = int(node["dtype"]), tuple(int(s) for s in node["shape"])
+    n = math.prod(shape)
+    start = cursors[(code, shape)]
+    if start + n > bufs[code].numel():
+        raise IndexError(f"key {key!r} reads past the received buffer")
+    cursors[(code, shape)] = start + n
+    return bufs[code][start : start + n].view(shape)
+
+
 def _build(
     spec: dict[str, Any],
     bufs: dict[int, Tensor],
@@ -839,14 +914,18 @@ def _build(
 
     entries: dict[str, Any] = {}
     for key, node in spec["entries"]:
-        if "dtype" in node:
-            code, shape = int(node["dtype"]), tuple(int(s) for s in node["shape"])
-            n = math.prod(shape)
-            start = cursors[(code, shape)]
-            if start + n > bufs[code].numel():
-                raise IndexError(f"key {key!r} reads past the received buffer")
-            cursors[(code, shape)] = start + n
-            entries[key] = bufs[code][start : start + n].view(shape)
+        if "jagged" in node:
+            parts = node["parts"]
+            if not (isinstance(parts, list) and len(parts) in (2, 3)):
+                raise ValueError(f"key {key!r}: a jagged leaf has 2 or 3 parts, got {parts!r}")
+            views = [_part(key, p, bufs, cursors) for p in parts]
+            try:
+                (leaf,) = collapse(views, [(0, int(node["jagged"]), len(parts))], call)
+            except JaggedError as err:
+                raise ValueError(f"key {key!r}: {err}") from None
+            entries[key] = leaf
+        elif "dtype" in node:
+            entries[key] = _part(key, node, bufs, cursors)
         elif "data" in node:
             entries[key] = NonTensorData(node["data"], batch_size=node["batch_size"])
         else:

@@ -17,6 +17,8 @@ from tensordict._consolidate import (
     Plan,
     explain_mismatch,
     file_backed,
+    in_memory,
+    leaf_path,
     sent_record,
     wire_description,
     wire_fill,
@@ -58,6 +60,18 @@ def _ranks(dist: Any, group: Any) -> list[int]:
     if group is None:
         return list(range(dist.get_world_size()))
     return list(dist.get_process_group_ranks(group))
+
+
+def _jagged_refusal(td: Any, plan: Plan, call: str) -> NotImplementedError:
+    """The error of a reduction over jagged leaves (it would combine their offsets)."""
+    assert plan.jagged is not None
+    dense = in_memory(td, call)
+    keys = [leaf_path(dense, index) for index, _, _ in plan.jagged]
+    return NotImplementedError(
+        f"{call}: the entries {keys} are jagged nested tensors, whose offsets (and lengths) "
+        "a reduction would combine as numbers; reduce their values instead, e.g. a "
+        "TensorDict of value.values() for each"
+    )
 
 
 def _exchange_headers(dist: Any, header: Tensor, group: Any, call: str) -> list[list[int]]:
@@ -383,6 +397,8 @@ class DistributedOps(CollectionPrimitives):
                 error = err
             else:
                 storage = staging.storage
+        if not refused and error is None and plan.jagged is not None:
+            error = _jagged_refusal(self, plan, call)
         if not refused and error is None:
             nleaves, nbytes = plan.nleaves, plan.nbytes
         header = torch.tensor([*fps, nleaves, nbytes, len(desc)]).to(wire_device(dist, group))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._consolidate import _TRAILER, _VERSION, _from_file_bytes, describe
+from tensordict._consolidate import _TRAILER, _from_file_bytes, file_meta, storage_overwritten
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -43,7 +43,7 @@ def _wire(td: TensorDictBase, call: str) -> tuple[Tensor, bytes]:
     if ctd._consolidated.storage.device.type != "cpu":
         ctd = ctd.to("cpu")
     record = ctd._consolidated
-    meta = {"version": _VERSION, "root": describe(ctd, call), "runs": record.plan.to_json()}
+    meta = file_meta(ctd, record.plan, call)
     raw = json.dumps(meta, separators=(",", ":")).encode()
     return record.storage, raw + struct.pack("<q", len(raw))
 
@@ -202,6 +202,7 @@ class TensorDictPipe:
                 )
             payload = await self._read(size, call)
             storage.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+            storage_overwritten(last, last._consolidated.plan, call, check=True)
             return last
         if size < _TRAILER:
             raise ValueError(f"{call}: a frame of {size} bytes is too short to be a TensorDict")

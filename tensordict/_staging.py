@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from tensordict._consolidate import Plan
+from tensordict._jagged import expand, overwritten
 from tensordict._torch_compat import foreach
 
 _LIMIT = 32 << 20  # bytes
@@ -41,15 +42,24 @@ class Staging:
         self._views: list[Tensor] | None = None
 
     def views(self) -> list[Tensor]:
-        """The leaves' views of the storage, in walk order (made on the first call)."""
+        """The views of the plan's slots, in walk order (a jagged leaf's parts, see
+        ``_jagged``; made on the first call)."""
         if self._views is None:
-            self._views = self.plan.views(self.storage)
+            self._views = self.plan.part_views(self.storage)
         return self._views
 
     def copy_to(self, leaves: Sequence[Tensor]) -> None:
-        """Copy the storage into ``leaves`` (walk order, the plan's dtypes and shapes): one
-        multi-tensor copy from the kept views (a leaf by leaf copy where torch refuses it,
-        e.g. leaves on several devices)."""
+        """Copy the storage into ``leaves`` (walk order, the plan's dtypes and shapes; a
+        jagged leaf's parts in place): one multi-tensor copy from the kept views (a leaf
+        by leaf copy where torch refuses it, e.g. leaves on several devices)."""
+        jags = self.plan.jagged
+        if jags is not None:
+            self._copy(expand(leaves, jags))
+            overwritten(leaves, jags)
+            return
+        self._copy(leaves)
+
+    def _copy(self, leaves: Sequence[Tensor]) -> None:
         views = self.views()
         with torch.no_grad():
             if _COPY is not None:

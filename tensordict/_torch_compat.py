@@ -258,3 +258,17 @@ def nested_view_from_buffer(flat: torch.Tensor, shapes: torch.Tensor) -> torch.T
     if start:
         offsets = offsets + start
     return torch._nested_view_from_buffer(flat, shapes, strides, offsets)
+
+
+def ragged_dim(tensor: torch.Tensor) -> int:
+    """The ragged dim of a jagged nested ``tensor`` (1 unless built with ``jagged_dim``)."""
+    return int(tensor._ragged_idx)  # type: ignore[attr-defined]
+
+
+def forget_seqlens(tensor: torch.Tensor) -> None:
+    """Drop the min/max sequence lengths a jagged nested ``tensor`` caches once computed
+    (stale after its offsets or lengths are overwritten in place)."""
+    cache = getattr(tensor, "_metadata_cache", None)
+    if cache:
+        cache.pop("max_seqlen", None)
+        cache.pop("min_seqlen", None)

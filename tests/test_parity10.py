@@ -110,16 +110,24 @@ def test_to_module_use_state_dict_runs_the_load_pre_hooks_with_prefixes() -> Non
 
 
 @pytest.mark.parametrize("metadata", [False, True])
-def test_consolidate_refuses_a_jagged_leaf_by_its_key(metadata: bool) -> None:
+def test_consolidate_holds_a_jagged_leaf_and_refuses_a_strided_one_by_its_key(
+    metadata: bool,
+) -> None:
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's prototype warning for jagged tensors
-        ragged = torch.nested.nested_tensor([torch.zeros(1), torch.zeros(2)], layout=torch.jagged)
+        warnings.simplefilter("ignore")  # torch's prototype warning for nested tensors
+        ragged = torch.nested.nested_tensor([torch.zeros(1), torch.ones(2)], layout=torch.jagged)
+        strided = torch.nested.nested_tensor([torch.zeros(1), torch.ones(2)])
     td = TensorDict({"x": torch.zeros(2, 3), "n": {"a": ragged}, "s": "text"}, batch_size=[2])
-    with pytest.raises(TypeError, match=r"consolidate: the entry \('n', 'a'\) is a nested"):
+    out = td.consolidate(metadata=metadata)
+    assert out.is_consolidated() and out["n", "a"].layout is torch.jagged
+    assert torch.equal(out["n", "a"].values(), ragged.values())
+    assert torch.equal(out["n", "a"].offsets(), ragged.offsets())
+    td = TensorDict({"x": torch.zeros(3), "n": {"a": strided}, "s": "text"}, batch_size=[])
+    with pytest.raises(NotImplementedError, match=r"consolidate: the entry \('n', 'a'\) is a"):
         td.consolidate(metadata=metadata)
-    assert not td.is_consolidated() and td["n", "a"] is ragged
+    assert not td.is_consolidated() and td["n", "a"] is strided
 
 
 def test_to_none_returns_self_as_upstream() -> None:
