@@ -363,3 +363,11 @@ def test_tensorclasses_and_lazy_stacks_hold_nested_leaves() -> None:
         Ragged(value, batch_size=[3])
     stacked = lazy_stack([_td(), _td()])
     assert stacked.batch_size == (2, 2, 3) and "a: f64[-1]," in repr(stacked)
+
+
+def test_memmap_of_a_jagged_leaf_is_refused_naming_it(tmp_path: Path) -> None:
+    jagged = torch.nested.nested_tensor_from_jagged(torch.arange(10.0), torch.tensor([0, 3, 10]))
+    td = TensorDict({"x": {"j": jagged}}, [2])
+    with pytest.raises(TypeError, match=r"memmap\(\('x', 'j'\)\): nested tensors of the torch"):
+        td.memmap(tmp_path / "c")
+    assert not (tmp_path / "c").exists()  # nothing committed
