@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict._format import DTYPES, META, FormatError
+from tensordict._format import DTYPES, META, FormatError, is_json_value
 from tensordict._nontensor import NonTensorData, NonTensorStack
 
 JOURNAL = ".append.journal"  # the old sizes, written before any file grows
@@ -141,8 +141,6 @@ class _Plan:
             shape[0] += self.n
 
     def json(self, key: tuple[str, ...], record: dict[str, Any], value: Any, bs: list[int]) -> None:
-        from tensordict._save import _is_json
-
         old_bs = [bs[0] - self.n, *bs[1:]]
         if isinstance(value, NonTensorData):
             values, positions = [value.data], torch.zeros([self.n, *bs[1:]], dtype=torch.long)
@@ -154,7 +152,7 @@ class _Plan:
         else:
             self.problems.append(f"{key!r} is non-tensor data, rows give {type(value).__name__}")
             return
-        if not _is_json(values):
+        if not is_json_value(values):
             self.problems.append(f"rows give non-JSON data at {key!r}, saved as JSON")
             return
         if record["kind"] == "json":

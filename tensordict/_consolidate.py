@@ -30,8 +30,9 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import _parse_to
-from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
+from tensordict._format import DTYPE_NAMES, DTYPES, is_json_value, lookup_type, type_name
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._nontensor_class import UnnamedClass, class_tag, entry_of
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
 from tensordict._unbatched import refuse_unbatched
@@ -306,18 +307,29 @@ def _importable(cls: type) -> bool:
 
 
 def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> Any:
-    try:
-        if isinstance(value, NonTensorData):
-            json.dumps(value.data, allow_nan=False)
+    """A non-tensor entry as JSON that loads back as the same entry (class, value types);
+    a ``TypeError`` naming the key for one JSON cannot hold (a tuple, a numpy scalar, an
+    enum, a class of its own would come back as another type)."""
+    if isinstance(value, NonTensorData) and is_json_value(value.data):
+        try:
+            tag = class_tag(value)
+        except UnnamedClass:
+            tag = False
+        if tag is None:
             return {"data": value.data, "batch_size": list(value.batch_size)}
-        if isinstance(value, NonTensorStack):
-            json.dumps(value.values, allow_nan=False)
-            return {"values": value.values, "positions": value.positions.tolist()}
-    except (TypeError, ValueError):
-        pass
+        if tag is not False:
+            return {"data": value.data, "batch_size": list(value.batch_size), "class": tag}
+    elif isinstance(value, NonTensorStack) and is_json_value(value.values):
+        return {"values": value.values, "positions": value.positions.tolist()}
+    held = [value.data] if isinstance(value, NonTensorData) else list(value.values)
+    bad = next((v for v in held if not is_json_value(v)), None)
+    what = f"of class {type(value).__name__}" if bad is None else f"of type {type(bad).__name__}"
     raise TypeError(
-        f"{call}: key {path!r} holds a non-tensor value that is not JSON; a consolidated "
-        "file stores non-tensor entries as JSON (str, int, float, bool, None, lists, dicts)"
+        f"{call}: key {path!r} holds a non-tensor value {what}, which JSON cannot hold as it "
+        "is; a consolidated "
+        "file stores non-tensor entries as JSON: exactly str, int, finite float, bool, None, "
+        "and lists and dicts (str keys) of those, in a NonTensorData, NonTensorStack or "
+        "MetaData (save the collection with memmap, which pickles other values)"
     )
 
 
@@ -352,7 +364,8 @@ def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
                 device = leaf.device
             entries[key] = leaf
         elif "data" in entry:
-            entries[key] = NonTensorData(entry["data"], batch_size=entry["batch_size"])
+            where = f"key {key!r}"
+            entries[key] = entry_of(entry.get("class"), entry["data"], entry["batch_size"], call, where)
         elif "values" in entry:
             positions = torch.tensor(entry["positions"], dtype=torch.long)
             entries[key] = NonTensorStack._from_positions(entry["values"], positions)

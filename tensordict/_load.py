@@ -30,6 +30,7 @@ from tensordict._format import (
 )
 from tensordict._memmap import MemoryMappedTensor, _map_file, _read_only_mount
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._nontensor_class import entry_of
 from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
@@ -481,7 +482,13 @@ class _Loader:
         if kind == "json":
             if "value" not in record:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
-            return NonTensorData(record["value"], bs)
+            tag = record.get("class")
+            if tag is None:
+                return NonTensorData(record["value"], bs)
+            try:
+                return entry_of(tag, record["value"], bs, self.call, f"{path!r} key {key!r}")
+            except ValueError as err:
+                raise FormatError(str(err)) from None
         if kind == "json_stack":
             values, positions = record.get("values"), record.get("positions")
             if not isinstance(values, list):

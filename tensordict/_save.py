@@ -19,11 +19,13 @@ from tensordict._format import (
     META,
     VERSION,
     encode_name,
+    is_json_value,
     type_name,
 )
 from tensordict._memmap import MemoryMappedTensor, rename_files
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._nontensor_class import UnnamedClass, class_tag
 from tensordict._progress import progress_bar
 
 Job = tuple[Tensor, str, dict[str, Any]]
@@ -41,13 +43,6 @@ def raw_bytes(tensor: Tensor) -> Tensor:
         same = _SAME_SIZE_INT.get(tensor.dtype.itemsize)
         tensor = (tensor if same is None else tensor.view(same)).contiguous()
     return tensor.reshape(-1).view(torch.uint8)
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
-    except (TypeError, ValueError):
-        return False
 
 
 class _Writer:
@@ -115,11 +110,17 @@ class _Writer:
             self.jobs.append((value, os.path.join(folder, name), record))
             return record
         if isinstance(value, NonTensorData):
-            if _is_json(value.data):
-                return {"kind": "json", "value": value.data}
+            if is_json_value(value.data):
+                try:
+                    tag = class_tag(value)
+                except UnnamedClass:  # (a class only pickle keeps)
+                    return self.pickled(key, value, folder, taken, path)
+                if tag is None:
+                    return {"kind": "json", "value": value.data}
+                return {"kind": "json", "value": value.data, "class": tag}
             return self.pickled(key, value, folder, taken, path)
         if isinstance(value, NonTensorStack):
-            if _is_json(value.values):
+            if is_json_value(value.values):
                 return {
                     "kind": "json_stack",
                     "values": value.values,
