@@ -30,7 +30,14 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import _parse_to
-from tensordict._format import DTYPE_NAMES, DTYPES, is_json_value, lookup_type, type_name
+from tensordict._format import (
+    DTYPE_NAMES,
+    DTYPES,
+    NON_TENSOR_TYPE,
+    is_json_value,
+    lookup_type,
+    type_name,
+)
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._nontensor_class import UnnamedClass, class_tag, entry_of
 from tensordict._primitives import CollectionPrimitives
@@ -333,9 +340,9 @@ def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> A
     )
 
 
-def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
+def build(node: Any, leaves: Iterator[Tensor], call: str, root: bool = True) -> Any:
     """The collection an untrusted file description stands for, its tensor leaves taken
-    from ``leaves`` (every field checked)."""
+    from ``leaves`` (every field checked); ``root``: ``node`` is the description's root."""
     if not isinstance(node, dict):
         raise ValueError(f"{call}: a node of the description is not a mapping")
     cls = node["type"]
@@ -348,7 +355,7 @@ def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
     size = torch.Size(bs)
     device = None if node["device"] is None else torch.device(node["device"])
     if "members" in node:
-        members = [build(m, leaves, call) for m in node["members"]]
+        members = [build(m, leaves, call, False) for m in node["members"]]
         return cls(*members, stack_dim=node["stack_dim"])  # type: ignore[call-arg]
     entries: dict[str, Any] = {}
     n = len(size)
@@ -370,7 +377,16 @@ def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
             positions = torch.tensor(entry["positions"], dtype=torch.long)
             entries[key] = NonTensorStack._from_positions(entry["values"], positions)
         else:
-            entries[key] = build(entry, leaves, call)
+            entries[key] = build(entry, leaves, call, False)
+    if node["type"] == NON_TENSOR_TYPE:  # (a non-tensor entry consolidated on its own)
+        from tensordict._nontensor_root import check_root
+
+        if not root:
+            raise ValueError(
+                f"{call}: a nested node of the description has type {NON_TENSOR_TYPE!r}, "
+                "which only the root has"
+            )
+        check_root(entries, call, "the description")
     names = node["names"]
     return cls._new_unsafe(entries, size, device, names)  # type: ignore[attr-defined]
 
@@ -619,7 +635,9 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
         if isinstance(err, ValueError) and str(err).startswith(call):
             raise
         raise ValueError(f"{call}: the description is malformed ({err!r})") from None
-    return attach(td, Record(storage, plan, meta))
+    from tensordict._nontensor_root import unwrap
+
+    return unwrap(attach(td, Record(storage, plan, meta)))  # (a non-tensor: the entry)
 
 
 class ConsolidateOps(CollectionPrimitives):

@@ -175,6 +175,7 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
 
 # ------------------------------------------------------------ collection types
 _TYPES: dict[str, type] = {}
+NON_TENSOR_TYPE = "NonTensor"  # a non-tensor entry saved as a checkpoint's root
 
 
 def register_type(name: str, cls: type) -> None:

@@ -19,6 +19,7 @@ from tensordict._format import (
     FORMAT,
     MAX_BYTES,
     META,
+    NON_TENSOR_TYPE,
     VERSION,
     CheckpointNotFoundError,
     FormatError,
@@ -387,12 +388,29 @@ class _Loader:
                 entries[key] = self._nested(folder, path, key, record, bs, device, depth)
             else:
                 entries[key] = self.entry(folder, path, key, record, bs, device)
+        if meta["type"] == NON_TENSOR_TYPE:
+            self._check_non_tensor_root(path, entries, depth)
         td = cls._new_unsafe(entries, bs, None if dev is None else torch.device(dev), None)
         if meta["names"] is not None:
             td.names = meta["names"]
         if self.folders:
             td._saved_folder = folder
         return td
+
+    def _check_non_tensor_root(self, path: str, entries: dict[str, Any], depth: int) -> None:
+        """A ``"NonTensor"`` collection is a checkpoint's root holding one non-tensor entry
+        (a non-tensor entry saved on its own; the load gives the entry)."""
+        if depth:
+            raise FormatError(
+                f"{self.call}: {path!r} has type {NON_TENSOR_TYPE!r}, which only a "
+                "checkpoint's root has (a nested non-tensor entry is an entry of its parent)"
+            )
+        from tensordict._nontensor_root import check_root  # (late: it builds on TensorDict)
+
+        try:
+            check_root(entries, self.call, repr(path))
+        except ValueError as err:
+            raise FormatError(str(err)) from None
 
     def _tensor(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
@@ -608,6 +626,27 @@ def load(
 
 
 _ATTEMPTS = 5
+_NON_TENSOR_KINDS = ("json", "json_stack", "pickle")
+
+
+def load_entry(prefix: str, *, call: str, allow_pickle: bool | None) -> Any:
+    """The non-tensor entry named by the last part of ``prefix`` in the checkpoint folder
+    holding it, when nothing exists at ``prefix``; None when there is no such entry.
+
+    A non-tensor entry lives in its parent's ``meta.json`` (docs/format.md, section 5),
+    not in a sub-folder; upstream tensordict writes one, so code loading ``path / key``
+    finds the entry here. Only the parent's metadata is read: no leaf is mapped."""
+    target = os.path.abspath(os.fspath(prefix))
+    parent, key = os.path.split(target)
+    if os.path.lexists(target) or not os.path.isfile(os.path.join(parent, META)):
+        return None
+    loader = _Loader(call, False, allow_pickle)
+    meta = loader.meta(parent)
+    record = meta["entries"].get(key)
+    if type(record) is not dict or record.get("kind") not in _NON_TENSOR_KINDS:
+        return None
+    bs = torch.Size(meta["batch_size"])
+    return loader.entry(parent, os.path.join(parent, META), key, record, bs, None)
 
 
 def _identity(folder: str) -> tuple[int, int] | None:

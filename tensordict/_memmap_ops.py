@@ -9,8 +9,9 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
-from tensordict._format import FormatError
+from tensordict._format import CheckpointNotFoundError, FormatError
 from tensordict._load import load as _load
+from tensordict._load import load_entry
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._primitives import CollectionPrimitives
@@ -320,7 +321,7 @@ class MemmapOps(CollectionPrimitives):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         # memmap_like leaves are there to be filled: they write through to the archive
-        out = type(self).load_memmap(target, allow_pickle=True, mode="r+" if like else "r")
+        out = _load(target, call=call, allow_pickle=True, mode="r+" if like else "r")
         if inplace:
             _swap_leaves(self, out)
             return self
@@ -561,16 +562,22 @@ class MemmapOps(CollectionPrimitives):
                 non_blocking=non_blocking,
                 pbar=pbar,
             )
-        except FormatError:
+        except FormatError as err:
             from tensordict._load_upstream import is_upstream, load_upstream
 
+            if isinstance(err, CheckpointNotFoundError):  # (path / key of a non-tensor entry)
+                entry = load_entry(path, call=call, allow_pickle=allow_pickle)
+                if entry is not None and out is None:
+                    return entry
             if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
                 raise
             loaded = load_upstream(path, call, allow_pickle, mode)
             if device is not None:
                 loaded = loaded.to(device, non_blocking=non_blocking)
         if out is None:
-            return loaded
+            from tensordict._nontensor_root import unwrap
+
+            return unwrap(loaded)  # (a non-tensor entry saved on its own: the entry)
         _adopt(out, loaded)
         return out
 
