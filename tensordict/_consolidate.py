@@ -318,25 +318,26 @@ def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> A
     a ``TypeError`` naming the key for one JSON cannot hold (a tuple, a numpy scalar, an
     enum, a class of its own would come back as another type)."""
     if isinstance(value, NonTensorData) and is_json_value(value.data):
+        record = {"data": value.data, "batch_size": list(value.batch_size)}
         try:
             tag = class_tag(value)
         except UnnamedClass:
-            tag = False
-        if tag is None:
-            return {"data": value.data, "batch_size": list(value.batch_size)}
-        if tag is not False:
-            return {"data": value.data, "batch_size": list(value.batch_size), "class": tag}
+            pass
+        else:
+            if tag is not None:
+                record["class"] = tag
+            return record
     elif isinstance(value, NonTensorStack) and is_json_value(value.values):
         return {"values": value.values, "positions": value.positions.tolist()}
-    held = [value.data] if isinstance(value, NonTensorData) else list(value.values)
+    held = value._values()
     bad = next((v for v in held if not is_json_value(v)), None)
     what = f"of class {type(value).__name__}" if bad is None else f"of type {type(bad).__name__}"
     raise TypeError(
         f"{call}: key {path!r} holds a non-tensor value {what}, which JSON cannot hold as it "
-        "is; a consolidated "
-        "file stores non-tensor entries as JSON: exactly str, int, finite float, bool, None, "
-        "and lists and dicts (str keys) of those, in a NonTensorData, NonTensorStack or "
-        "MetaData (save the collection with memmap, which pickles other values)"
+        "is; a consolidated file stores non-tensor entries as JSON: exactly str, int, finite "
+        "float, bool, None, and lists and dicts (str keys) of those, in a NonTensorData, "
+        "NonTensorStack or MetaData (save the collection with memmap, which pickles other "
+        "values)"
     )
 
 
@@ -372,7 +373,9 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, root: bool = True) -> 
             entries[key] = leaf
         elif "data" in entry:
             where = f"key {key!r}"
-            entries[key] = entry_of(entry.get("class"), entry["data"], entry["batch_size"], call, where)
+            entries[key] = entry_of(
+                entry.get("class"), entry["data"], entry["batch_size"], call, where
+            )
         elif "values" in entry:
             positions = torch.tensor(entry["positions"], dtype=torch.long)
             entries[key] = NonTensorStack._from_positions(entry["values"], positions)

@@ -33,11 +33,15 @@ def class_tag(entry: NonTensorData) -> str | None:
         return None
     if cls is MetaData:
         return "MetaData"
-    kind = getattr(cls, "_data_type", None)
-    if issubclass(cls, MetaData) and kind is not None and _JSON_TYPES.get(kind.__name__) is kind:
-        if cls is MetaData[kind]:
-            return f"MetaData[{kind.__name__}]"
+    kind = cls._data_type if issubclass(cls, MetaData) else None
+    if kind is not None and _JSON_TYPES.get(kind.__name__) is kind and cls is _typed(kind):
+        return f"MetaData[{kind.__name__}]"
     raise UnnamedClass(cls.__qualname__)
+
+
+def _typed(kind: type) -> type[MetaData]:
+    """``MetaData[kind]`` (the one class of that name)."""
+    return MetaData.__class_getitem__(kind)
 
 
 def entry_of(tag: Any, value: Any, batch_size: Any, call: str, where: str) -> NonTensorData:
@@ -55,7 +59,7 @@ def entry_of(tag: Any, value: Any, batch_size: Any, call: str, where: str) -> No
         cls = MetaData
     elif type(tag) is str and tag.startswith("MetaData[") and tag.endswith("]"):
         kind = _JSON_TYPES.get(tag[len("MetaData[") : -1])
-        cls = None if kind is None else MetaData[kind]
+        cls = None if kind is None else _typed(kind)
     if cls is None:
         raise ValueError(
             f"{call}: {where} names the non-tensor class {tag!r}; known: None, 'MetaData', "

@@ -30,8 +30,7 @@ register_type(NON_TENSOR_TYPE, NonTensorRoot)
 
 def as_root(entry: NonTensor) -> NonTensorRoot:
     """``entry`` as the one-entry collection it is saved as."""
-    td = NonTensorRoot._new_unsafe({FIELD: entry}, entry.batch_size, entry.device, None)
-    return td  # type: ignore[return-value]
+    return NonTensorRoot._new_unsafe({FIELD: entry}, entry.batch_size, entry.device, None)  # type: ignore[return-value]
 
 
 def check_root(entries: dict[str, Any], call: str, where: str) -> None:

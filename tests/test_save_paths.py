@@ -215,7 +215,9 @@ def test_non_json_values_keep_their_type(value: Any, tmp_path: Path) -> None:
     assert meta["entries"]["v"]["kind"] == "pickle"  # (not JSON: it would change type)
     back = TensorDict.load_memmap(tmp_path / "a", allow_pickle=True).get("v").data
     assert type(back) is type(value) and repr(back) == repr(value)
-    with pytest.raises(TypeError, match=r"consolidate: key \('v',\) holds a non-tensor value of type"):
+    with pytest.raises(
+        TypeError, match=r"consolidate: key \('v',\) holds a non-tensor value of type"
+    ):
         td.consolidate(filename=tmp_path / "c.bin")
 
 
