@@ -241,3 +241,57 @@ def test_an_unknown_non_tensor_class_tag_is_refused(tmp_path: Path) -> None:
         (tmp_path / "a" / "meta.json").write_text(json.dumps(meta))
         with pytest.raises(FormatError, match=rf"key 'm'.*{why}"):
             TensorDict.load_memmap(tmp_path / "a")
+
+
+# ------------------------------------------------- the format bridges' non-tensor entries
+def _safetensors(x: Any, tmp: Path) -> Any:
+    x.to_safetensors(tmp / "x.safetensors")
+    return TensorDict.from_safetensors(tmp / "x.safetensors")
+
+
+def _h5(x: Any, tmp: Path) -> Any:
+    return x.to_h5(tmp / "x.h5").to_tensordict()
+
+
+def _zarr(x: Any, tmp: Path) -> Any:
+    return x.to_zarr(tmp / "x.zarr").to_tensordict()
+
+
+BRIDGES = {"safetensors": _safetensors, "h5": _h5, "zarr": _zarr}
+NON_TENSORS: dict[str, Callable[[], Any]] = {
+    "list": lambda: NonTensorData([1, 2], [2]),
+    "nested_list": lambda: NonTensorData([[1, 2], [3, 4]], [2]),
+    "int": lambda: NonTensorData(3, [2]),
+    "float": lambda: NonTensorData(2.5, [2]),
+    "bool": lambda: NonTensorData(True, [2]),
+    "dict": lambda: NonTensorData({"a": [1]}, [2]),
+    "stack_of_lists": lambda: NonTensorStack([1, 2], [3, 4]),
+    "meta": lambda: MetaData[int](1, [2]),
+}
+
+
+@pytest.mark.parametrize("bridge", BRIDGES)
+@pytest.mark.parametrize("entry", NON_TENSORS)
+def test_format_bridges_keep_non_tensor_entries(entry: str, bridge: str, tmp_path: Path) -> None:
+    """(Lists came back as tensors, a stack of lists as a deeper stack of numbers, a
+    MetaData as a NonTensorData; safetensors wrote numbers and dicts into files that
+    failed to load.)"""
+
+    def make() -> TensorDict:
+        return TensorDict({"x": torch.zeros(2), "n": {"v": NON_TENSORS[entry]()}}, [2])
+
+    back = BRIDGES[bridge](make(), tmp_path)
+    assert_identical(make(), back.select(*make().keys()))  # (HDF5 and zarr sort the keys)
+
+
+@pytest.mark.parametrize("bridge", BRIDGES)
+@pytest.mark.parametrize(
+    "value", [(1, 2), {1: "a"}, [(1,)], __import__("numpy").int64(3)], ids=repr
+)
+def test_format_bridges_refuse_values_json_would_change(
+    value: Any, bridge: str, tmp_path: Path
+) -> None:
+    td = TensorDict({"x": torch.zeros(2), "v": NonTensorData(value, [2])}, [2])
+    kind = type(value).__name__
+    with pytest.raises(TypeError, match=rf"the non-tensor value at 'v' is not JSON \({kind}\)"):
+        BRIDGES[bridge](td, tmp_path)
