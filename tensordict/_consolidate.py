@@ -291,6 +291,9 @@ def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]
     if parts is not None:
         node["stack_dim"] = parts[0]
         node["members"] = [describe(m, call, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])]
+        name = td.names[parts[0]]
+        if name is not None:
+            node["stack_dim_name"] = name
         return node
     node["names"] = td._names
     entries: dict[str, Any] = {}
@@ -357,7 +360,8 @@ def build(node: Any, leaves: Iterator[Tensor], call: str, root: bool = True) -> 
     device = None if node["device"] is None else torch.device(node["device"])
     if "members" in node:
         members = [build(m, leaves, call, False) for m in node["members"]]
-        return cls(*members, stack_dim=node["stack_dim"])  # type: ignore[call-arg]
+        name = node.get("stack_dim_name")
+        return cls(*members, stack_dim=node["stack_dim"], stack_dim_name=name)  # type: ignore[call-arg]
     entries: dict[str, Any] = {}
     n = len(size)
     for key, entry in node["entries"].items():
@@ -524,7 +528,8 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     """The structure of ``td`` for pickling, built from by :func:`from_template`: a dense
     node is ``("d", class, batch_size, device, names, keys, subs)`` with ``subs`` None
     when every entry is a tensor leaf, else per key None (a leaf), ``("v", value)`` (a
-    non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``.
+    non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``,
+    followed by its stack dim's name when it has one.
     A class pickle cannot import by name is given by its registered name. Equal key
     tuples and batch sizes are one object (``memo``), which pickle writes once."""
     memo = {} if memo is None else memo
@@ -532,7 +537,9 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     kind: Any = cls if _importable(cls) else type_name(cls)
     parts = td._stack_parts()
     if parts is not None:
-        return ("s", kind, parts[0], tuple(template(m, memo) for m in parts[1]))
+        nodes = tuple(template(m, memo) for m in parts[1])
+        name = td.names[parts[0]]
+        return ("s", kind, parts[0], nodes) if name is None else ("s", kind, parts[0], nodes, name)
     store = td._tensordict
     subs: tuple[Any, ...] | None = None
     if not all(map(isinstance, store.values(), _TENSORS)):
@@ -570,7 +577,8 @@ def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple
         for member in node[3]:
             built, pos = from_template(member, views, pos)
             members.append(built)
-        return _lock_one(cls(*members, stack_dim=node[2])), pos
+        name = node[4] if len(node) > 4 else None
+        return _lock_one(cls(*members, stack_dim=node[2], stack_dim_name=name)), pos
     _, _, batch_size, device, names, keys, subs = node
     if subs is None:
         end = pos + len(keys)

@@ -361,7 +361,11 @@ class _Loader:
                         f"{self.call}: member {i} of {path!r} has batch_size "
                         f"{list(member.batch_size)}, which does not fit batch_size {list(bs)}"
                     )
-            return cls(members, stack_dim=stack_dim)
+            names = meta["names"]  # (the stack dim's name; the members hold the others)
+            try:
+                return cls(members, stack_dim=stack_dim, stack_dim_name=names and names[stack_dim])
+            except ValueError as err:
+                raise FormatError(f"{self.call}: {path!r}: {err}") from None
         entries: dict[str, Any] = {}
         names: set[str] = set()
         slots = self.slots

@@ -78,6 +78,8 @@ class _Writer:
         parts = td._stack_parts()
         if parts is not None:
             meta["stack_dim"] = parts[0]
+            names = td.names  # (kept when the stack dim has a name: the others are the members')
+            meta["names"] = names if names[parts[0]] is not None else None
             meta["members"] = [
                 self.folder(member, os.path.join(folder, str(i)), (*prefix, str(i)))
                 for i, member in enumerate(parts[1])

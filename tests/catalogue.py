@@ -213,6 +213,12 @@ def lazy_heterogeneous() -> Any:
     )
 
 
+def lazy_named() -> Any:
+    """A named lazy stack: the stack dim's name (the members hold the others)."""
+    members = [TensorDict({"a": torch.randn(3, i + 1)}, [3], names=["t"]) for i in range(2)]
+    return lazy_stack(members, 1, stack_dim_name="env")
+
+
 def lazy_nested() -> Any:
     """A lazy stack of lazy stacks (inner stack_dim 1), inside a TensorDict."""
     inner = [
@@ -328,6 +334,7 @@ def strided() -> TensorDict:
 SAVE_KINDS: dict[str, Callable[[], Any]] = {
     "named": named,
     "lazy_heterogeneous": lazy_heterogeneous,
+    "lazy_named": lazy_named,
     "lazy_nested": lazy_nested,
     "tensorclass_optional": tensorclass_optional,
     "typed": typed,

@@ -166,7 +166,7 @@ def test_lazy_stacks_survive_every_path(
             if extra:
                 td["y"] = {"z": torch.randint(0, 9, (2,), generator=gen)}
             tds.append(td)
-        return lazy_stack(tds, stack_dim)
+        return lazy_stack(tds, stack_dim, stack_dim_name="env" if seed % 2 else None)
 
     _through_every_path(make(), make)
 
