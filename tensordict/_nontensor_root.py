@@ -24,6 +24,11 @@ class NonTensorRoot(TensorDict):
 
     __slots__ = ()
 
+    def _call(self, op: str) -> str:
+        """Errors name the entry's class (``NonTensorStack.memmap: ...``)."""
+        held = self._tensordict.get(FIELD)
+        return f"{type(held).__name__ if held is not None else 'NonTensor'}.{op}"
+
 
 register_type(NON_TENSOR_TYPE, NonTensorRoot)
 

@@ -295,3 +295,10 @@ def test_format_bridges_refuse_values_json_would_change(
     kind = type(value).__name__
     with pytest.raises(TypeError, match=rf"the non-tensor value at 'v' is not JSON \({kind}\)"):
         BRIDGES[bridge](td, tmp_path)
+
+
+def test_errors_saving_an_entry_name_its_class(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"^NonTensorData.memmap: key \('data',\) holds non-JSON"):
+        NonTensorData({1}).memmap(tmp_path / "a", allow_pickle=False)
+    with pytest.raises(TypeError, match=r"^NonTensorStack.consolidate: key \('data',\) holds a"):
+        NonTensorStack((1,), (2,)).consolidate(filename=tmp_path / "c.bin")
