@@ -302,3 +302,23 @@ def test_errors_saving_an_entry_name_its_class(tmp_path: Path) -> None:
         NonTensorData({1}).memmap(tmp_path / "a", allow_pickle=False)
     with pytest.raises(TypeError, match=r"^NonTensorStack.consolidate: key \('data',\) holds a"):
         NonTensorStack((1,), (2,)).consolidate(filename=tmp_path / "c.bin")
+
+
+def test_upstream_folders_keep_stack_dim_names_and_metadata(tmp_path: Path) -> None:
+    """Folders laid out as upstream tensordict writes them (written by hand here)."""
+
+    def meta(folder: Path, content: dict[str, Any]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").write_text(json.dumps(content))
+
+    dense = {"_type": "<class 'tensordict._td.TensorDict'>", "_format_version": 1}
+    lazy = "<class 'tensordict._lazy.LazyStackedTensorDict'>"
+    meta(tmp_path / "l", {"_type": lazy, "stack_dim": 1, "stack_dim_name": "env"})
+    for i in range(2):
+        meta(tmp_path / "l" / str(i), {"shape": [3], "names": ["t"], **dense})
+    back = TensorDict.load_memmap(tmp_path / "l")
+    assert back.names == ["t", "env"] and back.stack_dim == 1
+    meta(tmp_path / "m", {"m": {"type": "MetaData"}, "shape": [2], **dense})
+    meta(tmp_path / "m" / "m", {"_type": "<class 'tensordict.tensorclass.MetaData'>", "data": 1})
+    entry = TensorDict.load_memmap(tmp_path / "m").get("m")
+    assert type(entry) is MetaData and entry.data == 1 and entry.batch_size == (2,)
