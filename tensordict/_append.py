@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from tensordict._format import DTYPES, META, FormatError, is_json_value
-from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 
 JOURNAL = ".append.journal"  # the old sizes, written before any file grows
 COMMIT = ".append.commit"  # the journal renamed: the new metadata is complete
@@ -54,6 +54,10 @@ def append_memmap(
         raise ValueError(problem)
     recover(folder)
     tree = survey(folder, _CALL).root  # validated as a load validates; nothing mapped
+    if isinstance(rows, NonTensor):  # (rows of a non-tensor entry saved on its own)
+        from tensordict._nontensor_root import as_root
+
+        rows = as_root(rows)
     if rows._stack_parts() is not None:
         rows = rows.contiguous()
     bs = list(tree.meta["batch_size"])

@@ -322,3 +322,11 @@ def test_upstream_folders_keep_stack_dim_names_and_metadata(tmp_path: Path) -> N
     meta(tmp_path / "m" / "m", {"_type": "<class 'tensordict.tensorclass.MetaData'>", "data": 1})
     entry = TensorDict.load_memmap(tmp_path / "m").get("m")
     assert type(entry) is MetaData and entry.data == 1 and entry.batch_size == (2,)
+
+
+def test_rows_of_an_entry_append_to_the_entry_saved_on_its_own(tmp_path: Path) -> None:
+    from tensordict import append_memmap
+
+    NonTensorStack("a", "b").memmap(tmp_path / "s")
+    append_memmap(tmp_path / "s", NonTensorStack("c"))  # (an AttributeError before)
+    assert TensorDict.load_memmap(tmp_path / "s").tolist() == ["a", "b", "c"]
