@@ -36,6 +36,10 @@ def _memmap(x: Any, tmp: Path) -> Any:
     return x.memmap(tmp / "ckpt", copy_existing=True)
 
 
+def _memmap_shared(x: Any, tmp: Path) -> Any:
+    return x.memmap()  # (no folder: anonymous shared memory)
+
+
 def _memmap_load(x: Any, tmp: Path) -> Any:
     x.memmap(tmp / "ckpt", copy_existing=True)
     return TensorDict.load_memmap(tmp / "ckpt", allow_pickle=True)
@@ -83,6 +87,7 @@ def _consolidated_pickled(x: Any, tmp: Path) -> Any:
 
 PATHS: dict[str, Callable[[Any, Path], Any]] = {
     "memmap": _memmap,
+    "memmap_shared": _memmap_shared,
     "memmap_load": _memmap_load,
     "memmap_inplace": _memmap_inplace,
     "save_load": _save_load,
