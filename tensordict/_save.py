@@ -102,6 +102,13 @@ class _Writer:
                     f"{self.call}: key {path!r} has dtype {value.dtype}, which has no on-disk "
                     "name (quantized tensors carry a scale beside their bytes)"
                 )
+            if value.layout is not torch.strided or (value.is_meta and not self.like):
+                what = "on the meta device" if value.is_meta else f"of layout {value.layout}"
+                raise TypeError(
+                    f"{self.call}: key {path!r} is a tensor {what}, which has no element bytes "
+                    "to write; a checkpoint holds strided tensors with data (to_dense() a "
+                    "sparse one)"
+                )
             name = encode_name(key, ".memmap", taken)
             record = {
                 "kind": "tensor",
@@ -158,7 +165,7 @@ class _Writer:
 
         def write_one(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
-            tensor = tensor.detach()
+            tensor = tensor.detach().resolve_conj().resolve_neg()  # (a view's bits: its values)
             if self.like or tensor.device.type != "cpu" or tensor.numel() == 0:
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:

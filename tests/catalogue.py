@@ -318,7 +318,7 @@ def every_dtype() -> TensorDict:
 
 
 def strided() -> TensorDict:
-    """Non-contiguous, expanded and offset leaves."""
+    """Non-contiguous, expanded, offset, conjugate and negative-view leaves."""
     base = torch.arange(40.0).view(4, 10)
     return TensorDict(
         {
@@ -326,6 +326,8 @@ def strided() -> TensorDict:
             "expanded": torch.randn(4, 1).expand(4, 5),
             "sliced": base[:, 1::3],
             "offset": base[1:, 2:].t()[2:6],
+            "conj": torch.randn(4, 2, dtype=torch.complex64).conj(),  # (a lazy conjugate view)
+            "neg": torch.randn(4, 3, dtype=torch.complex64).conj().imag,  # (a negative view)
         },
         [4],
     )
@@ -351,7 +353,7 @@ SAVE_KINDS: dict[str, Callable[[], Any]] = {
 
 def bits(x: Tensor) -> Tensor:
     """``x``'s elements as raw bytes in C order (every dtype: NaNs and -0.0 compare)."""
-    x = x.detach().cpu()
+    x = x.detach().cpu().resolve_conj().resolve_neg()
     if not x.is_contiguous():
         same = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(x.itemsize)
         x = (x if same is None else x.view(same)).contiguous()

@@ -335,3 +335,20 @@ def test_rows_of_an_entry_append_to_the_entry_saved_on_its_own(tmp_path: Path) -
     NonTensorStack("a", "b").memmap(tmp_path / "s")
     append_memmap(tmp_path / "s", NonTensorStack("c"))  # (an AttributeError before)
     assert TensorDict.load_memmap(tmp_path / "s").tolist() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("tensor", "what"),
+    [
+        (torch.eye(2).to_sparse(), "of layout torch.sparse_coo"),
+        (torch.empty(2, device="meta"), "on the meta device"),
+    ],
+    ids=["sparse", "meta"],
+)
+def test_tensors_without_element_bytes_are_refused_naming_the_key(
+    tensor: torch.Tensor, what: str, tmp_path: Path
+) -> None:
+    td = TensorDict({"n": {"x": tensor}}, [2])
+    with pytest.raises(TypeError, match=rf"memmap: key \('n', 'x'\) is a tensor {what}"):
+        td.memmap(tmp_path / "a")
+    assert not (tmp_path / "a").exists()  # (nothing committed)
