@@ -165,7 +165,9 @@ class _Writer:
 
         def write_one(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
-            tensor = tensor.detach().resolve_conj().resolve_neg()  # (a view's bits: its values)
+            tensor = tensor.detach()
+            if tensor.is_conj() or tensor.is_neg():  # (a lazy view: write its values)
+                tensor = tensor.resolve_conj().resolve_neg()
             if self.like or tensor.device.type != "cpu" or tensor.numel() == 0:
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:
