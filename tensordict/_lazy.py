@@ -947,7 +947,7 @@ class LazyStackedTensorDict(TensorDictBase):
         return record(self, "unlock_", (was,), None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        args = (type(self), self.tensordicts, self.stack_dim, self._batch_size)
+        args: tuple[Any, ...] = (type(self), self.tensordicts, self.stack_dim, self._batch_size)
         if self._stack_name is not None:  # (the stack dim's name; the members keep theirs)
             args = (*args, self._stack_name)
         return (_rebuild_stack, args)

@@ -361,9 +361,9 @@ class _Loader:
                         f"{self.call}: member {i} of {path!r} has batch_size "
                         f"{list(member.batch_size)}, which does not fit batch_size {list(bs)}"
                     )
-            names = meta["names"]  # (the stack dim's name; the members hold the others)
+            named = meta["names"]  # (the stack dim's name; the members hold the others)
             try:
-                return cls(members, stack_dim=stack_dim, stack_dim_name=names and names[stack_dim])
+                return cls(members, stack_dim=stack_dim, stack_dim_name=named and named[stack_dim])
             except ValueError as err:
                 raise FormatError(f"{self.call}: {path!r}: {err}") from None
         entries: dict[str, Any] = {}
@@ -634,23 +634,37 @@ _NON_TENSOR_KINDS = ("json", "json_stack", "pickle")
 
 
 def load_entry(prefix: str, *, call: str, allow_pickle: bool | None) -> Any:
-    """The non-tensor entry named by the last part of ``prefix`` in the checkpoint folder
-    holding it, when nothing exists at ``prefix``; None when there is no such entry.
+    """The non-tensor entry named by the last part of ``prefix`` in the checkpoint (a
+    folder, or a folder in an archive) holding it, when nothing exists at ``prefix``; None
+    when there is no such entry.
 
     A non-tensor entry lives in its parent's ``meta.json`` (docs/format.md, section 5),
     not in a sub-folder; upstream tensordict writes one, so code loading ``path / key``
     finds the entry here. Only the parent's metadata is read: no leaf is mapped."""
     target = os.path.abspath(os.fspath(prefix))
     parent, key = os.path.split(target)
-    if os.path.lexists(target) or not os.path.isfile(os.path.join(parent, META)):
+    if os.path.lexists(target):
         return None
-    loader = _Loader(call, False, allow_pickle)
-    meta = loader.meta(parent)
-    record = meta["entries"].get(key)
-    if type(record) is not dict or record.get("kind") not in _NON_TENSOR_KINDS:
+    try:
+        info: os.stat_result | None = os.stat(parent)
+    except OSError:
+        info = None
+    try:
+        loader = _loader(parent, info, call, False, allow_pickle, None)
+    except (FormatError, OSError):
         return None
-    bs = torch.Size(meta["batch_size"])
-    return loader.entry(parent, os.path.join(parent, META), key, record, bs, None)
+    try:
+        try:
+            meta = loader.meta(parent)
+        except (FormatError, OSError):
+            return None  # (no checkpoint there either: the caller's error stands)
+        record = meta["entries"].get(key)
+        if type(record) is not dict or record.get("kind") not in _NON_TENSOR_KINDS:
+            return None
+        bs = torch.Size(meta["batch_size"])
+        return loader.entry(parent, parent + os.sep + META, key, record, bs, None)
+    finally:
+        loader.finished()
 
 
 def _identity(folder: str) -> tuple[int, int] | None:

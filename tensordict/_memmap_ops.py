@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
-from tensordict._format import CheckpointNotFoundError, FormatError
+from tensordict._format import FormatError
 from tensordict._load import load as _load
 from tensordict._load import load_entry
 from tensordict._memmap import MemoryMappedTensor
@@ -562,12 +562,12 @@ class MemmapOps(CollectionPrimitives):
                 non_blocking=non_blocking,
                 pbar=pbar,
             )
-        except FormatError as err:
+        except FormatError:
             from tensordict._load_upstream import is_upstream, load_upstream
 
-            if isinstance(err, CheckpointNotFoundError):  # (path / key of a non-tensor entry)
+            if out is None:  # (nothing at path / key: a non-tensor entry of the parent?)
                 entry = load_entry(path, call=call, allow_pickle=allow_pickle)
-                if entry is not None and out is None:
+                if entry is not None:
                     return entry
             if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
                 raise

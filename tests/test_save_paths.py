@@ -130,9 +130,7 @@ def test_each_part_loads_on_its_own(kind: str, tmp_path: Path) -> None:
     _fresh(kind).memmap(tmp_path / "ckpt", copy_existing=True)
     for name, part in _parts(_fresh(kind)).items():
         assert_identical(part, TensorDict.load_memmap(tmp_path / "ckpt" / name), name)
-        if isinstance(part, (NonTensorData, NonTensorStack)):  # ... and from an archive
-            continue
-        _fresh(kind).save(tmp_path / "ckpt.tdz")
+        _fresh(kind).save(tmp_path / "ckpt.tdz", copy_existing=True)  # ... and from an archive
         assert_identical(part, TensorDict.load_memmap(tmp_path / "ckpt.tdz", subpath=name))
 
 
@@ -155,15 +153,16 @@ def test_background_save_of_an_entry_gives_the_entry(tmp_path: Path) -> None:
     assert type(future.result()) is NonTensorStack and future.result().tolist() == ["a", "b"]
 
 
-def test_nested_non_tensor_entry_loads_from_its_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["ckpt", "ckpt.tdz"])
+def test_nested_non_tensor_entry_loads_from_its_path(name: str, tmp_path: Path) -> None:
     td = TensorDict({"s": NonTensorStack("a", "b"), "o": NonTensorData({1}, [2])}, [2])
-    td.memmap(tmp_path / "ckpt")
-    assert TensorDict.load_memmap(tmp_path / "ckpt" / "s").tolist() == ["a", "b"]
+    td.memmap(tmp_path / name)
+    assert TensorDict.load_memmap(tmp_path / name / "s").tolist() == ["a", "b"]
     with pytest.raises(FormatError, match=r"key 'o' in .* is pickled data; pass allow_pickle"):
-        TensorDict.load_memmap(tmp_path / "ckpt" / "o")
-    assert TensorDict.load_memmap(tmp_path / "ckpt" / "o", allow_pickle=True).data == {1}
-    with pytest.raises(FileNotFoundError, match=r"'.*ckpt/missing' is not a checkpoint"):
-        TensorDict.load_memmap(tmp_path / "ckpt" / "missing")
+        TensorDict.load_memmap(tmp_path / name / "o")
+    assert TensorDict.load_memmap(tmp_path / name / "o", allow_pickle=True).data == {1}
+    with pytest.raises(FormatError, match=rf"'.*{name}/missing' is not a checkpoint"):
+        TensorDict.load_memmap(tmp_path / name / "missing")
 
 
 @pytest.mark.parametrize(
