@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -575,9 +577,7 @@ class MemmapOps(CollectionPrimitives):
             if device is not None:
                 loaded = loaded.to(device, non_blocking=non_blocking)
         if out is None:
-            from tensordict._nontensor_root import unwrap
-
-            return unwrap(loaded)  # (a non-tensor entry saved on its own: the entry)
+            return _unwrap()(loaded)  # (a non-tensor entry saved on its own: the entry)
         _adopt(out, loaded)
         return out
 
@@ -653,6 +653,14 @@ class MemmapOps(CollectionPrimitives):
         if not _checkpoint_roots(self, 0, roots) or len(roots) != 1:
             return None
         return roots.pop()
+
+
+@functools.cache
+def _unwrap() -> Callable[[Any], Any]:
+    """``_nontensor_root.unwrap`` (imported once, late: that module builds on TensorDict)."""
+    from tensordict._nontensor_root import unwrap
+
+    return unwrap
 
 
 def _adopt(target: Any, loaded: Any) -> None:
