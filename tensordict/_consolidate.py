@@ -277,10 +277,13 @@ def _check_ints(call: str, what: str, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ structure description
-def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+def describe(
+    td: Any, call: str, prefix: tuple[str, ...] = (), *, as_json: bool = True
+) -> dict[str, Any]:
     """The structure of ``td`` without its tensor data, as JSON for a consolidated file
     (leaves are taken in walk order; types by their registered names, non-tensor values
-    as JSON). Pickling uses the lighter :func:`template`."""
+    as JSON). ``as_json=False`` (a description kept in memory only, ``metadata=True``)
+    holds non-tensor values as they are. Pickling uses the lighter :func:`template`."""
     cls = type(td)
     node: dict[str, Any] = {
         "type": type_name(cls),
@@ -290,7 +293,9 @@ def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]
     parts = td._stack_parts()
     if parts is not None:
         node["stack_dim"] = parts[0]
-        node["members"] = [describe(m, call, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])]
+        node["members"] = [
+            describe(m, call, (*prefix, f"#{i}"), as_json=as_json) for i, m in enumerate(parts[1])
+        ]
         name = td.names[parts[0]]
         if name is not None:
             node["stack_dim_name"] = name
@@ -301,9 +306,9 @@ def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]
         if isinstance(value, Tensor):
             entries[key] = 0
         elif isinstance(value, NonTensor):
-            entries[key] = _describe_nontensor(value, call, (*prefix, key))
+            entries[key] = _describe_nontensor(value, call, (*prefix, key), as_json)
         else:
-            entries[key] = describe(value, call, (*prefix, key))
+            entries[key] = describe(value, call, (*prefix, key), as_json=as_json)
     node["entries"] = entries
     return node
 
@@ -316,22 +321,26 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
-def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> Any:
+def _describe_nontensor(
+    value: NonTensor, call: str, path: tuple[str, ...], as_json: bool = True
+) -> Any:
     """A non-tensor entry as JSON that loads back as the same entry (class, value types);
     a ``TypeError`` naming the key for one JSON cannot hold (a tuple, a numpy scalar, an
-    enum, a class of its own would come back as another type)."""
-    if isinstance(value, NonTensorData) and is_json_value(value.data):
+    enum, a class of its own would come back as another type). ``as_json=False``: the
+    values as they are (a description that is never written)."""
+    if isinstance(value, NonTensorStack) and (not as_json or is_json_value(value.values)):
+        return {"values": list(value.values), "positions": value.positions.tolist()}
+    if isinstance(value, NonTensorData) and (not as_json or is_json_value(value.data)):
         record = {"data": value.data, "batch_size": list(value.batch_size)}
         try:
             tag = class_tag(value)
         except UnnamedClass:
-            pass
+            if not as_json:
+                return record
         else:
             if tag is not None:
                 record["class"] = tag
             return record
-    elif isinstance(value, NonTensorStack) and is_json_value(value.values):
-        return {"values": value.values, "positions": value.positions.tolist()}
     held = value._values()
     bad = next((v for v in held if not is_json_value(v)), None)
     what = f"of class {type(value).__name__}" if bad is None else f"of type {type(bad).__name__}"
@@ -745,7 +754,8 @@ class ConsolidateOps(CollectionPrimitives):
             dev = _storage_device(self, leaves, device)
             meta = None
             if filename is not None or metadata:
-                meta = {"version": _VERSION, "root": describe(self, call), "runs": plan.to_json()}
+                root = describe(self, call, as_json=filename is not None)
+                meta = {"version": _VERSION, "root": root, "runs": plan.to_json()}
             if filename is not None:
                 if dev.type != "cpu":
                     raise ValueError(

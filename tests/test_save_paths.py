@@ -351,3 +351,10 @@ def test_tensors_without_element_bytes_are_refused_naming_the_key(
     with pytest.raises(TypeError, match=rf"memmap: key \('n', 'x'\) is a tensor {what}"):
         td.memmap(tmp_path / "a")
     assert not (tmp_path / "a").exists()  # (nothing committed)
+
+
+def test_a_description_kept_in_memory_holds_any_value() -> None:
+    """``consolidate(metadata=True)`` writes nothing, so nothing is refused (as upstream)."""
+    td = TensorDict({"x": torch.zeros(2), "t": NonTensorData((1, 2)), "s": NonTensorData({1})}, [])
+    entries = td.consolidate(metadata=True)._consolidated["metadata"]["root"]["entries"]
+    assert entries["t"]["data"] == (1, 2) and entries["s"]["data"] == {1}
