@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tensordict._format import DTYPES, META, FormatError
-from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._format import DTYPES, META, FormatError, is_json_value
+from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 
 JOURNAL = ".append.journal"  # the old sizes, written before any file grows
 COMMIT = ".append.commit"  # the journal renamed: the new metadata is complete
@@ -54,6 +54,10 @@ def append_memmap(
         raise ValueError(problem)
     recover(folder)
     tree = survey(folder, _CALL).root  # validated as a load validates; nothing mapped
+    if isinstance(rows, NonTensor):  # (rows of a non-tensor entry saved on its own)
+        from tensordict._nontensor_root import as_root
+
+        rows = as_root(rows)
     if rows._stack_parts() is not None:
         rows = rows.contiguous()
     bs = list(tree.meta["batch_size"])
@@ -143,8 +147,6 @@ class _Plan:
             shape[0] += self.n
 
     def json(self, key: tuple[str, ...], record: dict[str, Any], value: Any, bs: list[int]) -> None:
-        from tensordict._save import _is_json
-
         old_bs = [bs[0] - self.n, *bs[1:]]
         if isinstance(value, NonTensorData):
             values, positions = [value.data], torch.zeros([self.n, *bs[1:]], dtype=torch.long)
@@ -156,7 +158,7 @@ class _Plan:
         else:
             self.problems.append(f"{key!r} is non-tensor data, rows give {type(value).__name__}")
             return
-        if not _is_json(values):
+        if not is_json_value(values):
             self.problems.append(f"rows give non-JSON data at {key!r}, saved as JSON")
             return
         if record["kind"] == "json":

@@ -30,7 +30,14 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import _parse_to
-from tensordict._format import DTYPE_NAMES, DTYPES, lookup_type, type_name
+from tensordict._format import (
+    DTYPE_NAMES,
+    DTYPES,
+    NON_TENSOR_TYPE,
+    is_json_value,
+    lookup_type,
+    type_name,
+)
 from tensordict._jagged import (
     Jag,
     JaggedError,
@@ -41,6 +48,7 @@ from tensordict._jagged import (
     strided_refusal,
 )
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._nontensor_class import UnnamedClass, class_tag, entry_of
 from tensordict._primitives import CollectionPrimitives
 from tensordict._progress import progress_bar
 from tensordict._unbatched import refuse_unbatched
@@ -354,10 +362,13 @@ def _check_ints(call: str, what: str, value: Any) -> None:
 
 
 # ------------------------------------------------------------------ structure description
-def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+def describe(
+    td: Any, call: str, prefix: tuple[str, ...] = (), *, as_json: bool = True
+) -> dict[str, Any]:
     """The structure of ``td`` without its tensor data, as JSON for a consolidated file
     (leaves are taken in walk order; types by their registered names, non-tensor values
-    as JSON). Pickling uses the lighter :func:`template`."""
+    as JSON). ``as_json=False`` (a description kept in memory only, ``metadata=True``)
+    holds non-tensor values as they are. Pickling uses the lighter :func:`template`."""
     cls = type(td)
     node: dict[str, Any] = {
         "type": type_name(cls),
@@ -367,7 +378,12 @@ def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]
     parts = td._stack_parts()
     if parts is not None:
         node["stack_dim"] = parts[0]
-        node["members"] = [describe(m, call, (*prefix, f"#{i}")) for i, m in enumerate(parts[1])]
+        node["members"] = [
+            describe(m, call, (*prefix, f"#{i}"), as_json=as_json) for i, m in enumerate(parts[1])
+        ]
+        name = td.names[parts[0]]
+        if name is not None:
+            node["stack_dim_name"] = name
         return node
     node["names"] = td._names
     entries: dict[str, Any] = {}
@@ -375,9 +391,9 @@ def describe(td: Any, call: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]
         if isinstance(value, Tensor):
             entries[key] = 0
         elif isinstance(value, NonTensor):
-            entries[key] = _describe_nontensor(value, call, (*prefix, key))
+            entries[key] = _describe_nontensor(value, call, (*prefix, key), as_json)
         else:
-            entries[key] = describe(value, call, (*prefix, key))
+            entries[key] = describe(value, call, (*prefix, key), as_json=as_json)
     node["entries"] = entries
     return node
 
@@ -390,25 +406,41 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
-def _describe_nontensor(value: NonTensor, call: str, path: tuple[str, ...]) -> Any:
-    try:
-        if isinstance(value, NonTensorData):
-            json.dumps(value.data, allow_nan=False)
-            return {"data": value.data, "batch_size": list(value.batch_size)}
-        if isinstance(value, NonTensorStack):
-            json.dumps(value.values, allow_nan=False)
-            return {"values": value.values, "positions": value.positions.tolist()}
-    except (TypeError, ValueError):
-        pass
+def _describe_nontensor(
+    value: NonTensor, call: str, path: tuple[str, ...], as_json: bool = True
+) -> Any:
+    """A non-tensor entry as JSON that loads back as the same entry (class, value types);
+    a ``TypeError`` naming the key for one JSON cannot hold (a tuple, a numpy scalar, an
+    enum, a class of its own would come back as another type). ``as_json=False``: the
+    values as they are (a description that is never written)."""
+    if isinstance(value, NonTensorStack) and (not as_json or is_json_value(value.values)):
+        return {"values": list(value.values), "positions": value.positions.tolist()}
+    if isinstance(value, NonTensorData) and (not as_json or is_json_value(value.data)):
+        record = {"data": value.data, "batch_size": list(value.batch_size)}
+        try:
+            tag = class_tag(value)
+        except UnnamedClass:
+            if not as_json:
+                return record
+        else:
+            if tag is not None:
+                record["class"] = tag
+            return record
+    held = value._values()
+    bad = next((v for v in held if not is_json_value(v)), None)
+    what = f"of class {type(value).__name__}" if bad is None else f"of type {type(bad).__name__}"
     raise TypeError(
-        f"{call}: key {path!r} holds a non-tensor value that is not JSON; a consolidated "
-        "file stores non-tensor entries as JSON (str, int, float, bool, None, lists, dicts)"
+        f"{call}: key {path!r} holds a non-tensor value {what}, which JSON cannot hold as it "
+        "is; a consolidated file stores non-tensor entries as JSON: exactly str, int, finite "
+        "float, bool, None, and lists and dicts (str keys) of those, in a NonTensorData, "
+        "NonTensorStack or MetaData (save the collection with memmap, which pickles other "
+        "values)"
     )
 
 
-def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
+def build(node: Any, leaves: Iterator[Tensor], call: str, root: bool = True) -> Any:
     """The collection an untrusted file description stands for, its tensor leaves taken
-    from ``leaves`` (every field checked)."""
+    from ``leaves`` (every field checked); ``root``: ``node`` is the description's root."""
     if not isinstance(node, dict):
         raise ValueError(f"{call}: a node of the description is not a mapping")
     cls = node["type"]
@@ -421,8 +453,9 @@ def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
     size = torch.Size(bs)
     device = None if node["device"] is None else torch.device(node["device"])
     if "members" in node:
-        members = [build(m, leaves, call) for m in node["members"]]
-        return cls(*members, stack_dim=node["stack_dim"])  # type: ignore[call-arg]
+        members = [build(m, leaves, call, False) for m in node["members"]]
+        name = node.get("stack_dim_name")
+        return cls(*members, stack_dim=node["stack_dim"], stack_dim_name=name)  # type: ignore[call-arg]
     entries: dict[str, Any] = {}
     n = len(size)
     for key, entry in node["entries"].items():
@@ -437,12 +470,24 @@ def build(node: Any, leaves: Iterator[Tensor], call: str) -> Any:
                 device = leaf.device
             entries[key] = leaf
         elif "data" in entry:
-            entries[key] = NonTensorData(entry["data"], batch_size=entry["batch_size"])
+            where = f"key {key!r}"
+            entries[key] = entry_of(
+                entry.get("class"), entry["data"], entry["batch_size"], call, where
+            )
         elif "values" in entry:
             positions = torch.tensor(entry["positions"], dtype=torch.long)
             entries[key] = NonTensorStack._from_positions(entry["values"], positions)
         else:
-            entries[key] = build(entry, leaves, call)
+            entries[key] = build(entry, leaves, call, False)
+    if node["type"] == NON_TENSOR_TYPE:  # (a non-tensor entry consolidated on its own)
+        from tensordict._nontensor_root import check_root
+
+        if not root:
+            raise ValueError(
+                f"{call}: a nested node of the description has type {NON_TENSOR_TYPE!r}, "
+                "which only the root has"
+            )
+        check_root(entries, call, "the description")
     names = node["names"]
     return cls._new_unsafe(entries, size, device, names)  # type: ignore[attr-defined]
 
@@ -577,7 +622,8 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     """The structure of ``td`` for pickling, built from by :func:`from_template`: a dense
     node is ``("d", class, batch_size, device, names, keys, subs)`` with ``subs`` None
     when every entry is a tensor leaf, else per key None (a leaf), ``("v", value)`` (a
-    non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``.
+    non-tensor, carried as it is) or a node; a lazy stack is ``("s", class, dim, nodes)``,
+    followed by its stack dim's name when it has one.
     A class pickle cannot import by name is given by its registered name. Equal key
     tuples and batch sizes are one object (``memo``), which pickle writes once."""
     memo = {} if memo is None else memo
@@ -585,7 +631,9 @@ def template(td: Any, memo: dict[Any, Any] | None = None) -> tuple[Any, ...]:
     kind: Any = cls if _importable(cls) else type_name(cls)
     parts = td._stack_parts()
     if parts is not None:
-        return ("s", kind, parts[0], tuple(template(m, memo) for m in parts[1]))
+        nodes = tuple(template(m, memo) for m in parts[1])
+        name = td.names[parts[0]]
+        return ("s", kind, parts[0], nodes) if name is None else ("s", kind, parts[0], nodes, name)
     store = td._tensordict
     subs: tuple[Any, ...] | None = None
     if not all(map(isinstance, store.values(), _TENSORS)):
@@ -627,7 +675,8 @@ def from_template(node: tuple[Any, ...], views: list[Tensor], pos: int) -> tuple
         for member in node[3]:
             built, pos = from_template(member, views, pos)
             members.append(built)
-        return _lock_one(cls(*members, stack_dim=node[2])), pos
+        name = node[4] if len(node) > 4 else None
+        return _lock_one(cls(*members, stack_dim=node[2], stack_dim_name=name)), pos
     _, _, batch_size, device, names, keys, subs = node
     if subs is None:
         end = pos + len(keys)
@@ -706,7 +755,9 @@ def _from_file_bytes(data: Tensor, call: str) -> Any:
         if isinstance(err, ValueError) and str(err).startswith(call):
             raise
         raise ValueError(f"{call}: the description is malformed ({err!r})") from None
-    return attach(td, Record(storage, plan, meta))
+    from tensordict._nontensor_root import unwrap
+
+    return unwrap(attach(td, Record(storage, plan, meta)))  # (a non-tensor: the entry)
 
 
 def _described_leaf_key(root: Any, index: int) -> str:
@@ -747,9 +798,11 @@ def storage_overwritten(td: Any, plan: Plan, call: str, check: bool = False) -> 
         raise ValueError(f"{call}: the jagged leaf {leaf_path(td, err.leaf)!r}: {err}") from None
 
 
-def file_meta(td: Any, plan: Plan, call: str) -> dict[str, Any]:
-    """The JSON description after a consolidated storage in a file (or a pipe's frame)."""
-    meta = {"version": _VERSION, "root": describe(td, call), "runs": plan.to_json()}
+def file_meta(td: Any, plan: Plan, call: str, as_json: bool = True) -> dict[str, Any]:
+    """The JSON description after a consolidated storage in a file (or a pipe's frame);
+    ``as_json=False``: kept in memory only (``metadata=True``), values as they are."""
+    root = describe(td, call, as_json=as_json)
+    meta = {"version": _VERSION, "root": root, "runs": plan.to_json()}
     if plan.jagged is not None:
         meta["jagged"] = [list(jag) for jag in plan.jagged]
     return meta
@@ -849,7 +902,7 @@ class ConsolidateOps(CollectionPrimitives):
             dev = _storage_device(self, leaves, device)
             meta = None
             if filename is not None or metadata:
-                meta = file_meta(self, plan, call)
+                meta = file_meta(self, plan, call, as_json=filename is not None)
             if filename is not None:
                 if dev.type != "cpu":
                     raise ValueError(

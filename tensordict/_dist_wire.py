@@ -55,9 +55,10 @@ from tensordict._consolidate import (
     wire_fill,
     wire_plan,
 )
-from tensordict._format import FormatError, lookup_type, type_name
+from tensordict._format import FormatError, is_json_value, lookup_type, type_name
 from tensordict._jagged import JaggedError, collapse, jag_of_nested, jagged_parts
 from tensordict._nontensor import NonTensor, NonTensorData
+from tensordict._nontensor_class import UnnamedClass, class_tag, entry_of
 from tensordict._primitives import CollectionPrimitives
 from tensordict._staging import give_back, take
 from tensordict._torch_compat import flatten_dense, foreach
@@ -796,14 +797,23 @@ def _spec(td: Any, prefix: str, call: str, nested: bool) -> dict[str, Any]:
                 )
             entries.append([key, {"dtype": code, "shape": list(value.shape)}])
         elif isinstance(value, NonTensorData):
-            try:
-                json.dumps(value.data)
-            except (TypeError, ValueError):
+            record = {"data": value.data, "batch_size": list(value.batch_size)}
+            tag: str | None = None
+            sendable = is_json_value(value.data)
+            if sendable:
+                try:
+                    tag = class_tag(value)
+                except UnnamedClass:
+                    sendable = False
+            if not sendable:
                 raise TypeError(
                     f"{call}: key {_shown(path)!r} holds a {type(value.data).__name__}; non-tensor "
-                    "entries travel as JSON (str, int, float, bool, None, lists and dicts)"
-                ) from None
-            entries.append([key, {"data": value.data, "batch_size": list(value.batch_size)}])
+                    "entries travel as JSON (exactly str, int, finite float, bool, None, lists "
+                    "and dicts with str keys: another type would arrive as a different one)"
+                )
+            if tag is not None:
+                record["class"] = tag
+            entries.append([key, record])
         elif isinstance(value, NonTensor):
             raise TypeError(
                 f"{call}: key {_shown(path)!r} is a {type(value).__name__}, which cannot be sent; "
@@ -927,7 +937,8 @@ def _build(
         elif "dtype" in node:
             entries[key] = _part(key, node, bufs, cursors)
         elif "data" in node:
-            entries[key] = NonTensorData(node["data"], batch_size=node["batch_size"])
+            tag, size = node.get("class"), node["batch_size"]
+            entries[key] = entry_of(tag, node["data"], size, call, f"key {key!r}")
         else:
             entries[key] = _build(node, bufs, cursors, device, call)
     dev = spec["device"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import math
 import os
 import re
 from typing import Any
@@ -60,6 +61,29 @@ DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name) for name in _DTYPE_NAMES if hasattr(torch, name)
 }
 DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in DTYPES.items()}
+
+_JSON_SCALARS = (str, int, bool, type(None))
+
+
+def is_json_value(value: Any) -> bool:
+    """Whether ``value`` is JSON that loads back as itself, type included (section 5):
+    ``None``, ``bool``, ``int``, a finite ``float``, ``str``, and ``list``/``dict`` (string
+    keys) of those, nested. Exactly these types: a subclass (a numpy scalar, a ``str``
+    enum, an ``OrderedDict``, a ``torch.Size``) or a tuple would load as another type."""
+    kind = type(value)
+    if kind in _JSON_SCALARS:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    try:
+        if kind is list:
+            return all(is_json_value(item) for item in value)
+        if kind is dict:
+            return all(type(k) is str and is_json_value(v) for k, v in value.items())
+    except RecursionError:  # (nested too deeply for JSON's own encoder too)
+        return False
+    return False
+
 
 _SAFE = re.compile(r"[A-Za-z0-9_\-.()\[\]+]+")
 _MAX_NAME = 120
@@ -151,6 +175,7 @@ def checked_path(folder: str, name: Any, call: str, key: str, what: str) -> str:
 
 # ------------------------------------------------------------ collection types
 _TYPES: dict[str, type] = {}
+NON_TENSOR_TYPE = "NonTensor"  # a non-tensor entry saved as a checkpoint's root
 
 
 def register_type(name: str, cls: type) -> None:

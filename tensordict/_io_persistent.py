@@ -15,7 +15,8 @@ from tensordict._base import _NO_DEFAULT, TensorDictBase
 from tensordict._batch import check_copy_broadcast, leaf_shape_error
 from tensordict._io_common import FormatError
 from tensordict._keys import NestedKey, key_path
-from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, is_non_tensor
+from tensordict._nontensor import NonTensor, NonTensorData, is_non_tensor
+from tensordict._nontensor_json import from_record, to_record
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
@@ -412,11 +413,10 @@ class PersistentTensorDict(TensorDictBase):
         )
 
     def _non_tensor(self, record: Any, path: tuple[str, ...], batch: Any) -> NonTensor:
-        if isinstance(record, dict) and "stack" in record:
-            return NonTensorStack.from_list(record["stack"])
-        if isinstance(record, dict) and "data" in record:
-            return NonTensorData(record["data"], batch_size=batch)
-        raise FormatError(f"PersistentTensorDict: {self._where(path)}: bad non-tensor record")
+        try:
+            return from_record(record, batch, "PersistentTensorDict", self._where(path))
+        except ValueError as err:
+            raise FormatError(str(err)) from None
 
     # ------------------------------------------------------------------ entries
     def _names_here(self) -> list[str]:
@@ -905,15 +905,8 @@ def _as_numpy(call: str, key: Any, tensor: Tensor) -> np.ndarray:
 
 
 def _non_tensor_record(call: str, key: Any, value: Any) -> dict[str, Any]:
-    stacked = isinstance(value, NonTensorStack)
-    raw = value.tolist() if stacked else getattr(value, "data", value)
-    try:
-        json.dumps(raw)
-    except TypeError as err:
-        raise TypeError(
-            f"{call}: the non-tensor value at {key!r} is not JSON ({type(raw).__name__})"
-        ) from err
-    return {"stack" if stacked else "data": raw}
+    entry = value if isinstance(value, NonTensor) else NonTensorData(value)
+    return to_record(entry, call, repr(key))
 
 
 def _meta_of(td: Any) -> dict[str, Any]:

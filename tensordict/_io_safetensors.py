@@ -12,7 +12,8 @@ import torch
 from torch import Tensor
 
 from tensordict._io_common import FormatError, require, write_atomically
-from tensordict._nontensor import NonTensorStack, is_non_tensor
+from tensordict._nontensor import is_non_tensor
+from tensordict._nontensor_json import from_record, to_record
 
 if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
@@ -277,11 +278,10 @@ def _assemble(path: str, leaves: dict[str, Tensor], structure: dict[str, Any]) -
     tree: dict[str, Any] = {}
     values: dict[str, Any] = dict(leaves)
     for name, record in structure.get("non_tensor", {}).items():
-        if not (isinstance(record, dict) and len(record) == 1 and set(record) <= {"data", "stack"}):
-            raise FormatError(f"from_safetensors: {path!r}: bad non-tensor record for {name!r}")
-        values[name] = (
-            NonTensorStack.from_list(record["stack"]) if "stack" in record else record["data"]
-        )
+        try:  # (a value broadcasts over its level's batch size)
+            values[name] = from_record(record, [], f"from_safetensors: {path!r}", repr(name))
+        except ValueError as err:
+            raise FormatError(str(err)) from None
     for name, value in values.items():
         node = tree
         parts = name.split(".")
@@ -327,16 +327,7 @@ def _collect(td: Any, call: str) -> tuple[dict[str, Tensor], dict[str, Any]]:
             if isinstance(value, Tensor):
                 tensors[name] = value
             elif is_non_tensor(value):
-                stacked = isinstance(value, NonTensorStack)
-                data = value.tolist() if stacked else value.data
-                try:
-                    json.dumps(data)
-                except TypeError as err:
-                    raise TypeError(
-                        f"{call}: the non-tensor value at {name!r} is not JSON "
-                        f"({type(data).__name__})"
-                    ) from err
-                non_tensor[name] = {"stack" if stacked else "data": data}
+                non_tensor[name] = to_record(value, call, repr(name))
             else:
                 walk(value, name + ".")
 

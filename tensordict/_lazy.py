@@ -977,7 +977,10 @@ class LazyStackedTensorDict(TensorDictBase):
         return record(self, "unlock_", (was,), None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_stack, (type(self), self.tensordicts, self.stack_dim, self._batch_size))
+        args: tuple[Any, ...] = (type(self), self.tensordicts, self.stack_dim, self._batch_size)
+        if self._stack_name is not None:  # (the stack dim's name; the members keep theirs)
+            args = (*args, self._stack_name)
+        return (_rebuild_stack, args)
 
     def __repr__(self) -> str:
         return td_repr(self)
@@ -1415,8 +1418,10 @@ def _nest(cls: Any, members: Sequence[Any], sizes: Sequence[int], dim: int) -> A
     return cls(*[_nest(cls, g, sizes[1:], dim) for g in groups], stack_dim=dim)
 
 
-def _rebuild_stack(cls: Any, members: list[Any], stack_dim: int, batch_size: Any) -> Any:
-    return cls(*members, stack_dim=stack_dim, batch_size=batch_size)
+def _rebuild_stack(
+    cls: Any, members: list[Any], stack_dim: int, batch_size: Any, name: str | None = None
+) -> Any:
+    return cls(*members, stack_dim=stack_dim, batch_size=batch_size, stack_dim_name=name)
 
 
 def _leaf_list(td: Any) -> list[Tensor]:

@@ -19,6 +19,7 @@ from tensordict._format import (
     FORMAT,
     MAX_BYTES,
     META,
+    NON_TENSOR_TYPE,
     VERSION,
     CheckpointNotFoundError,
     FormatError,
@@ -31,6 +32,7 @@ from tensordict._format import (
 from tensordict._memmap import MemoryMappedTensor, _map_file, _read_only_mount
 from tensordict._memmap_nested import view as nested_view
 from tensordict._nontensor import NonTensorData, NonTensorStack
+from tensordict._nontensor_class import entry_of
 from tensordict._progress import progress_bar
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
@@ -362,7 +364,11 @@ class _Loader:
                         f"{self.call}: member {i} of {path!r} has batch_size "
                         f"{list(member.batch_size)}, which does not fit batch_size {list(bs)}"
                     )
-            return cls(members, stack_dim=stack_dim)
+            named = meta["names"]  # (the stack dim's name; the members hold the others)
+            try:
+                return cls(members, stack_dim=stack_dim, stack_dim_name=named and named[stack_dim])
+            except ValueError as err:
+                raise FormatError(f"{self.call}: {path!r}: {err}") from None
         entries: dict[str, Any] = {}
         names: set[str] = set()
         slots = self.slots
@@ -393,12 +399,29 @@ class _Loader:
                 entries[key] = self._nested(folder, path, key, record, bs, device, depth)
             else:
                 entries[key] = self.entry(folder, path, key, record, bs, device)
+        if meta["type"] == NON_TENSOR_TYPE:
+            self._check_non_tensor_root(path, entries, depth)
         td = cls._new_unsafe(entries, bs, None if dev is None else torch.device(dev), None)
         if meta["names"] is not None:
             td.names = meta["names"]
         if self.folders:
             td._saved_folder = folder
         return td
+
+    def _check_non_tensor_root(self, path: str, entries: dict[str, Any], depth: int) -> None:
+        """A ``"NonTensor"`` collection is a checkpoint's root holding one non-tensor entry
+        (a non-tensor entry saved on its own; the load gives the entry)."""
+        if depth:
+            raise FormatError(
+                f"{self.call}: {path!r} has type {NON_TENSOR_TYPE!r}, which only a "
+                "checkpoint's root has (a nested non-tensor entry is an entry of its parent)"
+            )
+        from tensordict._nontensor_root import check_root  # (late: it builds on TensorDict)
+
+        try:
+            check_root(entries, self.call, repr(path))
+        except ValueError as err:
+            raise FormatError(str(err)) from None
 
     def _tensor(
         self, folder: str, path: str, key: str, record: dict[str, Any], bs: torch.Size
@@ -521,7 +544,13 @@ class _Loader:
         if kind == "json":
             if "value" not in record:
                 raise FormatError(f"{self.call}: {path!r} key {key!r} lacks its value")
-            return NonTensorData(record["value"], bs)
+            tag = record.get("class")
+            if tag is None:
+                return NonTensorData(record["value"], bs)
+            try:
+                return entry_of(tag, record["value"], bs, self.call, f"{path!r} key {key!r}")
+            except ValueError as err:
+                raise FormatError(str(err)) from None
         if kind == "json_stack":
             values, positions = record.get("values"), record.get("positions")
             if not isinstance(values, list):
@@ -641,6 +670,41 @@ def load(
 
 
 _ATTEMPTS = 5
+_NON_TENSOR_KINDS = ("json", "json_stack", "pickle")
+
+
+def load_entry(prefix: str, *, call: str, allow_pickle: bool | None) -> Any:
+    """The non-tensor entry named by the last part of ``prefix`` in the checkpoint (a
+    folder, or a folder in an archive) holding it, when nothing exists at ``prefix``; None
+    when there is no such entry.
+
+    A non-tensor entry lives in its parent's ``meta.json`` (docs/format.md, section 5),
+    not in a sub-folder; upstream tensordict writes one, so code loading ``path / key``
+    finds the entry here. Only the parent's metadata is read: no leaf is mapped."""
+    target = os.path.abspath(os.fspath(prefix))
+    parent, key = os.path.split(target)
+    if os.path.lexists(target):
+        return None
+    try:
+        info: os.stat_result | None = os.stat(parent)
+    except OSError:
+        info = None
+    try:
+        loader = _loader(parent, info, call, False, allow_pickle, None)
+    except (FormatError, OSError):
+        return None
+    try:
+        try:
+            meta = loader.meta(parent)
+        except (FormatError, OSError):
+            return None  # (no checkpoint there either: the caller's error stands)
+        record = meta["entries"].get(key)
+        if type(record) is not dict or record.get("kind") not in _NON_TENSOR_KINDS:
+            return None
+        bs = torch.Size(meta["batch_size"])
+        return loader.entry(parent, parent + os.sep + META, key, record, bs, None)
+    finally:
+        loader.finished()
 
 
 def _identity(folder: str) -> tuple[int, int] | None:

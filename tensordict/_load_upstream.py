@@ -207,7 +207,7 @@ class _UpstreamReader:
         return shapes
 
     def non_tensor(self, folder: str, meta: dict[str, Any], name: str, batch: list[int]) -> Any:
-        from tensordict._nontensor import NonTensorData, NonTensorStack
+        from tensordict._nontensor import MetaData, NonTensorData, NonTensorStack
 
         if "data" in meta:
             data = meta["data"]
@@ -230,7 +230,7 @@ class _UpstreamReader:
             if not isinstance(data, list):
                 raise FormatError(f"{self.call}: {folder!r}: a stack's data must be a list")
             return NonTensorStack.from_list(data)
-        return NonTensorData(data, batch_size=batch)
+        return (MetaData if name == "MetaData" else NonTensorData)(data, batch_size=batch)
 
     def stack(self, folder: str, meta: dict[str, Any], depth: int) -> Any:
         from tensordict._lazy import LazyStackedTensorDict
@@ -242,7 +242,13 @@ class _UpstreamReader:
         while os.path.isdir(os.path.join(folder, str(len(members)))):
             path = checked_name(folder, str(len(members)), self.call, "", "member")
             members.append(self.collection(path, depth + 1))
-        return LazyStackedTensorDict(*members, stack_dim=dim)
+        name = meta.get("stack_dim_name")
+        try:
+            return LazyStackedTensorDict(
+                *members, stack_dim=dim, stack_dim_name=name if isinstance(name, str) else None
+            )
+        except ValueError as err:
+            raise FormatError(f"{self.call}: {folder!r}: {err}") from None
 
 
 def _tensorclass(path: str, call: str, folder: str) -> type:

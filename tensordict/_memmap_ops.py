@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -11,6 +13,7 @@ from torch import Tensor
 from tensordict._convert import map_leaves
 from tensordict._format import FormatError
 from tensordict._load import load as _load
+from tensordict._load import load_entry
 from tensordict._memmap import MemoryMappedTensor
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._primitives import CollectionPrimitives
@@ -320,7 +323,7 @@ class MemmapOps(CollectionPrimitives):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         # memmap_like leaves are there to be filled: they write through to the archive
-        out = type(self).load_memmap(target, allow_pickle=True, mode="r+" if like else "r")
+        out = _load(target, call=call, allow_pickle=True, mode="r+" if like else "r")
         if inplace:
             _swap_leaves(self, out)
             return self
@@ -574,13 +577,17 @@ class MemmapOps(CollectionPrimitives):
         except FormatError:
             from tensordict._load_upstream import is_upstream, load_upstream
 
+            if out is None:  # (nothing at path / key: a non-tensor entry of the parent?)
+                entry = load_entry(path, call=call, allow_pickle=allow_pickle)
+                if entry is not None:
+                    return entry
             if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
                 raise
             loaded = load_upstream(path, call, allow_pickle, mode)
             if device is not None:
                 loaded = loaded.to(device, non_blocking=non_blocking)
         if out is None:
-            return loaded
+            return _unwrap()(loaded)  # (a non-tensor entry saved on its own: the entry)
         _adopt(out, loaded)
         return out
 
@@ -656,6 +663,14 @@ class MemmapOps(CollectionPrimitives):
         if not _checkpoint_roots(self, 0, roots) or len(roots) != 1:
             return None
         return roots.pop()
+
+
+@functools.cache
+def _unwrap() -> Callable[[Any], Any]:
+    """``_nontensor_root.unwrap`` (imported once, late: that module builds on TensorDict)."""
+    from tensordict._nontensor_root import unwrap
+
+    return unwrap
 
 
 def _adopt(target: Any, loaded: Any) -> None:

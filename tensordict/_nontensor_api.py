@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from tensordict._future import TensorDictFuture
 from tensordict._nontensor import (
     NonTensor,
     NonTensorData,
@@ -27,6 +28,7 @@ from tensordict._nontensor import (
     same_value,
 )
 from tensordict._nontensor_origin import write_back
+from tensordict._nontensor_root import as_root
 from tensordict._views import with_non_tensor
 
 _FIELD = "data"
@@ -74,10 +76,25 @@ def _held(out: Any) -> NonTensor | None:
     return None
 
 
+class _EntryFuture(TensorDictFuture):
+    """The future of a background call (``memmap(..., return_early=True)``), whose result
+    is handed back as the entry it holds."""
+
+    def __init__(self, inner: TensorDictFuture) -> None:
+        super().__init__(inner.futures, None)
+        self.inner = inner
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's result, a one-entry collection given as its entry."""
+        return _back(self.inner.result(timeout))
+
+
 def _back(out: Any) -> Any:
     entry = _held(out)
     if entry is not None:
         return entry
+    if isinstance(out, TensorDictFuture):
+        return _EntryFuture(out)
     if isinstance(out, (tuple, list)) and out and all(_held(o) is not None for o in out):
         return type(out)(_held(o) for o in out)
     return out
@@ -107,12 +124,18 @@ def _sync(entry: NonTensor, td: Any, call: str) -> None:
 _TAKES_VALUES = frozenset({"set", "set_", "set_at_", "setdefault", "set_non_tensor", "fill_"})
 
 
+# methods that write the collection where a load finds it: they run on the collection that
+# names a non-tensor entry on disk, so that the load gives the entry back (_nontensor_root)
+_SAVES = frozenset({"memmap", "memmap_", "memmap_like", "save", "dumps", "consolidate"})
+
+
 def _method(name: str) -> Callable[..., Any]:
     convert = _convert if name not in _TAKES_VALUES else _same
+    wrap = as_root if name in _SAVES else _as_td
 
     def method(self: NonTensor, *args: Any, **kwargs: Any) -> Any:
         call = f"{type(self).__name__}.{name}"
-        td = _as_td(self)
+        td = wrap(self)
         out = getattr(td, name)(*map(convert, args), **{k: convert(v) for k, v in kwargs.items()})
         if out is td:  # acted in place (lock_, update, set_, zero_, ...): follow it
             _sync(self, td, call)

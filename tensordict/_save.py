@@ -20,11 +20,13 @@ from tensordict._format import (
     META,
     VERSION,
     encode_name,
+    is_json_value,
     type_name,
 )
 from tensordict._memmap import MemoryMappedTensor, rename_files
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
+from tensordict._nontensor_class import UnnamedClass, class_tag
 from tensordict._progress import progress_bar
 
 Job = tuple[Tensor, str, dict[str, Any]]
@@ -42,13 +44,6 @@ def raw_bytes(tensor: Tensor) -> Tensor:
         same = _SAME_SIZE_INT.get(tensor.dtype.itemsize)
         tensor = (tensor if same is None else tensor.view(same)).contiguous()
     return tensor.reshape(-1).view(torch.uint8)
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
-    except (TypeError, ValueError):
-        return False
 
 
 class _Writer:
@@ -84,6 +79,8 @@ class _Writer:
         parts = td._stack_parts()
         if parts is not None:
             meta["stack_dim"] = parts[0]
+            names = td.names  # (kept when the stack dim has a name: the others are the members')
+            meta["names"] = names if names[parts[0]] is not None else None
             meta["members"] = [
                 self.folder(member, os.path.join(folder, str(i)), (*prefix, str(i)))
                 for i, member in enumerate(parts[1])
@@ -106,9 +103,17 @@ class _Writer:
                     f"{self.call}: key {path!r} has dtype {value.dtype}, which has no on-disk "
                     "name (quantized tensors carry a scale beside their bytes)"
                 )
+            if value.is_nested:  # (a jagged one has no element shapes to store)
+                nested.refuse_jagged(f"{self.call}({path!r})", value)
+            if value.layout is not torch.strided or (value.is_meta and not self.like):
+                what = "on the meta device" if value.is_meta else f"of layout {value.layout}"
+                raise TypeError(
+                    f"{self.call}: key {path!r} is a tensor {what}, which has no element bytes "
+                    "to write; a checkpoint holds strided tensors with data (to_dense() a "
+                    "sparse one)"
+                )
             name = encode_name(key, ".memmap", taken)
             if value.is_nested:  # a ragged leaf: one row of sizes per element
-                nested.refuse_jagged(f"{self.call}({path!r})", value)
                 record = {
                     "kind": "nested",
                     "file": name,
@@ -125,11 +130,17 @@ class _Writer:
             self.jobs.append((value, os.path.join(folder, name), record))
             return record
         if isinstance(value, NonTensorData):
-            if _is_json(value.data):
-                return {"kind": "json", "value": value.data}
+            if is_json_value(value.data):
+                try:
+                    tag = class_tag(value)
+                except UnnamedClass:  # (a class only pickle keeps)
+                    return self.pickled(key, value, folder, taken, path)
+                if tag is None:
+                    return {"kind": "json", "value": value.data}
+                return {"kind": "json", "value": value.data, "class": tag}
             return self.pickled(key, value, folder, taken, path)
         if isinstance(value, NonTensorStack):
-            if _is_json(value.values):
+            if is_json_value(value.values):
                 return {
                     "kind": "json_stack",
                     "values": value.values,
@@ -166,6 +177,8 @@ class _Writer:
         def write_one(job: Job) -> MemoryMappedTensor:
             tensor, path, record = job
             tensor = tensor.detach()
+            if tensor.is_conj() or tensor.is_neg():  # (a lazy view: write its values)
+                tensor = tensor.resolve_conj().resolve_neg()
             if self.like or tensor.device.type != "cpu" or tensor.is_nested or not tensor.numel():
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:

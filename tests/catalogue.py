@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from tensordict import LazyStackedTensorDict, TensorClass, TensorDict, lazy_stack
+from tensordict import (
+    LazyStackedTensorDict,
+    MetaData,
+    NonTensorData,
+    NonTensorStack,
+    TensorClass,
+    TensorDict,
+    TypedTensorDict,
+    is_tensorclass,
+    lazy_stack,
+)
 
 
 def flat() -> TensorDict:
@@ -160,3 +172,232 @@ def assert_shares(a: Any, b: Any, keys: list[Any] | None = None) -> None:
         return
     for key in leaves(a) if keys is None else keys:
         assert a.get(key) is b.get(key), key
+
+
+# ------------------------------------------------------------------ every kind, for saving
+# Each save path (memmap, save/load, archives, consolidate, pickling) is crossed with these
+# as well as with CATALOGUE and RAGGED: every kind of collection and of entry the library has.
+
+
+class CatalogueRecord(TensorClass):
+    """A tensorclass with a nested tensorclass, a non-tensor field and Optional fields."""
+
+    obs: torch.Tensor
+    inner: CatalogueSample
+    note: str
+    maybe: torch.Tensor | None = None
+    tag: str | None = None
+
+
+class CatalogueTyped(TypedTensorDict):
+    """A TypedTensorDict of the catalogue."""
+
+    eta: Tensor
+    x: Tensor
+
+
+def named() -> TensorDict:
+    return TensorDict(
+        {"a": torch.randn(2, 3), "n": {"b": torch.randn(2, 3, 4)}}, [2, 3], names=["env", "t"]
+    )
+
+
+def lazy_heterogeneous() -> Any:
+    """Members with different keys."""
+    return lazy_stack(
+        [
+            TensorDict({"a": torch.randn(3), "b": torch.zeros(3, 2)}, [3]),
+            TensorDict({"a": torch.randn(3), "c": {"d": torch.ones(3)}}, [3]),
+        ],
+        0,
+    )
+
+
+def lazy_named() -> Any:
+    """A named lazy stack: the stack dim's name (the members hold the others)."""
+    members = [TensorDict({"a": torch.randn(3, i + 1)}, [3], names=["t"]) for i in range(2)]
+    return lazy_stack(members, 1, stack_dim_name="env")
+
+
+def lazy_nested() -> Any:
+    """A lazy stack of lazy stacks (inner stack_dim 1), inside a TensorDict."""
+    inner = [
+        lazy_stack([TensorDict({"x": torch.randn(2, i + j + 1)}, [2]) for j in range(2)], 1)
+        for i in range(3)
+    ]
+    return TensorDict({"s": lazy_stack(inner, 0), "t": torch.arange(3)}, [3])
+
+
+def tensorclass_optional() -> CatalogueRecord:
+    """Optional fields, one set, one None."""
+    return CatalogueRecord(
+        obs=torch.randn(3, 2),
+        inner=CatalogueSample(torch.randn(3, 1), TensorDict({}, [3]), "in", batch_size=[3]),
+        note="outer",
+        maybe=torch.ones(3),
+        batch_size=[3],
+    )
+
+
+def typed() -> CatalogueTyped:
+    return CatalogueTyped(eta=torch.randn(3, 2), x=torch.arange(3), batch_size=[3])
+
+
+def non_tensor_data() -> NonTensorData:
+    return NonTensorData({"lr": 0.5, "steps": [1, 2]}, batch_size=[2])
+
+
+def non_tensor_stack() -> NonTensorStack:
+    return NonTensorStack("a", "b", "c")
+
+
+def non_tensor_stack_of_stack() -> NonTensorStack:
+    """A 2-d NonTensorStack, taken from a stack of TensorDicts holding strings."""
+    rows = [torch.stack([TensorDict({"s": f"{i}{j}"}, []) for j in range(2)]) for i in range(2)]
+    return torch.stack(rows).get("s")
+
+
+def json_values() -> TensorDict:
+    """A non-tensor entry of every JSON type, one value per batch and one per element."""
+    td = TensorDict({"x": torch.zeros(2)}, [2])
+    for key, value in {
+        "str": "s",
+        "int": 3,
+        "float": 2.5,
+        "bool": True,
+        "none": None,
+        "list": [1, "a", None, [False]],
+        "dict": {"k": {"n": 1.5}, "l": []},
+    }.items():
+        td.set(key, NonTensorData(value, batch_size=[2]))
+    td.set("stack", NonTensorStack(1, "b"))
+    td.set("meta", MetaData("m", batch_size=[2]))
+    td.set("typed_meta", MetaData[int](4, batch_size=[2]))
+    return td
+
+
+def empty_no_batch() -> TensorDict:
+    return TensorDict({}, [])
+
+
+def empty_zero_batch() -> TensorDict:
+    return TensorDict({"n": TensorDict({}, [0, 2])}, [0])
+
+
+_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+]
+
+
+def every_dtype() -> TensorDict:
+    """A leaf of every plain dtype (random bits, NaNs included), 0-d and zero-size leaves."""
+    gen = torch.Generator().manual_seed(0)
+    leaves: dict[str, Any] = {}
+    for dtype in _DTYPES:
+        bits = torch.randint(0, 256, (2, 3 * dtype.itemsize), dtype=torch.uint8, generator=gen)
+        name = str(dtype).removeprefix("torch.")
+        leaves[name] = bits.view(dtype) if dtype is not torch.bool else bits > 127
+    leaves["shapes"] = {"zero_d": torch.tensor(1.5), "empty": torch.zeros(0, 4)}
+    return TensorDict({**leaves, "rows": torch.zeros(2, 0, 3, dtype=torch.int16)}, [])
+
+
+def strided() -> TensorDict:
+    """Non-contiguous, expanded, offset, conjugate and negative-view leaves."""
+    base = torch.arange(40.0).view(4, 10)
+    return TensorDict(
+        {
+            "t": torch.randn(3, 4).t(),
+            "expanded": torch.randn(4, 1).expand(4, 5),
+            "sliced": base[:, 1::3],
+            "offset": base[1:, 2:].t()[2:6],
+            "conj": torch.randn(4, 2, dtype=torch.complex64).conj(),  # (a lazy conjugate view)
+            "neg": torch.randn(4, 3, dtype=torch.complex64).conj().imag,  # (a negative view)
+        },
+        [4],
+    )
+
+
+SAVE_KINDS: dict[str, Callable[[], Any]] = {
+    "named": named,
+    "lazy_heterogeneous": lazy_heterogeneous,
+    "lazy_named": lazy_named,
+    "lazy_nested": lazy_nested,
+    "tensorclass_optional": tensorclass_optional,
+    "typed": typed,
+    "non_tensor_data": non_tensor_data,
+    "non_tensor_stack": non_tensor_stack,
+    "non_tensor_stack_of_stack": non_tensor_stack_of_stack,
+    "json_values": json_values,
+    "empty_no_batch": empty_no_batch,
+    "empty_zero_batch": empty_zero_batch,
+    "every_dtype": every_dtype,
+    "strided": strided,
+}
+
+
+def bits(x: Tensor) -> Tensor:
+    """``x``'s elements as raw bytes in C order (every dtype: NaNs and -0.0 compare)."""
+    x = x.detach().cpu().resolve_conj().resolve_neg()
+    if not x.is_contiguous():
+        same = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(x.itemsize)
+        x = (x if same is None else x.view(same)).contiguous()
+    return x.reshape(-1).view(torch.uint8)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (``1 == True == 1.0`` does not do)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_json(a[k], b[k]) for k in a)
+    return bool(a == b) or (a != a and b != b)  # (NaN)
+
+
+def assert_identical(a: Any, b: Any, where: str = "root", *, values: bool = True) -> None:
+    """``b`` is ``a`` again: the class of every collection and entry, batch sizes, names,
+    lazy-stack dims, every key in order, dtypes, shapes, and (``values``) every bit."""
+    if isinstance(a, Tensor):  # (a memory-mapped tensor is a tensor)
+        assert isinstance(b, Tensor), f"{where}: {type(b).__name__} instead of a tensor"
+        assert (b.dtype, b.shape) == (a.dtype, a.shape), f"{where}: {b.dtype}{list(b.shape)}"
+        if values:
+            assert torch.equal(bits(a), bits(b)), f"{where}: values differ"
+        return
+    assert type(b) is type(a), f"{where}: {type(b).__name__} instead of {type(a).__name__}"
+    assert b.batch_size == a.batch_size, f"{where}: batch_size {b.batch_size}"
+    if isinstance(a, NonTensorData):
+        assert same_json(a.data, b.data), f"{where}: {b.data!r} instead of {a.data!r}"
+        return
+    if isinstance(a, NonTensorStack):
+        assert same_json(a.tolist(), b.tolist()), f"{where}: {b.tolist()!r}"
+        return
+    assert b.names == a.names, f"{where}: names {b.names}"
+    if isinstance(a, LazyStackedTensorDict):
+        assert b.stack_dim == a.stack_dim, f"{where}: stack_dim {b.stack_dim}"
+        assert len(b.tensordicts) == len(a.tensordicts), f"{where}: members"
+        for i, (x, y) in enumerate(zip(a.tensordicts, b.tensordicts, strict=True)):
+            assert_identical(x, y, f"{where}[{i}]", values=values)
+        return
+    assert list(b.keys()) == list(a.keys()), f"{where}: keys {list(b.keys())}"
+    for key in a.keys():
+        assert_identical(a.get(key), b.get(key), f"{where}.{key}", values=values)
+    if is_tensorclass(a):  # (a field set to None holds no entry: it must stay None)
+        for field in dataclasses.fields(a):
+            assert (getattr(a, field.name) is None) == (getattr(b, field.name) is None), field

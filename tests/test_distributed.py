@@ -25,10 +25,12 @@ import torch.multiprocessing as mp
 from tensordict import (
     CloudpickleWrapper,
     MemoryMappedTensor,
+    MetaData,
+    NonTensorData,
     NonTensorStack,
     TensorDict,
 )
-from tensordict._dist_wire import build
+from tensordict._dist_wire import build, structure
 from tests._spawn import free_port, launch
 
 GROUP_TIMEOUT_S = 30  # a blocked collective raises in the child after this
@@ -426,6 +428,21 @@ def test_structure_sending_calls_refuse_what_json_cannot_carry() -> None:
     odd = TensorDict({"n": {"obj": object()}}, [])
     with pytest.raises(TypeError, match=r"init_remote: key 'n/obj' holds a object; non-tensor"):
         odd.init_remote(1)
+
+
+def test_non_tensor_entries_arrive_as_they_were_sent() -> None:
+    """(MetaData arrived as NonTensorData; a tuple as a list, a numpy scalar as a float.)"""
+    sent = TensorDict({"m": MetaData[int](3, [2]), "n": {"v": NonTensorData([1, "a"], [2])}}, [2])
+    raw = torch.tensor(list(structure(sent, "init_remote")), dtype=torch.uint8)
+    back = build("from_remote_init", raw, {}, torch.device("cpu"))
+    assert type(back.get("m")) is type(sent.get("m")) and back.get("m").data == 3
+    assert back.get(("n", "v")).data == [1, "a"]
+    for value in [(1, 2), __import__("numpy").float64(1.5)]:
+        odd = TensorDict({"v": NonTensorData(value)}, [])
+        with pytest.raises(
+            TypeError, match=rf"init_remote: key 'v' holds a {type(value).__name__}"
+        ):
+            odd.init_remote(1)
 
 
 @pytest.mark.parametrize(
