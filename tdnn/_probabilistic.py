@@ -275,15 +275,17 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if not is_tensor_collection(lp):  # a distribution that sums on its own
             out.set(self._log_prob_keys[0], lp)
             return
-        leaf_keys = [log_prob_key_of(k) for k in self._samples]
-        targets = leaf_keys if self._aggregate else self._log_prob_keys
-        present = lp.keys(True, True)
-        if not all(k in present for k in leaf_keys):  # out_keys other than the members':
-            leaf_keys = targets = list(present)  # each member's entry where it is (upstream)
-        for leaf_key, target in zip(leaf_keys, targets, strict=False):
-            out.set(target, lp.get(leaf_key))
-        if self._aggregate:
-            total = summed((lp.get(k) for k in leaf_keys), len(dist.batch_shape))
+        # every member's entry is written, at the module's log_prob_keys for its out_keys
+        # (out_keys may name some members only, or none) and where it is for the others
+        present = list(lp.keys(True, True))
+        moved: dict[Any, Any] = {}
+        if not self._aggregate:
+            leaf_keys = [log_prob_key_of(k) for k in self._samples]
+            moved = dict(zip(leaf_keys, self._log_prob_keys, strict=False))
+        for key in present:
+            out.set(moved.get(key, key), lp.get(key))
+        if self._aggregate:  # the sum over every member, as upstream
+            total = summed((lp.get(k) for k in present), len(dist.batch_shape))
             out.set(self._log_prob_keys[0], total)
 
     def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:
