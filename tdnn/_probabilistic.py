@@ -339,6 +339,18 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     ) -> None:
         self._return_composite = return_composite
         super().__init__(*modules, partial_tolerant=partial_tolerant, inplace=inplace)
+        members = self._members()
+        if not members:
+            raise ValueError(
+                "ProbabilisticTensorDictSequential: no module given; it needs one or more "
+                "modules ending with a probabilistic one"
+            )
+        if return_composite is False and not _is_probabilistic(members[-1]):
+            raise TypeError(
+                "ProbabilisticTensorDictSequential(return_composite=False): the last module "
+                "must be a ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential, "
+                f"got {type(members[-1]).__name__}"
+            )
         if selected_out_keys is not None:
             self.select_out_keys(*selected_out_keys)
 
@@ -352,7 +364,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         last = self._members()[-1] if self._members() else None
         self._det_part = (
             TensorDictSequential(*self._members()[:-1])
-            if prob and isinstance(last, ProbabilisticTensorDictModule) and len(self) > 1
+            if prob and _is_probabilistic(last) and len(self) > 1
             else None
         )
 
@@ -360,7 +372,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """A slice: probabilistic while it ends with a probabilistic module, or always with
         ``return_composite=True`` (as upstream); a plain sequence otherwise."""
         wanted = self.__dict__.get("_return_composite")
-        if not modules or not (wanted or isinstance(modules[-1][1], ProbabilisticTensorDictModule)):
+        if not modules or not (wanted or _is_probabilistic(modules[-1][1])):
             return super()._like(modules)
         members = (
             (dict(modules),)
@@ -374,8 +386,19 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             inplace=self.inplace,
         )
 
-    def _prob_modules(self) -> list[ProbabilisticTensorDictModule]:
-        return [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
+    def _prob_modules(self) -> list[Any]:
+        """The probabilistic members (modules, and sequences nested in this one)."""
+        return [m for m in self._members() if _is_probabilistic(m)]
+
+    def _last_prob(self, call: str) -> Any:
+        """The last probabilistic member; a ``RuntimeError`` naming ``call`` if none."""
+        prob = self._prob_modules()
+        if not prob:
+            raise RuntimeError(
+                f"ProbabilisticTensorDictSequential.{call}: no probabilistic module among "
+                f"the members {[type(m).__name__ for m in self._members()]}"
+            )
+        return prob[-1]
 
     @property
     def default_interaction_type(self) -> InteractionType | None:
@@ -412,7 +435,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     @property
     def log_prob_key(self) -> Any:
         """The log-prob key of the last probabilistic module."""
-        return self._prob_modules()[-1].log_prob_key
+        return self._last_prob("log_prob_key").log_prob_key
 
     def get_dist_params(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
         """Run the deterministic part on (a shallow copy of) ``tensordict``; given
@@ -438,7 +461,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         td = tensordict.clone(False)
         written: list[Any] = []
         for m in self._members():
-            if isinstance(m, ProbabilisticTensorDictModule):
+            if _is_probabilistic(m):
                 if m is self._members()[-1]:
                     break
                 with _random():
@@ -464,6 +487,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.get_dist(TensorDict(x=torch.zeros(1))).mean
         tensor([1.])
         """
+        self._last_prob("get_dist")
         if not self.return_composite:
             td, written = self._dist_params(tensordict, **kwargs)
             if tensordict_out is not None:
@@ -472,7 +496,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         td = tensordict.clone(False)
         dists: dict[Any, Any] = {}
         for m in self._members():
-            if isinstance(m, ProbabilisticTensorDictModule):
+            if isinstance(m, ProbabilisticTensorDictSequential):  # its members, each keyed
+                dist = m.get_dist(td)
+                if isinstance(dist, CompositeDistribution):
+                    dists.update(dist.dists)
+                else:
+                    dists[m.dist_sample_keys[-1]] = dist
+                with _random():
+                    td = m(td)
+            elif isinstance(m, ProbabilisticTensorDictModule):
                 dist = m.get_dist(td)
                 for key in m.dist_sample_keys:
                     dists[key] = dist
@@ -506,10 +538,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
-        last = self._prob_modules()[-1]
+        last = self._last_prob("log_prob")
         if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
             return last.log_prob(tensordict, dist=dist)
-        return dist.log_prob(tensordict.get(last.dist_sample_keys[0]))
+        return dist.log_prob(tensordict.get(last.dist_sample_keys[-1]))
+
+
+def _is_probabilistic(module: Any) -> bool:
+    """Whether a sequence member draws samples (a probabilistic module or sequence)."""
+    return isinstance(module, (ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential))
 
 
 def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:

@@ -9,6 +9,8 @@ from torch.distributions import Categorical, Normal
 from tdnn import (
     CompositeDistribution,
     ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
     set_composite_lp_aggregate,
 )
 from tensordict import TensorDict
@@ -75,3 +77,71 @@ def test_composite_distribution_key_none_is_the_default() -> None:
     assert "sample_log_prob" in dist.log_prob_composite(dist.sample(), include_sum=True).keys()
     dist.entropy_key = None
     assert dist.entropy_key == "entropy"
+
+
+def _normal(in_key: str, out_key: str) -> ProbabilisticTensorDictModule:
+    return ProbabilisticTensorDictModule(
+        in_keys={"loc": in_key},
+        out_keys=[out_key],
+        distribution_class=Normal,
+        distribution_kwargs={"scale": 1.0},
+        return_log_prob=True,
+    )
+
+
+def _inner() -> ProbabilisticTensorDictSequential:
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda z: z + 1, ["z"], ["loc"]), _normal("loc", "y")
+    )
+
+
+def test_probabilistic_sequence_nested_in_one_is_probabilistic() -> None:
+    # a ProbabilisticTensorDictSequential member was taken for a deterministic one:
+    # get_dist gave an empty composite, log_prob an empty TensorDict, no sample keys
+    seq = ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: x * 2, ["x"], ["z"]), _inner()
+    )
+    td = TensorDict(x=torch.ones(3, 2), y=torch.zeros(3, 2), batch_size=[3])
+    dist = seq.get_dist(td)
+    assert isinstance(dist, Normal)
+    torch.testing.assert_close(dist.mean, torch.full((3, 2), 3.0))
+    torch.testing.assert_close(seq.log_prob(td), Normal(3.0, 1.0).log_prob(torch.zeros(3, 2)))
+    assert (seq.dist_sample_keys, seq.log_prob_keys, seq.log_prob_key) == (
+        ["y"],
+        ["y_log_prob"],
+        "y_log_prob",
+    )
+    assert seq.det_part is not None and seq.det_part.out_keys == ["z"]
+    # beside another probabilistic module: the joint distribution has both members
+    joint = ProbabilisticTensorDictSequential(_normal("x", "z"), _inner())
+    assert sorted(joint.get_dist(td).dists) == ["y", "z"]
+    td["z"] = torch.zeros(3, 2)
+    lp = joint.log_prob(td)
+    torch.testing.assert_close(lp["z_log_prob"], Normal(1.0, 1.0).log_prob(torch.zeros(3, 2)))
+    assert "y_log_prob" in lp.keys()
+
+
+def test_probabilistic_sequence_without_a_distribution_is_refused() -> None:
+    # upstream refuses an empty sequence, and return_composite=False ending with a
+    # deterministic module; a sequence without a probabilistic member has no
+    # distribution (get_dist returned an empty composite, log_prob_key an IndexError)
+    with pytest.raises(ValueError, match="ProbabilisticTensorDictSequential: no module given"):
+        ProbabilisticTensorDictSequential()
+    det = TensorDictModule(lambda x: x, ["x"], ["loc"])
+    with pytest.raises(
+        TypeError,
+        match=r"return_composite=False\): the last module .* got "
+        "TensorDictModule",
+    ):
+        ProbabilisticTensorDictSequential(det, return_composite=False)
+    seq = ProbabilisticTensorDictSequential(det)
+    td = TensorDict(x=torch.zeros(3), batch_size=[3])
+    with pytest.raises(
+        RuntimeError,
+        match=r"get_dist: no probabilistic module among the "
+        r"members \['TensorDictModule'\]",
+    ):
+        seq.get_dist(td)
+    with pytest.raises(RuntimeError, match="log_prob_key: no probabilistic module"):
+        seq.log_prob_key
+    assert seq(td)["loc"].shape == (3,)  # running it is fine, as upstream
