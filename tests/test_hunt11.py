@@ -145,3 +145,36 @@ def test_probabilistic_sequence_without_a_distribution_is_refused() -> None:
     with pytest.raises(RuntimeError, match="log_prob_key: no probabilistic module"):
         seq.log_prob_key
     assert seq(td)["loc"].shape == (3,)  # running it is fine, as upstream
+
+
+def test_module_dict_and_tensordict_outputs_follow_upstreams_rules() -> None:
+    td = TensorDict(a=torch.ones(3, 2), batch_size=[3])
+    # a dict keyed by the nested out key (it was looked up by the key's last name)
+    out = TensorDictModule(lambda x: {("x", "y"): x}, ["a"], [("x", "y")])(td.clone())
+    assert (out["x", "y"] == 1).all()
+    # a dict or TensorDict not keyed by the out_keys is one output, written whole
+    for make in (lambda x: {"c": x}, lambda x: TensorDict(c=x, batch_size=[3])):
+        out = TensorDictModule(make, ["a"], ["d"])(td.clone())
+        assert (out["d", "c"] == 1).all()
+    # ... and with several out_keys, the error names the call and the keys it lacks
+    with pytest.raises(
+        ValueError,
+        match=r"TensorDictModule\(<lambda>\): the module returned 1 outputs \(a TensorDict "
+        r"without \['d'\]\) for 2 out_keys \['c', 'd'\]",
+    ):
+        TensorDictModule(lambda x: TensorDict(c=x, batch_size=[3]), ["a"], ["c", "d"])(td)
+    with pytest.raises(ValueError, match=r"\(a dict without \[\('n', 'd'\)\]\)"):
+        TensorDictModule(lambda x: {"c": x}, ["a"], ["c", ("n", "d")])(td)
+
+
+def test_module_must_be_callable() -> None:
+    # upstream refuses these when built; here they were accepted, and the first call
+    # failed inside (a class was instantiated with the inputs)
+    with pytest.raises(
+        TypeError,
+        match=r"TensorDictModule: module must be a callable .*Linear"
+        r"'> \(a class: instantiate it\)",
+    ):
+        TensorDictModule(torch.nn.Linear, ["a"], ["c"])
+    with pytest.raises(TypeError, match="module must be a callable .*, got 3$"):
+        TensorDictModule(3, ["a"], ["c"])  # type: ignore[arg-type]
