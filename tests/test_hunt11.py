@@ -178,3 +178,35 @@ def test_module_must_be_callable() -> None:
         TensorDictModule(torch.nn.Linear, ["a"], ["c"])
     with pytest.raises(TypeError, match="module must be a callable .*, got 3$"):
         TensorDictModule(3, ["a"], ["c"])  # type: ignore[arg-type]
+
+
+def test_from_module_and_to_module_refuse_what_is_not_a_module() -> None:
+    # an AttributeError from inside (``'int' object has no attribute '_parameters'``)
+    params = TensorDict.from_module(torch.nn.Linear(2, 2))
+    with pytest.raises(
+        TypeError, match="TensorDict.from_module: module must be an nn.Module, got int"
+    ):
+        TensorDict.from_module(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="TensorDict.from_modules: module 1 must be an nn.Module"):
+        TensorDict.from_modules(torch.nn.Linear(2, 2), "x")  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match="TensorDict.to_module: module must be an nn.Module, got dict"
+    ):
+        params.to_module({})  # type: ignore[arg-type]
+
+
+def test_to_module_result_compares_as_the_originals() -> None:
+    # upstream returns the TensorDict of the originals; ours is a proxy of it whose ``==``
+    # was object identity (a bool: ``(old == new).all()`` raised, ``old != new`` was True)
+    model = torch.nn.Linear(2, 2)
+    weight = model.weight
+    zeros = TensorDict.from_module(model).apply(torch.zeros_like)
+    old = zeros.to_module(model)
+    try:
+        assert not (old == zeros).all()
+        assert (old * 0 == zeros).all()
+        assert (old == old).all() and not (old != old).any()
+        assert ((-old)["weight"] == -weight).all()
+    finally:
+        old.to_module(model)
+    assert model.weight is weight
