@@ -34,6 +34,15 @@ class EnsembleModule(TensorDictModuleBase):
 
     def __init__(self, module: nn.Module, num_copies: int, expand_input: bool = True) -> None:
         super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(
+                f"EnsembleModule: module must be an nn.Module, got {type(module).__name__}"
+            )
+        if not isinstance(num_copies, int) or isinstance(num_copies, bool):
+            raise TypeError(
+                f"EnsembleModule: num_copies must be an int, got {type(num_copies).__name__} "
+                f"{num_copies!r}"
+            )
         if num_copies < 1:
             raise ValueError(f"EnsembleModule: num_copies must be >= 1, got {num_copies}")
         self.in_keys = list(getattr(module, "in_keys", []))

@@ -29,6 +29,11 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
 
     def __init__(self, td_module: Any) -> None:
         super().__init__()
+        if not isinstance(td_module, nn.Module):
+            raise TypeError(
+                "TensorDictModuleWrapper: td_module must be a TensorDict module (an "
+                f"nn.Module), got {type(td_module).__name__}"
+            )
         self.td_module = td_module
         if hasattr(td_module, "_forward_hooks"):
             for hook in td_module._forward_hooks.values():

@@ -8,9 +8,11 @@ from torch.distributions import Categorical, Normal
 
 from tdnn import (
     CompositeDistribution,
+    EnsembleModule,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModule,
+    TensorDictModuleWrapper,
     set_composite_lp_aggregate,
 )
 from tensordict import TensorDict
@@ -210,3 +212,16 @@ def test_to_module_result_compares_as_the_originals() -> None:
     finally:
         old.to_module(model)
     assert model.weight is weight
+
+
+def test_ensemble_and_wrapper_check_their_arguments() -> None:
+    # a float count failed inside ("can't multiply sequence by non-int"); a wrapper of
+    # a non-module raised KeyError('td_module') at its first attribute read
+    with pytest.raises(TypeError, match="EnsembleModule: num_copies must be an int, got float 2.5"):
+        EnsembleModule(torch.nn.Linear(3, 2), num_copies=2.5)  # type: ignore[arg-type]
+    with pytest.raises(
+        TypeError, match="EnsembleModule: module must be an nn.Module, got function"
+    ):
+        EnsembleModule(lambda x: x, num_copies=2)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"TensorDictModuleWrapper: td_module must be .* got int"):
+        TensorDictModuleWrapper(3)
