@@ -23,6 +23,7 @@ from torch import Tensor
 
 from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
+from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._repr import tc_repr
@@ -320,6 +321,9 @@ class TensorClass(TensorDict):
         else:  # the casting rules, through _convert
             self._set_str(key, value, f"{type(self).__name__}.__init__")
 
+    def _unset_field(self, key: str) -> bool:
+        return key in type(self)._field_set  # reads as None, as the attribute does
+
     def _convert(self, value: Any, key: str, call: str) -> Any:
         cls = type(self)
         if key not in cls._field_set:
@@ -382,6 +386,9 @@ class TensorClass(TensorDict):
         infer = batch_size is None and (auto_batch_size or batch_dims is not None)
         values = {name: None for name in cls._fields if name not in cls._defaults}
         values.update(input_dict)  # absent fields without a default stay unset (None)
+        for key, value in input_dict.items():  # as from_tensordict
+            if type(value) is TensorDict and key in cls._field_set:
+                values[key] = _as_field_class(cls, key, value)
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
@@ -405,12 +412,25 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
+        call = f"{cls.__name__}.from_tensordict"
+        if not isinstance(tensordict, CollectionPrimitives):
+            raise TypeError(f"{call}: expected a TensorDict, got {type(tensordict).__name__}")
         parts = tensordict._stack_parts()
         if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
             members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
+        entries = dict(tensordict._tensordict)
+        unknown = [k for k in (*entries, *(non_tensordict or ())) if k not in cls._field_set]
+        if unknown:  # (they would be entries no field reads)
+            raise ValueError(
+                f"{call}: keys {unknown} are not fields of {cls.__name__}; fields are "
+                f"{list(cls._fields)}"
+            )
+        for key, value in entries.items():
+            if type(value) is TensorDict:
+                entries[key] = _as_field_class(cls, key, value)
         out = cls._new_unsafe(
-            dict(tensordict._tensordict),
+            entries,
             tensordict._batch_size,
             tensordict._device,
             tensordict._names,
@@ -468,6 +488,12 @@ class TensorClass(TensorDict):
                 f"or compatible class (same fields) assignment; got {type(value).__name__} with "
                 f"fields {list(value._fields)}, expected {list(type(self)._fields)}"
             )
+        if isinstance(index, str) or (
+            type(index) is tuple and index and isinstance(index[0], str)
+        ):  # a key: written as set() writes it (a field, cast by the annotation)
+            call = f"{type(self).__name__}[]="
+            self._set_path(key_path(index, call), value, call)
+            return
         super().__setitem__(index, value)
 
     def __repr__(self) -> str:
@@ -522,6 +548,19 @@ def _constructor(name: str) -> Any:
 
 for _name in _CONSTRUCTORS:
     setattr(TensorClass, _name, _constructor(_name))
+
+
+def _as_field_class(cls: Any, key: str, value: TensorDict) -> Any:
+    """``value`` (a plain TensorDict) as an instance of the tensorclass that field ``key``
+    is annotated with (``X`` or ``Optional[X]``), sharing its entries, when its keys are
+    fields of that class (as upstream's ``from_tensordict``/``from_dict``); else itself."""
+    hints = cls._field_hints()[key]
+    nested = hints[0] if len(hints) == 1 else None
+    if getattr(nested, "_is_tensorclass", False) and nested._field_set.issuperset(
+        value._tensordict
+    ):
+        return nested.from_tensordict(value)
+    return value
 
 
 def _adopt_batch_sizes(target: Any, source: Any) -> None:

@@ -15,7 +15,7 @@ from tdnn import (
     TensorDictModuleWrapper,
     set_composite_lp_aggregate,
 )
-from tensordict import TensorDict
+from tensordict import TensorClass, TensorDict
 
 
 def _composite_params() -> TensorDict:
@@ -225,3 +225,86 @@ def test_ensemble_and_wrapper_check_their_arguments() -> None:
         EnsembleModule(lambda x: x, num_copies=2)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"TensorDictModuleWrapper: td_module must be .* got int"):
         TensorDictModuleWrapper(3)
+
+
+class _Pose(TensorClass):
+    q: torch.Tensor
+    r: torch.Tensor | None = None
+
+
+class _Obs(TensorClass):
+    pose: _Pose
+    spare: _Pose | None = None
+    w: torch.Tensor | None = None
+
+
+class _Count(TensorClass, autocast=True):
+    n: int
+
+
+def _pose_td() -> TensorDict:
+    return TensorDict(q=torch.zeros(3), batch_size=[3])
+
+
+def test_from_tensordict_refuses_keys_that_are_not_fields() -> None:
+    # they were stored as entries no field reads (upstream: ValueError); a dict failed
+    # inside with an AttributeError
+    td = TensorDict(q=torch.zeros(3), z=torch.zeros(3), batch_size=[3])
+    with pytest.raises(
+        ValueError,
+        match=r"_Pose.from_tensordict: keys \['z'\] are not fields of _Pose; "
+        r"fields are \['q', 'r'\]",
+    ):
+        _Pose.from_tensordict(td)
+    with pytest.raises(ValueError, match=r"keys \['z'\] are not fields"):
+        _Pose.fromkeys(["q", "z"], 0)
+    with pytest.raises(ValueError, match=r"keys \['z'\] are not fields"):
+        _Pose.from_any({"q": torch.zeros(3), "z": torch.zeros(3)})
+    with pytest.raises(TypeError, match="_Pose.from_tensordict: expected a TensorDict, got dict"):
+        _Pose.from_tensordict({"q": torch.zeros(3)})
+
+
+def test_from_tensordict_and_from_dict_build_nested_tensorclass_fields() -> None:
+    # a TensorDict under a field annotated with a tensorclass (or Optional of one)
+    # becomes that class, sharing its entries, as upstream (it stayed a TensorDict)
+    pose = _pose_td()
+    obs = _Obs.from_tensordict(TensorDict(pose=pose, spare=_pose_td(), batch_size=[3]))
+    assert type(obs.pose) is _Pose and type(obs.spare) is _Pose
+    assert obs.pose.q is pose["q"]
+    assert type(obs[0].pose) is _Pose
+    assert type(_Obs.from_dict({"pose": _pose_td()}, batch_size=[3]).pose) is _Pose
+    # keys the class does not declare: left a TensorDict (as upstream)
+    other = TensorDict(q=torch.zeros(3), extra=torch.zeros(3), batch_size=[3])
+    assert type(_Obs.from_tensordict(TensorDict(pose=other, batch_size=[3])).pose) is TensorDict
+
+
+def test_tensorclass_setitem_with_a_key_is_a_field_write() -> None:
+    # tc["z"] = t stored an entry no field reads (tc.z then raised AttributeError); the
+    # same through a TensorDict holding the instance; autocast was skipped
+    pose = _Pose(q=torch.zeros(3), batch_size=[3])
+    with pytest.raises(AttributeError, match=r"_Pose\[\]=: 'z' is not a field of _Pose"):
+        pose["z"] = torch.zeros(3)
+    td = TensorDict(pose=pose, batch_size=[3])
+    with pytest.raises(AttributeError, match=r"TensorDict\[\]=: 'z' is not a field of _Pose"):
+        td["pose", "z"] = torch.zeros(3)
+    assert list(pose.keys()) == ["q"]
+    td["pose", "r"] = torch.ones(3)
+    assert (pose.r == 1).all()
+    count = _Count(n=1)
+    count["n"] = torch.tensor(3)
+    assert count.n == 3 and type(count.n) is int
+
+
+def test_tensorclass_get_of_an_unset_field_is_none() -> None:
+    # as the attribute and upstream's get; it raised KeyError (a key that is not a field
+    # still does: upstream gives None there too)
+    obs = _Obs(pose=_Pose(q=torch.zeros(3), batch_size=[3]), batch_size=[3])
+    assert obs.get("w") is None and obs["w"] is None and obs.w is None
+    assert obs.get(("pose", "r")) is None and obs["pose", "r"] is None
+    assert obs.get(("spare", "q")) is None
+    assert TensorDict(obs=obs, batch_size=[3]).get(("obs", "spare")) is None
+    assert obs.get("w", 5) == 5
+    with pytest.raises(KeyError, match="_Obs.get: key 'z' was not found"):
+        obs.get("z")
+    with pytest.raises(KeyError, match=r"key \('pose', 'z'\) was not found"):
+        obs.get(("pose", "z"))
