@@ -308,3 +308,32 @@ def test_tensorclass_get_of_an_unset_field_is_none() -> None:
         obs.get("z")
     with pytest.raises(KeyError, match=r"key \('pose', 'z'\) was not found"):
         obs.get(("pose", "z"))
+
+
+class _Named(TensorClass):
+    x: torch.Tensor
+    name: str
+
+
+def test_where_chooses_non_tensor_values_element_wise() -> None:
+    # the input's value was kept whole: torch.where(c, a, b) lost b's non-tensor data
+    cond = torch.tensor([True, False, True])
+    a = TensorDict(x=torch.zeros(3), s="a", n=TensorDict(s="a", batch_size=[3, 2]), batch_size=[3])
+    b = TensorDict(x=torch.ones(3), s="b", n=TensorDict(s="b", batch_size=[3, 2]), batch_size=[3])
+    out = torch.where(cond, a, b)
+    assert out["s"].tolist() == ["a", "b", "a"]
+    assert out["n", "s"].tolist() == [["a", "a"], ["b", "b"], ["a", "a"]]
+    assert out["x"].tolist() == [0.0, 1.0, 0.0]
+    assert a.where(cond, b)[1]["s"] == "b"
+    assert torch.where(cond, a, a.clone())["s"] == "a"  # equal values stay one
+    one, two = (
+        _Named(torch.zeros(3), "a", batch_size=[3]),
+        _Named(torch.ones(3), "b", batch_size=[3]),
+    )
+    assert torch.where(cond, one, two).name == ["a", "b", "a"]
+    with pytest.raises(
+        TypeError,
+        match=r"TensorDict.where: one side holds a Tensor and the "
+        "other a NonTensorData",
+    ):
+        torch.where(cond, TensorDict(s=torch.zeros(3), batch_size=[3]), b.select("s"))
