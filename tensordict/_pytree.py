@@ -21,7 +21,6 @@ from tensordict import _vmap_whole
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor
 from tensordict._td import TensorDict
-from tensordict._unbatched import UnbatchedTensor
 from tensordict._torch_compat import (
     batched_dim,
     is_batched,
@@ -34,20 +33,15 @@ from tensordict._torch_compat import (
 )
 
 
-def _flatten(td: TensorDict, unbatched_leaves: bool = True) -> tuple[list[Any], Any]:
-    """The children and context of ``td``. An ``UnbatchedTensor`` is a leaf, as upstream
-    (``tree_map`` and ``torch.func`` see it), unless ``unbatched_leaves`` is False: the
-    dense form of a lazy stack keeps it aside, for vmap to map the stack dim alone."""
-    keys, children, ndims, extras, unbatched = [], [], [], {}, []
+def _flatten(td: TensorDict) -> tuple[list[Any], Any]:
+    keys, children, ndims, extras = [], [], [], {}
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):
-            if not (unbatched_leaves and isinstance(value, Tensor)):
-                extras[key] = value
-                continue
-            unbatched.append(len(keys))  # an UnbatchedTensor: a leaf, as upstream
-        keys.append(key)
-        children.append(value)
-        ndims.append(getattr(value, "ndim", 0))  # pytree may rebuild with any leaves
+            extras[key] = value
+        else:
+            keys.append(key)
+            children.append(value)
+            ndims.append(getattr(value, "ndim", 0))  # pytree may rebuild with any leaves
     tensors = tuple(isinstance(v, Tensor) for v in children)
     batch_size: torch.Size | int = td._batch_size
     if children and torch.compiler.is_dynamo_compiling():
@@ -65,15 +59,12 @@ def _flatten(td: TensorDict, unbatched_leaves: bool = True) -> tuple[list[Any], 
         td._names,
         td._is_locked,
         tensors,
-        tuple(unbatched),
     )
     return children, context
 
 
-def _flatten_with_keys(
-    td: TensorDict, unbatched_leaves: bool = True
-) -> tuple[list[tuple[Any, Any]], Any]:
-    children, context = _flatten(td, unbatched_leaves)
+def _flatten_with_keys(td: TensorDict) -> tuple[list[tuple[Any, Any]], Any]:
+    children, context = _flatten(td)
     return [(mapping_key(k), v) for k, v in zip(context[1], children, strict=True)], context
 
 
@@ -143,14 +134,8 @@ def _unchanged(values: list[Any], ndims: list[int], batch_size: Any) -> bool:
 
 
 def _unflatten(values: Any, context: Any) -> TensorDict:
-    cls, keys, ndims, extras, batch_size, device, names, locked, tensors, unbatched = context
+    cls, keys, ndims, extras, batch_size, device, names, locked, tensors = context
     values = list(values)
-    entries = dict(zip(keys, values, strict=True))
-    if unbatched:  # the batch size is read off the other leaves
-        keep = [i for i in range(len(values)) if i not in unbatched]
-        values = [values[i] for i in keep]
-        ndims = [ndims[i] for i in keep]
-        tensors = tuple(tensors[i] for i in keep)
     if type(batch_size) is int:  # (flattened under dynamo) the leaves' leading dims
         new_bs = _recomputed_batch_size(values, ndims, tensors, (0,) * batch_size)
     elif _unchanged(values, ndims, batch_size) or _keeps_batch_size(
@@ -161,10 +146,7 @@ def _unflatten(values: Any, context: Any) -> TensorDict:
         new_bs = _recomputed_batch_size(values, ndims, tensors, batch_size)
     if type(new_bs) is not torch.Size:
         new_bs = torch.Size(new_bs)
-    for i in unbatched:  # an UnbatchedTensor again, of the result's batch size
-        value = entries[keys[i]]
-        if isinstance(value, Tensor):
-            entries[keys[i]] = UnbatchedTensor(value, batch_size=new_bs)
+    entries = dict(zip(keys, values, strict=True))
     for key, value in extras.items():
         entries[key] = value._with(new_bs, value.device)
     keep_names = names if names is not None and len(names) == len(new_bs) else None
@@ -200,7 +182,7 @@ def _flatten_lazy(td: LazyStackedTensorDict) -> tuple[list[Any], Any]:
     dense = _dense(td)
     if dense is None:
         return list(td.tensordicts), (None, td.stack_dim)
-    children, context = _flatten(dense, unbatched_leaves=False)
+    children, context = _flatten(dense)
     return children, (context, td.stack_dim)
 
 
@@ -209,7 +191,7 @@ def _flatten_lazy_with_keys(td: LazyStackedTensorDict) -> tuple[list[tuple[Any, 
     if dense is None:
         members = [(sequence_key(i), m) for i, m in enumerate(td.tensordicts)]
         return members, (None, td.stack_dim)
-    children, context = _flatten_with_keys(dense, unbatched_leaves=False)
+    children, context = _flatten_with_keys(dense)
     return children, (context, td.stack_dim)
 
 
@@ -256,13 +238,8 @@ def _unflatten_lazy(values: Any, context: Any) -> Any:
         return _restack(values, stack_dim)
     dense = _unflatten(values, dense_context)
     ndim = len(dense.batch_size)
-    if not _tensors_only(values):  # pytree rebuilt it with other leaves (vmap's in_dims):
-        for key, value in list(dense._tensordict.items()):  # as many leaves as it opened
-            if isinstance(value, UnbatchedTensor):  # into, which left these aside
-                del dense._tensordict[key]
-        return dense
-    if ndim == 0:
-        return dense  # no dim to stack along
+    if ndim == 0 or not _tensors_only(values):
+        return dense  # no dim to stack along, or pytree rebuilt it with other leaves
     dim = min(stack_dim, ndim - 1)
     if dense.batch_size[dim] == 0:
         return dense
