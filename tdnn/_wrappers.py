@@ -197,10 +197,10 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
 
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
         cls = self.tc_module.input_type
-        data = cls(
-            **{k: tensordict.get(k) for k in typing.get_type_hints(cls) if not k.startswith("_")},
-            batch_size=tensordict.batch_size,
-        )
+        fields = {f.name for f in cls.fields()}
+        extra = [key for key in tensordict.keys() if key not in fields]  # (ignored, upstream)
+        # shared entries; unset fields None, nested tensorclass fields built (as upstream)
+        data = cls.from_tensordict(tensordict.exclude(*extra) if extra else tensordict)
         out = self.tc_module(data, *args, **kwargs)
         to_td = getattr(out, "to_tensordict", None)
         return to_td() if callable(to_td) else out

@@ -11,6 +11,7 @@ from tdnn import (
     EnsembleModule,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
+    TensorClassModuleBase,
     TensorDictModule,
     TensorDictModuleWrapper,
     set_composite_lp_aggregate,
@@ -337,3 +338,33 @@ def test_where_chooses_non_tensor_values_element_wise() -> None:
         "other a NonTensorData",
     ):
         torch.where(cond, TensorDict(s=torch.zeros(3), batch_size=[3]), b.select("s"))
+
+
+class _In(TensorClass):
+    x: torch.Tensor
+    pose: _Pose
+    o: torch.Tensor | None = None
+
+
+class _Out(TensorClass):
+    y: torch.Tensor
+
+
+class _AddPose(TensorClassModuleBase[_In, _Out]):
+    def forward(self, data: _In) -> _Out:
+        assert type(data.pose) is _Pose and data.o is None
+        return _Out(y=data.x + data.pose.q, batch_size=data.batch_size)
+
+
+def test_tensorclass_module_wrapper_reads_the_input_as_from_tensordict() -> None:
+    # an unset optional field raised KeyError; a nested tensorclass field came as a
+    # TensorDict; entries that are not fields are ignored (as upstream)
+    td = TensorDict(
+        x=torch.ones(3),
+        pose=TensorDict(q=torch.ones(3), batch_size=[3]),
+        z=torch.zeros(3),
+        batch_size=[3],
+    )
+    out = _AddPose().as_td_module()(td)
+    assert out["y"].tolist() == [2.0, 2.0, 2.0]
+    assert list(out.keys()) == ["y"]
