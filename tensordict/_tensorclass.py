@@ -413,10 +413,19 @@ class TensorClass(TensorDict):
         tensor([0., 0.])
         """
         call = f"{cls.__name__}.from_tensordict"
-        if not isinstance(tensordict, CollectionPrimitives):
-            raise TypeError(f"{call}: expected a TensorDict, got {type(tensordict).__name__}")
-        parts = tensordict._stack_parts()
-        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
+        if not isinstance(tensordict, TensorDict):
+            parts = (
+                tensordict._stack_parts()
+                if isinstance(tensordict, CollectionPrimitives)
+                else None
+            )
+            if parts is None:  # (a mapping, a PersistentTensorDict: nothing to share)
+                raise TypeError(
+                    f"{call}: expected a TensorDict or a lazy stack of them (shared without "
+                    f"a copy), got {type(tensordict).__name__}; densify it first "
+                    "(td.to_tensordict()), which copies"
+                )
+            # a lazy stack: a lazy stack of instances, one per member
             members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
         entries = dict(tensordict._tensordict)

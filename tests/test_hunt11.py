@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch.distributions import Categorical, Normal
@@ -16,7 +18,7 @@ from tdnn import (
     TensorDictModuleWrapper,
     set_composite_lp_aggregate,
 )
-from tensordict import TensorClass, TensorDict
+from tensordict import PersistentTensorDict, TensorClass, TensorDict
 
 
 def _composite_params() -> TensorDict:
@@ -261,7 +263,9 @@ def test_from_tensordict_refuses_keys_that_are_not_fields() -> None:
         _Pose.fromkeys(["q", "z"], 0)
     with pytest.raises(ValueError, match=r"keys \['z'\] are not fields"):
         _Pose.from_any({"q": torch.zeros(3), "z": torch.zeros(3)})
-    with pytest.raises(TypeError, match="_Pose.from_tensordict: expected a TensorDict, got dict"):
+    with pytest.raises(
+        TypeError, match=r"_Pose.from_tensordict: expected a TensorDict .* got dict; densify"
+    ):
         _Pose.from_tensordict({"q": torch.zeros(3)})
 
 
@@ -368,3 +372,20 @@ def test_tensorclass_module_wrapper_reads_the_input_as_from_tensordict() -> None
     out = _AddPose().as_td_module()(td)
     assert out["y"].tolist() == [2.0, 2.0, 2.0]
     assert list(out.keys()) == ["y"]
+
+
+def test_from_tensordict_refuses_an_h5_collection(tmp_path: Path) -> None:
+    # (an AttributeError from inside: it has no store to share)
+    h5 = PersistentTensorDict.from_dict(
+        TensorDict(q=torch.zeros(3), batch_size=[3]), filename=str(tmp_path / "x.h5")
+    )
+    try:
+        with pytest.raises(
+            TypeError,
+            match=r"_Pose.from_tensordict: expected a TensorDict or a lazy stack of them "
+            r"\(shared without a copy\), got PersistentTensorDict; densify it first",
+        ):
+            _Pose.from_tensordict(h5)
+        assert _Pose.from_tensordict(h5.to_tensordict()).q.shape == (3,)
+    finally:
+        h5.close()
