@@ -172,7 +172,16 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         kwargs = self.distribution_kwargs
         if not isinstance(kwargs, dict):  # a TensorDictParams: its current values, by key
             kwargs = {key: kwargs[key] for key in kwargs.keys()}  # noqa: SIM118 (iter: rows)
-        return self.distribution_class(**args, **kwargs)
+        try:
+            return self.distribution_class(**args, **kwargs)
+        except TypeError as err:  # a keyword the class does not take: say where it came from
+            if "argument" not in str(err):
+                raise
+            raise TypeError(
+                f"{type(self).__name__}.get_dist: {_name_of(self.distribution_class)} was "
+                f"given the keywords {list(args)} (read from {self.in_keys}) and "
+                f"{list(kwargs)} (distribution_kwargs): {err}"
+            ) from err
 
     build_dist_from_params = get_dist
 

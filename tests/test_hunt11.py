@@ -389,3 +389,19 @@ def test_from_tensordict_refuses_an_h5_collection(tmp_path: Path) -> None:
         assert _Pose.from_tensordict(h5.to_tensordict()).q.shape == (3,)
     finally:
         h5.close()
+
+
+def test_distribution_keyword_errors_name_the_module_and_its_keys() -> None:
+    # the TypeError of Normal.__init__ alone did not say where 'mu' came from
+    module = ProbabilisticTensorDictModule(
+        in_keys={"mu": "loc"},
+        out_keys=["x"],
+        distribution_class=Normal,
+        distribution_kwargs={"scale": 1.0},
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"ProbabilisticTensorDictModule.get_dist: Normal was given the keywords "
+        r"\['mu'\] \(read from \['loc'\]\) and \['scale'\] \(distribution_kwargs\): .*'mu'",
+    ):
+        module(TensorDict(loc=torch.zeros(3), batch_size=[3]))
