@@ -505,6 +505,31 @@ class TensorClass(TensorDict):
             return
         super().__setitem__(index, value)
 
+    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
+        """``TensorDict.flatten_keys``, refused when a field holds a nested collection:
+        ``"pose.q"`` would not be a field (as upstream). Flatten ``x.to_tensordict()``."""
+        nested = [k for k, v in self._tensordict.items() if isinstance(v, CollectionPrimitives)]
+        if nested:
+            inner = next(iter(self._tensordict[nested[0]].keys()), "...")
+            raise ValueError(
+                f"{type(self).__name__}.flatten_keys: the fields {nested} hold nested "
+                f"collections, whose flattened keys (such as "
+                f"{nested[0] + separator + str(inner)!r}) are not fields of "
+                f"{type(self).__name__}; flatten x.to_tensordict() instead"
+            )
+        return super().flatten_keys(separator, inplace)
+
+    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
+        """``TensorDict.unflatten_keys``, refused for a field whose name holds
+        ``separator``: its parts would not be fields (as upstream)."""
+        split = [k for k in self._tensordict if separator in k]
+        if split:
+            raise ValueError(
+                f"{type(self).__name__}.unflatten_keys: the fields {split} hold the separator "
+                f"{separator!r}; their parts would not be fields of {type(self).__name__}"
+            )
+        return super().unflatten_keys(separator, inplace)
+
     def __repr__(self) -> str:
         return tc_repr(self)
 

@@ -405,3 +405,30 @@ def test_distribution_keyword_errors_name_the_module_and_its_keys() -> None:
         r"\['mu'\] \(read from \['loc'\]\) and \['scale'\] \(distribution_kwargs\): .*'mu'",
     ):
         module(TensorDict(loc=torch.zeros(3), batch_size=[3]))
+
+
+class _Snake(TensorClass):
+    my_field: torch.Tensor
+
+
+def test_tensorclass_flatten_and_unflatten_keys_keep_to_fields() -> None:
+    # flatten_keys made an instance holding 'pose.q', which no field reads (obs.pose was
+    # None), and unflatten_keys nested the instance's own class under a new key
+    obs = _Obs(pose=_Pose(q=torch.zeros(3), batch_size=[3]), w=torch.ones(3), batch_size=[3])
+    with pytest.raises(
+        ValueError,
+        match=r"_Obs.flatten_keys: the fields \['pose'\] hold nested collections, whose "
+        r"flattened keys \(such as 'pose.q'\) are not fields of _Obs",
+    ):
+        obs.flatten_keys()
+    assert list(obs.to_tensordict().flatten_keys().keys()) == ["pose.q", "w"]
+    assert obs.to_arrow(separator=".").column_names == ["pose.q", "w"]  # (columns: fine)
+    flat = _Pose(q=torch.zeros(3), batch_size=[3])
+    assert flat.flatten_keys().q is flat.q and flat.unflatten_keys().q is flat.q
+    snake = _Snake(my_field=torch.zeros(2), batch_size=[2])
+    with pytest.raises(
+        ValueError,
+        match=r"_Snake.unflatten_keys: the fields \['my_field'\] "
+        "hold the separator '_'",
+    ):
+        snake.unflatten_keys("_")
