@@ -21,7 +21,7 @@ from tdnn._interaction import (
     pick,
     set_composite_lp_aggregate,
 )
-from tdnn._module import SKIP_EXISTING, skip_on
+from tdnn._module import SKIP_EXISTING, skip_on, tensor_inputs
 from tdnn._sequential import TensorDictSequential
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
@@ -217,8 +217,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         _requires_sample: bool = True,
         **kwargs: Any,
     ) -> Any:
-        if not is_tensor_collection(tensordict):
-            return self._dispatch(tensordict, **kwargs)
+        if not is_tensor_collection(tensordict):  # tensors: positionally, in in_keys order
+            given = [
+                t for t in (tensordict_out, _requires_sample) if t is not None and t is not True
+            ]
+            return self._dispatch(tensordict, *given, **kwargs)
         if tensordict_out is None:
             tensordict_out = tensordict
         if SKIP_EXISTING[0] and skip_on():
@@ -263,11 +266,17 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
     def _draw(self, dist: Any, kind: InteractionType, out: Any) -> tuple[Any, Any]:
         """The value of ``dist`` for ``kind``, and the TensorDict to write it into."""
-        if self.num_samples is not None and kind is InteractionType.RANDOM:
-            n = self.num_samples
+        n = self.num_samples
+        if n is None:
+            return pick(dist, kind, self.n_empirical_estimate), out
+        if kind is InteractionType.RANDOM:
             value = dist.rsample(n) if dist.has_rsample else dist.sample(n)
-            return value, out.expand(*n, *out.batch_size).clone(False)
-        return pick(dist, kind, self.n_empirical_estimate), out
+        else:  # one value, repeated num_samples times to fit the output (as upstream)
+            value = pick(dist, kind, self.n_empirical_estimate)
+            value = value.expand(
+                *n, *(value.batch_size if is_tensor_collection(value) else value.shape)
+            )
+        return value, out.expand(*n, *out.batch_size).clone(False)
 
     def _write_composite_log_prob(self, dist: Any, value: Any, out: Any) -> None:
         """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and
@@ -297,12 +306,14 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             total = summed((lp.get(k) for k in present), len(dist.batch_shape))
             out.set(self._log_prob_keys[0], total)
 
-    def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:
-        values = dict(zip(self.in_keys, [first] if first is not None else [], strict=False))
-        for name in list(kwargs):
-            for key in self.in_keys:
-                if (key if isinstance(key, str) else "_".join(key)) == name:
-                    values[key] = kwargs.pop(name)
+    def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
+        call = type(self).__name__
+        values = tensor_inputs(call, self.in_keys, first, args, kwargs)
+        if kwargs:
+            raise TypeError(
+                f"{call}: unexpected keyword arguments {sorted(kwargs)}; the inputs are the "
+                f"in_keys {self.in_keys} (a nested key's parts joined with '_')"
+            )
         td = self.forward(TensorDict(values, []))
         out = tuple(td.get(k) for k in self.out_keys)
         return out[0] if len(out) == 1 else out
@@ -622,7 +633,13 @@ def _log_prob_keys(
         log_prob_keys = [log_prob_key_of(k) for k in samples]
     elif isinstance(log_prob_keys, tuple):  # (plural: a tuple is keys, as upstream)
         log_prob_keys = list(log_prob_keys)
-    return unravel_keys(call, log_prob_keys, "log_prob_keys")
+    keys = unravel_keys(call, log_prob_keys, "log_prob_keys")
+    if len(keys) != len(samples):  # one per sample key (they were paired silently)
+        raise ValueError(
+            f"{call}: {len(keys)} log_prob_keys {keys} for {len(samples)} sample keys "
+            f"(out_keys) {samples}: give one per sample key"
+        )
+    return keys
 
 
 def _name_of(factory: Any) -> str:

@@ -432,3 +432,46 @@ def test_tensorclass_flatten_and_unflatten_keys_keep_to_fields() -> None:
         "hold the separator '_'",
     ):
         snake.unflatten_keys("_")
+
+
+def _normal_module(**kwargs: object) -> ProbabilisticTensorDictModule:
+    return ProbabilisticTensorDictModule(
+        in_keys=["loc", "scale"],
+        out_keys=["x"],
+        distribution_class=Normal,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_probabilistic_num_samples_repeats_a_deterministic_value() -> None:
+    # only a random draw gave num_samples values; upstream repeats the one value of the
+    # other interaction types so the output always has the leading num_samples dim
+    td = TensorDict(loc=torch.arange(3.0), scale=torch.ones(3), batch_size=[3])
+    out = _normal_module(num_samples=4, return_log_prob=True)(td)
+    assert out.batch_size == (4, 3)
+    assert (out["x"] == torch.arange(3.0)).all() and out["x_log_prob"].shape == (4, 3)
+    assert list(td.keys()) == ["loc", "scale"]
+
+
+def test_probabilistic_module_called_with_tensors() -> None:
+    # a second positional tensor was taken for tensordict_out; an unknown keyword was
+    # dropped silently
+    module = _normal_module(return_log_prob=True)
+    x, lp = module(torch.zeros(2), torch.ones(2))
+    torch.testing.assert_close(lp, Normal(0.0, 1.0).log_prob(torch.zeros(2)))
+    with pytest.raises(
+        TypeError, match=r"ProbabilisticTensorDictModule: unexpected keyword arguments \['zz'\]"
+    ):
+        module(loc=torch.zeros(2), scale=torch.ones(2), zz=1)
+    with pytest.raises(TypeError, match="ProbabilisticTensorDictModule: 3 inputs for in_keys"):
+        module(torch.zeros(2), torch.ones(2), torch.ones(2))
+
+
+def test_probabilistic_log_prob_keys_must_pair_with_the_samples() -> None:
+    # two keys for one sample: the second was ignored
+    with pytest.raises(
+        ValueError,
+        match=r"ProbabilisticTensorDictModule: 2 log_prob_keys \['a', 'b'\] for 1 sample "
+        r"keys \(out_keys\) \['x'\]",
+    ):
+        _normal_module(log_prob_keys=["a", "b"], return_log_prob=True)
