@@ -198,7 +198,7 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
         cls = self.tc_module.input_type
         fields = {f.name for f in cls.fields()}
-        extra = [key for key in tensordict.keys() if key not in fields]  # (ignored, upstream)
+        extra = [k for k in tensordict.keys() if k not in fields]  # noqa: SIM118 (iter: rows)
         # shared entries; unset fields None, nested tensorclass fields built (as upstream)
         data = cls.from_tensordict(tensordict.exclude(*extra) if extra else tensordict)
         out = self.tc_module(data, *args, **kwargs)

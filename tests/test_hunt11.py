@@ -458,6 +458,7 @@ def test_probabilistic_module_called_with_tensors() -> None:
     # dropped silently
     module = _normal_module(return_log_prob=True)
     x, lp = module(torch.zeros(2), torch.ones(2))
+    assert (x == 0).all()
     torch.testing.assert_close(lp, Normal(0.0, 1.0).log_prob(torch.zeros(2)))
     with pytest.raises(
         TypeError, match=r"ProbabilisticTensorDictModule: unexpected keyword arguments \['zz'\]"
