@@ -415,9 +415,7 @@ class TensorClass(TensorDict):
         call = f"{cls.__name__}.from_tensordict"
         if not isinstance(tensordict, TensorDict):
             parts = (
-                tensordict._stack_parts()
-                if isinstance(tensordict, CollectionPrimitives)
-                else None
+                tensordict._stack_parts() if isinstance(tensordict, CollectionPrimitives) else None
             )
             if parts is None:  # (a mapping, a PersistentTensorDict: nothing to share)
                 raise TypeError(
