@@ -27,6 +27,8 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
     (['x'], tensor([1.]))
     """
 
+    td_module: Any
+
     def __init__(self, td_module: Any) -> None:
         super().__init__()
         if not isinstance(td_module, nn.Module):

@@ -113,7 +113,7 @@ for _name in (
     *("__neg__", "__abs__", "__invert__", "__setitem__", "__delitem__"),
 ):
     setattr(Swap, _name, _forwarded(_name))
-Swap.__hash__ = object.__hash__  # type: ignore[method-assign,assignment]
+Swap.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 def _undo_moves(moves: _Moves) -> None:

@@ -587,7 +587,7 @@ def _as_field_class(cls: Any, key: str, value: TensorDict) -> Any:
     is annotated with (``X`` or ``Optional[X]``), sharing its entries, when its keys are
     fields of that class (as upstream's ``from_tensordict``/``from_dict``); else itself."""
     hints = cls._field_hints()[key]
-    nested = hints[0] if len(hints) == 1 else None
+    nested: Any = hints[0] if len(hints) == 1 else None
     if getattr(nested, "_is_tensorclass", False) and nested._field_set.issuperset(
         value._tensordict
     ):
