@@ -476,3 +476,13 @@ def test_probabilistic_log_prob_keys_must_pair_with_the_samples() -> None:
         r"keys \(out_keys\) \['x'\]",
     ):
         _normal_module(log_prob_keys=["a", "b"], return_log_prob=True)
+
+
+def test_ensemble_refuses_arguments_it_would_ignore() -> None:
+    ensemble = EnsembleModule(TensorDictModule(torch.nn.Linear(3, 2), ["x"], ["y"]), num_copies=2)
+    td = TensorDict(x=torch.randn(5, 3), batch_size=[5])
+    with pytest.raises(TypeError, match="EnsembleModule: called with a TensorDict and 1 more"):
+        ensemble(td, td)
+    with pytest.raises(TypeError, match=r"vmapped_forward: expected \(input, ..., params\), got 1"):
+        ensemble.vmapped_forward(td)  # (the input was taken for the parameters)
+    assert ensemble.vmapped_forward(td, ensemble.params_td)["y"].shape == (2, 5, 2)
