@@ -261,6 +261,8 @@ def test_from_tensordict_refuses_keys_that_are_not_fields() -> None:
         _Pose.from_tensordict(td)
     with pytest.raises(ValueError, match=r"keys \['z'\] are not fields"):
         _Pose.fromkeys(["q", "z"], 0)
+    with pytest.raises(ValueError, match=r"_Pose.from_dict: keys \['z'\] are not fields"):
+        _Pose.from_dict({"q": torch.zeros(3), "z": torch.zeros(3)})  # (it was a TypeError)
     with pytest.raises(ValueError, match=r"keys \['z'\] are not fields"):
         _Pose.from_any({"q": torch.zeros(3), "z": torch.zeros(3)})
     with pytest.raises(
