@@ -384,7 +384,7 @@ class TensorClass(TensorDict):
         if batch_size is not None and (auto_batch_size or batch_dims is not None):
             raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
         infer = batch_size is None and (auto_batch_size or batch_dims is not None)
-        unknown = [k for k in input_dict if k not in cls._field_set]
+        unknown = [k for k in input_dict.keys() if k not in cls._field_set]  # noqa: SIM118
         if unknown:  # (as from_tensordict, and upstream)
             raise ValueError(
                 f"{call}: keys {unknown} are not fields of {cls.__name__}; fields are "
