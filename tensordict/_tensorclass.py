@@ -321,6 +321,16 @@ class TensorClass(TensorDict):
         else:  # the casting rules, through _convert
             self._set_str(key, value, f"{type(self).__name__}.__init__")
 
+    def _set_str(self, key: str, value: Any, call: str) -> None:
+        # TensorDict._set_str, where None unsets a field (set, update, x[key] = None), as
+        # assigning the attribute does and upstream (it was stored as NonTensorData(None))
+        if self._is_locked:
+            self._check_unlocked(call, key)
+        if value is None and key in type(self)._field_set:
+            self._tensordict.pop(key, None)
+            return
+        self._tensordict[key] = self._convert(value, key, call)
+
     def _unset_field(self, key: str) -> bool:
         return key in type(self)._field_set  # reads as None, as the attribute does
 

@@ -488,3 +488,18 @@ def test_ensemble_refuses_arguments_it_would_ignore() -> None:
     with pytest.raises(TypeError, match=r"vmapped_forward: expected \(input, ..., params\), got 1"):
         ensemble.vmapped_forward(td)  # (the input was taken for the parameters)
     assert ensemble.vmapped_forward(td, ensemble.params_td)["y"].shape == (2, 5, 2)
+
+
+def test_tensorclass_none_written_by_any_route_unsets_the_field() -> None:
+    # set/update/x[key] stored NonTensorData(None): a key that stacks, saves and shows in
+    # keys(), unlike assigning the attribute (and upstream)
+    writes = {
+        "set": lambda p: p.set("r", None),
+        "update": lambda p: p.update({"r": None}),
+        "setitem": lambda p: p.__setitem__("r", None),
+        "nested": lambda p: TensorDict(p=p, batch_size=[3]).set(("p", "r"), None),
+    }
+    for write in writes.values():
+        pose = _Pose(q=torch.zeros(3), r=torch.ones(3), batch_size=[3])
+        write(pose)
+        assert list(pose.keys()) == ["q"] and pose.r is None
