@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tensordict import TensorClass, TensorDict, is_tensorclass
+from tensordict import TensorClass, TensorDict, is_tensorclass, unravel_key
 
 
 class TensorDictModuleWrapper(TensorDictModuleBase):
@@ -241,10 +241,12 @@ class CudaGraphModule(nn.Module):
                 UserWarning,
                 stacklevel=2,
             )
+        if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 1:
+            raise ValueError(f"CudaGraphModule: warmup must be an int >= 1, got {warmup!r}")
         self.module = module
         self.warmup = warmup
-        self.in_keys = in_keys if in_keys is not None else getattr(module, "in_keys", None)
-        self.out_keys = out_keys if out_keys is not None else getattr(module, "out_keys", None)
+        self.in_keys = _own_keys(module, "in_keys", in_keys)
+        self.out_keys = _own_keys(module, "out_keys", out_keys)
         self.device = device
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -279,3 +281,19 @@ class CudaGraphModule(nn.Module):
         if module is not None:
             return module.load_state_dict(state_dict, strict=strict, assign=assign)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def _own_keys(module: Any, name: str, given: list[Any] | None) -> Any:
+    """A module's own ``in_keys``/``out_keys`` are the ones used, as upstream, which warns
+    when others are given (and were ignored); ``given`` for a module without them."""
+    if not hasattr(module, name):
+        return given
+    own = getattr(module, name)
+    if given and list(map(unravel_key, given)) != list(own):
+        warnings.warn(
+            f"CudaGraphModule ignores {name}={given}: the module has its own {name}={own}, "
+            f"which it uses; leave {name} unset to silence this warning",
+            UserWarning,
+            stacklevel=3,
+        )
+    return own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from torch.distributions import Categorical, Normal
 
 from tdnn import (
     CompositeDistribution,
+    CudaGraphModule,
     EnsembleModule,
     ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
@@ -18,7 +20,7 @@ from tdnn import (
     TensorDictModuleWrapper,
     set_composite_lp_aggregate,
 )
-from tensordict import PersistentTensorDict, TensorClass, TensorDict
+from tensordict import PersistentTensorDict, TensorClass, TensorDict, lazy_stack
 
 
 def _composite_params() -> TensorDict:
@@ -503,3 +505,25 @@ def test_tensorclass_none_written_by_any_route_unsets_the_field() -> None:
         pose = _Pose(q=torch.zeros(3), r=torch.ones(3), batch_size=[3])
         write(pose)
         assert list(pose.keys()) == ["q"] and pose.r is None
+
+
+def test_lazy_stack_of_instances_reads_an_unset_field_as_none() -> None:
+    # (a KeyError naming every member; a single instance already gave None)
+    pose = _Pose(q=torch.zeros(3), batch_size=[3])
+    stack = lazy_stack([pose, pose.clone()])
+    assert stack.get("r") is None and stack.r is None
+    with pytest.raises(KeyError, match="key 'z' is missing from members"):
+        stack.get("z")
+
+
+def test_cuda_graph_module_checks_warmup_and_uses_the_modules_keys() -> None:
+    # warmup < 1 was accepted (upstream: ValueError); keys given beside a module's own
+    # replaced them, where upstream keeps the module's and warns
+    module = TensorDictModule(lambda x: x + 1, ["x"], ["y"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (no CUDA here)
+        with pytest.raises(ValueError, match="CudaGraphModule: warmup must be an int >= 1, got 0"):
+            CudaGraphModule(module, warmup=0)
+        with pytest.warns(UserWarning, match=r"ignores in_keys=\['z'\]: the module has its own"):
+            graph = CudaGraphModule(module, in_keys=["z"])
+    assert graph.in_keys == ["x"] and graph.out_keys == ["y"]
