@@ -65,8 +65,8 @@ class CompositeDistribution(torch.distributions.Distribution):
         *,
         name_map: dict[NestedKey, NestedKey] | None = None,
         extra_kwargs: dict[NestedKey, dict[str, Any]] | None = None,
-        log_prob_key: NestedKey = "sample_log_prob",
-        entropy_key: NestedKey = "entropy",
+        log_prob_key: NestedKey | None = "sample_log_prob",
+        entropy_key: NestedKey | None = "entropy",
         **kwargs: Any,
     ) -> None:
         extra_kwargs = {unravel_key(k): v for k, v in (extra_kwargs or {}).items()}
@@ -85,8 +85,8 @@ class CompositeDistribution(torch.distributions.Distribution):
         self,
         batch_shape: Sequence[int],
         dists: dict[NestedKey, Any],
-        log_prob_key: NestedKey = "sample_log_prob",
-        entropy_key: NestedKey = "entropy",
+        log_prob_key: NestedKey | None = "sample_log_prob",
+        entropy_key: NestedKey | None = "entropy",
     ) -> None:
         """A ``torch.distributions.Distribution`` of ``batch_shape`` over ``dists``."""
         torch.distributions.Distribution.__init__(
@@ -95,6 +95,26 @@ class CompositeDistribution(torch.distributions.Distribution):
         self.dists = dists
         self.log_prob_key = log_prob_key
         self.entropy_key = entropy_key
+
+    @property
+    def log_prob_key(self) -> NestedKey:
+        """Where ``log_prob_composite(include_sum=True)`` writes the sum (``None`` sets
+        the default back, ``"sample_log_prob"``)."""
+        return self._log_prob_key
+
+    @log_prob_key.setter
+    def log_prob_key(self, value: NestedKey | None) -> None:
+        self._log_prob_key = "sample_log_prob" if value is None else value
+
+    @property
+    def entropy_key(self) -> NestedKey:
+        """Where ``entropy_composite(include_sum=True)`` writes the sum (``None`` sets the
+        default back, ``"entropy"``)."""
+        return self._entropy_key
+
+    @entropy_key.setter
+    def entropy_key(self, value: NestedKey | None) -> None:
+        self._entropy_key = "entropy" if value is None else value
 
     @classmethod
     def from_distributions(
@@ -153,6 +173,39 @@ class CompositeDistribution(torch.distributions.Distribution):
     def get(self, key: NestedKey, default: Any = None) -> Any:
         """The member distribution at ``key`` (``default`` if there is none)."""
         return self.dists.get(unravel_key(key), default)
+
+    def __getitem__(self, key: NestedKey) -> Any:
+        """The member distribution at ``key``.
+
+        >>> import torch
+        >>> from torch.distributions import Normal
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import CompositeDistribution
+        >>> d = CompositeDistribution.from_distributions(
+        ...     TensorDict(batch_size=[2]), {("a", "x"): Normal(torch.zeros(2), 1.0)})
+        >>> d["a", "x"].mean, len(d), list(d), ("a", "x") in d
+        (tensor([0., 0.]), 1, [('a', 'x')], True)
+        """
+        dist = self.dists.get(unravel_key(key))
+        if dist is None:
+            raise KeyError(
+                f"CompositeDistribution[{key!r}]: no such member; the members are "
+                f"{list(self.dists)}"
+            )
+        return dist
+
+    def __len__(self) -> int:
+        return len(self.dists)
+
+    def __iter__(self) -> Any:
+        """The members' sample keys."""
+        return iter(self.dists)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return unravel_key(key) in self.dists  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
 
     def sample(self, shape: Sequence[int] | torch.Size | None = _NO_SHAPE) -> TensorDict:  # type: ignore[override]
         """One sample of each member, as a TensorDict."""

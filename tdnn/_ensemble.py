@@ -34,6 +34,15 @@ class EnsembleModule(TensorDictModuleBase):
 
     def __init__(self, module: nn.Module, num_copies: int, expand_input: bool = True) -> None:
         super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(
+                f"EnsembleModule: module must be an nn.Module, got {type(module).__name__}"
+            )
+        if not isinstance(num_copies, int) or isinstance(num_copies, bool):
+            raise TypeError(
+                f"EnsembleModule: num_copies must be an int, got {type(num_copies).__name__} "
+                f"{num_copies!r}"
+            )
         if num_copies < 1:
             raise ValueError(f"EnsembleModule: num_copies must be >= 1, got {num_copies}")
         self.in_keys = list(getattr(module, "in_keys", []))
@@ -99,8 +108,11 @@ class EnsembleModule(TensorDictModuleBase):
         >>> e.vmapped_forward(torch.zeros(1, 3), e.params_td).shape
         torch.Size([2, 1, 2])
         """
-        if not args:
-            raise TypeError("EnsembleModule.vmapped_forward: expected (input, ..., params)")
+        if len(args) < 2:
+            raise TypeError(
+                f"EnsembleModule.vmapped_forward: expected (input, ..., params), got {len(args)} "
+                "argument(s)"
+            )
         *inputs, params = args
         if isinstance(params, TensorDictParams):
             params = params._tree()  # the parameters themselves: gradients reach them
@@ -112,6 +124,11 @@ class EnsembleModule(TensorDictModuleBase):
     def _copies(self, params: Any, *args: Any) -> Any:
         dims = (0, *([None] * len(args))) if self.expand_input else (0, *([0] * len(args)))
         if args and is_tensor_collection(args[0]):
+            if len(args) > 1:  # (they were ignored)
+                raise TypeError(
+                    f"EnsembleModule: called with a TensorDict and {len(args) - 1} more "
+                    "arguments; a TensorDict input comes alone"
+                )
             td = args[0]
             if self.expand_input:
                 td = td.expand(self.num_copies, *td.batch_size)

@@ -20,6 +20,7 @@ from tensordict import (
     TensorDict,
     is_leaf_nontensor,
     is_tensor_collection,
+    unravel_key,
 )
 
 # Set by tdnn.set_skip_existing(); a plain flag (not a contextvar) so that compiled code
@@ -149,6 +150,12 @@ class TensorDictModule(TensorDictModuleBase):
         )
         if inplace not in (True, False, "empty"):
             raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
+        if type(module) is type or (method is None and not callable(module)):
+            # a class (nn.Linear for nn.Linear(3, 4)) would be built by the first call
+            raise TypeError(
+                f"{call}: module must be a callable such as an nn.Module instance, got "
+                f"{module!r}" + (" (a class: instantiate it)" if type(module) is type else "")
+            )
         self.inplace = inplace
         self.method = method
         self.method_kwargs = dict(method_kwargs or {})
@@ -373,9 +380,13 @@ class TensorDictModule(TensorDictModuleBase):
         out_keys = self._out_keys
         keys = [k for k in out_keys if k != DISCARD]
         if is_tensor_collection(out):
-            return keys, [out.get(k) for k in keys]
-        if isinstance(out, Mapping):
-            return keys, [out[k if isinstance(k, str) else k[-1]] for k in keys]
+            if all(k in out for k in keys):
+                return keys, [out.get(k) for k in keys]
+            # not keyed by the out_keys: one output (a TensorDict written whole), as upstream
+        elif isinstance(out, Mapping):
+            by_key = {unravel_key(k): v for k, v in out.items()}
+            if all(k in by_key for k in keys):
+                return keys, [by_key[k] for k in keys]
         if out is None:
             if not out_keys:  # a module run for its side effects: nothing to write
                 return keys, []
@@ -386,9 +397,17 @@ class TensorDictModule(TensorDictModuleBase):
                 )
         outs = out if isinstance(out, tuple) else (out,)
         if len(outs) != len(out_keys):
+            lacking = ""
+            if isinstance(out, Mapping) or is_tensor_collection(out):
+                have = (
+                    list(out.keys(True))
+                    if is_tensor_collection(out)
+                    else [unravel_key(k) for k in out]
+                )
+                lacking = f" (a {type(out).__name__} without {[k for k in keys if k not in have]})"
             raise ValueError(
-                f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs "
-                f"for {len(out_keys)} out_keys {out_keys}"
+                f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs"
+                f"{lacking} for {len(out_keys)} out_keys {out_keys}"
             )
         return keys, [v for k, v in zip(out_keys, outs, strict=True) if k != DISCARD]
 

@@ -21,7 +21,7 @@ from tdnn._interaction import (
     pick,
     set_composite_lp_aggregate,
 )
-from tdnn._module import SKIP_EXISTING, skip_on
+from tdnn._module import SKIP_EXISTING, skip_on, tensor_inputs
 from tdnn._sequential import TensorDictSequential
 from tensordict import NestedKey, TensorDict, is_leaf_nontensor, is_tensor_collection, unravel_key
 
@@ -172,7 +172,16 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         kwargs = self.distribution_kwargs
         if not isinstance(kwargs, dict):  # a TensorDictParams: its current values, by key
             kwargs = {key: kwargs[key] for key in kwargs.keys()}  # noqa: SIM118 (iter: rows)
-        return self.distribution_class(**args, **kwargs)
+        try:
+            return self.distribution_class(**args, **kwargs)
+        except TypeError as err:  # a keyword the class does not take: say where it came from
+            if "argument" not in str(err):
+                raise
+            raise TypeError(
+                f"{type(self).__name__}.get_dist: {_name_of(self.distribution_class)} was "
+                f"given the keywords {list(args)} (read from {self.in_keys}) and "
+                f"{list(kwargs)} (distribution_kwargs): {err}"
+            ) from err
 
     build_dist_from_params = get_dist
 
@@ -208,8 +217,11 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         _requires_sample: bool = True,
         **kwargs: Any,
     ) -> Any:
-        if not is_tensor_collection(tensordict):
-            return self._dispatch(tensordict, **kwargs)
+        if not is_tensor_collection(tensordict):  # tensors: positionally, in in_keys order
+            given = [
+                t for t in (tensordict_out, _requires_sample) if t is not None and t is not True
+            ]
+            return self._dispatch(tensordict, *given, **kwargs)
         if tensordict_out is None:
             tensordict_out = tensordict
         if SKIP_EXISTING[0] and skip_on():
@@ -254,11 +266,17 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
     def _draw(self, dist: Any, kind: InteractionType, out: Any) -> tuple[Any, Any]:
         """The value of ``dist`` for ``kind``, and the TensorDict to write it into."""
-        if self.num_samples is not None and kind is InteractionType.RANDOM:
-            n = self.num_samples
+        n = self.num_samples
+        if n is None:
+            return pick(dist, kind, self.n_empirical_estimate), out
+        if kind is InteractionType.RANDOM:
             value = dist.rsample(n) if dist.has_rsample else dist.sample(n)
-            return value, out.expand(*n, *out.batch_size).clone(False)
-        return pick(dist, kind, self.n_empirical_estimate), out
+        else:  # one value, repeated num_samples times to fit the output (as upstream)
+            value = pick(dist, kind, self.n_empirical_estimate)
+            value = value.expand(
+                *n, *(value.batch_size if is_tensor_collection(value) else value.shape)
+            )
+        return value, out.expand(*n, *out.batch_size).clone(False)
 
     def _write_composite_log_prob(self, dist: Any, value: Any, out: Any) -> None:
         """Each member's log-probability at ``<sample>_log_prob`` (or the keys given), and
@@ -275,23 +293,27 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         if not is_tensor_collection(lp):  # a distribution that sums on its own
             out.set(self._log_prob_keys[0], lp)
             return
-        leaf_keys = [log_prob_key_of(k) for k in self._samples]
-        targets = leaf_keys if self._aggregate else self._log_prob_keys
-        present = lp.keys(True, True)
-        if not all(k in present for k in leaf_keys):  # out_keys other than the members':
-            leaf_keys = targets = list(present)  # each member's entry where it is (upstream)
-        for leaf_key, target in zip(leaf_keys, targets, strict=False):
-            out.set(target, lp.get(leaf_key))
-        if self._aggregate:
-            total = summed((lp.get(k) for k in leaf_keys), len(dist.batch_shape))
+        # every member's entry is written, at the module's log_prob_keys for its out_keys
+        # (out_keys may name some members only, or none) and where it is for the others
+        present = list(lp.keys(True, True))
+        moved: dict[Any, Any] = {}
+        if not self._aggregate:
+            leaf_keys = [log_prob_key_of(k) for k in self._samples]
+            moved = dict(zip(leaf_keys, self._log_prob_keys, strict=False))
+        for key in present:
+            out.set(moved.get(key, key), lp.get(key))
+        if self._aggregate:  # the sum over every member, as upstream
+            total = summed((lp.get(k) for k in present), len(dist.batch_shape))
             out.set(self._log_prob_keys[0], total)
 
-    def _dispatch(self, first: Any = None, **kwargs: Any) -> Any:
-        values = dict(zip(self.in_keys, [first] if first is not None else [], strict=False))
-        for name in list(kwargs):
-            for key in self.in_keys:
-                if (key if isinstance(key, str) else "_".join(key)) == name:
-                    values[key] = kwargs.pop(name)
+    def _dispatch(self, first: Any, *args: Any, **kwargs: Any) -> Any:
+        call = type(self).__name__
+        values = tensor_inputs(call, self.in_keys, first, args, kwargs)
+        if kwargs:
+            raise TypeError(
+                f"{call}: unexpected keyword arguments {sorted(kwargs)}; the inputs are the "
+                f"in_keys {self.in_keys} (a nested key's parts joined with '_')"
+            )
         td = self.forward(TensorDict(values, []))
         out = tuple(td.get(k) for k in self.out_keys)
         return out[0] if len(out) == 1 else out
@@ -337,6 +359,18 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     ) -> None:
         self._return_composite = return_composite
         super().__init__(*modules, partial_tolerant=partial_tolerant, inplace=inplace)
+        members = self._members()
+        if not members:
+            raise ValueError(
+                "ProbabilisticTensorDictSequential: no module given; it needs one or more "
+                "modules ending with a probabilistic one"
+            )
+        if return_composite is False and not _is_probabilistic(members[-1]):
+            raise TypeError(
+                "ProbabilisticTensorDictSequential(return_composite=False): the last module "
+                "must be a ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential, "
+                f"got {type(members[-1]).__name__}"
+            )
         if selected_out_keys is not None:
             self.select_out_keys(*selected_out_keys)
 
@@ -350,7 +384,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         last = self._members()[-1] if self._members() else None
         self._det_part = (
             TensorDictSequential(*self._members()[:-1])
-            if prob and isinstance(last, ProbabilisticTensorDictModule) and len(self) > 1
+            if prob and _is_probabilistic(last) and len(self) > 1
             else None
         )
 
@@ -358,7 +392,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """A slice: probabilistic while it ends with a probabilistic module, or always with
         ``return_composite=True`` (as upstream); a plain sequence otherwise."""
         wanted = self.__dict__.get("_return_composite")
-        if not modules or not (wanted or isinstance(modules[-1][1], ProbabilisticTensorDictModule)):
+        if not modules or not (wanted or _is_probabilistic(modules[-1][1])):
             return super()._like(modules)
         members = (
             (dict(modules),)
@@ -372,8 +406,19 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             inplace=self.inplace,
         )
 
-    def _prob_modules(self) -> list[ProbabilisticTensorDictModule]:
-        return [m for m in self._members() if isinstance(m, ProbabilisticTensorDictModule)]
+    def _prob_modules(self) -> list[Any]:
+        """The probabilistic members (modules, and sequences nested in this one)."""
+        return [m for m in self._members() if _is_probabilistic(m)]
+
+    def _last_prob(self, call: str) -> Any:
+        """The last probabilistic member; a ``RuntimeError`` naming ``call`` if none."""
+        prob = self._prob_modules()
+        if not prob:
+            raise RuntimeError(
+                f"ProbabilisticTensorDictSequential.{call}: no probabilistic module among "
+                f"the members {[type(m).__name__ for m in self._members()]}"
+            )
+        return prob[-1]
 
     @property
     def default_interaction_type(self) -> InteractionType | None:
@@ -410,7 +455,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
     @property
     def log_prob_key(self) -> Any:
         """The log-prob key of the last probabilistic module."""
-        return self._prob_modules()[-1].log_prob_key
+        return self._last_prob("log_prob_key").log_prob_key
 
     def get_dist_params(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
         """Run the deterministic part on (a shallow copy of) ``tensordict``; given
@@ -436,7 +481,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         td = tensordict.clone(False)
         written: list[Any] = []
         for m in self._members():
-            if isinstance(m, ProbabilisticTensorDictModule):
+            if _is_probabilistic(m):
                 if m is self._members()[-1]:
                     break
                 with _random():
@@ -462,6 +507,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.get_dist(TensorDict(x=torch.zeros(1))).mean
         tensor([1.])
         """
+        self._last_prob("get_dist")
         if not self.return_composite:
             td, written = self._dist_params(tensordict, **kwargs)
             if tensordict_out is not None:
@@ -470,7 +516,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         td = tensordict.clone(False)
         dists: dict[Any, Any] = {}
         for m in self._members():
-            if isinstance(m, ProbabilisticTensorDictModule):
+            if isinstance(m, ProbabilisticTensorDictSequential):  # its members, each keyed
+                dist = m.get_dist(td)
+                if isinstance(dist, CompositeDistribution):
+                    dists.update(dist.dists)
+                else:
+                    dists[m.dist_sample_keys[-1]] = dist
+                with _random():
+                    td = m(td)
+            elif isinstance(m, ProbabilisticTensorDictModule):
                 dist = m.get_dist(td)
                 for key in m.dist_sample_keys:
                     dists[key] = dist
@@ -504,10 +558,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
             return dist.log_prob(tensordict)
-        last = self._prob_modules()[-1]
+        last = self._last_prob("log_prob")
         if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
             return last.log_prob(tensordict, dist=dist)
-        return dist.log_prob(tensordict.get(last.dist_sample_keys[0]))
+        return dist.log_prob(tensordict.get(last.dist_sample_keys[-1]))
+
+
+def _is_probabilistic(module: Any) -> bool:
+    """Whether a sequence member draws samples (a probabilistic module or sequence)."""
+    return isinstance(module, (ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential))
 
 
 def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
@@ -574,7 +633,13 @@ def _log_prob_keys(
         log_prob_keys = [log_prob_key_of(k) for k in samples]
     elif isinstance(log_prob_keys, tuple):  # (plural: a tuple is keys, as upstream)
         log_prob_keys = list(log_prob_keys)
-    return unravel_keys(call, log_prob_keys, "log_prob_keys")
+    keys = unravel_keys(call, log_prob_keys, "log_prob_keys")
+    if len(keys) != len(samples):  # one per sample key (they were paired silently)
+        raise ValueError(
+            f"{call}: {len(keys)} log_prob_keys {keys} for {len(samples)} sample keys "
+            f"(out_keys) {samples}: give one per sample key"
+        )
+    return keys
 
 
 def _name_of(factory: Any) -> str:

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tdnn._base import TensorDictModuleBase
-from tensordict import TensorClass, TensorDict, is_tensorclass
+from tensordict import TensorClass, TensorDict, is_tensorclass, unravel_key
 
 
 class TensorDictModuleWrapper(TensorDictModuleBase):
@@ -27,8 +27,15 @@ class TensorDictModuleWrapper(TensorDictModuleBase):
     (['x'], tensor([1.]))
     """
 
+    td_module: Any
+
     def __init__(self, td_module: Any) -> None:
         super().__init__()
+        if not isinstance(td_module, nn.Module):
+            raise TypeError(
+                "TensorDictModuleWrapper: td_module must be a TensorDict module (an "
+                f"nn.Module), got {type(td_module).__name__}"
+            )
         self.td_module = td_module
         if hasattr(td_module, "_forward_hooks"):
             for hook in td_module._forward_hooks.values():
@@ -192,10 +199,10 @@ class TensorClassModuleWrapper(TensorDictModuleBase):
 
     def forward(self, tensordict: Any, *args: Any, **kwargs: Any) -> Any:
         cls = self.tc_module.input_type
-        data = cls(
-            **{k: tensordict.get(k) for k in typing.get_type_hints(cls) if not k.startswith("_")},
-            batch_size=tensordict.batch_size,
-        )
+        fields = {f.name for f in cls.fields()}
+        extra = [k for k in tensordict.keys() if k not in fields]  # noqa: SIM118 (iter: rows)
+        # shared entries; unset fields None, nested tensorclass fields built (as upstream)
+        data = cls.from_tensordict(tensordict.exclude(*extra) if extra else tensordict)
         out = self.tc_module(data, *args, **kwargs)
         to_td = getattr(out, "to_tensordict", None)
         return to_td() if callable(to_td) else out
@@ -234,10 +241,12 @@ class CudaGraphModule(nn.Module):
                 UserWarning,
                 stacklevel=2,
             )
+        if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 1:
+            raise ValueError(f"CudaGraphModule: warmup must be an int >= 1, got {warmup!r}")
         self.module = module
         self.warmup = warmup
-        self.in_keys = in_keys if in_keys is not None else getattr(module, "in_keys", None)
-        self.out_keys = out_keys if out_keys is not None else getattr(module, "out_keys", None)
+        self.in_keys = _own_keys(module, "in_keys", in_keys)
+        self.out_keys = _own_keys(module, "out_keys", out_keys)
         self.device = device
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -272,3 +281,19 @@ class CudaGraphModule(nn.Module):
         if module is not None:
             return module.load_state_dict(state_dict, strict=strict, assign=assign)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def _own_keys(module: Any, name: str, given: list[Any] | None) -> Any:
+    """A module's own ``in_keys``/``out_keys`` are the ones used, as upstream, which warns
+    when others are given (and were ignored); ``given`` for a module without them."""
+    if not hasattr(module, name):
+        return given
+    own = getattr(module, name)
+    if given and list(map(unravel_key, given)) != list(own):
+        warnings.warn(
+            f"CudaGraphModule ignores {name}={given}: the module has its own {name}={own}, "
+            f"which it uses; leave {name} unset to silence this warning",
+            UserWarning,
+            stacklevel=3,
+        )
+    return own

@@ -392,8 +392,9 @@ def leaf_rule(is_leaf: Callable[[type], bool]) -> Callable[[type], bool] | None:
 
 def _as_entry(result: Any, batch_size: torch.Size, device: torch.device | None) -> Any:
     """What ``fn`` returned for an entry ``is_leaf`` made a leaf, as an entry: a value that
-    is neither a tensor nor a collection is stored as non-tensor data (as ``set`` does)."""
-    if isinstance(result, (Tensor, CollectionPrimitives)):
+    is neither a tensor nor a collection is stored as non-tensor data (as ``set`` does);
+    a non-tensor entry (``NonTensorData``, ``NonTensorStack``) is stored as it is."""
+    if isinstance(result, (Tensor, CollectionPrimitives, NonTensor)):
         return result
     from tensordict._nontensor import NonTensorData
 

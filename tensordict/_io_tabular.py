@@ -13,6 +13,7 @@ from torch import Tensor
 
 from tensordict._io_common import require, write_atomically
 from tensordict._nontensor import NonTensorData, NonTensorStack, is_non_tensor
+from tensordict._structure import StructureOps
 
 if TYPE_CHECKING:
     from tensordict._base import TensorDictBase
@@ -245,7 +246,9 @@ def to_table(call: str, td: Any, separator: str | None = None) -> Any:
     struct columns (or flat columns joined with ``separator``)."""
     pa = require("pyarrow", "arrow", call)
     rows = _rows(call, td)
-    source = td if separator is None else td.flatten_keys(separator)
+    # (StructureOps' own flatten_keys: a tensorclass's refuses keys that are not fields,
+    # and these only name columns)
+    source = td if separator is None else StructureOps.flatten_keys(td, separator)
     arrays = {str(k): _arrow_array(call, str(k), v, rows) for k, v in source.items()}
     return pa.table(arrays) if arrays else pa.table({})
 

@@ -432,6 +432,8 @@ class LazyStackedTensorDict(TensorDictBase):
                 return default
             if set_get_defaults_to_none._state:  # switched on: None
                 return None
+            if len(missing) == len(self.tensordicts) and _unset_in_all(self.tensordicts, path):
+                return None  # a tensorclass field unset in every member: None, as upstream
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
@@ -1502,3 +1504,16 @@ _SET_DEVICE = _SETTERS["_device"]
 _SET_NAMES = _SETTERS["_names"]
 _SET_STACK_NAME = _SETTERS["_stack_name"]
 _SET_LOCKED = _SETTERS["_is_locked"]
+
+
+def _unset_in_all(members: Sequence[Any], path: tuple[str, ...]) -> bool:
+    """Whether ``path`` reads as None (an unset tensorclass field) in every member."""
+    for member in members:
+        if not isinstance(member, TensorDict):
+            return False
+        try:
+            if member._get_path_or_unset(path, "get") is not None:
+                return False
+        except KeyError:
+            return False
+    return True

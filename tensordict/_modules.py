@@ -32,6 +32,13 @@ def _through_load_hooks(td: Any, module: nn.Module, strict: bool, call: str) -> 
     return type(flat)(state, flat.batch_size).unflatten_keys(".")
 
 
+def _check_module(call: str, module: Any, i: int | None = None) -> None:
+    """A ``TypeError`` naming ``call`` unless ``module`` is an ``nn.Module``."""
+    if not isinstance(module, nn.Module):
+        which = "module" if i is None else f"module {i}"
+        raise TypeError(f"{call}: {which} must be an nn.Module, got {type(module).__name__}")
+
+
 def _module_tree(
     module: nn.Module, cls: Any, use_state_dict: bool, lock: bool, filter_empty: bool = True
 ) -> Any:
@@ -260,6 +267,7 @@ class ModuleOps(CollectionPrimitives):
         >>> params["0", "weight"] is model[0].weight
         True
         """
+        _check_module("TensorDict.from_module", module)
         tree = _module_tree(module, cls, use_state_dict, lock, filter_empty)
         return _wrap("TensorDict.from_module", tree, as_module, module)
 
@@ -292,6 +300,8 @@ class ModuleOps(CollectionPrimitives):
         call = "TensorDict.from_modules"
         if not modules:
             raise ValueError(f"{call}: needs at least one module")
+        for i, module in enumerate(modules):
+            _check_module(call, module, i)
         if lazy_stack:
             from tensordict._lazy import LazyStackedTensorDict  # (above this mixin)
 
@@ -358,6 +368,8 @@ class ModuleOps(CollectionPrimitives):
         Under ``torch.compile`` a parameter slot receives the tensor itself (dynamo cannot
         build an ``nn.Parameter`` without breaking the graph); gradients flow as in eager.
         """
+        if not isinstance(module, nn.Module):
+            _check_module(self._call("to_module"), module)
         source: Any = self
         if use_state_dict:  # the values the module's load-state-dict pre-hooks make of them
             source = _through_load_hooks(self, module, strict, self._call("to_module"))

@@ -11,7 +11,13 @@ from torch import Tensor
 from tensordict._batch import dim_error
 from tensordict._context import adopt, record
 from tensordict._lock_keep import keep_lock, keeps_lock
-from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
+from tensordict._nontensor import (
+    NonTensor,
+    NonTensorDataBase,
+    NonTensorEntry,
+    NonTensorStack,
+    as_stack,
+)
 from tensordict._primitives import CollectionPrimitives, as_collection
 from tensordict._switches import set_lazy_legacy
 from tensordict._torch_compat import split_with_sizes
@@ -767,15 +773,36 @@ def where(condition: Tensor, input: Any, other: Any, *, out: Any = None, pad: An
         )
     call = input._call("where")
     if isinstance(other, CollectionPrimitives):
-        return input.apply(
-            where_keeping_unbatched(
-                call, lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y)
-            ),
-            other,
+        tensors = where_keeping_unbatched(
+            call, lambda x, y: torch.where(_trail(condition, x.ndim, n), x, y)
         )
+
+        def leaf(x: Any, y: Any) -> Any:
+            if isinstance(x, NonTensorEntry) or isinstance(y, NonTensorEntry):
+                return _where_non_tensor(call, condition, n, x, y)
+            return tensors(x, y)
+
+        return input.apply(leaf, other, is_leaf=with_non_tensor)
     return input.apply(
         where_keeping_unbatched(call, lambda x: torch.where(_trail(condition, x.ndim, n), x, other))
     )
+
+
+def _where_non_tensor(call: str, condition: Tensor, n: int, x: Any, y: Any) -> Any:
+    """``where`` of a non-tensor entry: its values where ``condition`` holds, ``y``'s
+    elsewhere (one value where both sides hold the same one), as upstream."""
+    if not (isinstance(x, NonTensorEntry) and isinstance(y, NonTensorEntry)):
+        raise TypeError(
+            f"{call}: one side holds a {type(x).__name__} and the other a {type(y).__name__} "
+            "at the same key; both must be tensors or both non-tensor data"
+        )
+    if isinstance(x, NonTensorDataBase) and isinstance(y, NonTensorDataBase):
+        try:
+            if x.data is y.data or bool(x.data == y.data):
+                return x
+        except (TypeError, ValueError, RuntimeError):  # (values without a plain ==)
+            pass
+    return x.where(_trail(condition, len(x.batch_size), n), y)
 
 
 def _padded(td: Any, like: Any, value: Any) -> Any:

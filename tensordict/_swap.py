@@ -94,6 +94,28 @@ class Swap:
                     tensor.copy_(saved)
 
 
+def _forwarded(name: str) -> Callable[..., Any]:
+    def op(self: Swap, *args: Any) -> Any:
+        args = tuple(a._swapped if isinstance(a, Swap) else a for a in args)
+        return getattr(self._swapped, name)(*args)
+
+    op.__name__ = name
+    return op
+
+
+# ...and so do its operators: ``old == new`` compares the originals (it was object
+# identity, a silent False), ``old * 0`` computes on them
+for _name in (
+    *("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"),
+    *("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__"),
+    *("__truediv__", "__rtruediv__", "__floordiv__", "__mod__", "__pow__", "__rpow__"),
+    *("__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__"),
+    *("__neg__", "__abs__", "__invert__", "__setitem__", "__delitem__"),
+):
+    setattr(Swap, _name, _forwarded(_name))
+Swap.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
 def _undo_moves(moves: _Moves) -> None:
     # in the order they were made: a store whose moved names all come back gets its order
     # back as is; one that kept some names in place is reordered (it differs, then)

@@ -154,6 +154,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     # _locked_by: weak references to the locked TensorDicts holding it (see _lock_parents)
     __slots__ = ("_keys_view", "_locked_by", "_saved_folder", "_tensordict")
     _abstract = False
+    # a tensorclass's keys are its fields and its values follow their annotations: entries
+    # written into one nested in a TensorDict go through its ``_convert``
+    _is_tensorclass = False
     _tensordict: dict[str, Any]
     _saved_folder: str
     _keys_view: FlatKeysView
@@ -657,6 +660,28 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 raise missing_key_error(call, shown, node._tensordict) from None
         return node
 
+    def _unset_field(self, key: str) -> bool:
+        """Whether ``key``, absent, reads as None (an unset tensorclass field); only asked
+        once a key is found missing."""
+        return False
+
+    def _get_path_or_unset(self, path: tuple[str, ...], call: str) -> Any:
+        """``_get_path``, but None where the first missing key on the path is an unset
+        tensorclass field (as upstream, ``tc.get(("a", "x"))`` is None while ``a`` is)."""
+        try:
+            return self._get_path(path, call)
+        except KeyError:
+            node: Any = self
+            for part in path:
+                if not _is_td(node):
+                    raise
+                if part not in node._tensordict:
+                    if node._unset_field(part):
+                        return None
+                    raise
+                node = node._tensordict[part]
+            raise
+
     def get(
         self,
         key: NestedKey,
@@ -684,7 +709,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 return self._tensordict[key]
             except KeyError:
                 if default is _NO_DEFAULT:
-                    if set_get_defaults_to_none._state:  # switched on: None
+                    if set_get_defaults_to_none._state or self._unset_field(key):  # None
                         return None
                     raise missing_key_error(self._call("get"), key, self._tensordict) from None
                 return default
@@ -705,7 +730,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if default is _NO_DEFAULT:
             if set_get_defaults_to_none._state:
                 return self._get_path_or_none(path)
-            return self._get_path(path, self._call("get"))
+            return self._get_path_or_unset(path, self._call("get"))
         value = self._get_path_or_none(path)
         return default if value is None else value
 
@@ -729,6 +754,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
 
     def _getitem_slow(self, key: Any) -> Any:
         if isinstance(key, str):
+            if self._unset_field(key):
+                return None
             call = f"{type(self).__name__}[]"
             raise missing_key_error(call, str.__str__(key), self._tensordict)
         if type(key) is tuple and key and (type(key[0]) is str or is_string_key(key)):
@@ -738,7 +765,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     node = node._tensordict[part]
             except (KeyError, TypeError, AttributeError):
                 call = f"{type(self).__name__}[]"
-                node = self._get_path(key_path(key, call), call)
+                node = self._get_path_or_unset(key_path(key, call), call)
         else:
             return self._index(key)
         if isinstance(node, NonTensor):
@@ -802,7 +829,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             try:
                 for part in key[:-1]:
                     node = node._tensordict[part]
-                node._tensordict  # noqa: B018  (a leaf on the way is handled below)
+                if node._is_tensorclass:  # (a leaf on the way raises AttributeError)
+                    node = None
             except (KeyError, TypeError, AttributeError):
                 node = None
             leaf_key = key[-1]

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
+from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives
 from tensordict._repr import tc_repr
@@ -323,6 +324,19 @@ class TensorClass(TensorDict):
         else:  # the casting rules, through _convert
             self._set_str(key, value, f"{type(self).__name__}.__init__")
 
+    def _set_str(self, key: str, value: Any, call: str) -> None:
+        # TensorDict._set_str, where None unsets a field (set, update, x[key] = None), as
+        # assigning the attribute does and upstream (it was stored as NonTensorData(None))
+        if self._is_locked:
+            self._check_unlocked(call, key)
+        if value is None and key in type(self)._field_set:
+            self._tensordict.pop(key, None)
+            return
+        self._tensordict[key] = self._convert(value, key, call)
+
+    def _unset_field(self, key: str) -> bool:
+        return key in type(self)._field_set  # reads as None, as the attribute does
+
     def _convert(self, value: Any, key: str, call: str) -> Any:
         cls = type(self)
         if key not in cls._field_set:
@@ -383,8 +397,17 @@ class TensorClass(TensorDict):
         if batch_size is not None and (auto_batch_size or batch_dims is not None):
             raise ValueError(f"{call}: pass batch_size or auto_batch_size/batch_dims, not both")
         infer = batch_size is None and (auto_batch_size or batch_dims is not None)
+        unknown = [k for k in input_dict.keys() if k not in cls._field_set]  # noqa: SIM118
+        if unknown:  # (as from_tensordict, and upstream)
+            raise ValueError(
+                f"{call}: keys {unknown} are not fields of {cls.__name__}; fields are "
+                f"{list(cls._fields)}"
+            )
         values = {name: None for name in cls._fields if name not in cls._defaults}
         values.update(input_dict)  # absent fields without a default stay unset (None)
+        for key, value in input_dict.items():  # as from_tensordict
+            if type(value) is TensorDict and key in cls._field_set:
+                values[key] = _as_field_class(cls, key, value)
         out = cls(**values, batch_size=None if infer else batch_size, device=device)
         if infer:
             plain: dict[Any, Any] = out.to_dict()
@@ -408,12 +431,32 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
-        parts = tensordict._stack_parts()
-        if parts is not None:  # a lazy stack: a lazy stack of instances, one per member
+        call = f"{cls.__name__}.from_tensordict"
+        if not isinstance(tensordict, TensorDict):
+            parts = (
+                tensordict._stack_parts() if isinstance(tensordict, CollectionPrimitives) else None
+            )
+            if parts is None:  # (a mapping, a PersistentTensorDict: nothing to share)
+                raise TypeError(
+                    f"{call}: expected a TensorDict or a lazy stack of them (shared without "
+                    f"a copy), got {type(tensordict).__name__}; densify it first "
+                    "(td.to_tensordict()), which copies"
+                )
+            # a lazy stack: a lazy stack of instances, one per member
             members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
+        entries = dict(tensordict._tensordict)
+        unknown = [k for k in (*entries, *(non_tensordict or ())) if k not in cls._field_set]
+        if unknown:  # (they would be entries no field reads)
+            raise ValueError(
+                f"{call}: keys {unknown} are not fields of {cls.__name__}; fields are "
+                f"{list(cls._fields)}"
+            )
+        for key, value in entries.items():
+            if type(value) is TensorDict:
+                entries[key] = _as_field_class(cls, key, value)
         out = cls._new_unsafe(
-            dict(tensordict._tensordict),
+            entries,
             tensordict._batch_size,
             tensordict._device,
             tensordict._names,
@@ -471,7 +514,38 @@ class TensorClass(TensorDict):
                 f"or compatible class (same fields) assignment; got {type(value).__name__} with "
                 f"fields {list(value._fields)}, expected {list(type(self)._fields)}"
             )
+        if isinstance(index, str) or (
+            type(index) is tuple and index and isinstance(index[0], str)
+        ):  # a key: written as set() writes it (a field, cast by the annotation)
+            call = f"{type(self).__name__}[]="
+            self._set_path(key_path(index, call), value, call)
+            return
         super().__setitem__(index, value)
+
+    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
+        """``TensorDict.flatten_keys``, refused when a field holds a nested collection:
+        ``"pose.q"`` would not be a field (as upstream). Flatten ``x.to_tensordict()``."""
+        nested = [k for k, v in self._tensordict.items() if isinstance(v, CollectionPrimitives)]
+        if nested:
+            inner = next(iter(self._tensordict[nested[0]].keys()), "...")
+            raise ValueError(
+                f"{type(self).__name__}.flatten_keys: the fields {nested} hold nested "
+                f"collections, whose flattened keys (such as "
+                f"{nested[0] + separator + str(inner)!r}) are not fields of "
+                f"{type(self).__name__}; flatten x.to_tensordict() instead"
+            )
+        return super().flatten_keys(separator, inplace)
+
+    def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
+        """``TensorDict.unflatten_keys``, refused for a field whose name holds
+        ``separator``: its parts would not be fields (as upstream)."""
+        split = [k for k in self._tensordict if separator in k]
+        if split:
+            raise ValueError(
+                f"{type(self).__name__}.unflatten_keys: the fields {split} hold the separator "
+                f"{separator!r}; their parts would not be fields of {type(self).__name__}"
+            )
+        return super().unflatten_keys(separator, inplace)
 
     def __repr__(self) -> str:
         return tc_repr(self)
@@ -525,6 +599,19 @@ def _constructor(name: str) -> Any:
 
 for _name in _CONSTRUCTORS:
     setattr(TensorClass, _name, _constructor(_name))
+
+
+def _as_field_class(cls: Any, key: str, value: TensorDict) -> Any:
+    """``value`` (a plain TensorDict) as an instance of the tensorclass that field ``key``
+    is annotated with (``X`` or ``Optional[X]``), sharing its entries, when its keys are
+    fields of that class (as upstream's ``from_tensordict``/``from_dict``); else itself."""
+    hints = cls._field_hints()[key]
+    nested: Any = hints[0] if len(hints) == 1 else None
+    if getattr(nested, "_is_tensorclass", False) and nested._field_set.issuperset(
+        value._tensordict
+    ):
+        return nested.from_tensordict(value)
+    return value
 
 
 def _adopt_batch_sizes(target: Any, source: Any) -> None:
