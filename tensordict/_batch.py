@@ -7,6 +7,8 @@ from typing import Any, TypeAlias
 
 import torch
 
+from tensordict._torch_compat import nested_sizes
+
 BatchSizeLike: TypeAlias = int | Sequence[int] | torch.Size | None
 DeviceLike: TypeAlias = torch.device | str | int | None
 
@@ -122,7 +124,7 @@ def nested_shape(value: torch.Tensor) -> Any:
     """A printable shape of a nested tensor: its element count and each element's shape."""
     if value.layout != torch.strided:
         return tuple(value.shape)
-    return (value.size(0), [tuple(row) for row in value._nested_tensor_size().tolist()])
+    return (value.size(0), [tuple(row) for row in nested_sizes(value).tolist()])
 
 
 def broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:

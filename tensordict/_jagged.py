@@ -128,12 +128,16 @@ def _check(
             "lengths do not describe the same rows",
         )
     packed = values.shape[ragged - 1]
+    if rows < 1:  # (torch's jagged ops split the values by the rows: none cannot cover them)
+        raise JaggedError(index, "no rows: a jagged tensor has at least one")
     starts = offsets[:-1].long()
-    if lengths is None:
+    if lengths is None:  # the rows tile the values exactly, as torch's ops take them
         ends = offsets[1:].long()
-        bad = bool((starts > ends).any()) or (rows > 0 and int(offsets[-1]) > packed)
+        bad = bool((starts > ends).any()) or int(offsets[0]) != 0 or int(offsets[-1]) != packed
     else:
         ends = starts + lengths.long()
-        bad = bool((lengths < 0).any()) or (rows > 0 and int(ends.max()) > packed)
-    if bad or (rows > 0 and int(starts.min()) < 0):
-        raise JaggedError(index, f"rows outside the {packed} packed rows of the values")
+        bad = bool((lengths < 0).any()) or int(ends.max()) > packed or int(offsets[-1]) > packed
+    if bad or int(starts.min()) < 0:
+        raise JaggedError(
+            index, f"rows outside the {packed} packed rows of the values, or not covering them"
+        )

@@ -23,7 +23,12 @@ from tensordict._memmap_backing import (
     rename_files,
 )
 from tensordict._memmap_views import MappedViews
-from tensordict._torch_compat import disable_subclass_dispatch, new_shared_storage
+from tensordict._torch_compat import (
+    disable_subclass_dispatch,
+    is_packed_nested,
+    nested_sizes,
+    new_shared_storage,
+)
 
 __all__ = [
     "MemmapExistsError",
@@ -72,7 +77,7 @@ def _like_shape(input: Tensor) -> Any:
     """The shape of ``input`` as the constructors take it (a nested tensor's element shapes)."""
     if input.is_nested:
         nested.refuse_jagged("MemoryMappedTensor.*_like", input)
-        return input._nested_tensor_size()
+        return nested_sizes(input)
     return input.shape
 
 
@@ -272,7 +277,7 @@ class MemoryMappedTensor(MappedViews):
             nested.refuse_jagged(call, input)
             if shape is not None:
                 raise TypeError(f"{call}: shape= cannot be given for a nested tensor")
-            shapes = input._nested_tensor_size()
+            shapes = nested_sizes(input)
             size = torch.Size([nested.numel(shapes)])
             flat = cls._allocate(call, size, input.dtype, filename, existsok, zero=not copy_data)
             if copy_data and size.numel():
@@ -706,9 +711,12 @@ class MemoryMappedTensor(MappedViews):
         filename = self.filename
         if filename is None:  # anonymous: the tensor's own reduction (shared memory by fd)
             return (_from_plain, (self.as_subclass(Tensor),))
-        if self.is_nested:  # (made over the start of its file: the element shapes say it all)
-            shapes = self._nested_tensor_size().tolist()
-            return (_from_file_nested, (filename, self.dtype, shapes))
+        if self.is_nested:
+            shapes = nested_sizes(self).tolist()
+            if is_packed_nested(self):  # its file's start, end to end: the shapes say it all
+                return (_from_file_nested, (filename, self.dtype, shapes))
+            # a view with other strides or offsets (or inside an archive): sent by value
+            return (_nested_by_value, (nested.flat_values(self), shapes))
         return (
             _from_file_view,
             (
@@ -747,6 +755,12 @@ def _from_file_nested(
 ) -> MemoryMappedTensor:
     """Rebuild a file-backed nested tensor in another process from its reference."""
     return MemoryMappedTensor.from_filename(filename, dtype, torch.tensor(shapes))
+
+
+def _nested_by_value(values: Tensor, shapes: list[list[int]]) -> MemoryMappedTensor:
+    """A nested tensor sent by value, as a fresh one in shared memory."""
+    flat = MemoryMappedTensor.from_tensor(values)
+    return MemoryMappedTensor._nested(flat, torch.tensor(shapes))
 
 
 class _LegacyMeta(type):

@@ -38,7 +38,7 @@ def element_shapes(call: str, shape: Any) -> Tensor | None:
 
 def numel(shapes: Tensor) -> int:
     """How many elements of the dtype a nested tensor of ``shapes`` holds in all."""
-    return int(shapes.prod(dim=1).sum()) if shapes.numel() else 0
+    return int(shapes.prod(dim=1).sum()) if len(shapes) else 0  # (a 0-d element holds 1)
 
 
 def view(flat: Tensor, shapes: Tensor) -> Tensor:

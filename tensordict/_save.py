@@ -28,6 +28,7 @@ from tensordict._memmap_backing import MemmapExistsError
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._nontensor_class import UnnamedClass, class_tag
 from tensordict._progress import progress_bar
+from tensordict._torch_compat import nested_sizes
 
 Job = tuple[Tensor, str, dict[str, Any]]
 _AUTO_THREADS_BYTES = 16 << 20
@@ -118,7 +119,7 @@ class _Writer:
                     "kind": "nested",
                     "file": name,
                     "dtype": DTYPE_NAMES[value.dtype],
-                    "shapes": value._nested_tensor_size().tolist(),
+                    "shapes": nested_sizes(value).tolist(),
                 }
             else:
                 record = {
@@ -179,6 +180,8 @@ class _Writer:
             tensor = tensor.detach()
             if tensor.is_conj() or tensor.is_neg():  # (a lazy view: write its values)
                 tensor = tensor.resolve_conj().resolve_neg()
+            if tensor.is_nested:  # (copied into the new file, even from another mapping)
+                tensor = tensor.as_subclass(Tensor)
             if self.like or tensor.device.type != "cpu" or tensor.is_nested or not tensor.numel():
                 out = MemoryMappedTensor.from_tensor(tensor, filename=path, copy_data=not self.like)
             else:

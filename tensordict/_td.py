@@ -20,6 +20,7 @@ from tensordict._batch import (
     check_copy_broadcast,
     check_unreadable_shape,
     leaf_shape_error,
+    nested_shape,
     starts_with,
 )
 from tensordict._context import record
@@ -46,7 +47,7 @@ from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._tolist import linked_entry
-from tensordict._torch_compat import foreach
+from tensordict._torch_compat import foreach, nested_sizes
 from tensordict._update_batch import prepare_update, resize_update
 from tensordict._views import FlatKeysView, IsLeaf, ItemsView, KeysView, ValuesView
 
@@ -132,6 +133,19 @@ def _is_ragged(value: Any) -> bool:
 
 def _is_mapping(value: object) -> bool:
     return isinstance(value, TensorDict) or is_plain_mapping(value)
+
+
+def _check_nested_copy(value: Tensor, current: Tensor, name: Any, call: str) -> None:
+    """An in-place write into a nested tensor entry needs a nested value of the same
+    element shapes (torch copies no other)."""
+    if not (value.is_nested and current.is_nested) or not torch.equal(
+        nested_sizes(value), nested_sizes(current)
+    ):
+        what = f"nested, elements {nested_shape(value)}" if value.is_nested else "not nested"
+        raise ValueError(
+            f"{call}: key {name!r} holds a nested tensor of elements {nested_shape(current)}; "
+            f"the value written in place must have the same element shapes, got one {what}"
+        )
 
 
 class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
@@ -605,7 +619,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         f"{call}: key {name!r} holds a tensor; cannot write a "
                         f"{type(value).__name__} into it in place ({err})"
                     ) from None
-            if value.shape != current.shape:
+            try:
+                differ = value.shape != current.shape
+            except RuntimeError:  # a strided nested tensor: its element shapes must match
+                _check_nested_copy(value, current, name, call)
+                differ = False
+            if differ:
                 bs = self._batch_size
                 if batched and not starts_with(value.shape, bs):
                     raise leaf_shape_error(call, name, value.shape, bs)
@@ -619,10 +638,11 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                     f"{type(value).__name__} into it in place"
                 )
             if getattr(self, "_saved_folder", None) is not None:  # saved: the file too
-                from tensordict._memmap_rewrite import rewrite_non_tensor
+                from tensordict._memmap_rewrite import write_non_tensor
 
-                rewrite_non_tensor(self, key, new, call)
-            self._tensordict[key] = new
+                write_non_tensor(self, key, new, call)
+            else:
+                self._tensordict[key] = new
         else:
             if not (_is_mapping(value) or isinstance(value, CollectionPrimitives)):
                 raise TypeError(
@@ -1026,7 +1046,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             current = store.get(key)
             if isinstance(current, Tensor):
                 if isinstance(value, Tensor):  # copied as Tensor.copy_ does: cast, broadcast
-                    if value.shape != current.shape:
+                    try:
+                        differ = value.shape != current.shape
+                    except RuntimeError:  # a strided nested tensor: written as set_ writes it
+                        rest.append((self, key, value))
+                        continue
+                    if differ:
                         full = (*prefix, key) if prefix else key
                         check_copy_broadcast(value.shape, current.shape, full, call)
                     dst.append(current)

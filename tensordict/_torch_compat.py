@@ -272,3 +272,20 @@ def forget_seqlens(tensor: torch.Tensor) -> None:
     if cache:
         cache.pop("max_seqlen", None)
         cache.pop("min_seqlen", None)
+
+
+def nested_sizes(tensor: torch.Tensor) -> torch.Tensor:
+    """The element shapes of a strided nested ``tensor``: one row per element."""
+    return tensor._nested_tensor_size()
+
+
+def is_packed_nested(tensor: torch.Tensor) -> bool:
+    """Whether the strided nested ``tensor`` lays its elements end to end, C-contiguous,
+    from the start of its storage (as :func:`nested_view_from_buffer` of a buffer at
+    offset 0 makes them): then its element shapes and storage say everything."""
+    sizes = tensor._nested_tensor_size()
+    strides, offsets = torch._nested_compute_contiguous_strides_offsets(sizes)
+    return bool(
+        torch.equal(tensor._nested_tensor_strides(), strides)
+        and torch.equal(tensor._nested_tensor_storage_offsets(), offsets)
+    )

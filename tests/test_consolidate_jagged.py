@@ -467,3 +467,20 @@ def test_through_a_multiprocessing_queue() -> None:
         proc.join(timeout=30)
         if proc.is_alive():
             proc.kill()
+
+
+@pytest.mark.parametrize(
+    ("key", "offsets"),
+    [
+        ("a", [2, 2, 6]),  # no lengths: the rows must start at the values' first row
+        ("a", [0, 2, 5]),  # ... and end at their last (torch splits the values by them)
+    ],
+)
+def test_a_file_whose_rows_do_not_tile_the_values_is_refused(
+    tmp_path: Any, key: str, offsets: list[int]
+) -> None:
+    path = os.path.join(tmp_path, "td.bin")
+    ctd = _nested().consolidate(filename=path)
+    ctd[key].offsets().copy_(torch.tensor(offsets))  # writes the file
+    with pytest.raises(ValueError, match=rf"jagged leaf \('{key}',\): rows outside the 6"):
+        TensorDict.from_consolidated(path)

@@ -371,3 +371,46 @@ def test_memmap_of_a_jagged_leaf_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"memmap\(\('x', 'j'\)\): nested tensors of the torch"):
         td.memmap(tmp_path / "c")
     assert not (tmp_path / "c").exists()  # nothing committed
+
+
+# ------------------------------------------------------------ review fixes
+def test_a_nested_view_with_other_strides_pickles_by_value(tmp_path: Path) -> None:
+    mapped = MemoryMappedTensor.from_tensor(_ragged(), filename=tmp_path / "x")
+    view = mapped.transpose(1, 2)
+    back = pickle.loads(pickle.dumps(view))
+    assert type(back) is MemoryMappedTensor and _same(back, view)
+
+
+def test_nested_tensors_with_0d_elements_are_mapped_and_saved(tmp_path: Path) -> None:
+    scalars = torch.nested.nested_tensor([torch.tensor(1.0), torch.tensor(2.0)])
+    mapped = MemoryMappedTensor.from_tensor(scalars, filename=tmp_path / "s")
+    assert [float(e) for e in mapped.unbind()] == [1.0, 2.0]
+    TensorDict({"s": scalars}, [2]).memmap(tmp_path / "c")
+    assert [float(e) for e in TensorDict.load_memmap(tmp_path / "c")["s"].unbind()] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("how", ["set_", "set_inplace", "update_"])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_in_place_writes_into_a_nested_leaf(tmp_path: Path, how: str, mapped: bool) -> None:
+    td = _td().memmap_(tmp_path / "c") if mapped else _td()
+    new = torch.nested.nested_tensor([e + 1 for e in _td()["a"].unbind()])
+    if how == "set_":
+        td.set_("a", new)
+    elif how == "set_inplace":
+        td.set("a", new, inplace=True)
+    else:
+        td.update_({"a": new})
+    assert _same(td["a"], new)
+    if mapped:
+        assert _same(TensorDict.load_memmap(tmp_path / "c")["a"], new)
+    other = torch.nested.nested_tensor([torch.zeros(3, 4), torch.zeros(3, 6)]).double()
+    with pytest.raises(ValueError, match="key 'a' holds a nested tensor of elements"):
+        td.set_("a", other)
+    with pytest.raises(ValueError, match="got one not nested"):
+        td.set_("a", torch.zeros(2, 3, 4))
+
+
+def test_memmap_in_place_again_keeps_a_nested_leaf(tmp_path: Path) -> None:
+    td = _td().memmap_(tmp_path / "c")
+    again = td.memmap_(tmp_path / "c", existsok=True)
+    assert _same(again["a"], _td()["a"])

@@ -234,3 +234,27 @@ def test_inplace_non_tensor_write_json_cannot_hold_is_refused_whole(tmp_path: Pa
     ):
         td.set_("val", object())
     assert td["val"] == "a" and TensorDict.load_memmap(path)["val"] == "a"
+
+
+def test_threads_writing_non_tensor_entries_of_one_checkpoint_take_turns(tmp_path: Path) -> None:
+    import threading
+
+    td = TensorDict({f"k{i}": "old" for i in range(4)}, []).memmap(tmp_path / "c")
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for j in range(15):
+                td.set_(f"k{i}", f"v{j}")
+        except BaseException as err:  # collected: a thread's error would be lost
+            errors.append(err)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    loaded = TensorDict.load_memmap(tmp_path / "c")
+    assert {k: loaded[k] for k in loaded.keys()} == {f"k{i}": "v14" for i in range(4)}
+    assert {k: td[k] for k in td.keys()} == {f"k{i}": "v14" for i in range(4)}
