@@ -849,8 +849,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             try:
                 for part in key[:-1]:
                     node = node._tensordict[part]
-                if node._is_tensorclass:  # (a leaf on the way raises AttributeError)
-                    node = None
+                if node.__class__ is not TensorDict and node._is_tensorclass:
+                    node = None  # (a leaf on the way raises AttributeError)
             except (KeyError, TypeError, AttributeError):
                 node = None
             leaf_key = key[-1]
@@ -871,7 +871,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             bs = node._batch_size
             n = len(bs)
             try:
-                bad = n > 0 and (value.shape[0] != bs[0] if n == 1 else value.shape[:n] != bs)
+                bad = value.shape[0] != bs[0] if n == 1 else n != 0 and value.shape[:n] != bs
             except IndexError:  # a 0-dim tensor
                 bad = True
             except RuntimeError:  # a strided nested tensor: the general path checks it
