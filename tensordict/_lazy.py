@@ -50,7 +50,7 @@ from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
-from tensordict._primitives import CollectionPrimitives, Names
+from tensordict._primitives import CollectionPrimitives, Names, slot_setters
 from tensordict._repr import td_repr
 from tensordict._shape import _dims_arg, _infer_shape
 from tensordict._stack import _stack_nontensor, same_structure, stack
@@ -1491,11 +1491,7 @@ register_type("LazyStackedTensorDict", LazyStackedTensorDict)
 
 # the slots LazyStackedTensorDict.__init__ writes, past the class's __setattr__
 _INIT_SLOTS = ("stack_dim", "tensordicts", "_member_bs", "_batch_size", "_device")
-_SETTERS: dict[str, Any] = {
-    name: klass.__dict__[name].__set__
-    for klass in (CollectionPrimitives, LazyStackedTensorDict)
-    for name in klass.__slots__
-}
+_SETTERS = slot_setters(CollectionPrimitives, LazyStackedTensorDict)
 _SET_DIM = _SETTERS["stack_dim"]
 _SET_MEMBERS = _SETTERS["tensordicts"]
 _SET_MEMBER_BS = _SETTERS["_member_bs"]

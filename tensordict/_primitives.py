@@ -274,6 +274,14 @@ class DenseStorage(CollectionPrimitives):
         def _set_path(self, path: tuple[str, ...], value: Any, call: str) -> None: ...
 
 
+def slot_setters(*classes: type) -> dict[str, Any]:
+    """Each slot of ``classes`` -> its descriptor's ``__set__``: writing a slot through it
+    skips the class's ``__setattr__`` (a hot constructor's shortcut)."""
+    return {
+        name: klass.__dict__[name].__set__ for klass in classes for name in vars(klass)["__slots__"]
+    }
+
+
 def as_collection(value: Any) -> Any:
     """A collection-like object (a ``tensordict.nn.TensorDictParams``: a module that
     reads as a TensorDict) as the TensorDict it reads as; anything else unchanged."""

@@ -25,7 +25,7 @@ from tensordict._batch import as_batch_size, as_device
 from tensordict._format import register_type
 from tensordict._keys import key_path
 from tensordict._nontensor import NonTensor
-from tensordict._primitives import CollectionPrimitives
+from tensordict._primitives import CollectionPrimitives, slot_setters
 from tensordict._repr import tc_repr
 from tensordict._td import _SIZES, TensorDict
 from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_hints
@@ -37,11 +37,7 @@ _FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 _SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
 
-_SLOT_SETTERS: dict[str, Any] = {
-    name: klass.__dict__[name].__set__
-    for klass in (CollectionPrimitives, TensorDict)
-    for name in klass.__slots__
-}
+_SLOT_SETTERS = slot_setters(CollectionPrimitives, TensorDict)
 _SET_BS = _SLOT_SETTERS["_batch_size"]
 _SET_DEVICE = _SLOT_SETTERS["_device"]
 _SET_NAMES = _SLOT_SETTERS["_names"]

@@ -1,5 +1,6 @@
-"""Real processes for the multi-process tests: a free local port, and a launch of one
-spawned process per rank that collects each rank's report and never hangs."""
+"""Real peers for the multi-process tests: a free local port, a launch of one spawned
+process per rank that collects each rank's report and never hangs, and a fresh
+TensorDictPipe pair over 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import queue
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import torch.multiprocessing as mp
@@ -63,3 +64,21 @@ def launch(
         procs[i].kill()
         procs[i].join()
     return Launch(reports, stuck, [p.exitcode for p in procs])
+
+
+def over_a_pipe(body: Callable[[Any, Any], Awaitable[Any]], timeout: float) -> Any:
+    """``body(sender, receiver)`` over a fresh ``TensorDictPipe`` pair on 127.0.0.1, closed
+    afterwards, within ``timeout`` seconds."""
+    import asyncio
+
+    from tensordict import TensorDictPipe
+
+    async def main() -> Any:
+        port = free_port()
+        server = asyncio.ensure_future(TensorDictPipe.listen(port))
+        sender = await TensorDictPipe.connect("127.0.0.1", port)
+        receiver = await server
+        async with sender, receiver:
+            return await body(sender, receiver)
+
+    return asyncio.run(asyncio.wait_for(main(), timeout))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,6 +20,7 @@ from tensordict import (
     TensorClass,
     TensorDict,
     TypedTensorDict,
+    from_consolidated,
     is_tensorclass,
     lazy_stack,
 )
@@ -401,3 +404,73 @@ def assert_identical(a: Any, b: Any, where: str = "root", *, values: bool = True
     if is_tensorclass(a):  # (a field set to None holds no entry: it must stay None)
         for field in dataclasses.fields(a):
             assert (getattr(a, field.name) is None) == (getattr(b, field.name) is None), field
+
+
+# (copy_existing: the "memmapped" kind's leaves map another checkpoint's files)
+def _memmap(x: Any, tmp: Path) -> Any:
+    return x.memmap(tmp / "ckpt", copy_existing=True)
+
+
+def _memmap_shared(x: Any, tmp: Path) -> Any:
+    return x.memmap()  # (no folder: anonymous shared memory)
+
+
+def _memmap_load(x: Any, tmp: Path) -> Any:
+    x.memmap(tmp / "ckpt", copy_existing=True)
+    return TensorDict.load_memmap(tmp / "ckpt", allow_pickle=True)
+
+
+def _memmap_inplace(x: Any, tmp: Path) -> Any:
+    out = x.memmap_(tmp / "ckpt", copy_existing=True)
+    assert out is x
+    return TensorDict.load_memmap(tmp / "ckpt", allow_pickle=True)
+
+
+def _save_load(x: Any, tmp: Path) -> Any:
+    x.save(tmp / "ckpt", copy_existing=True)
+    return TensorDict.load(tmp / "ckpt", allow_pickle=True)
+
+
+def _archive(x: Any, tmp: Path) -> Any:
+    x.save(tmp / "ckpt.tdz")
+    return TensorDict.load(tmp / "ckpt.tdz", allow_pickle=True)
+
+
+def _consolidated_file(x: Any, tmp: Path) -> Any:
+    x.consolidate(filename=tmp / "ckpt.bin")
+    return from_consolidated(tmp / "ckpt.bin")
+
+
+def _consolidated(x: Any, tmp: Path) -> Any:
+    return x.consolidate()
+
+
+def _pickled(x: Any, tmp: Path) -> Any:
+    buffer = io.BytesIO()
+    torch.save(x, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=False)
+
+
+def _memmap_pickled(x: Any, tmp: Path) -> Any:
+    return _pickled(x.memmap(tmp / "ckpt", copy_existing=True), tmp)
+
+
+def _consolidated_pickled(x: Any, tmp: Path) -> Any:
+    return _pickled(x.consolidate(), tmp)
+
+
+# every way a collection is saved and read back (or shared), by name
+SAVE_PATHS: dict[str, Callable[[Any, Path], Any]] = {
+    "memmap": _memmap,
+    "memmap_shared": _memmap_shared,
+    "memmap_load": _memmap_load,
+    "memmap_inplace": _memmap_inplace,
+    "save_load": _save_load,
+    "archive": _archive,
+    "consolidated_file": _consolidated_file,
+    "consolidated": _consolidated,
+    "pickled": _pickled,
+    "memmap_pickled": _memmap_pickled,
+    "consolidated_pickled": _consolidated_pickled,
+}

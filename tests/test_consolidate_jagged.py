@@ -6,7 +6,6 @@ compares those parts and the ragged dim, leaf by leaf, with the original's.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import os
@@ -23,7 +22,7 @@ import torch.multiprocessing as mp
 
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictPipe, from_consolidated
 from tensordict._consolidate import explain_mismatch, wire_plan
-from tests._spawn import free_port, launch
+from tests._spawn import free_port, launch, over_a_pipe
 
 # torch: nested tensors are a prototype (it warns on building a strided one)
 pytestmark = pytest.mark.filterwarnings(
@@ -314,15 +313,7 @@ def test_a_wire_mismatch_tells_lengths_apart() -> None:
 
 # ------------------------------------------------------------------ a pipe
 def _pipe(body: Callable[[TensorDictPipe, TensorDictPipe], Any]) -> Any:
-    async def main() -> Any:
-        port = free_port()
-        server = asyncio.ensure_future(TensorDictPipe.listen(port))
-        sender = await TensorDictPipe.connect("127.0.0.1", port)
-        receiver = await server
-        async with sender, receiver:
-            return await body(sender, receiver)
-
-    return asyncio.run(asyncio.wait_for(main(), 60.0))
+    return over_a_pipe(body, 60.0)
 
 
 def test_a_pipe_carries_jagged_leaves_and_overwrites_them_in_place() -> None:

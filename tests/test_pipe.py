@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict, TensorDictPipe
-from tests._spawn import free_port
+from tests._spawn import free_port, over_a_pipe
 from tests.catalogue import CATALOGUE, assert_same
 
 TIMEOUT = 60.0
@@ -21,16 +21,7 @@ TIMEOUT = 60.0
 
 def _run(body: Callable[[TensorDictPipe, TensorDictPipe], Awaitable[Any]]) -> Any:
     """``body(sender, receiver)`` over a fresh pipe, closed afterwards, within TIMEOUT."""
-
-    async def main() -> Any:
-        port = free_port()
-        server = asyncio.ensure_future(TensorDictPipe.listen(port))
-        sender = await TensorDictPipe.connect("127.0.0.1", port)
-        receiver = await server
-        async with sender, receiver:
-            return await body(sender, receiver)
-
-    return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    return over_a_pipe(body, TIMEOUT)
 
 
 def _plain(td: Any) -> Any:

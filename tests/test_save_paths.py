@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +16,10 @@ from tensordict import (
     NonTensorData,
     NonTensorStack,
     TensorDict,
-    from_consolidated,
     is_tensor_collection,
 )
 from tensordict._format import FormatError
-from tests.catalogue import CATALOGUE, RAGGED, SAVE_KINDS, assert_identical
+from tests.catalogue import CATALOGUE, RAGGED, SAVE_KINDS, SAVE_PATHS, assert_identical
 
 KINDS = {**CATALOGUE, **RAGGED, **SAVE_KINDS}
 
@@ -31,73 +29,7 @@ def _fresh(name: str) -> Any:
     return KINDS[name]()
 
 
-# (copy_existing: the "memmapped" kind's leaves map another checkpoint's files)
-def _memmap(x: Any, tmp: Path) -> Any:
-    return x.memmap(tmp / "ckpt", copy_existing=True)
-
-
-def _memmap_shared(x: Any, tmp: Path) -> Any:
-    return x.memmap()  # (no folder: anonymous shared memory)
-
-
-def _memmap_load(x: Any, tmp: Path) -> Any:
-    x.memmap(tmp / "ckpt", copy_existing=True)
-    return TensorDict.load_memmap(tmp / "ckpt", allow_pickle=True)
-
-
-def _memmap_inplace(x: Any, tmp: Path) -> Any:
-    out = x.memmap_(tmp / "ckpt", copy_existing=True)
-    assert out is x
-    return TensorDict.load_memmap(tmp / "ckpt", allow_pickle=True)
-
-
-def _save_load(x: Any, tmp: Path) -> Any:
-    x.save(tmp / "ckpt", copy_existing=True)
-    return TensorDict.load(tmp / "ckpt", allow_pickle=True)
-
-
-def _archive(x: Any, tmp: Path) -> Any:
-    x.save(tmp / "ckpt.tdz")
-    return TensorDict.load(tmp / "ckpt.tdz", allow_pickle=True)
-
-
-def _consolidated_file(x: Any, tmp: Path) -> Any:
-    x.consolidate(filename=tmp / "ckpt.bin")
-    return from_consolidated(tmp / "ckpt.bin")
-
-
-def _consolidated(x: Any, tmp: Path) -> Any:
-    return x.consolidate()
-
-
-def _pickled(x: Any, tmp: Path) -> Any:
-    buffer = io.BytesIO()
-    torch.save(x, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, weights_only=False)
-
-
-def _memmap_pickled(x: Any, tmp: Path) -> Any:
-    return _pickled(x.memmap(tmp / "ckpt", copy_existing=True), tmp)
-
-
-def _consolidated_pickled(x: Any, tmp: Path) -> Any:
-    return _pickled(x.consolidate(), tmp)
-
-
-PATHS: dict[str, Callable[[Any, Path], Any]] = {
-    "memmap": _memmap,
-    "memmap_shared": _memmap_shared,
-    "memmap_load": _memmap_load,
-    "memmap_inplace": _memmap_inplace,
-    "save_load": _save_load,
-    "archive": _archive,
-    "consolidated_file": _consolidated_file,
-    "consolidated": _consolidated,
-    "pickled": _pickled,
-    "memmap_pickled": _memmap_pickled,
-    "consolidated_pickled": _consolidated_pickled,
-}
+PATHS = SAVE_PATHS
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -229,9 +161,9 @@ def test_non_json_values_keep_their_type(value: Any, tmp_path: Path) -> None:
 def test_metadata_keeps_its_class(entry: Any, tmp_path: Path) -> None:
     td = TensorDict({"m": entry}, [2])
     for back in (
-        _memmap_load(td, tmp_path),
-        _archive(td, tmp_path),
-        _consolidated_file(td, tmp_path),
+        PATHS["memmap_load"](td, tmp_path),
+        PATHS["archive"](td, tmp_path),
+        PATHS["consolidated_file"](td, tmp_path),
     ):
         assert type(back.get("m")) is type(entry) and back.get("m").data == entry.data
 

@@ -4,7 +4,6 @@ save refuses it naming the key (never a value of another type, never a missing k
 from __future__ import annotations
 
 import copy
-import io
 import json
 import tempfile
 from collections.abc import Callable
@@ -20,10 +19,9 @@ from tensordict import (
     NonTensorData,
     NonTensorStack,
     TensorDict,
-    from_consolidated,
     lazy_stack,
 )
-from tests.catalogue import assert_identical, same_json
+from tests.catalogue import SAVE_PATHS, assert_identical, same_json
 from tests.properties.test_module_roundtrips import module_trees
 
 KEYS = st.text(alphabet="abz_.-%é", min_size=1, max_size=4)  # (some keys need escaping)
@@ -61,28 +59,10 @@ def _json_keeps(value: Any) -> bool:
         return False
 
 
-def _memmap(x: Any, root: Path) -> Any:
-    x.memmap(root / "ckpt")
-    return TensorDict.load_memmap(root / "ckpt", allow_pickle=True)
-
-
-def _archive(x: Any, root: Path) -> Any:
-    x.save(root / "ckpt.tdz")
-    return TensorDict.load(root / "ckpt.tdz", allow_pickle=True)
-
-
-def _consolidated(x: Any, root: Path) -> Any:
-    x.consolidate(filename=root / "ckpt.bin")
-    return from_consolidated(root / "ckpt.bin")
-
-
-def _pickled(x: Any, root: Path) -> Any:
-    buffer = io.BytesIO()
-    torch.save(x, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, weights_only=False)
-
-
+_memmap = SAVE_PATHS["memmap_load"]
+_archive = SAVE_PATHS["archive"]
+_consolidated = SAVE_PATHS["consolidated_file"]
+_pickled = SAVE_PATHS["pickled"]
 PATHS: list[Callable[[Any, Path], Any]] = [_memmap, _archive, _consolidated, _pickled]
 
 
