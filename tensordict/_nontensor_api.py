@@ -100,17 +100,21 @@ def _back(out: Any) -> Any:
     return out
 
 
+def _refuse(entry: NonTensor, td: Any, call: str, new: NonTensor | None) -> None:
+    left = list(td.keys())
+    kind = type(new).__name__ if new is not None else None
+    raise TypeError(
+        f"{call}: a {type(entry).__name__} holds one value under {_FIELD!r}; the call "
+        f"would leave keys {left}" + (f" holding a {kind}" if kind else "")
+    )
+
+
 def _sync(entry: NonTensor, td: Any, call: str) -> None:
     """Write what an in-place method did to ``td`` back into ``entry``."""
     assert isinstance(entry, NonTensorEntry)  # (the methods are installed there only)
     new = _held(td)
     if new is None or type(new) is not type(entry):
-        left = list(td.keys())
-        kind = type(new).__name__ if new is not None else None
-        raise TypeError(
-            f"{call}: a {type(entry).__name__} holds one value under {_FIELD!r}; the call "
-            f"would leave keys {left}" + (f" holding a {kind}" if kind else "")
-        )
+        _refuse(entry, td, call, new)
     entry.batch_size = new.batch_size
     entry.device = new.device
     if isinstance(entry, NonTensorData):
@@ -142,6 +146,10 @@ def _method(name: str) -> Callable[..., Any]:
             return self
         if name.endswith("_") and _held(td) is not None:
             _sync(self, td, call)
+        elif list(td.keys()) != [_FIELD]:
+            # a call that added or took entries (pop, setdefault, make_memmap, ...): the
+            # entry holds one value, so the change would be dropped without a word
+            _refuse(self, td, call, None)
         return _back(out)
 
     method.__name__ = name

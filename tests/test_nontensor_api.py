@@ -4,6 +4,7 @@ maths leaves the value alone, in-place methods act on the entry itself."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,33 @@ def test_in_place_methods_refuse_a_second_key() -> None:
     with pytest.raises(TypeError, match=r"NonTensorData.update: .* holding a NonTensorStack"):
         entry.update({"data": NonTensorStack("a", "b")})
     assert entry.data == "v"
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "left"),
+    [
+        ("pop", lambda e: e.pop("data"), []),
+        ("popitem", lambda e: e.popitem(), []),
+        ("setdefault", lambda e: e.setdefault("x", torch.zeros(2)), ["data", "x"]),
+        ("make_memmap", lambda e: e.make_memmap("x", (2,)), ["data", "x"]),
+        (
+            "make_memmap_from_tensor",
+            lambda e: e.make_memmap_from_tensor("x", torch.ones(2)),
+            ["data", "x"],
+        ),
+    ],
+)
+def test_methods_that_add_or_take_entries_refuse(name: str, call: Any, left: list[str]) -> None:
+    # they returned a value and dropped the change: the entry holds one value at "data"
+    for entry in (NonTensorData("v", batch_size=[2]), NonTensorStack("a", "b")):
+        kind = type(entry).__name__
+        with pytest.raises(
+            TypeError, match=rf"{kind}.{name}: .*would leave keys {re.escape(str(left))}"
+        ):
+            call(entry)
+        assert entry.tolist() == (["v", "v"] if kind == "NonTensorData" else ["a", "b"])
+    entry = NonTensorData("v", batch_size=[2])
+    assert entry.pop("missing", None) is None and entry.data == "v"
 
 
 def test_conversions_and_introspection() -> None:
