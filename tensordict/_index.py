@@ -59,14 +59,18 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
 
 
 def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
-    """Names after an index: a sliced or 1-d tensor-indexed dim keeps its name, an int or
-    0-d tensor drops it, a new (None) or mask-made dim is unnamed. None when the index
-    holds several advanced parts, or one of more than one dim (its dims would share a name)."""
+    """Names after an index, by torch's placement of the dims an index makes: a sliced
+    dim keeps its name, an int or 0-d tensor drops it, a new (None) dim is unnamed. One
+    1-d index tensor keeps its dim's name; the dims made by a mask, by an index tensor of
+    more dims, or by several index tensors together are unnamed (dim names stay unique).
+    Those dims stand where the index tensors stand when nothing but ints separates them,
+    else first (as torch puts them). None when the count does not come out right."""
     if names is None:
         return None
-    out: list[str | None] = []
+    out: list[Any] = []  # a name or None per result dim; _MADE marks the index tensors
     dim = 0
-    advanced = 0
+    made: list[int] = []  # the dims each index tensor makes
+    named: str | None = None  # the name one 1-d long index keeps
     for item in idx:
         if item is None:
             out.append(None)
@@ -76,23 +80,37 @@ def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
         elif isinstance(item, int):
             dim += 1
         elif isinstance(item, Tensor):
-            advanced += 1
-            if advanced > 1:
-                return None
+            if item.ndim == 0 and item.dtype != torch.bool:
+                dim += 1  # as an int
+                continue
             if item.dtype == torch.bool:
-                out.append(None)
-                dim += max(item.ndim, 1)
-            elif item.ndim == 0:
-                dim += 1
-            elif item.ndim == 1:
-                out.append(names[dim])
-                dim += 1
+                made.append(1)
+                dim += item.ndim
             else:
-                return None
+                made.append(item.ndim)
+                named = names[dim] if item.ndim == 1 else None
+                dim += 1
+            if out and out[-1] is _MADE:  # adjacent to the previous index tensor
+                continue
+            out.append(_MADE)
         else:
             return None
+    if made:
+        first = out.index(_MADE)
+        if out.count(_MADE) > 1:  # index tensors apart: their dims go first, as torch
+            out = [n for n in out if n is not _MADE]
+            first = 0
+        else:
+            del out[first]
+        if len(made) == 1 and made[0] == 1 and named is not None:
+            out.insert(first, named)
+        else:
+            out[first:first] = [None] * max(made)
     out.extend(names[dim:])
     return out if len(out) == new_ndim else None
+
+
+_MADE = object()  # (a marker: where the dims that index tensors make go)
 
 
 class BatchBroadcastError(RuntimeError, ValueError):

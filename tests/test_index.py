@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensordict import NonTensorStack, TensorDict
+from tensordict import NonTensorStack, TensorDict, lazy_stack
 
 SHAPES = [(5,), (4, 3), (2, 3, 4), (0,), (3, 0), (1, 4), (6, 1, 2)]
 
@@ -160,6 +160,46 @@ def test_names_through_indexing() -> None:
     assert td[0].names == ["y"]
     assert td[1:].names == ["x", "y"]
     assert td[torch.tensor([0, 1])].names == ["x", "y"]
+
+
+_T = torch.tensor([0, 1])
+_MASK = torch.ones(4, 5, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("index", "names"),
+    [
+        ((0, slice(None), _T), ["b", "c", "d"]),  # an int is applied first
+        ((slice(None), _T, 0, _T), ["a", None]),  # ints do not part index tensors
+        ((slice(None), _T, _T), ["a", None, "d"]),  # together: one unnamed dim, in place
+        ((_T, slice(None), _T), [None, "b", "d"]),  # apart: first
+        ((slice(None), _T, None, _T), [None, "a", None, "d"]),  # a new dim parts them
+        ((slice(None), torch.tensor(0), slice(None), _T), ["a", "c", "d"]),  # 0-d: an int
+        ((slice(None), _MASK), ["a", None, "d"]),
+        ((slice(None), _MASK, _T[:1]), ["a", None]),
+        ((slice(None), torch.zeros(2, 2, dtype=torch.long)), ["a", None, None, "c", "d"]),
+        ((torch.zeros(2, 2, dtype=torch.long), _T), [None, None, "c", "d"]),
+    ],
+)
+def test_names_where_torch_puts_the_indexed_dims(index: Any, names: list[Any]) -> None:
+    # the dims index tensors make are unnamed; every other dim keeps its name (they
+    # were all dropped when an index held more than one tensor)
+    td = TensorDict({"v": torch.zeros(3, 4, 5, 6)}, [3, 4, 5, 6], names=list("abcd"))
+    out = td[index]
+    assert out.batch_size == torch.zeros(3, 4, 5, 6)[index].shape
+    assert out.names == names
+
+
+def test_lazy_stack_index_keeps_the_stack_dims_name() -> None:
+    member = TensorDict({"v": torch.zeros(3, 4)}, [3, 4], names=["a", "b"])
+    stack = lazy_stack([member.clone(), member.clone()], 1, stack_dim_name="s")
+    assert stack[:, 0].names == ["a", "b"]
+    assert stack[1:, :1].names == ["a", "s", "b"]
+    assert stack[..., 0].names == ["a", "s"]
+    assert stack[:, torch.tensor([1, 0])].names == ["a", "s", "b"]
+    assert stack[0].names == ["s", "b"]
+    assert stack[_T, _T].names == [None, "b"]  # the stack dim indexed with another
+    assert [m.names for m in stack.unbind(0)] == [["s", "b"]] * 3
 
 
 @pytest.mark.parametrize("bs", [(5,), (4, 3), (2, 3, 4)], ids=str)
