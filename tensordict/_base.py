@@ -32,6 +32,7 @@ from tensordict._state import StateOps
 from tensordict._structure import StructureOps
 from tensordict._tensor_like import TensorLikeOps
 from tensordict._torch_fn import TorchFunctionOps
+from tensordict._upstream_private import UpstreamPrivateOps
 
 if TYPE_CHECKING:
     from typing import Self
@@ -70,6 +71,7 @@ class TensorDictBase(
     MoreShapeOps,
     ConstructOps,
     InteropOps,
+    UpstreamPrivateOps,
 ):
     """The abstract base of every tensor collection: ``TensorDict``, ``LazyStackedTensorDict``
     and every tensorclass.

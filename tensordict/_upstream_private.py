@@ -1,0 +1,92 @@
+"""Three private methods of upstream's TensorDictBase that code outside upstream calls.
+
+Libraries built on upstream (torchrl first) and upstream's own test suite call
+``td._fast_apply(...)``, ``td._check_batch_size()`` and ``td._has_non_tensor`` as if they
+were public. Each is a thin spelling of an operation written elsewhere in this package;
+nothing here adds behaviour of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tensordict._keys import NO_DEFAULT
+from tensordict._primitives import CollectionPrimitives
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+class UpstreamPrivateOps(CollectionPrimitives):
+    """``_fast_apply``, ``_check_batch_size`` and ``_has_non_tensor``, as upstream's."""
+
+    __slots__ = ()
+
+    def _fast_apply(
+        self,
+        fn: Callable[..., Any],
+        *others: Any,
+        filter_empty: bool | None = False,
+        device: Any = NO_DEFAULT,
+        names: Any = NO_DEFAULT,
+        num_threads: int = 0,
+        **kwargs: Any,
+    ) -> Self | None:
+        """:meth:`apply` (``named=True`` for :meth:`named_apply`) with upstream's defaults
+        for this spelling: empty nested levels are kept (``filter_empty=False``) and
+        ``num_threads`` is accepted (leaves are visited in this thread).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.ones(2), "n": {}}, [2])
+        >>> sorted(td._fast_apply(lambda x: x + 1).keys())
+        ['a', 'n']
+        """
+        if device is not NO_DEFAULT:
+            kwargs["device"] = device
+        if names is not NO_DEFAULT:
+            kwargs["names"] = names
+        return self.apply(fn, *others, filter_empty=filter_empty, **kwargs)
+
+    def _check_batch_size(self, *, raise_exception: bool = True) -> bool:
+        """Whether every entry's shape starts with this collection's batch size, at every
+        level; a ``RuntimeError`` naming the first entry that does not, unless
+        ``raise_exception=False``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.zeros(2, 3)}, [2])._check_batch_size()
+        True
+        """
+        from tensordict._unbatched import UnbatchedTensor
+
+        bs = tuple(self.batch_size)
+        n = len(bs)
+        for key, value in self.items(include_nested=True):
+            if isinstance(value, UnbatchedTensor):  # (free of the batch by definition)
+                continue
+            shape = tuple(value.batch_size if hasattr(value, "batch_size") else value.shape)
+            if shape[:n] != bs:
+                if raise_exception:
+                    raise RuntimeError(
+                        f"{type(self).__name__}._check_batch_size: entry {key!r} has shape "
+                        f"{shape}, which does not start with batch_size {bs}"
+                    )
+                return False
+        return True
+
+    @property
+    def _has_non_tensor(self) -> bool:
+        """Whether a non-tensor entry is held at any level.
+
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"n": {"s": "text"}}, [])._has_non_tensor
+        True
+        """
+        from tensordict._nontensor import is_non_tensor
+        from tensordict._predicates import is_leaf_nontensor
+
+        return any(
+            is_non_tensor(value) for value in self.values(True, True, is_leaf=is_leaf_nontensor)
+        )

@@ -1,0 +1,68 @@
+"""Upstream's private methods that code outside upstream calls (``_fast_apply``,
+``_check_batch_size``, ``_has_non_tensor``): each answers as the public operation it
+spells, on every kind of collection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tensordict import TensorDict, UnbatchedTensor, lazy_stack, tensorclass
+
+
+@tensorclass
+class _Pair:
+    x: torch.Tensor
+    s: Any = None
+
+
+def _collections() -> list[Any]:
+    td = TensorDict({"a": torch.ones(2, 3), "n": {"b": torch.zeros(2)}}, [2])
+    return [
+        td,
+        lazy_stack([td.clone(), td.clone()], 1),
+        _Pair(x=torch.ones(2, 4), batch_size=[2]),
+        td.clone().lock_(),
+    ]
+
+
+@pytest.mark.parametrize("td", _collections(), ids=["dense", "lazy", "tensorclass", "locked"])
+def test_fast_apply_is_apply_with_empty_levels_kept(td: Any) -> None:
+    out = td._fast_apply(lambda x: x + 1)
+    want = td.apply(lambda x: x + 1)
+    assert type(out) is type(want) and out.batch_size == want.batch_size
+    assert (out == want).all()
+    named = td._fast_apply(lambda k, x: x * 0 + len(k), named=True, nested_keys=True)
+    assert (named == td.named_apply(lambda k, x: x * 0 + len(k), nested_keys=True)).all()
+    assert td._check_batch_size() is True
+
+
+def test_fast_apply_keeps_empty_levels_and_takes_upstream_keywords() -> None:
+    td = TensorDict({"a": torch.ones(2), "empty": {}, "n": {"b": torch.ones(2)}}, [2])
+    out = td._fast_apply(lambda x: None)  # every leaf dropped, the levels kept
+    assert sorted(out.keys(True)) == ["empty", "n"] and out.batch_size == (2,)
+    assert list(td.apply(lambda x: None).keys(True)) == ["empty"]  # apply drops "n"
+    out = td._fast_apply(lambda x: x.double(), num_threads=2, checked=False, device="cpu")
+    assert out["n", "b"].dtype == torch.float64 and out.device == torch.device("cpu")
+    written = td._fast_apply(lambda x: x.mul_(3), inplace=True)
+    assert written is td and td["n", "b"].tolist() == [3.0, 3.0]
+
+
+def test_check_batch_size_names_the_entry_that_breaks_it() -> None:
+    td = TensorDict({"a": torch.ones(2), "n": {"b": torch.zeros(2, 5)}}, [2])
+    td.set("u", UnbatchedTensor(torch.zeros(7)))  # not batched: not checked
+    assert td._check_batch_size() is True
+    td["n"]._tensordict["b"] = torch.zeros(3)  # what only a bypass of every check makes
+    with pytest.raises(RuntimeError, match=r"entry \('n', 'b'\) has shape \(3,\).*\(2,\)"):
+        td._check_batch_size()
+    assert td._check_batch_size(raise_exception=False) is False
+
+
+def test_has_non_tensor_looks_at_every_level() -> None:
+    assert TensorDict({"a": torch.zeros(1)}, [1])._has_non_tensor is False
+    assert TensorDict({"n": {"m": {"s": "text"}}}, [])._has_non_tensor is True
+    members = [TensorDict({"s": str(i)}, []) for i in range(2)]
+    assert lazy_stack(members)._has_non_tensor is True
+    assert _Pair(x=torch.zeros(1), s="v", batch_size=[1])._has_non_tensor is True
