@@ -1,15 +1,17 @@
-"""Three private methods of upstream's TensorDictBase that code outside upstream calls.
+"""Private methods of upstream's TensorDictBase that code outside upstream calls.
 
 Libraries built on upstream (torchrl first) and upstream's own test suite call
-``td._fast_apply(...)``, ``td._check_batch_size()`` and ``td._has_non_tensor`` as if they
-were public. Each is a thin spelling of an operation written elsewhere in this package;
-nothing here adds behaviour of its own.
+``td._fast_apply(...)``, ``td._check_batch_size()``, ``td._check_device()`` and
+``td._has_non_tensor`` as if they were public. Each is a thin spelling of an operation
+written elsewhere in this package; nothing here adds behaviour of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
 
 from tensordict._keys import NO_DEFAULT
 from tensordict._primitives import CollectionPrimitives
@@ -19,7 +21,8 @@ if TYPE_CHECKING:
 
 
 class UpstreamPrivateOps(CollectionPrimitives):
-    """``_fast_apply``, ``_check_batch_size`` and ``_has_non_tensor``, as upstream's."""
+    """``_fast_apply``, ``_check_batch_size``, ``_check_device`` and ``_has_non_tensor``,
+    as upstream's."""
 
     __slots__ = ()
 
@@ -34,8 +37,9 @@ class UpstreamPrivateOps(CollectionPrimitives):
         **kwargs: Any,
     ) -> Self | None:
         """:meth:`apply` (``named=True`` for :meth:`named_apply`) with upstream's defaults
-        for this spelling: empty nested levels are kept (``filter_empty=False``) and
-        ``num_threads`` is accepted (leaves are visited in this thread).
+        for this spelling: empty nested levels are kept (``filter_empty=False``),
+        ``num_threads`` is accepted (leaves are visited in this thread), and
+        ``nested_keys``/``prefix`` without ``named`` are ignored.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -43,6 +47,9 @@ class UpstreamPrivateOps(CollectionPrimitives):
         >>> sorted(td._fast_apply(lambda x: x + 1).keys())
         ['a', 'n']
         """
+        if not kwargs.get("named"):  # (upstream passes them along unused when not named)
+            kwargs.pop("nested_keys", None)
+            kwargs.pop("prefix", None)
         if device is not NO_DEFAULT:
             kwargs["device"] = device
         if names is not NO_DEFAULT:
@@ -72,6 +79,29 @@ class UpstreamPrivateOps(CollectionPrimitives):
                     raise RuntimeError(
                         f"{type(self).__name__}._check_batch_size: entry {key!r} has shape "
                         f"{shape}, which does not start with batch_size {bs}"
+                    )
+                return False
+        return True
+
+    def _check_device(self, *, raise_exception: bool = True) -> bool:
+        """Whether every tensor leaf is on this collection's device (any device when it
+        has none), at every level; a ``RuntimeError`` naming the first leaf that is not,
+        unless ``raise_exception=False``.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> TensorDict({"a": torch.zeros(2)}, [2], device="cpu")._check_device()
+        True
+        """
+        device = self.device
+        if device is None:
+            return True
+        for key, value in self.items(include_nested=True, leaves_only=True):
+            if isinstance(value, Tensor) and value.device != device:
+                if raise_exception:
+                    raise RuntimeError(
+                        f"{type(self).__name__}._check_device: leaf {key!r} is on "
+                        f"{value.device}, expected {device}"
                     )
                 return False
         return True

@@ -66,3 +66,21 @@ def test_has_non_tensor_looks_at_every_level() -> None:
     members = [TensorDict({"s": str(i)}, []) for i in range(2)]
     assert lazy_stack(members)._has_non_tensor is True
     assert _Pair(x=torch.zeros(1), s="v", batch_size=[1])._has_non_tensor is True
+
+
+def test_fast_apply_ignores_nested_keys_unless_named() -> None:
+    td = TensorDict({"n": {"b": torch.ones(2)}}, [2])
+    out = td._fast_apply(lambda x: x * 2, named=False, nested_keys=True, prefix=("p",))
+    assert out["n", "b"].tolist() == [2.0, 2.0]
+    with pytest.raises(TypeError, match="nested_keys and prefix need named=True"):
+        td.apply(lambda x: x, nested_keys=True)  # the public spelling still refuses it
+
+
+def test_check_device_names_the_leaf_off_the_device() -> None:
+    td = TensorDict({"n": {"b": torch.zeros(2)}}, [2], device="cpu")
+    assert td._check_device() is True
+    assert TensorDict({"a": torch.zeros(2)}, [2])._check_device() is True  # no device
+    td["n"]._tensordict["b"] = torch.zeros(2, device="meta")  # only a bypass makes it
+    with pytest.raises(RuntimeError, match=r"leaf \('n', 'b'\) is on meta, expected cpu"):
+        td._check_device()
+    assert td._check_device(raise_exception=False) is False
