@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from tensordict._format import META, FormatError, checked_name
+from tensordict._format import META, CheckpointNotFoundError, FormatError, checked_name
 from tensordict._load import _Leaf, _Loader
 from tensordict._memmap import MemoryMappedTensor
 
@@ -276,7 +276,9 @@ class Archive:
         self.close()
 
     def _bad(self, why: str) -> FormatError:
-        return FormatError(f"{self.call}: {self.path!r} is not a valid archive: {why}")
+        return FormatError(
+            f"{self.call}: {self.path!r} is not a memory-mapped tensordict archive: {why}"
+        )
 
     def _read(self, offset: int, size: int) -> bytes:
         data = os.pread(self.fd, size, offset) if size else b""
@@ -529,6 +531,11 @@ class _ArchiveLoader(_Loader):
     def _read_meta(self, folder: str, path: str) -> bytes:
         data = self.archive.member_bytes(self.archive.member(path))
         if data is None:
+            inside = self.archive.member(folder) + "/"
+            if inside != "/" and not any(n.startswith(inside) for n in self.archive.entries):
+                raise CheckpointNotFoundError(
+                    f"{self.call}: {folder!r} is not a checkpoint (nothing exists there)"
+                )
             raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META})")
         self._visit(path, folder)
         return data

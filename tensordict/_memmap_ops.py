@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from tensordict._convert import map_leaves
-from tensordict._format import FormatError
+from tensordict._format import CheckpointNotFoundError, FormatError
 from tensordict._load import load as _load
 from tensordict._load import load_entry
 from tensordict._memmap import MemoryMappedTensor
@@ -30,6 +30,14 @@ _CPU = torch.device("cpu")  # memory-mapped collections live on the CPU, as upst
 
 def _inside(path: str | None, folder: str) -> bool:
     return path is not None and os.path.abspath(path).startswith(os.path.abspath(folder) + os.sep)
+
+
+def _folders(subpath: Any) -> list[Any]:
+    """The folder names of a ``subpath``: a string, or a (nested) tuple or list of them,
+    as a nested key is written."""
+    if isinstance(subpath, (tuple, list)):
+        return [name for part in subpath for name in _folders(part)]
+    return [subpath]
 
 
 class MemmapOps(CollectionPrimitives):
@@ -56,7 +64,8 @@ class MemmapOps(CollectionPrimitives):
                 name = leaf.filename
                 if name is not None and not _inside(name, prefix):
                     raise RuntimeError(
-                        f"{call}: a leaf is already memory-mapped at {name!r}, outside "
+                        f"{call}: A filename was provided but the tensor already has a file "
+                        f"associated: a leaf is already memory-mapped at {name!r}, outside "
                         f"{os.fspath(prefix)!r}; pass copy_existing=True to copy it there"
                     )
 
@@ -253,7 +262,9 @@ class MemmapOps(CollectionPrimitives):
             )
         self._check_existing(prefix, copy_existing, call)
         if not existsok and os.path.exists(prefix):
-            raise MemmapExistsError(f"{call}: {prefix!r} exists (pass existsok=True to replace it)")
+            raise MemmapExistsError(
+                f"{call}: {prefix!r} already exists (pass existsok=True to replace it)"
+            )
         from tensordict._save import save
 
         mapping: dict[int, Tensor] = {}
@@ -305,7 +316,7 @@ class MemmapOps(CollectionPrimitives):
         target = os.path.abspath(prefix)
         if os.path.lexists(target) and (not existsok or not os.path.isfile(target)):
             raise MemmapExistsError(
-                f"{call}: {prefix!r} exists"
+                f"{call}: {prefix!r} already exists"
                 + ("" if os.path.isfile(target) else " and is not an archive file")
             )
         folder = f"{target}.{uuid.uuid4().hex[:12]}.dir"
@@ -560,7 +571,7 @@ class MemmapOps(CollectionPrimitives):
             else:
                 path = os.path.join(path, subpath)
         elif subpath is not None:
-            parts = [subpath] if isinstance(subpath, (str, os.PathLike)) else list(subpath)
+            parts = [subpath] if isinstance(subpath, os.PathLike) else _folders(subpath)
             path = os.path.join(path, *(os.fspath(part) for part in parts))
         try:
             loaded = _load(
@@ -574,7 +585,7 @@ class MemmapOps(CollectionPrimitives):
                 non_blocking=non_blocking,
                 pbar=pbar,
             )
-        except FormatError:
+        except FormatError as err:
             from tensordict._load_upstream import is_upstream, load_upstream
 
             if out is None:  # (nothing at path / key: a non-tensor entry of the parent?)
@@ -582,6 +593,11 @@ class MemmapOps(CollectionPrimitives):
                 if entry is not None:
                     return entry
             if not is_upstream(path):  # (a folder saved by upstream tensordict: read it)
+                if subpath is not None and isinstance(err, CheckpointNotFoundError):
+                    raise CheckpointNotFoundError(
+                        f"{call}: No tensordict found under subpath {subpath!r} of "
+                        f"{os.fspath(prefix)!r} ({str(err).split(': ', 1)[-1]})"
+                    ) from None
                 raise
             loaded = load_upstream(path, call, allow_pickle, mode)
             if device is not None:

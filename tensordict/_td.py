@@ -1148,8 +1148,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         a TensorDict nested in a live, locked one (unlock that one instead)."""
         if self._is_locked and locked_parent(self) is not None:
             raise RuntimeError(
-                f"{self._call('unlock_')}: Cannot unlock a TensorDict nested in a locked "
-                "TensorDict; unlock the parent instead"
+                f"{self._call('unlock_')}: Cannot unlock a tensordict that is part of a "
+                "locked graph: this TensorDict is nested in a locked TensorDict; unlock the "
+                "parent instead"
             )
         was = self._is_locked
         self._is_locked = False

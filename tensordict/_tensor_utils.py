@@ -133,17 +133,28 @@ def infer_size_impl(shape: Sequence[int], numel: int) -> list[int]:
 
 
 def _leaf(call: str, td: Any, key: NestedKey, which: str) -> Tensor:
+    """The tensor at ``key``; a ``KeyError`` in upstream's words for each tool (isin has
+    one message for both cases, remove_duplicates one each), naming the call."""
     value = td.get(key, None)
-    if not isinstance(value, Tensor):
-        raise KeyError(f"{call}: key {key!r} is not a tensor entry of the {which}")
-    return value
+    if isinstance(value, Tensor):
+        return value
+    if call == "isin":
+        raise KeyError(f"{call}: Key {key!r} not found in {which} or not a tensor.")
+    if value is None:
+        raise KeyError(f"{call}: The key {key!r} does not exist in the TensorDict.")
+    raise KeyError(
+        f"{call}: The key {key!r} does not point to a tensor in the TensorDict "
+        f"(it holds a {type(value).__name__})."
+    )
 
 
 def _batch_dim(call: str, td: Any, dim: int) -> int:
     n: int = td.ndim
     if n == 0 or not -n <= dim < n:
+        which = "an input TensorDict" if call == "isin" else "a TensorDict"
         raise ValueError(
-            f"{call}: dim {dim} is not a batch dim of batch size {tuple(td.batch_size)}"
+            f"{call}: The specified dimension '{dim}' is invalid for {which} with batch "
+            f"size {tuple(td.batch_size)}."
         )
     return int(dim) % n
 
@@ -165,7 +176,8 @@ def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> Tensor:
     ref = _leaf(call, reference, key, "reference")
     if input.ndim != reference.ndim:
         raise ValueError(
-            f"{call}: input and reference have {input.ndim} and {reference.ndim} batch dims"
+            f"{call}: The number of dimensions in the batch size of the input and reference "
+            f"must be the same (got {tuple(input.batch_size)} and {tuple(reference.batch_size)})."
         )
     dim = _batch_dim(call, input, dim)
     n = ref.shape[dim]

@@ -175,7 +175,7 @@ def test_duplicate_compressed_and_truncated_archives_are_refused(tmp_path: Path)
     _zip(tmp_path / "ok.tdz", members)
     raw = (tmp_path / "ok.tdz").read_bytes()
     (tmp_path / "cut.tdz").write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(FormatError, match="not a valid archive"):
+    with pytest.raises(FormatError, match="not a memory-mapped tensordict archive"):
         TensorDict.load_memmap(tmp_path / "cut.tdz")
 
 
@@ -190,7 +190,9 @@ def test_sizes_that_lie_are_refused(tmp_path: Path) -> None:
     assert raw[central : central + 4] == b"PK\x01\x02"
     raw[central + 20 : central + 28] = struct.pack("<II", 2**31, 2**31)
     (tmp_path / "lie.tdz").write_bytes(bytes(raw))
-    with pytest.raises(FormatError, match="beyond the end of the file|not a valid archive"):
+    with pytest.raises(
+        FormatError, match="beyond the end of the file|not a memory-mapped tensordict archive"
+    ):
         TensorDict.load_memmap(tmp_path / "lie.tdz")
     # a leaf member whose size disagrees with its shape
     members["a.memmap"] = members["a.memmap"][:-4]
@@ -287,3 +289,32 @@ def test_an_async_save_killed_mid_way_leaves_the_previous_checkpoint(tmp_path: P
     assert done.returncode == 3, done.stderr
     back = TensorDict.load_memmap(tmp_path / "ckpt")
     assert list(back.keys()) == ["a"] and torch.equal(back["a"], torch.ones(1000))
+
+
+@pytest.mark.parametrize("name", ["saved", "saved.tdz"])
+def test_subpath_as_a_nested_key_and_a_missing_one_named(tmp_path: Path, name: str) -> None:
+    # a subpath is written as a nested key may be (tuples within tuples); one that names
+    # nothing is a FileNotFoundError (and a ValueError) naming the subpath, also inside an
+    # archive, where it was a bare format error
+    td = TensorDict({"m": {"sub": {"y": torch.arange(3)}}}, [])
+    td.save(tmp_path / name)
+    for subpath in ["m/sub", ("m", "sub"), ("m", ("sub",)), [("m",), "sub"]]:
+        assert TensorDict.load_memmap(tmp_path / name, subpath=subpath)["y"].tolist() == [0, 1, 2]
+    for subpath in ["does/not/exist", ("does", ("not", "exist"))]:
+        with pytest.raises(FileNotFoundError, match=r"No tensordict found under subpath") as err:
+            TensorDict.load_memmap(tmp_path / name, subpath=subpath)
+        assert isinstance(err.value, ValueError) and repr(subpath) in str(err.value)
+    with pytest.raises(FileNotFoundError, match="nothing exists there"):
+        TensorDict.load_memmap(tmp_path / name / "m" / "zz")  # without subpath: as before
+
+
+def test_archive_errors_in_upstreams_words(tmp_path: Path) -> None:
+    td = TensorDict({"a": torch.zeros(2)}, [])
+    td.save(tmp_path / "x.tdz")
+    with pytest.raises(RuntimeError, match=r"x.tdz' already exists"):
+        td.memmap(tmp_path / "x.tdz", existsok=False)
+    with pytest.raises(RuntimeError, match=r"x.tdz' already exists"):
+        td.memmap_like(tmp_path / "x.tdz", existsok=False)
+    (tmp_path / "bad.tdz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="bad.tdz' is not a memory-mapped tensordict archive"):
+        TensorDict.load_memmap(tmp_path / "bad.tdz")

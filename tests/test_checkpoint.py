@@ -81,7 +81,10 @@ def test_memmap_twice_and_copy_existing(tmp_path: Path) -> None:
     assert td0["a"] is td1["a"]
     td0 = td.memmap(tmp_path / "zero")
     td0 = td.memmap(tmp_path / "zero")  # same prefix: overwritten
-    with pytest.raises(RuntimeError, match="already memory-mapped at .* pass copy_existing=True"):
+    with pytest.raises(
+        RuntimeError,
+        match="A filename was provided but the tensor already has a file associated: a leaf is already memory-mapped at .* pass copy_existing=True",
+    ):
         td0.memmap(tmp_path / "one")
     td0.memmap(tmp_path / "one", copy_existing=True)
     assert (TensorDict.load_memmap(tmp_path / "one") == td).all()

@@ -84,7 +84,10 @@ def test_locked_structure_cannot_change() -> None:
         td.set_("s", torch.ones(2))
     with pytest.raises(RuntimeError, match="cannot change the batch size of a locked"):
         td.batch_size = []
-    with pytest.raises(RuntimeError, match="Cannot unlock a TensorDict nested in a locked"):
+    with pytest.raises(
+        RuntimeError,
+        match="Cannot unlock a tensordict that is part of a locked graph: this TensorDict is nested",
+    ):
         td["n"].unlock_()  # the root's lock holds its nested levels (upstream)
     with pytest.raises(
         RuntimeError, match=r"For in-place .* \(cannot add, remove or replace key \('n', 'x'\)\)"

@@ -103,7 +103,10 @@ def test_truncated_and_overlong_central_records_are_refused(tmp_path: Path) -> N
     _model(1.0).memmap(path)
     start, _ = _central(path)
     raw = path.read_bytes()
-    for name_len, pattern in ((0xFFFF, "not a valid archive"), (200, "not a valid archive")):
+    for name_len, pattern in (
+        (0xFFFF, "not a memory-mapped tensordict archive"),
+        (200, "not a memory-mapped tensordict archive"),
+    ):
         bad = bytearray(raw)
         assert bad[start : start + 4] == b"PK\x01\x02"
         bad[start + 28 : start + 30] = struct.pack("<H", name_len)  # the first record's name
@@ -150,7 +153,9 @@ def test_a_sub_folder_load_maps_only_its_leaves(tmp_path: Path) -> None:
     )
     with pytest.raises(FormatError, match="is not a checkpoint"):
         TensorDict.load_memmap(tmp_path / "ckpt" / "missing")
-    with pytest.raises(FormatError, match="bias.memmap' is not a valid archive: no end of"):
+    with pytest.raises(
+        FormatError, match="bias.memmap' is not a memory-mapped tensordict archive: no end of"
+    ):
         TensorDict.load_memmap(tmp_path / "ckpt" / "0" / "bias.memmap" / "x")
 
 

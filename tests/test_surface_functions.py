@@ -250,10 +250,19 @@ def test_isin_and_remove_duplicates() -> None:
     uniq, inv = torch.unique(x, dim=0, return_inverse=True)
     assert torch.equal(out["x"], uniq) and torch.equal(inverse, inv)
     assert out["y"].tolist() == [0, 1, 3]  # the first occurrence of each value
-    with pytest.raises(KeyError, match="isin: key 'q' is not a tensor entry of the input"):
+    with pytest.raises(KeyError, match="isin: Key 'q' not found in input or not a tensor"):
         utils.isin(td, ref, "q")
-    with pytest.raises(ValueError, match="dim 1 is not a batch dim"):
+    with pytest.raises(KeyError, match="isin: Key 'y' not found in reference or not a tensor"):
+        utils.isin(td, ref, "y")
+    with pytest.raises(ValueError, match=r"isin: The number of dimensions .* \(4,\) and \(\)"):
+        utils.isin(td, ref[0], "x")
+    with pytest.raises(ValueError, match=r"dimension '1' is invalid .* batch size \(4,\)"):
         utils.remove_duplicates(td, "x", dim=1)
+    with pytest.raises(KeyError, match="remove_duplicates: The key 'q' does not exist"):
+        utils.remove_duplicates(td, "q")
+    td["n"] = {"z": torch.zeros(4)}
+    with pytest.raises(KeyError, match="'n' does not point to a tensor .* holds a TensorDict"):
+        utils.remove_duplicates(td, "n")
 
 
 def test_assert_close() -> None:
