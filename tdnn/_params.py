@@ -478,16 +478,7 @@ class TensorDictParams(nn.Module):
         >>> TensorDictParams(a=torch.ones(1)).apply(lambda x: x.data * 2)["a"]
         tensor([2.])
         """
-        tree = self._tree(hooks=not kwargs.get("inplace"))
-        try:
-            return _Forwarded(self, "apply", tree.apply, tree)(fn, *others, **kwargs)
-        except RuntimeError as err:
-            if not kwargs.get("inplace"):
-                raise
-            raise ValueError(
-                f"TensorDictParams.apply: Failed to update the leaves in place ({err}); "
-                "write into params.data instead"
-            ) from None
+        return self._apply_via("apply", fn, others, kwargs)
 
     def named_apply(self, fn: Callable[..., Any], *others: Any, **kwargs: Any) -> Any:
         """``TensorDict.named_apply`` on the leaves (not ``nn.Module.named_apply``).
@@ -497,14 +488,27 @@ class TensorDictParams(nn.Module):
         >>> TensorDictParams(a=torch.ones(1)).named_apply(lambda k, x: x.data * 0)["a"]
         tensor([0.])
         """
+        return self._apply_via("named_apply", fn, others, kwargs)
+
+    def _apply_via(
+        self, name: str, fn: Callable[..., Any], others: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``apply``/``named_apply`` on the TensorDict of leaves. ``out=`` a
+        TensorDictParams takes the results as its entries (made parameters, as any entry
+        it is given), and is returned."""
+        target = kwargs.get("out")
+        if isinstance(target, TensorDictParams):
+            result = self._apply_via(name, fn, others, {**kwargs, "out": None})
+            target.update(result)
+            return target
         tree = self._tree(hooks=not kwargs.get("inplace"))
         try:
-            return _Forwarded(self, "named_apply", tree.named_apply, tree)(fn, *others, **kwargs)
+            return _Forwarded(self, name, getattr(tree, name), tree)(fn, *others, **kwargs)
         except RuntimeError as err:
             if not kwargs.get("inplace"):
                 raise
             raise ValueError(
-                f"TensorDictParams.named_apply: Failed to update the leaves in place ({err}); "
+                f"TensorDictParams.{name}: Failed to update the leaves in place ({err}); "
                 "write into params.data instead"
             ) from None
 

@@ -403,3 +403,20 @@ def test_sequential_inplace_with_members_returning_new_tensordicts(inplace: bool
     else:  # the last member's result, as upstream
         assert out is not td and list(td.keys()) == ["a"] and "a" not in out.keys()
     assert out["c"].tolist() == [4.0, 4.0]
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_tensordict_params_apply_out_itself_takes_the_results(named: bool) -> None:
+    # out= a TensorDictParams: its entries become the results, made parameters; it was
+    # left untouched and a plain TensorDict of the results came back
+    from tdnn import TensorDictParams
+
+    leaves = {"w": torch.randn(2, 3), "n": {"c": torch.ones(2, dtype=torch.long)}}
+    params = TensorDictParams(TensorDict(leaves, [2]))
+    fn = (lambda k, x: x.float() * 2) if named else (lambda x: x.float() * 2)
+    with params.unlock_():
+        out = (params.named_apply if named else params.apply)(fn, out=params)
+    assert out is params
+    assert isinstance(params["n", "c"], nn.Parameter) and params["n", "c"].dtype == torch.float32
+    assert params["n", "c"].tolist() == [2.0, 2.0]
+    assert sorted(n for n, _ in params.named_parameters()) == ["n.c", "w"]
