@@ -84,11 +84,19 @@ def _moved_back(moved: Any, source: Any, restore_dtype: bool) -> Any:
 def adopt(td: Any, out: Any, call: str) -> Any:
     """``td`` made, in place, what ``out`` is (entries, batch size, names): the
     ``inplace=True`` of shape operations. Nested collections keep their identity."""
-    if td._stack_parts() is not None:
-        raise NotImplementedError(
-            f"{call}: inplace=True is not supported on a {type(td).__name__}; "
-            "call it without inplace and use the result"
-        )
+    parts = td._stack_parts()
+    if parts is not None:
+        theirs = out._stack_parts() if hasattr(out, "_stack_parts") else None
+        if theirs is None or theirs[0] != parts[0] or len(theirs[1]) != len(parts[1]):
+            raise NotImplementedError(
+                f"{call}: inplace=True is not supported on a {type(td).__name__} where "
+                "the result is not a stack of as many members along the same dim; call it "
+                "without inplace and use the result"
+            )
+        for member, new in zip(parts[1], theirs[1], strict=True):  # (to(), roll along...)
+            adopt(member, new, call)
+        td._batch_size = out._batch_size
+        return td
     if td._is_locked and not _same_leaves(td, out):  # leaves or batch size would change
         raise RuntimeError(
             f"{call}: Cannot modify locked TensorDict with inplace=True (it replaces every "

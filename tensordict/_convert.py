@@ -515,6 +515,11 @@ def _to_inplace(td: Any, out: Any) -> Any:
 
 def _take_devices(td: Any, out: Any) -> None:
     td._device = out._device
+    parts = td._stack_parts()
+    if parts is not None:  # a lazy stack: its members too
+        for member, new in zip(parts[1], out._stack_parts()[1], strict=True):
+            _take_devices(member, new)
+        return
     for key, value in td._tensordict.items():
         other = out._tensordict.get(key)
         if hasattr(value, "_tensordict") and hasattr(other, "_tensordict"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from tensordict._future import TensorDictFuture
 from tensordict._nontensor import (
@@ -100,7 +100,7 @@ def _back(out: Any) -> Any:
     return out
 
 
-def _refuse(entry: NonTensor, td: Any, call: str, new: NonTensor | None) -> None:
+def _refuse(entry: NonTensor, td: Any, call: str, new: NonTensor | None) -> NoReturn:
     left = list(td.keys())
     kind = type(new).__name__ if new is not None else None
     raise TypeError(

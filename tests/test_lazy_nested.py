@@ -216,6 +216,26 @@ def test_to_inplace_and_to_dict_keywords() -> None:
     assert td.to_dict(retain_none=False)["a"] is td["a"]
 
 
+def test_lazy_stack_to_inplace_converts_each_member_where_it_is() -> None:
+    # was a NotImplementedError; members (and their nested TensorDicts) keep identity
+    members = [
+        TensorDict({"a": torch.zeros(3, dtype=torch.long), "n": {"b": torch.ones(3)}}, [3])
+        for _ in range(2)
+    ]
+    stack = lazy_stack(members, 1)
+    nested = members[0]["n"]
+    assert stack.to(torch.float64, inplace=True) is stack
+    assert stack.tensordicts[0] is members[0] and members[0]["n"] is nested
+    assert members[1]["a"].dtype == torch.float64 and stack["n", "b"].dtype == torch.float64
+    assert stack.to("cpu", inplace=True).device == torch.device("cpu")
+    assert members[0].device == torch.device("cpu")
+    with pytest.raises(NotImplementedError, match=r"flatten: inplace=True .* as many members"):
+        stack.flatten(0, 1, inplace=True)  # its result is no stack of these members
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        stack.lock_().to(torch.float32, inplace=True)
+    assert members[0]["a"].dtype == torch.float64
+
+
 def test_update_with_keyword_entries() -> None:
     td = TensorDict({"a": torch.zeros(2)}, [2])
     td.update({"a": torch.ones(2)}, b=torch.full((2,), 2.0))
