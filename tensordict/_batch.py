@@ -73,6 +73,11 @@ class DimOutOfRangeError(IndexError, ValueError):
     upstream raises for it."""
 
 
+class StackDimError(DimOutOfRangeError, RuntimeError):
+    """A lazy stack's ``stack_dim`` out of range: a :class:`DimOutOfRangeError` here, and
+    the ``RuntimeError`` upstream raises for it."""
+
+
 def dim_error(call: str, dim: int, ndim: int) -> DimOutOfRangeError:
     """The error for ``dim`` outside a batch of ``ndim`` dims."""
     also = (

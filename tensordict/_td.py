@@ -131,6 +131,10 @@ def _is_ragged(value: Any) -> bool:
     return isinstance(value, CollectionPrimitives) and value._stack_parts() is not None
 
 
+def _is_collection(value: object) -> bool:
+    return isinstance(value, CollectionPrimitives)
+
+
 def _is_mapping(value: object) -> bool:
     return isinstance(value, TensorDict) or is_plain_mapping(value)
 
@@ -963,6 +967,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 and (is_leaf is None or not is_leaf(type(value)))
             ):
                 target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
+            elif update_batch_size and _is_ragged(target) and _is_collection(value):
+                # a lazy stack keeps its identity and takes the source's batch size
+                target.update(value, inplace, update_batch_size=True, is_leaf=is_leaf)
             elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
                 dim = value._stack_parts()[0]
                 lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)

@@ -717,6 +717,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([[1., 0.],
                 [1., 1.]])
         """
+        from tensordict._ragged import padded_batch_size
         from tensordict._td import TensorDict
 
         call = self._call("to_padded_tensor")
@@ -731,7 +732,7 @@ class TensorLikeOps(CollectionPrimitives):
             for key in self.keys(True, leaves_only=True)
             if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
         }
-        return TensorDict(entries, batch_size=self._batch_size, device=self._device)
+        return TensorDict(entries, batch_size=padded_batch_size(self), device=self._device)
 
     # --------------------------------------------------------- batch size
     def auto_batch_size_(
