@@ -745,13 +745,19 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def insert(self, index: int, td: Any) -> None:
         """Add a member at ``index`` of the stack (the first member of an empty stack sets
-        the members' batch size)."""
+        the members' batch size; a stack with ragged dims takes any member of its number
+        of batch dims, as upstream)."""
         call = self._call("insert")
         if not isinstance(td, CollectionPrimitives):
             raise TypeError(
                 f"{call}: Expected new value to be TensorDictBase instance, got {type(td).__name__}"
             )
-        if self.tensordicts and td.batch_size != self._member_bs:
+        bs = self._member_bs
+        if (
+            self.tensordicts
+            and td.batch_size != bs
+            and (-1 not in bs or len(td.batch_size) != len(bs))
+        ):
             raise ValueError(
                 f"{call}: batch size {tuple(td.batch_size)} differs from the members' "
                 f"{tuple(self._member_bs)} (Batch sizes in tensordicts differs)"

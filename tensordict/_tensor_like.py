@@ -418,8 +418,21 @@ class TensorLikeOps(CollectionPrimitives):
         return self.to(torch.quint4x2, cast_filter=cast_filter)
 
     # --------------------------------------------------------- constructors
-    def _new(self, name: str, size: tuple[Any, ...], fill: tuple[Any, ...], kw: Any) -> Self:
+    def _new(
+        self,
+        name: str,
+        size: tuple[Any, ...],
+        fill: tuple[Any, ...],
+        kw: Any,
+        empty_lazy: builtins.bool = False,
+    ) -> Self:
         shape = _size_arg(size)
+        if empty_lazy:  # lazy stacks (this one, nested ones) become empty lazy stacks
+            from tensordict._empty_lazy import new_keeping_lazy
+
+            return new_keeping_lazy(  # type: ignore[no-any-return]
+                self._call(name), self, torch.Size(shape), lambda td: td._new(name, size, fill, kw)
+            )
         n = len(self._batch_size)
 
         def fn(x: Tensor) -> Tensor:
@@ -458,11 +471,19 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
 
-        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``;
-        ``empty_lazy`` is taken for upstream's signature: the result is dense here.
+        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``. With
+        ``empty_lazy=True`` a lazy stack gives an empty lazy stack of the new batch size
+        along its stack dim, as upstream (a nested one gives an empty level); otherwise
+        the result is dense.
+
+        >>> from tensordict import lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.ones(2), batch_size=[2])] * 3, 1)
+        >>> e = s.new_zeros(4, 5, empty_lazy=True)
+        >>> type(e).__name__, e.batch_size, e.is_empty()
+        ('LazyStackedTensorDict', torch.Size([4, 5]), True)
         """
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_zeros", size, (), kw)
+        return self._new("new_zeros", size, (), kw, empty_lazy)
 
     def new_ones(
         self,
@@ -476,7 +497,7 @@ class TensorLikeOps(CollectionPrimitives):
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_ones", size, (), kw)
+        return self._new("new_ones", size, (), kw, empty_lazy)
 
     def new_empty(
         self,
@@ -490,7 +511,7 @@ class TensorLikeOps(CollectionPrimitives):
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_empty", size, (), kw)
+        return self._new("new_empty", size, (), kw, empty_lazy)
 
     def new_full(
         self,
@@ -512,7 +533,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([7., 7.])
         """
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_full", (tuple(size),), (fill_value,), kw)
+        return self._new("new_full", (tuple(size),), (fill_value,), kw, empty_lazy)
 
     def new_tensor(
         self,
