@@ -73,3 +73,43 @@ def padded_batch_size(stack: Any) -> torch.Size:
             for d, s in enumerate(bs)
         ]
     )
+
+
+def pad_nested_batch(td: Any, padding: float, call: str) -> Any:
+    """``td.to_padded_tensor(padding)`` for a TensorDict whose batch size holds -1 (a dim
+    the elements of its strided nested leaves differ in): each nested leaf padded, the
+    -1 dims at the longest element's size."""
+    from tensordict._torch_compat import nested_sizes
+
+    bs = td.batch_size
+    nested = [x for x in td.values(True, True) if isinstance(x, torch.Tensor) and x.is_nested]
+    sizes = list(bs)
+    for d, s in enumerate(bs):
+        if s == -1:
+            found = [int(nested_sizes(x)[:, d - 1].max()) for x in nested if x.dim() > d]
+            if not found:
+                raise RuntimeError(
+                    f"{call}: batch dim {d} is ragged (-1 in batch_size {tuple(bs)}) but no "
+                    "nested tensor leaf gives its size"
+                )
+            sizes[d] = max(found)
+
+    def pad(x: torch.Tensor) -> torch.Tensor:
+        return torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+
+    return td.apply(pad, batch_size=sizes)
+
+
+def padding_mask(td: Any, padded: Any) -> torch.Tensor:
+    """The mask of ``padded``'s batch (the batch size with each ragged dim of ``td`` at
+    its longest size): True where ``td`` has an element, False where padding was added."""
+    parts = td._stack_parts()
+    n = len(padded.batch_size)
+    if parts is not None:  # a lazy stack: each member's own batch, padded along the stack
+        from tensordict._lazy import _padded_stack
+
+        ones = [torch.ones(m.batch_size, dtype=torch.bool) for m in parts[1]]
+        return _padded_stack(ones, parts[0], False)
+    first = next(x for x in td.values(True, True) if isinstance(x, torch.Tensor) and x.is_nested)
+    mask = torch.nested.to_padded_tensor(torch.ones_like(first, dtype=torch.bool), False)
+    return mask.flatten(n, -1).any(-1) if mask.dim() > n else mask

@@ -197,8 +197,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             bs = _SIZES.get(b0) or torch.Size(batch_size)
         elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
-        else:
-            bs = as_batch_size(batch_size, "TensorDict")
+        else:  # (-1: a dim the elements of nested tensor leaves differ in)
+            bs = as_batch_size(batch_size, "TensorDict", True)
         dev = None if device is None else as_device(device)
         self._batch_size = bs
         self._device = dev

@@ -729,7 +729,9 @@ class TensorLikeOps(CollectionPrimitives):
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
-        with ``padding``.
+        with ``padding``. A ragged batch dim (-1) takes its longest size, and
+        ``mask_key`` (only then) receives the mask of the batch elements that are not
+        padding.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
@@ -738,22 +740,32 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([[1., 0.],
                 [1., 1.]])
         """
-        from tensordict._ragged import padded_batch_size
+        from tensordict._ragged import pad_nested_batch, padded_batch_size, padding_mask
         from tensordict._td import TensorDict
 
         call = self._call("to_padded_tensor")
-        if mask_key is not None:
-            raise ValueError(f"{call}: mask_key is not supported; build the mask from the lengths")
-        if self._stack_parts() is None:
-            return self.apply(
-                lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+        if mask_key is not None and -1 not in self._batch_size:
+            raise RuntimeError(
+                f"{call}: mask_key needs a ragged batch dim (-1 in batch_size "
+                f"{tuple(self._batch_size)}): only then are batch elements padded"
             )
-        entries = {
-            key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
-            for key in self.keys(True, leaves_only=True)
-            if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
-        }
-        return TensorDict(entries, batch_size=padded_batch_size(self), device=self._device)
+        if self._stack_parts() is None:
+            if -1 in self._batch_size:
+                out = pad_nested_batch(self, padding, call)
+            else:
+                return self.apply(
+                    lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+                )
+        else:
+            entries = {
+                key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
+                for key in self.keys(True, leaves_only=True)
+                if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
+            }
+            out = TensorDict(entries, batch_size=padded_batch_size(self), device=self._device)
+        if mask_key is not None:
+            out.set(mask_key, padding_mask(self, out))
+        return out
 
     # --------------------------------------------------------- batch size
     def auto_batch_size_(

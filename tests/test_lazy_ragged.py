@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -239,3 +241,46 @@ def test_len_and_iteration_over_a_ragged_first_dim() -> None:
     with pytest.raises(RuntimeError, match=r"batch dim 0 of the lazy stack"):
         list(s)  # never an empty iteration
     assert [x.batch_size for x in s.permute(1, 0)] == [(3,), (4,)]
+
+
+# ------------------------------------------ a TensorDict's -1 (nested tensor leaves)
+def _nested() -> torch.Tensor:
+    with warnings.catch_warnings():  # torch warns that the strided layout is a prototype
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor([torch.ones(3, 4, 5), torch.full((3, 6, 5), 2.0)])
+
+
+def test_a_tensordict_takes_minus_one_for_a_dim_its_nested_leaves_differ_in() -> None:
+    td = TensorDict({"nested": _nested()}, batch_size=[2, 3, -1])
+    assert td.batch_size == (2, 3, -1)
+    with pytest.raises(TypeError, match=r"takes -1 in batch_size for that dim"):
+        TensorDict({"nested": _nested()}, batch_size=[2, 3, 4])
+    with pytest.raises(ValueError, match=r"shape \(3, 4\) of key 'a' does not start with"):
+        TensorDict(a=torch.zeros(3, 4), batch_size=[3, -1])  # a plain leaf has a size there
+    with pytest.raises(ValueError, match=r"must not hold negative sizes, got \(2, -2\)"):
+        TensorDict(batch_size=[2, -2])
+
+
+@pytest.mark.parametrize("mask_key", [None, "mask"])
+def test_to_padded_tensor_of_a_ragged_batch_dim(mask_key: str | None) -> None:
+    td = TensorDict({"nested": _nested()}, batch_size=[2, 3, -1])
+    padded = td.to_padded_tensor(padding=-1.0, mask_key=mask_key)
+    assert padded.batch_size == (2, 3, 6) and padded["nested"].shape == (2, 3, 6, 5)
+    assert (padded["nested"][0, :, 4:] == -1).all() and (padded["nested"][1] == 2).all()
+    if mask_key is not None:
+        mask = padded["mask"]
+        assert mask.shape == (2, 3, 6) and mask.dtype == torch.bool
+        assert mask[0, :, :4].all() and not mask[0, :, 4:].any() and mask[1].all()
+        assert (padded["nested"][mask] != -1).all()
+
+
+def test_to_padded_tensor_mask_of_a_ragged_lazy_stack() -> None:
+    s = lazy_stack([TensorDict(a=torch.ones(1, 2), batch_size=[1]), _member_1d(3)])
+    padded = s.to_padded_tensor(mask_key="m")
+    assert padded["m"].tolist() == [[True, False, False], [True, True, True]]
+    with pytest.raises(RuntimeError, match=r"to_padded_tensor: mask_key needs a ragged batch dim"):
+        lazy_stack([_member_1d(3), _member_1d(3)]).to_padded_tensor(mask_key="m")
+
+
+def _member_1d(n: int) -> TensorDict:
+    return TensorDict(a=torch.ones(n, 2), batch_size=[n])
