@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
 from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict._format import FormatError
 
 
 def _member(n: int, fill: float = 0.0) -> TensorDict:
@@ -284,3 +287,43 @@ def test_to_padded_tensor_mask_of_a_ragged_lazy_stack() -> None:
 
 def _member_1d(n: int) -> TensorDict:
     return TensorDict(a=torch.ones(n, 2), batch_size=[n])
+
+
+# ---------------------------------------------------------------- saving
+def test_a_ragged_stack_saves_and_loads(tmp_path: Path) -> None:
+    s = _ragged()
+    s.memmap(tmp_path / "s")
+    loaded = TensorDict.load_memmap(tmp_path / "s")
+    assert loaded.batch_size == (3, 2, -1)
+    assert [m.batch_size for m in loaded.tensordicts] == [(3, 4), (3, 5)]
+    assert (loaded == s).all()
+
+
+@pytest.mark.parametrize(
+    ("claimed", "match"),
+    [
+        ([3, 2, 4], r"member 1 of .* has batch_size \[3, 5\], which does not fit"),
+        ([3, -1, -1], r"has a ragged \(-1\) stack dim 1"),
+        ([-1, 2, -1], r"has batch_size \[-1, 2, -1\], but its members make \[3, 2, -1\]"),
+    ],
+)
+def test_the_loader_checks_a_ragged_batch_size(
+    tmp_path: Path, claimed: list[int], match: str
+) -> None:
+    _ragged().memmap(tmp_path / "s")
+    meta_file = tmp_path / "s" / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["batch_size"] = meta["shape"] = claimed
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match=match):
+        TensorDict.load_memmap(tmp_path / "s")
+
+
+def test_a_tensordict_with_minus_one_is_refused_by_the_writer(tmp_path: Path) -> None:
+    td = TensorDict({"nested": _nested()}, batch_size=[2, 3, -1])
+    with pytest.raises(
+        NotImplementedError,
+        match=r"TensorDict.memmap: the root has a ragged batch dim \(-1 in batch_size "
+        r"\(2, 3, -1\), from nested tensor leaves\)",
+    ):
+        td.memmap(tmp_path / "t")
