@@ -133,6 +133,11 @@ def test_get_of_a_ragged_leaf() -> None:
     assert s.get("n").batch_size == (3, 2, -1)  # a nested level: a ragged lazy stack too
 
 
+def test_is_empty_reads_no_ragged_leaf() -> None:
+    assert _ragged().is_empty() is False  # (it used to stack the leaves, and raise)
+    assert lazy_stack([TensorDict(batch_size=[3]), TensorDict(batch_size=[4])]).is_empty()
+
+
 def test_to_padded_tensor_pads_the_ragged_dim_to_the_longest_member() -> None:
     padded = _ragged().to_padded_tensor(padding=-1.0)
     assert type(padded) is TensorDict and padded.batch_size == (3, 2, 5)
