@@ -77,27 +77,25 @@ def padded_batch_size(stack: Any) -> torch.Size:
 
 def pad_nested_batch(td: Any, padding: float, call: str) -> Any:
     """``td.to_padded_tensor(padding)`` for a TensorDict whose batch size holds -1 (a dim
-    the elements of its strided nested leaves differ in): each nested leaf padded, the
-    -1 dims at the longest element's size."""
-    from tensordict._torch_compat import nested_sizes
-
+    the elements of its nested leaves differ in): each nested leaf padded, the -1 dims at
+    the longest element's size (any nested layout)."""
     bs = td.batch_size
-    nested = [x for x in td.values(True, True) if isinstance(x, torch.Tensor) and x.is_nested]
+    padded = {  # each nested leaf padded once, looked up again by apply below
+        id(x): torch.nested.to_padded_tensor(x, padding)
+        for x in td.values(True, True)
+        if isinstance(x, torch.Tensor) and x.is_nested
+    }
     sizes = list(bs)
     for d, s in enumerate(bs):
         if s == -1:
-            found = [int(nested_sizes(x)[:, d - 1].max()) for x in nested if x.dim() > d]
+            found = [x.shape[d] for x in padded.values() if x.dim() > d]
             if not found:
                 raise RuntimeError(
                     f"{call}: batch dim {d} is ragged (-1 in batch_size {tuple(bs)}) but no "
                     "nested tensor leaf gives its size"
                 )
             sizes[d] = max(found)
-
-    def pad(x: torch.Tensor) -> torch.Tensor:
-        return torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
-
-    return td.apply(pad, batch_size=sizes)
+    return td.apply(lambda x: padded.get(id(x), x), batch_size=sizes)
 
 
 def padding_mask(td: Any, padded: Any) -> torch.Tensor:

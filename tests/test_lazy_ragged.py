@@ -282,6 +282,18 @@ def test_to_padded_tensor_of_a_ragged_batch_dim(mask_key: str | None) -> None:
         assert (padded["nested"][mask] != -1).all()
 
 
+@pytest.mark.parametrize("layout", [torch.jagged, torch.strided])
+def test_densify_a_ragged_stack_then_pad_it(layout: torch.layout) -> None:
+    ones = TensorDict(a=torch.ones(4), batch_size=[4])
+    stack = lazy_stack([TensorDict(a=torch.zeros(3), batch_size=[3]), ones])
+    dense = stack.densify(layout=layout)
+    assert dense.batch_size == (2, -1) and dense["a"].is_nested
+    padded = dense.to_padded_tensor(padding=-1.0, mask_key="mask")
+    assert padded.batch_size == (2, 4)
+    assert padded["a"].tolist() == [[0.0, 0.0, 0.0, -1.0], [1.0, 1.0, 1.0, 1.0]]
+    assert padded["mask"].tolist() == [[True, True, True, False], [True] * 4]
+
+
 def test_to_padded_tensor_mask_of_a_ragged_lazy_stack() -> None:
     s = lazy_stack([TensorDict(a=torch.ones(1, 2), batch_size=[1]), _member_1d(3)])
     padded = s.to_padded_tensor(mask_key="m")
