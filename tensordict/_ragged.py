@@ -109,5 +109,6 @@ def padding_mask(td: Any, padded: Any) -> torch.Tensor:
         ones = [torch.ones(m.batch_size, dtype=torch.bool) for m in parts[1]]
         return _padded_stack(ones, parts[0], False)
     first = next(x for x in td.values(True, True) if isinstance(x, torch.Tensor) and x.is_nested)
-    mask = torch.nested.to_padded_tensor(torch.ones_like(first, dtype=torch.bool), False)
+    valid: torch.Tensor = torch.ones_like(first, dtype=torch.bool)
+    mask: torch.Tensor = torch.nested.to_padded_tensor(valid, False)
     return mask.flatten(n, -1).any(-1) if mask.dim() > n else mask
