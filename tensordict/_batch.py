@@ -17,8 +17,8 @@ _EMPTY = torch.Size([])
 
 def as_batch_size(batch_size: BatchSizeLike, call: str, ragged: bool = False) -> torch.Size:
     """Normalise ``batch_size`` (int, list, tuple, torch.Size or None) to a torch.Size;
-    ``ragged`` takes -1 for a dim whose size differs across the elements of nested
-    tensor leaves (checked against the leaves by :func:`check_unreadable_shape`)."""
+    ``ragged`` takes -1 (past dim 0) for a dim whose size differs across the elements of
+    nested tensor leaves (checked against the leaves by :func:`check_unreadable_shape`)."""
     if batch_size is None:
         return _EMPTY
     kind = type(batch_size)
@@ -44,7 +44,8 @@ def as_batch_size(batch_size: BatchSizeLike, call: str, ragged: bool = False) ->
                 f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
             ) from None
     for dim in size:  # (a loop: cheaper than min() for the usual one or two dims)
-        if dim < 0 and not (ragged and dim == -1):
+        # (-1 for a ragged dim: never dim 0, a nested tensor's count of elements)
+        if dim < 0 and not (ragged and dim == -1 and size[0] != -1):
             raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
     return size
 

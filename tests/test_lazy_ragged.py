@@ -60,8 +60,9 @@ def test_construction_errors() -> None:
         r"to have congruent batch sizes; got \(3, 5\) at position 0 and \(4, 5\) at position 1",
     ):
         TensorDict.lazy_stack([td0, td1], strict_shape=True)
-    # strict_shape accepts members that agree
+    # strict_shape accepts members that agree, and tensors (stacked densely)
     assert TensorDict.lazy_stack([td0, td0], strict_shape=True).batch_size == (2, 3, 5)
+    assert TensorDict.lazy_stack([torch.zeros(2)] * 3, strict_shape=True).shape == (3, 2)
 
 
 def test_append_to_a_ragged_stack() -> None:
@@ -267,6 +268,8 @@ def test_a_tensordict_takes_minus_one_for_a_dim_its_nested_leaves_differ_in() ->
         TensorDict(a=torch.zeros(3, 4), batch_size=[3, -1])  # a plain leaf has a size there
     with pytest.raises(ValueError, match=r"must not hold negative sizes, got \(2, -2\)"):
         TensorDict(batch_size=[2, -2])
+    with pytest.raises(ValueError, match=r"must not hold negative sizes, got \(-1, 3\)"):
+        TensorDict(batch_size=[-1, 3])  # dim 0 counts a nested tensor's elements
 
 
 @pytest.mark.parametrize("mask_key", [None, "mask"])
