@@ -305,7 +305,7 @@ class TensorDictBase(
             raise TypeError(
                 f"{type(self).__name__}: iteration over a collection with batch_size=[]"
             )
-        return (self._index(i) for i in range(self._batch_size[0]))
+        return (self._index(i) for i in range(len(self)))
 
     if TYPE_CHECKING:  # each concrete class has its own, over its storage
 
@@ -358,7 +358,21 @@ class TensorDictBase(
 
         return stack(tds, dim, out=out)
 
-    maybe_dense_stack = stack
+    @classmethod
+    def maybe_dense_stack(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+        """Stack densely when the members share one structure, lazily otherwise (members
+        of different batch sizes too: the ragged dims hold -1).
+
+        >>> from tensordict import TensorDict
+        >>> tds = [TensorDict(batch_size=[2]), TensorDict(batch_size=[3])]
+        >>> TensorDict.maybe_dense_stack(tds).shape
+        torch.Size([2, -1])
+        """
+        from tensordict._functional import maybe_dense_stack
+
+        if out is not None:
+            return cls.stack(tds, dim, out=out)
+        return maybe_dense_stack(tds, dim)
 
     @classmethod
     def cat(cls, tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
@@ -388,7 +402,16 @@ class TensorDictBase(
 
         out = kwargs.pop("out", None)
         name = kwargs.pop("stack_dim_name", None)
-        kwargs.pop("strict_shape", None)  # (members always share one batch size here)
+        if kwargs.pop("strict_shape", False) and not isinstance(items[0], torch.Tensor):
+            first = items[0].batch_size
+            ragged = [i for i, x in enumerate(items) if x.batch_size != first]
+            if ragged:
+                i = ragged[0]
+                raise RuntimeError(
+                    f"{cls.__name__}.lazy_stack: strict_shape=True: stacking tensordicts "
+                    f"requires them to have congruent batch sizes; got {tuple(first)} at "
+                    f"position 0 and {tuple(items[i].batch_size)} at position {i}"
+                )
         if items and all(isinstance(x, torch.Tensor) for x in items):
             return torch.stack(list(items), dim, out=out)  # upstream: tensors stack densely
         stacked = LazyStackedTensorDict(*items, stack_dim=dim, **kwargs)

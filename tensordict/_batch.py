@@ -15,8 +15,10 @@ DeviceLike: TypeAlias = torch.device | str | int | None
 _EMPTY = torch.Size([])
 
 
-def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
-    """Normalise ``batch_size`` (int, list, tuple, torch.Size or None) to a torch.Size."""
+def as_batch_size(batch_size: BatchSizeLike, call: str, ragged: bool = False) -> torch.Size:
+    """Normalise ``batch_size`` (int, list, tuple, torch.Size or None) to a torch.Size;
+    ``ragged`` takes -1 (past dim 0) for a dim whose size differs across the elements of
+    nested tensor leaves (checked against the leaves by :func:`check_unreadable_shape`)."""
     if batch_size is None:
         return _EMPTY
     kind = type(batch_size)
@@ -42,7 +44,8 @@ def as_batch_size(batch_size: BatchSizeLike, call: str) -> torch.Size:
                 f"{call}: batch_size must be an int or a sequence of ints, got {batch_size!r}"
             ) from None
     for dim in size:  # (a loop: cheaper than min() for the usual one or two dims)
-        if dim < 0:
+        # (-1 for a ragged dim: never dim 0, a nested tensor's count of elements)
+        if dim < 0 and not (ragged and dim == -1 and size[0] != -1):
             raise ValueError(f"{call}: batch_size must not hold negative sizes, got {tuple(size)}")
     return size
 
@@ -73,6 +76,11 @@ class DimOutOfRangeError(IndexError, ValueError):
     upstream raises for it."""
 
 
+class StackDimError(DimOutOfRangeError, RuntimeError):
+    """A lazy stack's ``stack_dim`` out of range: a :class:`DimOutOfRangeError` here, and
+    the ``RuntimeError`` upstream raises for it."""
+
+
 def dim_error(call: str, dim: int, ndim: int) -> DimOutOfRangeError:
     """The error for ``dim`` outside a batch of ``ndim`` dims."""
     also = (
@@ -101,23 +109,31 @@ def check_unreadable_shape(
 ) -> None:
     """Check a leaf whose ``shape`` torch cannot report against ``batch_size``: a nested
     tensor of the strided layout fits when the sizes of its leading dims (the number of
-    elements, then each dim all elements share) are the batch size. Re-raises ``err``
-    for any other value. Called only once a shape read has failed, so the construction
-    path pays nothing for it."""
+    elements, then each dim all elements share, -1 for one where they differ) are the
+    batch size. Re-raises ``err`` for any other value. Called only once a shape read has
+    failed, so the construction path pays nothing for it."""
     if not (isinstance(value, torch.Tensor) and value.is_nested):
         raise err
     n = len(batch_size)
     if n > value.dim():
         raise leaf_shape_error(call, key, nested_shape(value), batch_size)
-    try:
-        lead = torch.Size([value.size(dim) for dim in range(n)])
-    except RuntimeError:  # a ragged dim among the batch dims
+    lead = torch.Size([_nested_size(value, dim) for dim in range(n)])
+    if -1 in lead and -1 not in batch_size:  # a ragged dim among the batch dims
         raise TypeError(
             f"{call}: key {key!r} holds a nested tensor whose elements differ in a batch "
-            f"dim: element shapes {nested_shape(value)}, batch_size {tuple(batch_size)}"
+            f"dim: element shapes {nested_shape(value)}, batch_size {tuple(batch_size)} "
+            "(a TensorDict takes -1 in batch_size for that dim)"
         ) from err
     if lead != batch_size:
         raise leaf_shape_error(call, key, nested_shape(value), batch_size)
+
+
+def _nested_size(value: torch.Tensor, dim: int) -> int:
+    """The size of ``dim`` of a strided nested tensor, -1 where its elements differ."""
+    try:
+        return value.size(dim)
+    except RuntimeError:
+        return -1
 
 
 def nested_shape(value: torch.Tensor) -> Any:

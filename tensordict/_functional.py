@@ -213,10 +213,14 @@ def maybe_dense_stack(items: Sequence[Any], dim: int = 0) -> Any:
     'TensorDict'
     >>> maybe_dense_stack([torch.zeros(2), torch.ones(2)]).shape
     torch.Size([2, 2])
+    >>> maybe_dense_stack([TensorDict(batch_size=[2]), TensorDict(batch_size=[3])]).batch_size
+    torch.Size([2, -1])
     """
     items = list(items)
     if items and isinstance(items[0], Tensor):
         return torch.stack(items, dim)
+    if any(td.batch_size != items[0].batch_size for td in items):  # ragged: lazily, as upstream
+        return LazyStackedTensorDict(*items, stack_dim=dim)
     return stack(items, dim)
 
 

@@ -23,8 +23,8 @@ from torch import Tensor
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
 from tensordict._batch import (
-    BatchDimMismatchError,
     KeysMismatchError,
+    StackDimError,
     check_copy_broadcast,
     dim_error,
     leaf_shape_error,
@@ -51,6 +51,7 @@ from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names, slot_setters
+from tensordict._ragged import check_not_ragged, ragged_batch_size, ragged_error
 from tensordict._repr import td_repr
 from tensordict._shape import _dims_arg, _infer_shape
 from tensordict._stack import _stack_nontensor, same_structure, stack
@@ -104,8 +105,10 @@ class _Keys(list):  # type: ignore[type-arg]
 class LazyStackedTensorDict(TensorDictBase):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 
-    Members share one batch size; leaves may differ in shape (ragged dims show as -1
-    in :meth:`get_item_shape`) and keys may be present in only some members.
+    Members share a number of batch dims; where their sizes differ the stack's batch
+    size holds -1 (a ragged dim: indexed member by member, refused by the operations
+    that need one size there). Leaves may differ in shape (ragged dims show as -1 in
+    :meth:`get_item_shape`) and keys may be present in only some members.
     Element-wise operations visit the members; an operation that would mix elements of
     members of different structure (a reshape across the stack dim) densifies when the
     members share one structure and raises otherwise.
@@ -113,8 +116,8 @@ class LazyStackedTensorDict(TensorDictBase):
     Constructor keywords besides ``stack_dim``: ``batch_size`` and ``device`` (an empty
     stack's, or checked/moved to), ``stack_dim_name`` (the stack dim's name), ``names``
     (an empty stack's stack-dim name, the others must be None; with members it is
-    ignored with a ``FutureWarning``, as upstream 0.15), ``strict_shape`` (accepted:
-    members must always share a batch size here) and upstream's deprecated
+    ignored with a ``FutureWarning``, as upstream 0.15), ``strict_shape`` (refuse members
+    whose batch sizes differ) and upstream's deprecated
     ``hook_out``/``hook_in`` (refused with ``NotImplementedError``).
 
     >>> import torch
@@ -154,6 +157,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if len(tensordicts) == 1 and isinstance(tensordicts[0], (list, tuple)):
             tensordicts = tuple(tensordicts[0])  # the members as one sequence, too
         tds = list(tensordicts)
+        ragged = False
         for i, td in enumerate(tds):
             if not isinstance(td, CollectionPrimitives):
                 # a TensorDictParams member: the TensorDict of its own leaves (no copy)
@@ -161,12 +165,11 @@ class LazyStackedTensorDict(TensorDictBase):
                 if td is None:
                     name = type(tensordicts[i]).__name__
                     raise TypeError(f"{call}: member {i} is a {name}, not a TensorDict")
-            if td.batch_size != tds[0].batch_size:  # always strict here (strict_shape)
-                raise BatchDimMismatchError(
-                    f"{call}: members must share a batch size; member 0 has "
-                    f"{tuple(tds[0].batch_size)}, member {i} has {tuple(td.batch_size)}"
-                )
-        if tds:
+            if td.batch_size != tds[0].batch_size:
+                ragged = True
+        if ragged:  # members of one number of dims that differ in some: -1 at those
+            member_bs = ragged_batch_size(call, [td.batch_size for td in tds], strict_shape)
+        elif tds:
             member_bs = tds[0].batch_size
         elif batch_size is not None:  # an empty stack of a known batch size
             full = torch.Size(batch_size)
@@ -178,7 +181,9 @@ class LazyStackedTensorDict(TensorDictBase):
             batch_size = None
         else:
             member_bs = torch.Size([])
-        dim = _norm(call, stack_dim, len(member_bs) + 1)
+        if not -len(member_bs) - 1 <= stack_dim <= len(member_bs):
+            raise StackDimError(dim_error(call, stack_dim, len(member_bs) + 1).args[0])
+        dim = stack_dim % (len(member_bs) + 1)
         bs = torch.Size([*member_bs[:dim], len(tds), *member_bs[dim:]])
         if batch_size is not None and torch.Size(batch_size) != bs:
             raise ValueError(
@@ -238,8 +243,21 @@ class LazyStackedTensorDict(TensorDictBase):
     # ------------------------------------------------------------ properties
     @property
     def batch_size(self) -> torch.Size:
-        """The members' batch size with the stack dim inserted."""
+        """The members' batch size with the stack dim inserted; -1 at a dim where the
+        members' sizes differ (a ragged dim)."""
         return self._batch_size
+
+    def numel(self) -> int:
+        """The number of elements of the batch (the members' total over a ragged dim)."""
+        if -1 in self._batch_size:
+            return sum(m.numel() for m in self.tensordicts)
+        return self._batch_size.numel()
+
+    def __len__(self) -> int:
+        n = self._batch_size[0] if self._batch_size else 0
+        if n < 0:  # a ragged first dim has no one length
+            raise ragged_error("len()", self, (0,))
+        return n
 
     def _names_kept(self) -> list[str | None] | None:
         names = self.names
@@ -601,7 +619,9 @@ class LazyStackedTensorDict(TensorDictBase):
         if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
             call = self._call("update")  # member by member: ragged entries need no stacking
             for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
-                member.update(part, inplace)
+                member.update(part, inplace, update_batch_size=update_batch_size)
+            if update_batch_size:  # the members may have taken other batch sizes
+                self._reset_batch_size()
             return self
         items = (
             other.items()
@@ -634,8 +654,15 @@ class LazyStackedTensorDict(TensorDictBase):
         for i, piece in enumerate(pieces):
             member = self.tensordicts[i] if i < len(self.tensordicts) else piece.empty()
             members.append(member.update(piece, inplace, update_batch_size=True))
-        self.__init__(*members, stack_dim=self.stack_dim)  # type: ignore[misc]
+        self.tensordicts = members
+        self._reset_batch_size()
         return self
+
+    def _reset_batch_size(self) -> None:
+        """Recompute the batch size from the members (after they changed theirs)."""
+        name = self._stack_name
+        self.__init__(*self.tensordicts, stack_dim=self.stack_dim)  # type: ignore[misc]
+        self._stack_name = name
 
     def update_(
         self,
@@ -723,13 +750,19 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def insert(self, index: int, td: Any) -> None:
         """Add a member at ``index`` of the stack (the first member of an empty stack sets
-        the members' batch size)."""
+        the members' batch size; a stack with ragged dims takes any member of its number
+        of batch dims, as upstream)."""
         call = self._call("insert")
         if not isinstance(td, CollectionPrimitives):
             raise TypeError(
                 f"{call}: Expected new value to be TensorDictBase instance, got {type(td).__name__}"
             )
-        if self.tensordicts and td.batch_size != self._member_bs:
+        bs = self._member_bs
+        if (
+            self.tensordicts
+            and td.batch_size != bs
+            and (-1 not in bs or len(td.batch_size) != len(bs))
+        ):
             raise ValueError(
                 f"{call}: batch size {tuple(td.batch_size)} differs from the members' "
                 f"{tuple(self._member_bs)} (Batch sizes in tensordicts differs)"
@@ -752,6 +785,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def _as_dense(self, call: str) -> TensorDict:
         if not self.tensordicts:
             raise RuntimeError(f"{call}: the stack has no members")
+        check_not_ragged(call, self)  # one dense batch size needs members of one
         if any(m._stack_parts() is not None for m in self.tensordicts):  # stacks of stacks
             members = [m._as_dense(call) for m in self.tensordicts]
             return self._restack(members)._as_dense(call)  # type: ignore[no-any-return]
@@ -1176,6 +1210,7 @@ class LazyStackedTensorDict(TensorDictBase):
         d = _norm(self._call("unbind"), dim, len(self._batch_size))
         if d == self.stack_dim:
             return tuple(self.tensordicts)
+        check_not_ragged(self._call("unbind"), self, (d,))
         md = d if d < self.stack_dim else d - 1
         per_member = [m.unbind(md) for m in self.tensordicts]
         new_stack = self.stack_dim - (1 if d < self.stack_dim else 0)
@@ -1205,6 +1240,7 @@ class LazyStackedTensorDict(TensorDictBase):
             known = math.prod(x for x in sizes if x != -1)
             sizes[sizes.index(-1)] = n // known if known else -1
         if inplace or d != self.stack_dim or math.prod(sizes) != n or min(sizes, default=0) < 1:
+            check_not_ragged(call, self)  # (the dense path below)
             return super().unflatten(dim, unflattened_size, inplace)
         out = _nest(type(self), self.tensordicts, sizes, d)
         return record(out, "unflatten", (d, tuple(sizes)), self)
@@ -1302,6 +1338,9 @@ class LazyStackedTensorDict(TensorDictBase):
                 f"{type(self).__name__}.expand: the stack dim {d} has {len(self.tensordicts)} "
                 f"members and cannot expand to {sizes[d]}"
             )
+        kept = [i for i, s in enumerate(self._batch_size) if s == -1 and sizes[i + extra] != -1]
+        if kept:  # a ragged dim keeps its members' sizes: -1 there
+            raise ragged_error(self._call("expand"), self, kept)
         member_shape = sizes[:d] + sizes[d + 1 :]
         return self._restack([m.expand(*member_shape) for m in self.tensordicts], d)
 
@@ -1309,6 +1348,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Any, ...]:
         """Split along ``dim`` (groups of members on the stack dim)."""
         d = _norm(self._call("split"), dim, len(self._batch_size))
+        check_not_ragged(self._call("split"), self, (d,))
         return self._pieces(d, lambda x, at: x.split(split_size, at))
 
     @keeps_lock
@@ -1365,13 +1405,16 @@ class LazyStackedTensorDict(TensorDictBase):
     @keeps_lock
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Any, ...]:
         """Split into ``chunks`` pieces along ``dim``."""
-        size = self._batch_size[_norm(self._call("chunk"), dim, len(self._batch_size))]
+        d = _norm(self._call("chunk"), dim, len(self._batch_size))
+        check_not_ragged(self._call("chunk"), self, (d,))
+        size = self._batch_size[d]
         return self.split(max(1, -(-size // chunks)), dim)
 
     @keeps_lock
     def narrow(self, dim: int, start: int, length: int) -> Any:
         """Narrow a batch dim (a slice of members on the stack dim), with torch's checks."""
         d = _norm(self._call("narrow"), dim, len(self._batch_size))
+        check_not_ragged(self._call("narrow"), self, (d,))
         size = self._batch_size[d]
         begin = start + size if start < 0 else start
         if not 0 <= begin <= size or length < 0 or begin + length > size:

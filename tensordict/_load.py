@@ -167,7 +167,11 @@ class _Loader:
                 f"library reads versions 1 to {VERSION}"
             )
         bs = meta["batch_size"]
-        if bs and ({*map(type, bs)} != _INTS or min(bs) < 0 or max(bs) >= MAX_BYTES):
+        if (
+            bs
+            and ({*map(type, bs)} != _INTS or min(bs) < 0 or max(bs) >= MAX_BYTES)
+            and not ("stack_dim" in meta and _ragged_batch(bs))  # (a lazy stack's -1)
+        ):
             _check_shape(self.call, path, "batch_size", bs)  # (raises)
         if "shape" in meta and meta["shape"] != meta["batch_size"]:
             raise FormatError(
@@ -341,6 +345,11 @@ class _Loader:
                     f"batch_size {list(bs)}"
                 )
             count = bs[stack_dim]
+            if count < 0:
+                raise FormatError(
+                    f"{self.call}: {path!r} has a ragged (-1) stack dim {stack_dim} in "
+                    f"batch_size {list(bs)}"
+                )
             inlines: list[Any] = [None] * count
             if version >= 2:
                 inlines = meta.get("members")  # type: ignore[assignment]
@@ -358,17 +367,27 @@ class _Loader:
                 )
                 for i in range(count)
             ]
+            want = [*bs[:stack_dim], *bs[stack_dim + 1 :]]  # (-1: a ragged dim, any size)
             for i, member in enumerate(members):
-                if list(member.batch_size) != list(bs[:stack_dim]) + list(bs[stack_dim + 1 :]):
+                got = list(member.batch_size)
+                if len(got) != len(want) or any(
+                    w not in (-1, g) for w, g in zip(want, got, strict=True)
+                ):
                     raise FormatError(
                         f"{self.call}: member {i} of {path!r} has batch_size "
                         f"{list(member.batch_size)}, which does not fit batch_size {list(bs)}"
                     )
             named = meta["names"]  # (the stack dim's name; the members hold the others)
             try:
-                return cls(members, stack_dim=stack_dim, stack_dim_name=named and named[stack_dim])
+                stack = cls(members, stack_dim=stack_dim, stack_dim_name=named and named[stack_dim])
             except ValueError as err:
                 raise FormatError(f"{self.call}: {path!r}: {err}") from None
+            if stack.batch_size != bs:  # -1 exactly where the members' sizes differ
+                raise FormatError(
+                    f"{self.call}: {path!r} has batch_size {list(bs)}, but its members make "
+                    f"{list(stack.batch_size)}"
+                )
+            return stack
         entries: dict[str, Any] = {}
         names: set[str] = set()
         slots = self.slots
@@ -608,6 +627,12 @@ def _refuse_tensor(call: str, path: str, key: str, record: dict[str, Any]) -> No
         raise FormatError(f"{call}: {path!r} key {key!r} has unknown dtype {name!r}")
     _check_shape(call, path, "shape of key", record.get("shape"), key)
     raise FormatError(f"{call}: {path!r} key {key!r} is not a valid tensor entry")
+
+
+def _ragged_batch(bs: list[Any]) -> bool:
+    """Whether ``bs`` is a lazy stack's batch size with ragged dims: ints, each -1 or a
+    valid size."""
+    return all(type(s) is int and (s == -1 or 0 <= s < MAX_BYTES) for s in bs)
 
 
 def _check_shape(call: str, path: str, what: str, shape: Any, key: str | None = None) -> None:

@@ -23,6 +23,7 @@ from tensordict._format import (
     is_json_value,
     type_name,
 )
+from tensordict._keys import join_path
 from tensordict._memmap import MemoryMappedTensor, rename_files
 from tensordict._memmap_backing import MemmapExistsError
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
@@ -66,6 +67,13 @@ class _Writer:
 
     def folder(self, td: Any, folder: str, prefix: tuple[str, ...]) -> dict[str, Any]:
         """Write ``td``'s folder (meta.json now, leaves later as jobs); returns the meta."""
+        if -1 in td.batch_size and td._stack_parts() is None:  # (a lazy stack's is kept)
+            at = f"key {join_path(prefix)!r}" if prefix else "the root"
+            raise NotImplementedError(
+                f"{self.call}: {at} has a ragged batch dim (-1 in batch_size "
+                f"{tuple(td.batch_size)}, from nested tensor leaves), which the format has no "
+                "place for; pad it first (to_padded_tensor())"
+            )
         os.makedirs(folder)
         meta: dict[str, Any] = {
             "format": FORMAT,

@@ -213,7 +213,7 @@ class StructureOps(CollectionPrimitives):
         >>> TensorDict({"a": {}}, []).is_empty(), TensorDict({"a": {"b": "text"}}).is_empty()
         (True, False)
         """
-        return not any(True for _ in self.values(True, True, is_leaf=with_non_tensor))
+        return not any(True for _ in self.keys(True, True, is_leaf=with_non_tensor))
 
 
 def _resized_stack(stack: Any, batch_size: Size) -> Any:

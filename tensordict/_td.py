@@ -131,6 +131,10 @@ def _is_ragged(value: Any) -> bool:
     return isinstance(value, CollectionPrimitives) and value._stack_parts() is not None
 
 
+def _is_collection(value: object) -> bool:
+    return isinstance(value, CollectionPrimitives)
+
+
 def _is_mapping(value: object) -> bool:
     return isinstance(value, TensorDict) or is_plain_mapping(value)
 
@@ -193,8 +197,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             bs = _SIZES.get(b0) or torch.Size(batch_size)
         elif type(batch_size) is torch.Size and not (batch_size and min(batch_size) < 0):
             bs = batch_size
-        else:
-            bs = as_batch_size(batch_size, "TensorDict")
+        else:  # (-1: a dim the elements of nested tensor leaves differ in)
+            bs = as_batch_size(batch_size, "TensorDict", True)
         dev = None if device is None else as_device(device)
         self._batch_size = bs
         self._device = dev
@@ -963,6 +967,9 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 and (is_leaf is None or not is_leaf(type(value)))
             ):
                 target.update(value, inplace, update_batch_size=update_batch_size, is_leaf=is_leaf)
+            elif update_batch_size and _is_ragged(target) and _is_collection(value):
+                # a lazy stack keeps its identity and takes the source's batch size
+                target.update(value, inplace, update_batch_size=True, is_leaf=is_leaf)
             elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
                 dim = value._stack_parts()[0]
                 lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)

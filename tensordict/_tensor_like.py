@@ -418,8 +418,21 @@ class TensorLikeOps(CollectionPrimitives):
         return self.to(torch.quint4x2, cast_filter=cast_filter)
 
     # --------------------------------------------------------- constructors
-    def _new(self, name: str, size: tuple[Any, ...], fill: tuple[Any, ...], kw: Any) -> Self:
+    def _new(
+        self,
+        name: str,
+        size: tuple[Any, ...],
+        fill: tuple[Any, ...],
+        kw: Any,
+        empty_lazy: builtins.bool = False,
+    ) -> Self:
         shape = _size_arg(size)
+        if empty_lazy:  # lazy stacks (this one, nested ones) become empty lazy stacks
+            from tensordict._empty_lazy import new_keeping_lazy
+
+            return new_keeping_lazy(  # type: ignore[no-any-return]
+                self._call(name), self, torch.Size(shape), lambda td: td._new(name, size, fill, kw)
+            )
         n = len(self._batch_size)
 
         def fn(x: Tensor) -> Tensor:
@@ -458,11 +471,19 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
 
-        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``;
-        ``empty_lazy`` is taken for upstream's signature: the result is dense here.
+        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``. With
+        ``empty_lazy=True`` a lazy stack gives an empty lazy stack of the new batch size
+        along its stack dim, as upstream (a nested one gives an empty level); otherwise
+        the result is dense.
+
+        >>> from tensordict import lazy_stack
+        >>> s = lazy_stack([TensorDict(a=torch.ones(2), batch_size=[2])] * 3, 1)
+        >>> e = s.new_zeros(4, 5, empty_lazy=True)
+        >>> type(e).__name__, e.batch_size, e.is_empty()
+        ('LazyStackedTensorDict', torch.Size([4, 5]), True)
         """
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_zeros", size, (), kw)
+        return self._new("new_zeros", size, (), kw, empty_lazy)
 
     def new_ones(
         self,
@@ -476,7 +497,7 @@ class TensorLikeOps(CollectionPrimitives):
     ) -> Self:
         """Like :meth:`new_zeros`, filled with ones."""
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_ones", size, (), kw)
+        return self._new("new_ones", size, (), kw, empty_lazy)
 
     def new_empty(
         self,
@@ -490,7 +511,7 @@ class TensorLikeOps(CollectionPrimitives):
     ) -> Self:
         """Like :meth:`new_zeros`, uninitialised."""
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_empty", size, (), kw)
+        return self._new("new_empty", size, (), kw, empty_lazy)
 
     def new_full(
         self,
@@ -512,7 +533,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([7., 7.])
         """
         kw = _kw(dtype, device, requires_grad, layout, pin_memory)
-        return self._new("new_full", (tuple(size),), (fill_value,), kw)
+        return self._new("new_full", (tuple(size),), (fill_value,), kw, empty_lazy)
 
     def new_tensor(
         self,
@@ -708,7 +729,9 @@ class TensorLikeOps(CollectionPrimitives):
 
     def to_padded_tensor(self, padding: builtins.float = 0.0, mask_key: Any = None) -> Any:
         """A dense TensorDict whose nested (or, for a stack, ragged) entries are padded
-        with ``padding``.
+        with ``padding``. A ragged batch dim (-1) takes its longest size, and
+        ``mask_key`` (only then) receives the mask of the batch elements that are not
+        padding.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
@@ -717,21 +740,32 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([[1., 0.],
                 [1., 1.]])
         """
+        from tensordict._ragged import pad_nested_batch, padded_batch_size, padding_mask
         from tensordict._td import TensorDict
 
         call = self._call("to_padded_tensor")
-        if mask_key is not None:
-            raise ValueError(f"{call}: mask_key is not supported; build the mask from the lengths")
-        if self._stack_parts() is None:
-            return self.apply(
-                lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+        if mask_key is not None and -1 not in self._batch_size:
+            raise RuntimeError(
+                f"{call}: mask_key needs a ragged batch dim (-1 in batch_size "
+                f"{tuple(self._batch_size)}): only then are batch elements padded"
             )
-        entries = {
-            key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
-            for key in self.keys(True, leaves_only=True)
-            if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
-        }
-        return TensorDict(entries, batch_size=self._batch_size, device=self._device)
+        if self._stack_parts() is None:
+            if -1 in self._batch_size:
+                out = pad_nested_batch(self, padding, call)
+            else:
+                return self.apply(
+                    lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
+                )
+        else:
+            entries = {
+                key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
+                for key in self.keys(True, leaves_only=True)
+                if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
+            }
+            out = TensorDict(entries, batch_size=padded_batch_size(self), device=self._device)
+        if mask_key is not None:
+            out.set(mask_key, padding_mask(self, out))
+        return out
 
     # --------------------------------------------------------- batch size
     def auto_batch_size_(

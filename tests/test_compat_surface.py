@@ -536,7 +536,7 @@ def test_whole_collection_tensors_and_padding() -> None:
     torch.testing.assert_close(
         s.to_padded_tensor(-1.0)["x"], torch.tensor([[1.0, -1, -1], [1, 1, 1]])
     )
-    with pytest.raises(ValueError, match=r"to_padded_tensor: mask_key is not supported"):
+    with pytest.raises(RuntimeError, match=r"to_padded_tensor: mask_key needs a ragged batch"):
         s.to_padded_tensor(mask_key="m")
     assert td.is_non_tensor("a") is False and TensorDict(s="x").is_non_tensor("s")
     assert td.from_dict_instance({"q": a}, auto_batch_size=True).batch_size == (2, 3)

@@ -151,8 +151,8 @@ def test_upstream_constructor_spellings() -> None:
 
 
 def test_construction_errors() -> None:
-    with pytest.raises(ValueError, match=r"member 0 has \(2,\), member 1 has \(3,\)"):
-        lazy_stack([TensorDict({}, [2]), TensorDict({}, [3])])
+    with pytest.raises(RuntimeError, match=r"member 0 has \(2,\), member 1 has \(3, 1\)"):
+        lazy_stack([TensorDict({}, [2]), TensorDict({}, [3, 1])])
     with pytest.raises(TypeError, match="member 1 is a Tensor"):  # (tensors alone: stacked)
         lazy_stack([TensorDict({}, [2]), torch.zeros(2)])
 

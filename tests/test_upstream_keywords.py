@@ -96,8 +96,10 @@ def test_lazy_stack_constructor_keywords() -> None:
     assert empty.names == ["env", None]
     with pytest.raises(ValueError, match="an empty stack keeps only the stack dim's name"):
         LazyStackedTensorDict(batch_size=[0, 2], names=["env", "t"])  # not dropped silently
-    with pytest.raises(RuntimeError, match="members must share a batch size"):  # strict
-        LazyStackedTensorDict(TensorDict(batch_size=[2]), TensorDict(batch_size=[3]))
+    with pytest.raises(RuntimeError, match=r"batch sizes in tensordicts differs \(strict_shape"):
+        LazyStackedTensorDict(
+            TensorDict(batch_size=[2]), TensorDict(batch_size=[3]), strict_shape=True
+        )
     with pytest.raises(NotImplementedError, match="hook_out / hook_in"):
         LazyStackedTensorDict(*members, hook_out=lambda x: x)
 
