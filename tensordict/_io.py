@@ -597,7 +597,7 @@ class InteropOps(CollectionPrimitives):
             )
         if storage not in (None, "memmap", "shared"):
             raise ValueError(
-                f"{call}: unknown storage {storage!r}; expected None, 'shared', 'memmap', "
+                f"{call}: Unknown storage backend {storage!r}; expected None, 'shared', 'memmap', "
                 "'h5' or 'zarr'"
             )
         entries = {

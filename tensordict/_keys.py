@@ -80,16 +80,12 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
     names = list(available)
     leaf = key[-1] if isinstance(key, tuple) and key else key
     close = difflib.get_close_matches(str(leaf), names, n=3, cutoff=0.5)
-    if close:
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?"
-    elif names:
-        shown = ", ".join(repr(n) for n in sorted(names)[:10])
-        more = ", ..." if len(names) > 10 else ""
-        hint = f"; keys at that level: {shown}{more}"
-    else:
-        hint = "; that level has no keys"
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(repr(n) for n in sorted(names)[:10]) + (", ..." if len(names) > 10 else "")
     owner = call.split(".", 1)[0].split("[", 1)[0]
-    return KeyError(f"{call}: key {key!r} was not found in the {owner}{hint}")
+    # (upstream's words, "not found in TensorDict with keys [...]", with the keys at the
+    # level the path stopped at)
+    return KeyError(f"{call}: key {key!r} not found in {owner} with keys [{shown}]{hint}")
 
 
 def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:

@@ -237,7 +237,7 @@ def test_from_schema(tmp_path: Path, storage: str | None) -> None:
 def test_from_schema_errors(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"from_schema: storage='h5' needs filename="):
         TensorDict.from_schema({"a": ([], torch.float32)}, storage="h5")
-    with pytest.raises(ValueError, match=r"from_schema: unknown storage 'redis'"):
+    with pytest.raises(ValueError, match=r"from_schema: Unknown storage backend 'redis'"):
         TensorDict.from_schema({"a": ([], torch.float32)}, storage="redis")
 
 
