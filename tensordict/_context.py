@@ -87,15 +87,24 @@ def adopt(td: Any, out: Any, call: str) -> Any:
     parts = td._stack_parts()
     if parts is not None:
         theirs = out._stack_parts() if hasattr(out, "_stack_parts") else None
-        if theirs is None or theirs[0] != parts[0] or len(theirs[1]) != len(parts[1]):
+        if (
+            theirs is None
+            or theirs[0] != parts[0]
+            or len(theirs[1]) != len(parts[1])
+            or out.batch_size != td.batch_size
+        ):
             raise NotImplementedError(
                 f"{call}: inplace=True is not supported on a {type(td).__name__} where "
-                "the result is not a stack of as many members along the same dim; call it "
-                "without inplace and use the result"
+                "the result is not a stack of as many members along the same dim and of "
+                "the same batch size; call it without inplace and use the result"
             )
-        for member, new in zip(parts[1], theirs[1], strict=True):  # (to(), roll along...)
+        if td._is_locked:  # (checked for all members before any is changed)
+            raise RuntimeError(
+                f"{call}: Cannot modify locked TensorDict with inplace=True; call unlock_() "
+                "first, or use the result without inplace"
+            )
+        for member, new in zip(parts[1], theirs[1], strict=True):  # (to(): dtype, device)
             adopt(member, new, call)
-        td._batch_size = out._batch_size
         return td
     if td._is_locked and not _same_leaves(td, out):  # leaves or batch size would change
         raise RuntimeError(

@@ -229,7 +229,10 @@ def test_lazy_stack_to_inplace_converts_each_member_where_it_is() -> None:
     assert members[1]["a"].dtype == torch.float64 and stack["n", "b"].dtype == torch.float64
     assert stack.to("cpu", inplace=True).device == torch.device("cpu")
     assert members[0].device == torch.device("cpu")
-    with pytest.raises(NotImplementedError, match=r"flatten: inplace=True .* as many members"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"flatten: inplace=True .* as many members along the same dim and of the same batch size",
+    ):
         stack.flatten(0, 1, inplace=True)  # its result is no stack of these members
     with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
         stack.lock_().to(torch.float32, inplace=True)
