@@ -8,7 +8,6 @@ as ``null`` (a value that loads back as None) and refuses integers beyond 64 bit
 
 from __future__ import annotations
 
-import importlib
 import json
 from types import ModuleType
 from typing import Any
@@ -30,13 +29,21 @@ def set_json_backend(backend: str) -> None:
         raise ValueError(
             f"set_json_backend: Backend must be either 'json' or 'orjson', got {backend!r}"
         )
-    importlib.import_module(backend)  # (an ImportError now, not at the first dump)
+    _module(backend)  # (an ImportError now, not at the first dump)
     _CHOSEN[0] = backend
 
 
 def get_json_backend() -> ModuleType:
     """The module chosen by :func:`set_json_backend` (``json`` by default)."""
-    return importlib.import_module(_CHOSEN[0])
+    return _module(_CHOSEN[0])
+
+
+def _module(name: str) -> ModuleType:
+    if name == "json":
+        return json
+    import orjson  # type: ignore[import-not-found]  # (an optional extra)
+
+    return orjson  # type: ignore[no-any-return]
 
 
 def json_dumps(data: Any, **kwargs: Any) -> str | bytes:
