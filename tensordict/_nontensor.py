@@ -215,18 +215,27 @@ class NonTensor:
         out = self._op(lambda p: torch.unflatten(p, dim, sizes), "unflatten", spread=False)
         return self._in_place(out, "unflatten", inplace)
 
-    def squeeze(self, dim: int | None = None) -> NonTensor:
-        """Drop batch dims of size 1 (or only ``dim``).
+    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> NonTensor:
+        """Drop batch dims of size 1 (or only those of ``dim``). A stack left holding one
+        value everywhere (an unsqueezed ``NonTensorData``) is that ``NonTensorData`` again,
+        as upstream.
 
-        >>> from tensordict import NonTensorStack
+        >>> from tensordict import NonTensorData, NonTensorStack
         >>> NonTensorStack("a").squeeze()
         NonTensorData(data=a, batch_size=torch.Size([]), device=None)
+        >>> NonTensorData("a", batch_size=[2]).unsqueeze(0).squeeze(0)
+        NonTensorData(data=a, batch_size=torch.Size([2]), device=None)
         """
-        return self._op(
+        out = self._op(
             (lambda p: p.squeeze()) if dim is None else (lambda p: p.squeeze(dim)),
             "squeeze",
             spread=False,
         )
+        if isinstance(out, NonTensorStack) and len(out.batch_size) < len(self.batch_size):
+            first = out.positions.reshape(-1)[:1]
+            if first.numel() and bool((out.positions == first).all()):
+                return NonTensorData(out.values[int(first)], out.batch_size, out.device)
+        return out
 
     def unsqueeze(self, dim: int) -> NonTensor:
         """Insert a batch dim of size 1 at ``dim``.
