@@ -630,9 +630,17 @@ class NonTensorStack(NonTensorEntry):
         >>> NonTensorStack.from_list([["a", "b"], ["c", "d"]]).shape
         torch.Size([2, 2])
         """
+        return cls._from_list(non_tensors, device)
+
+    @classmethod
+    def _from_list(
+        cls, non_tensors: Sequence[Any], device: DeviceLike = None, ndim: int | None = None
+    ) -> NonTensorStack:
+        """:meth:`from_list` going at most ``ndim`` lists deep: the lists below are values."""
 
         def flat(v: Any, depth: int) -> tuple[list[Any], list[int]]:
-            if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
+            deeper = ndim is None or depth + 1 < ndim
+            if deeper and isinstance(v, list) and v and all(isinstance(x, list) for x in v):
                 parts = [flat(x, depth + 1) for x in v]
                 inner = {tuple(p[1]) for p in parts}
                 if len(inner) != 1:
@@ -643,6 +651,23 @@ class NonTensorStack(NonTensorEntry):
         items, shape = flat(list(non_tensors), 0)
         items = [x.data if isinstance(x, NonTensorDataBase) else x for x in items]
         return cls._from_positions(items, torch.arange(len(items)).reshape(shape), device)
+
+    @classmethod
+    def _from_batch_list(
+        cls, value: list[Any], ndim: int, device: DeviceLike = None
+    ) -> NonTensorStack | None:
+        """The stack of a list given for a batch of ``ndim`` dims, one value per element:
+        as deep as the nesting is regular (as upstream), else with the lists below the
+        first ``ndim`` levels as the values; None when even those are irregular. The
+        caller checks the result covers its batch."""
+        try:
+            return cls.from_list(value, device)
+        except ValueError:
+            pass
+        try:
+            return cls._from_list(value, device, ndim)
+        except ValueError:
+            return None
 
     def _nested_values(self) -> Any:
         """The values as a nested list shaped like the batch."""

@@ -155,11 +155,8 @@ def _nocast_list(value: list[Any], batch_size: torch.Size, device: Any) -> NonTe
     as they are (a NonTensorStack, as the TensorDict's list rule builds for other values);
     any other list is one value."""
     if list_to_stack():
-        try:
-            stack = NonTensorStack.from_list(value, device)
-        except ValueError:  # irregular nesting
-            return NonTensorData(value)
-        if stack.batch_size == batch_size:
+        stack = NonTensorStack._from_batch_list(value, len(batch_size), device)
+        if stack is not None and stack.batch_size[: len(batch_size)] == batch_size:
             return stack
     return NonTensorData(value)
 
