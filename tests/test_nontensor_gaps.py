@@ -196,6 +196,17 @@ def test_a_batch_long_list_of_lists_gives_each_element_its_own_list(build: str) 
         assert x.get(key).batch_size == shape and x[key] == value
 
 
+def test_a_list_in_a_zero_dim_collection_is_stacked_as_upstream() -> None:
+    td = TensorDict(k=["a", "b"], x=torch.zeros(2))
+    assert type(td.get("k")) is NonTensorStack and td.get("k").batch_size == (2,)
+    assert td["k"] == ["a", "b"]
+    td.auto_batch_size_()  # a batch dim found later: each element reads its own value
+    assert td.batch_size == (2,) and td[1]["k"] == "b"
+    ragged = TensorDict(k=[["a"], ["b", "c"]])
+    assert ragged.get("k").batch_size == (2,) and ragged["k"] == [["a"], ["b", "c"]]
+    assert _Raw(foo=["a", "b"], batch_size=[]).get("foo").batch_size == (2,)
+
+
 # ------------------------------------------------------------ nested tensors
 def _strided_nested() -> torch.Tensor:
     with warnings.catch_warnings():  # torch: the strided layout is a prototype
