@@ -582,10 +582,10 @@ class _Loader:
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r}: bad positions: {err}"
                 ) from None
-            if stack.batch_size != bs:
+            if stack.batch_size[: len(bs)] != bs:  # (a stack may be longer than the batch)
                 raise FormatError(
                     f"{self.call}: {path!r} key {key!r} has positions of shape "
-                    f"{list(stack.batch_size)}, expected batch_size {list(bs)}"
+                    f"{list(stack.batch_size)}, which does not start with batch_size {list(bs)}"
                 )
             return stack
         if kind == "pickle":

@@ -215,18 +215,27 @@ class NonTensor:
         out = self._op(lambda p: torch.unflatten(p, dim, sizes), "unflatten", spread=False)
         return self._in_place(out, "unflatten", inplace)
 
-    def squeeze(self, dim: int | None = None) -> NonTensor:
-        """Drop batch dims of size 1 (or only ``dim``).
+    def squeeze(self, dim: int | tuple[int, ...] | None = None) -> NonTensor:
+        """Drop batch dims of size 1 (or only those of ``dim``). A stack left holding one
+        value everywhere (an unsqueezed ``NonTensorData``) is that ``NonTensorData`` again,
+        as upstream.
 
-        >>> from tensordict import NonTensorStack
+        >>> from tensordict import NonTensorData, NonTensorStack
         >>> NonTensorStack("a").squeeze()
         NonTensorData(data=a, batch_size=torch.Size([]), device=None)
+        >>> NonTensorData("a", batch_size=[2]).unsqueeze(0).squeeze(0)
+        NonTensorData(data=a, batch_size=torch.Size([2]), device=None)
         """
-        return self._op(
+        out = self._op(
             (lambda p: p.squeeze()) if dim is None else (lambda p: p.squeeze(dim)),
             "squeeze",
             spread=False,
         )
+        if isinstance(out, NonTensorStack) and len(out.batch_size) < len(self.batch_size):
+            first = out.positions.reshape(-1)[:1]
+            if first.numel() and bool((out.positions == first).all()):
+                return NonTensorData(out.values[int(first)], out.batch_size, out.device)
+        return out
 
     def unsqueeze(self, dim: int) -> NonTensor:
         """Insert a batch dim of size 1 at ``dim``.
@@ -621,9 +630,17 @@ class NonTensorStack(NonTensorEntry):
         >>> NonTensorStack.from_list([["a", "b"], ["c", "d"]]).shape
         torch.Size([2, 2])
         """
+        return cls._from_list(non_tensors, device)
+
+    @classmethod
+    def _from_list(
+        cls, non_tensors: Sequence[Any], device: DeviceLike = None, ndim: int | None = None
+    ) -> NonTensorStack:
+        """:meth:`from_list` going at most ``ndim`` lists deep: the lists below are values."""
 
         def flat(v: Any, depth: int) -> tuple[list[Any], list[int]]:
-            if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
+            deeper = ndim is None or depth + 1 < ndim
+            if deeper and isinstance(v, list) and v and all(isinstance(x, list) for x in v):
                 parts = [flat(x, depth + 1) for x in v]
                 inner = {tuple(p[1]) for p in parts}
                 if len(inner) != 1:
@@ -634,6 +651,23 @@ class NonTensorStack(NonTensorEntry):
         items, shape = flat(list(non_tensors), 0)
         items = [x.data if isinstance(x, NonTensorDataBase) else x for x in items]
         return cls._from_positions(items, torch.arange(len(items)).reshape(shape), device)
+
+    @classmethod
+    def _from_batch_list(
+        cls, value: list[Any], ndim: int, device: DeviceLike = None
+    ) -> NonTensorStack | None:
+        """The stack of a list given for a batch of ``ndim`` dims, one value per element:
+        as deep as the nesting is regular (as upstream), else with the lists below the
+        first ``ndim`` levels as the values; None when even those are irregular. The
+        caller checks the result covers its batch."""
+        try:
+            return cls.from_list(value, device)
+        except ValueError:
+            pass
+        try:
+            return cls._from_list(value, device, ndim)
+        except ValueError:
+            return None
 
     def _nested_values(self) -> Any:
         """The values as a nested list shaped like the batch."""

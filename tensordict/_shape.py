@@ -360,7 +360,11 @@ class ShapeOps(CollectionPrimitives):
         names = None
         if self._names is not None:
             names = [nm for i, nm in enumerate(self._names) if i not in dims]
-        out = self._remap(self._call("squeeze"), lambda x: x.squeeze(dims), new_bs, names)
+
+        def fn(x: Any) -> Any:  # non-tensor entries too: an unsqueezed value is one again
+            return x.squeeze(dims)
+
+        out = self._remap(self._call("squeeze"), fn, new_bs, names, fn)
         return record(keep_lock(self, out), "squeeze", (), self)
 
     def unsqueeze(self, dim: int) -> Self:
@@ -375,7 +379,11 @@ class ShapeOps(CollectionPrimitives):
         d = _norm(self._call("unsqueeze"), dim, len(bs) + 1)
         new_bs = torch.Size([*bs[:d], 1, *bs[d:]])
         names = None if self._names is None else [*self._names[:d], None, *self._names[d:]]
-        out = self._remap(self._call("unsqueeze"), lambda x: x.unsqueeze(d), new_bs, names)
+
+        def fn(x: Any) -> Any:  # non-tensor entries too: one value per element (a stack)
+            return x.unsqueeze(d)
+
+        out = self._remap(self._call("unsqueeze"), fn, new_bs, names, fn)
         return record(keep_lock(self, out), "unsqueeze", (d,), self)
 
     def permute(self, *dims: Any) -> Self:
@@ -439,7 +447,12 @@ class ShapeOps(CollectionPrimitives):
         if self._names is not None:
             names = [*([None] * (len(new_bs) - n)), *self._names]
         return self._remap(
-            self._call("expand"), lambda x: x.expand((*new_bs, *x.shape[n:])), new_bs, names
+            self._call("expand"),
+            lambda x: x.expand((*new_bs, *x.shape[n:])),
+            new_bs,
+            names,
+            # non-tensor entries as their own expand: one value per element (a stack)
+            lambda v: v.expand((*new_bs, *v.batch_size[n:])),
         )
 
     @keeps_lock

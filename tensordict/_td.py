@@ -536,13 +536,12 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not starts_with(tensor.shape, bs):
                 raise leaf_shape_error(call, key, tensor.shape, bs)
             return tensor
-        if isinstance(value, list) and bs and len(value) == bs[0] and list_to_stack():
-            try:  # a (nested) list shaped like the batch: one value per element
-                stack = NonTensorStack.from_list(value, self._device)
-            except ValueError:
-                pass
-            else:
-                if stack.batch_size == bs:
+        if isinstance(value, list) and (not bs or len(value) == bs[0]) and list_to_stack():
+            # a (nested) list shaped like the batch (any list for a 0-dim batch, as
+            # upstream): one value per element
+            stack = NonTensorStack._from_batch_list(value, max(len(bs), 1), self._device)
+            if stack is not None:
+                if starts_with(stack.batch_size, bs):
                     return stack
                 if len(stack.batch_size) < len(bs):  # too shallow to cover the batch
                     raise leaf_shape_error(call, key, stack.batch_size, bs)

@@ -129,7 +129,7 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
     if cls._nocast:
         if isinstance(value, (Tensor, CollectionPrimitives)):
             return value
-        if type(value) is list and batch_size and len(value) == batch_size[0]:
+        if type(value) is list and (not batch_size or len(value) == batch_size[0]):
             return _nocast_list(value, batch_size, device)
         return NonTensorData(value)
     if cls._autocast:
@@ -151,15 +151,12 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
 
 
 def _nocast_list(value: list[Any], batch_size: torch.Size, device: Any) -> NonTensor:
-    """A list shaped like the batch, under ``nocast``: one value per element, numbers kept
-    as they are (a NonTensorStack, as the TensorDict's list rule builds for other values);
-    any other list is one value."""
+    """A list shaped like the batch (any list for a 0-dim batch), under ``nocast``: one
+    value per element, numbers kept as they are (a NonTensorStack, as the TensorDict's
+    list rule builds for other values); any other list is one value."""
     if list_to_stack():
-        try:
-            stack = NonTensorStack.from_list(value, device)
-        except ValueError:  # irregular nesting
-            return NonTensorData(value)
-        if stack.batch_size == batch_size:
+        stack = NonTensorStack._from_batch_list(value, max(len(batch_size), 1), device)
+        if stack is not None and stack.batch_size[: len(batch_size)] == batch_size:
             return stack
     return NonTensorData(value)
 

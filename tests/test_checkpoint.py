@@ -331,7 +331,7 @@ def _edit_meta(prefix: Path, edit) -> None:  # type: ignore[no-untyped-def]
             lambda m: m["entries"].update(
                 s={"kind": "json_stack", "values": ["x"], "positions": [0]}
             ),
-            r"expected batch_size \[4\]",
+            r"which does not start with batch_size \[4\]",
         ),
         (lambda m: m["entries"]["a"].update(dtype=["float32"]), r"unknown dtype \['float32'\]"),
         (lambda m: m["entries"]["a"].update(shape=[0, 2**61, 2**61]), "beyond"),
@@ -547,3 +547,10 @@ def test_an_instance_of_a_redefined_class_is_refused_not_written_as_the_other(
         old.memmap(tmp_path / "old")
     back = TensorDict.load_memmap(tmp_path / "new")
     assert type(back) is Redefined and back.y.tolist() == [1.0, 1.0]
+
+
+def test_a_non_tensor_stack_longer_than_the_batch_loads_back(tmp_path: Path) -> None:
+    td = TensorDict(a=NonTensorStack("x", "y").unsqueeze(-1), batch_size=[2])
+    td.memmap(tmp_path / "ckpt")
+    back = TensorDict.load_memmap(tmp_path / "ckpt")
+    assert back.get("a").batch_size == (2, 1) and back["a"] == [["x"], ["y"]]

@@ -94,6 +94,21 @@ def test_expanding_a_value_spreads_it_unless_metadata() -> None:
     assert type(m) is MetaData and m.batch_size == (2, 3) and m.data == 0
 
 
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_a_tensordict_spreads_its_values_as_the_value_itself_does(batch: tuple[int, ...]) -> None:
+    td = TensorDict(foo=NonTensorData("v"), batch_size=batch)
+    up = td.unsqueeze(0)
+    assert type(up.get("foo")) is NonTensorStack and up.get("foo").batch_size == (1, *batch)
+    assert up["foo"] == NonTensorData("v", batch_size=batch).unsqueeze(0).tolist()
+    big = td.expand(3, *batch)
+    assert type(big.get("foo")) is NonTensorStack and big.get("foo").batch_size == (3, *batch)
+    for back in (up.squeeze(0), up.squeeze(), big[:1].squeeze(0)):  # one value again
+        assert type(back.get("foo")) is NonTensorData and back.get("foo").batch_size == batch
+        assert back.get("foo").data == "v"
+    other = TensorDict(foo=NonTensorStack("a", "b").unsqueeze(0), batch_size=[1, 2])
+    assert other.squeeze(0).get("foo").tolist() == ["a", "b"]  # differing values stay a stack
+
+
 def test_metadata_typed_and_through_a_tensordict() -> None:
     d = MetaData[int](0, batch_size=[3])
     assert isinstance(d, MetaData[int]) and isinstance(d, MetaData) and MetaData[int] is type(d)

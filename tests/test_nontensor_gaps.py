@@ -180,6 +180,33 @@ def test_nocast_other_lists_stay_whole() -> None:
         assert _Raw(foo=["a", "b"], batch_size=[2])[0].foo == ["a", "b"]
 
 
+@pytest.mark.parametrize("build", ["td", "set", "nocast"])
+def test_a_batch_long_list_of_lists_gives_each_element_its_own_list(build: str) -> None:
+    rows = [["a", "b"], ["c", "d", "e"]]  # ragged below the batch: the lists are the values
+    grid = [["a", 1], ["c", 2]]  # regular: stacked as deep as it goes, as upstream
+    for value, first, shape in ((rows, ["a", "b"], (2,)), (grid, ["a", 1], (2, 2))):
+        if build == "td":
+            x: Any = TensorDict(k=value, batch_size=[2])
+        elif build == "set":
+            x = TensorDict(batch_size=[2]).set("k", value)
+        else:
+            x = _Raw(foo=value, batch_size=[2])
+        key = "foo" if build == "nocast" else "k"
+        assert x[0][key] == first and x[1][key] == value[1]
+        assert x.get(key).batch_size == shape and x[key] == value
+
+
+def test_a_list_in_a_zero_dim_collection_is_stacked_as_upstream() -> None:
+    td = TensorDict(k=["a", "b"], x=torch.zeros(2))
+    assert type(td.get("k")) is NonTensorStack and td.get("k").batch_size == (2,)
+    assert td["k"] == ["a", "b"]
+    td.auto_batch_size_()  # a batch dim found later: each element reads its own value
+    assert td.batch_size == (2,) and td[1]["k"] == "b"
+    ragged = TensorDict(k=[["a"], ["b", "c"]])
+    assert ragged.get("k").batch_size == (2,) and ragged["k"] == [["a"], ["b", "c"]]
+    assert _Raw(foo=["a", "b"], batch_size=[]).get("foo").batch_size == (2,)
+
+
 # ------------------------------------------------------------ nested tensors
 def _strided_nested() -> torch.Tensor:
     with warnings.catch_warnings():  # torch: the strided layout is a prototype
