@@ -236,7 +236,13 @@ class IndexOps(DenseStorage):
             elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif hasattr(value, "_tensordict"):
-                entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
+                sub_bs = new_bs + value._batch_size[ndim:]
+                sub_names = value._names
+                if sub_names is not None:  # a nested level keeps its dim names as its parent
+                    sub_names = _basic_names(
+                        idx if type(idx) is tuple else (idx,), sub_names, len(sub_bs)
+                    )
+                entries[key] = value._index_with(idx, sub_bs, sub_names)
             else:  # a ragged lazy stack indexes itself
                 entries[key] = value[idx]
         if mapped is not None:

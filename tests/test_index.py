@@ -162,6 +162,20 @@ def test_names_through_indexing() -> None:
     assert td[torch.tensor([0, 1])].names == ["x", "y"]
 
 
+@pytest.mark.parametrize(
+    "index",
+    [0, slice(1, None), [1, 0], (slice(None), [0, 2]), (1, slice(0, 2)), (None, 0), Ellipsis],
+    ids=repr,
+)
+def test_nested_levels_keep_their_names_through_indexing(index: Any) -> None:
+    td = TensorDict({"a": torch.zeros(3, 4)}, [3, 4], names=["x", "y"])
+    td["inner"] = TensorDict({"b": torch.zeros(3, 4, 2)}, [3, 4, 2])
+    td["inner"].names = ["x", "y", "z"]
+    out = td[index]
+    assert out["inner"].names == [*out.names, "z"]
+    assert td["inner"].names == ["x", "y", "z"]
+
+
 @pytest.mark.parametrize("bs", [(5,), (4, 3), (2, 3, 4)], ids=str)
 def test_scalar_writes_oracle(bs: tuple[int, ...]) -> None:
     rng = random.Random(7)
