@@ -46,6 +46,14 @@ def _features(x: Tensor, ndim: int) -> Tensor:
     return x.flatten(ndim, -1) if x.ndim > ndim else x.unsqueeze(-1)
 
 
+def reduced_names(old: Sequence[str | None], dims: tuple[int, ...], keepdim: bool) -> Any:
+    """The dim names left after reducing ``dims``: all kept with ``keepdim``, the reduced
+    ones dropped otherwise; None when no dim was named."""
+    if all(n is None for n in old):
+        return None
+    return list(old) if keepdim else [n for i, n in enumerate(old) if i not in dims]
+
+
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
     fn: Callable[..., Tensor] = getattr(torch, op)
     if dims is None:
@@ -107,16 +115,10 @@ class ReduceOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
-        old = self.names
-        names = (
-            (old if keepdim else [n for i, n in enumerate(old) if i not in dims])
-            if any(n is not None for n in old)
-            else None
-        )
         return self.apply(
             batch_only(lambda x: _reduce(op, x, dims, keepdim, **kw)),
             batch_size=new_bs,
-            names=names,
+            names=reduced_names(self.names, dims, keepdim),
         )
 
     def _reduction(

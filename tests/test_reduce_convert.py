@@ -41,6 +41,17 @@ def test_reduction_over_batch_dim(op: str) -> None:
     assert feat.batch_size == torch.Size([3, 4]) and feat["a"].shape == (3, 4)
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize(("dim", "keepdim", "names"), [(0, False, ["y"]), (1, True, ["x", "y"])])
+def test_extremes_along_a_dim_keep_dim_names(
+    op: str, dim: int, keepdim: bool, names: list[str]
+) -> None:
+    td = TensorDict({"a": torch.randn(3, 4, 2)}, [3, 4], names=["x", "y"])
+    out = getattr(td, op)(dim=dim, keepdim=keepdim)
+    assert out.values.names == names and out.indices.names == names
+    assert getattr(td, op)(dim=dim, keepdim=keepdim, return_indices=False).names == names
+
+
 @pytest.mark.parametrize("op", REDUCTIONS)
 def test_reduce_true_gives_one_tensor(op: str) -> None:
     a, b = torch.randn(3, 2, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
