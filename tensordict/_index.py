@@ -59,9 +59,10 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
 
 
 def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
-    """Names after an index: a sliced or 1-d tensor-indexed dim keeps its name, an int or
-    0-d tensor drops it, a new (None) or mask-made dim is unnamed. None when the index
-    holds several advanced parts, or one of more than one dim (its dims would share a name)."""
+    """Names after an index: a sliced, 1-d tensor-indexed or 1-d masked dim keeps its name,
+    an int or 0-d tensor drops it, a new (None) dim or one made by a mask of several dims is
+    unnamed. None when the index holds several advanced parts, or one of more than one dim
+    (its dims would share a name)."""
     if names is None:
         return None
     out: list[str | None] = []
@@ -80,7 +81,8 @@ def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
             if advanced > 1:
                 return None
             if item.dtype == torch.bool:
-                out.append(None)
+                # a 1-d mask picks along one dim, which keeps its name (as a 1-d index)
+                out.append(names[dim] if item.ndim == 1 else None)
                 dim += max(item.ndim, 1)
             elif item.ndim == 0:
                 dim += 1

@@ -257,7 +257,8 @@ def test_names_survive_tensor_indexing_and_reductions() -> None:
     td = TensorDict(batch_size=[3, 4, 5, 6], names=["a", "b", "c", "d"])
     assert td[0, ..., torch.tensor([-1])].names == ["b", "c", "d"]
     assert td[0, ..., torch.tensor(-1)].names == ["b", "c"]
-    assert td[torch.ones(3, dtype=torch.bool)].names == [None, "b", "c", "d"]
+    assert td[torch.ones(3, dtype=torch.bool)].names == ["a", "b", "c", "d"]
+    assert td[:, torch.tensor([True, False, True, True])].names == ["a", "b", "c", "d"]
     assert td[torch.ones(3, 4, dtype=torch.bool)].names == [None, "c", "d"]
     assert td[:, torch.tensor([[0, 1]])].names == [None] * 5  # one name, two dims: dropped
     assert td.all(2).names == ["a", "b", "d"]
