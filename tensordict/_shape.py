@@ -651,12 +651,20 @@ class ShapeOps(CollectionPrimitives):
         return self
 
     def masked_select(self, mask: Tensor, *, inplace: bool = False) -> Self:
-        """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim;
-        ``inplace=True`` makes this collection hold them (as ``to(..., inplace=True)``)."""
-        if mask.shape != self._batch_size:
+        """The batch elements where ``mask`` (of the batch shape, or of its leading dims) is
+        true, as one batch dim; ``inplace=True`` makes this collection hold them (as
+        ``to(..., inplace=True)``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(6).reshape(2, 3), batch_size=[2, 3])
+        >>> td.masked_select(torch.tensor([False, True]))["a"]
+        tensor([[3, 4, 5]])
+        """
+        if not mask.ndim or mask.shape != self._batch_size[: mask.ndim]:
             raise ValueError(
                 f"{type(self).__name__}.masked_select: mask shape {tuple(mask.shape)} must equal "
-                f"batch_size {tuple(self._batch_size)}"
+                f"batch_size {tuple(self._batch_size)} or its leading dims"
             )
         out = self._index(mask)
         if inplace:

@@ -130,6 +130,22 @@ def test_masked_fill_select_where() -> None:
         td.masked_select(torch.tensor([True, False]))
 
 
+def test_masked_select_with_a_mask_over_the_leading_dims() -> None:
+    td = TensorDict({"a": torch.arange(24.0).reshape(2, 3, 4), "s": "x"}, [2, 3], names=["i", "j"])
+    rows = torch.tensor([False, True])
+    sel = td.masked_select(rows)
+    assert sel.batch_size == (1, 3) and sel.names == ["i", "j"] and sel["s"] == "x"
+    assert torch.equal(sel["a"], td["a"][rows])
+    both = torch.tensor([[True, False, True], [False, False, True]])
+    assert torch.equal(td.masked_select(both)["a"], td["a"][both])
+    with pytest.raises(
+        ValueError, match=r"mask shape \(3,\) must equal batch_size \(2, 3\) or its leading"
+    ):
+        td.masked_select(torch.tensor([True, False, True]))
+    with pytest.raises(ValueError, match=r"mask shape \(\) must equal batch_size"):
+        td.masked_select(torch.tensor(True))
+
+
 def test_pad() -> None:
     td = TensorDict({"a": torch.ones(2, 3, 4), "n": {"b": torch.ones(2, 3)}}, [2, 3])
     out = pad(td, [1, 0, 0, 2], value=0.0)
