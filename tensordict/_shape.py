@@ -310,11 +310,13 @@ class ShapeOps(CollectionPrimitives):
             raise ValueError(
                 f"{self._call('flatten')}: start_dim {start_dim} comes after end_dim {end_dim}"
             )
+        if s == e:  # nothing merged: the same entries (a lazy stack keeps its members)
+            return record(self.copy(), "flatten", (s, e), self)
         bs = self._batch_size
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = None
         if self._names is not None:
-            names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
+            names = [*self._names[:s], None, *self._names[e + 1 :]]
         out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
         return record(out, "flatten", (s, e), self)
 

@@ -388,3 +388,11 @@ def test_a_mask_over_several_dims_of_a_ragged_stack_drops_the_names() -> None:
     s.names = ["stack", "y"]
     assert s[torch.tensor([True, False])].names == ["stack", "y"]
     assert s[torch.tensor([[True, False, True], [False, True, True]])].names == [None]
+
+
+@pytest.mark.parametrize("dims", [(0, 0), (1, -1)], ids=str)
+def test_flatten_of_one_dim_keeps_a_ragged_stack_lazy(dims: tuple[int, int]) -> None:
+    s = lazy_stack(_members())
+    out = s.flatten(*dims)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == s.batch_size
+    assert out.get("x", as_list=True)[1] is s.tensordicts[1]["x"]

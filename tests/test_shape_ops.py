@@ -248,3 +248,10 @@ def test_permute_argument_checks_hold_on_repeated_calls() -> None:
         with pytest.raises(IndexError):
             td.permute(2, 0)
     assert td.permute(True, False).batch_size == (3, 4)  # bools are ints, as in torch
+
+
+def test_flatten_of_one_dim_shares_the_entries_and_keeps_the_names() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3], names=["i", "j"]).lock_()
+    out = td.flatten(1, -1)
+    assert out is not td and out["a"] is td["a"]
+    assert out.batch_size == (2, 3) and out.names == ["i", "j"] and out.is_locked
