@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from numbers import Real
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
@@ -146,6 +147,26 @@ def _check_nested_copy(value: Tensor, current: Tensor, name: Any, call: str) -> 
             f"{call}: key {name!r} holds a nested tensor of elements {nested_shape(current)}; "
             f"the value written in place must have the same element shapes, got one {what}"
         )
+
+
+def _scalars_as_non_tensor(d: Mapping[Any, Any], batch_size: torch.Size) -> Any:
+    """``d`` with its Python and NumPy scalars (nested dicts' too) as ``NonTensorData`` of
+    ``batch_size``; None when it holds none, or when the batch size is empty."""
+    if not batch_size:
+        return None
+    found = False
+    out: dict[Any, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, (Real, np.bool_)):
+            out[key] = NonTensorData(value, batch_size=batch_size)
+            found = True
+        elif is_plain_mapping(value):
+            inner = _scalars_as_non_tensor(value, batch_size)
+            found = found or inner is not None
+            out[key] = value if inner is None else inner
+        else:
+            out[key] = value
+    return out if found else None
 
 
 class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
@@ -400,7 +421,15 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if batch_size is not None and batch_dims is not None:
             raise ValueError("TensorDict.from_dict: pass batch_size or batch_dims, not both")
         if batch_size is not None:
-            return cls(d, batch_size=batch_size, device=device, names=names)
+            try:
+                return cls(d, batch_size=batch_size, device=device, names=names)
+            except BatchDimMismatchError:
+                # as upstream: a Python scalar (what ``to_dict`` writes a one-value
+                # non-tensor number as) cannot carry a batch size, so it is read as one
+                wrapped = _scalars_as_non_tensor(d, torch.Size(batch_size))
+                if wrapped is None:
+                    raise
+            return cls(wrapped, batch_size=batch_size, device=device, names=names)
         if auto_batch_size is None:
             auto_batch_size = batch_dims is not None
         tree: dict[str, Any] = {}
