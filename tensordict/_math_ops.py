@@ -302,11 +302,9 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i not in dims]
         )
         src = _dense(self, self._call("logsumexp"))
-        if out is None:
-            return src.apply(  # type: ignore[no-any-return]
-                batch_only(lambda x: torch.logsumexp(x, dims, keepdim)), batch_size=new_bs
-            )
         call = self._call("logsumexp")
+        if out is None:
+            return src._per_leaf("logsumexp", call, dims, keepdim)  # type: ignore[no-any-return]
         if tuple(out.batch_size) != tuple(new_bs):
             raise RuntimeError(
                 f"{call}: out has batch size {tuple(out.batch_size)}, the result has "

@@ -115,10 +115,18 @@ class ReduceOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
+
+        # A nested collection reduces itself: it keeps its batch dims past this one's.
+        def per_level(x: Any) -> Any:
+            if not isinstance(x, Tensor):
+                return x._per_leaf(op, call, dims, keepdim, **kw)
+            return _reduce(op, x, dims, keepdim, **kw)
+
         return self.apply(
-            batch_only(lambda x: _reduce(op, x, dims, keepdim, **kw)),
+            batch_only(per_level),
             batch_size=new_bs,
             names=reduced_names(self.names, dims, keepdim),
+            call_on_nested=True,
         )
 
     def _reduction(

@@ -41,6 +41,24 @@ def test_reduction_over_batch_dim(op: str) -> None:
     assert feat.batch_size == torch.Size([3, 4]) and feat["a"].shape == (3, 4)
 
 
+@pytest.mark.parametrize("op", [*REDUCTIONS, "logsumexp"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_a_nested_level_keeps_its_own_batch_dims_through_a_reduction(
+    op: str, keepdim: bool
+) -> None:
+    inner = TensorDict({"x": torch.randn(2, 3, 4), "s": "v"}, [2, 3], names=["i", "j"])
+    td = TensorDict({"a": torch.randn(2, 5), "inner": inner}, [2])
+    out = getattr(td, op)(dim=0, keepdim=keepdim)
+    assert out.batch_size == ((1,) if keepdim else ())
+    assert out["inner"].batch_size == ((1, 3) if keepdim else (3,))
+    assert out["inner"].names == (["i", "j"] if keepdim else ["j"])
+    want = getattr(torch, op)(inner["x"], dim=0, keepdim=keepdim)
+    torch.testing.assert_close(
+        out["inner", "x"], want if op != "amax" else inner["x"].amax(0, keepdim)
+    )
+    assert out["inner", "s"] == "v"
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.parametrize(("dim", "keepdim", "names"), [(0, False, ["y"]), (1, True, ["x", "y"])])
 def test_extremes_along_a_dim_keep_dim_names(
