@@ -663,6 +663,10 @@ class ShapeOps(CollectionPrimitives):
         >>> td.masked_select(torch.tensor([False, True]))["a"]
         tensor([[3, 4, 5]])
         """
+        if mask.dtype != torch.bool:  # (an integer tensor would index rows instead)
+            raise TypeError(
+                f"{self._call('masked_select')}: mask must be a bool tensor, got {mask.dtype}"
+            )
         if not mask.ndim or mask.shape != self._batch_size[: mask.ndim]:
             raise ValueError(
                 f"{type(self).__name__}.masked_select: mask shape {tuple(mask.shape)} must equal "

@@ -144,6 +144,10 @@ def test_masked_select_with_a_mask_over_the_leading_dims() -> None:
         td.masked_select(torch.tensor([True, False, True]))
     with pytest.raises(ValueError, match=r"mask shape \(\) must equal batch_size"):
         td.masked_select(torch.tensor(True))
+    with pytest.raises(
+        TypeError, match="masked_select: mask must be a bool tensor, got torch.int64"
+    ):
+        td.masked_select(torch.ones(2, 3, dtype=torch.long))
 
 
 def test_pad() -> None:
