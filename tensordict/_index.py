@@ -107,6 +107,11 @@ class ZeroDimIndexError(IndexError, RuntimeError):
     the RuntimeError upstream raises)."""
 
 
+class StepIndexError(IndexError, ValueError):
+    """An index torch refuses with a ValueError (a slice step that is not positive): an
+    IndexError as the other invalid indices, and the ValueError torch and upstream raise."""
+
+
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
     if value_bs != sub_bs and not broadcasts_to(value_bs, sub_bs):
@@ -137,7 +142,11 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
                 f"{call}: index {index!r} is not valid for batch_size (): indexing a "
                 "tensordict with td.batch_dims==0 is not permitted"
             ) from None
-        kind = TypeError if isinstance(err, TypeError) else IndexError
+        kind: type[Exception] = IndexError
+        if isinstance(err, TypeError):
+            kind = TypeError
+        elif isinstance(err, ValueError):
+            kind = StepIndexError
         raise kind(
             f"{call}: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
         ) from None

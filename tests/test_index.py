@@ -240,3 +240,14 @@ def test_getitems() -> None:
     td = _td((6,))
     out = td.__getitems__([4, 1])
     check_against_oracle(td, out, torch.tensor([4, 1]))
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+def test_a_negative_slice_step_is_the_value_error_torch_raises(write: bool) -> None:
+    td = _td((4, 3))
+    with pytest.raises(ValueError, match="step must be greater than zero") as info:
+        if write:
+            td[:, ::-1] = 0
+        else:
+            td[::-2]
+    assert isinstance(info.value, IndexError)  # as the other invalid indices
