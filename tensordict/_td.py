@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tensordict._apply import others_leaves, rebuild, tensor_leaves
+from tensordict._apply import non_tensor_result, others_leaves, rebuild, tensor_leaves
 from tensordict._base import DenseTensorDictBase
 from tensordict._batch import (
     BatchDimMismatchError,
@@ -386,10 +386,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         call, join_path((*prefix, key)), value._batch_size, batch_size
                     )
             else:
-                raise TypeError(
-                    f"{call}: the function returned {type(value).__name__} for key "
-                    f"{join_path((*prefix, key))!r}; expected a tensor or None"
-                )
+                entries[key] = non_tensor_result(call, value, (*prefix, key), batch_size, device)
         return self._new_unsafe(entries, batch_size, device, names)
 
     @classmethod

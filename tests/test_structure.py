@@ -153,3 +153,16 @@ def test_flatten_keys_is_leaf_keeps_accepted_collections_whole() -> None:
     )
     stack = lazy_stack([td, td.clone()])
     assert sorted(stack.flatten_keys("/", is_leaf=lambda c: c is TensorDict).keys()) == ["inner"]
+
+
+def test_apply_keeps_a_non_tensor_result_as_non_tensor_data() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3), "n": {"b": torch.ones(2, dtype=torch.int64)}}, [2])
+    out = td.apply(lambda t: str(t.dtype))
+    assert out["a"] == "torch.float32" and out["n", "b"] == "torch.int64"
+    assert out.get("a").batch_size == (2,) and out["n"].batch_size == (2,)
+    dtypes = td.apply(lambda x, y: x.dtype, td.clone())
+    assert dtypes["n", "b"] is torch.int64
+    assert lazy_stack([td, td]).apply(lambda t: "s")["a"] == [["s", "s"], ["s", "s"]]
+    for bad in (3, [1], {"k": 1}):
+        with pytest.raises(TypeError, match=r"apply: the function returned \w+ for key 'a'"):
+            td.apply(lambda t, bad=bad: bad)
