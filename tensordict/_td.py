@@ -30,6 +30,7 @@ from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import (
     NO_DEFAULT,
+    KeyThroughLeafError,
     NestedKey,
     is_string_key,
     join_path,
@@ -590,7 +591,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if not _is_td(node):
             if isinstance(node, CollectionPrimitives) and not isinstance(node, NonTensor):
                 return node  # type: ignore[return-value]  # a ragged lazy stack
-            raise KeyError(
+            raise KeyThroughLeafError(
                 f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
             )
         return node
@@ -695,7 +696,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not _is_td(node):
                 if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
                     return node.get(path[i:])
-                raise KeyError(
+                raise KeyThroughLeafError(
                     f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
                     f"{type(node).__name__}, not a nested TensorDict"
                 )
