@@ -328,22 +328,24 @@ def _rename_key(
         raise missing_key_error(call, join_path(old), getattr(parent, "_tensordict", {}))
     if old == new:
         return td
-    shorter = min(len(old), len(new))
     moves_up = len(new) < len(old) and old[: len(new)] == new  # replaces its own ancestor
-    if old[:shorter] == new[:shorter] and not moves_up:
-        raise ValueError(
-            f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
-            "lies inside the other"
-        )
+    moves_down = len(new) > len(old) and new[: len(old)] == old  # goes under its own name
     if safe and td._get_path_or_none(new) is not None:
         raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
     if td._is_locked:
         raise locked_error(call, join_path(old), "rename")
-    td._set_path(new, value, call)
-    if moves_up:  # the old key went with the ancestor it replaced
-        return td
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
-    del parent._tensordict[old[-1]]
+    if moves_down:  # ("n" -> ("n", "m")): the old entry leaves first, then a new level holds it
+        del parent._tensordict[old[-1]]
+        try:
+            td._set_path(new, value, call)
+        except BaseException:
+            parent._tensordict[old[-1]] = value  # put back: a failed rename changes nothing
+            raise
+        return td
+    td._set_path(new, value, call)
+    if not moves_up:  # (moving up, the old key went with the ancestor it replaced)
+        del parent._tensordict[old[-1]]
     return td
 
 
