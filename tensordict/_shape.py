@@ -731,8 +731,11 @@ class ShapeOps(CollectionPrimitives):
         return self
 
     def rename(self, *names: str | None, **rename_map: str | None) -> Self:
-        """A shallow copy with batch dims renamed (positionally, or ``old=new``)."""
+        """A shallow copy with batch dims renamed (positionally, or ``old=new``); unlocked
+        at every level, as upstream's (a shallow copy of a memory-mapped level is locked)."""
         out = self._remap(self._call("rename"), _shallow, self._batch_size, self._names_kept())
+        if not out._is_locked:
+            out.unlock_()
         return out.rename_(*names, **rename_map)
 
     def rename_(self, *names: str | None, **rename_map: str | None) -> Self:
