@@ -45,6 +45,7 @@ from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._refine import grow_nested, misfits
+from tensordict._shape import RefineNamesError
 from tensordict._repr import td_repr
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
@@ -112,12 +113,22 @@ def _name_nested(td: TensorDict) -> None:
             value.names = [*lead, *extra]
 
 
-def _adopt_names(td: TensorDict, value: TensorDict) -> None:
-    """Names across a nested write: the value takes the parent's names, or an unnamed
-    parent takes those of the value's leading dims (upstream)."""
+def _adopt_names(td: TensorDict, value: TensorDict, call: str, key: str) -> None:
+    """Names across a nested write: the value takes the parent's names (a dim named
+    otherwise in both is refused, as upstream), or an unnamed parent takes those of the
+    value's leading dims (upstream)."""
     n = len(td._batch_size)
     if td._names is not None:
         if value._names is None or value._names[:n] != td._names:
+            if value._names is not None and any(
+                a is not None and b is not None and a != b
+                for a, b in zip(td._names, value._names[:n], strict=True)
+            ):
+                raise RefineNamesError(
+                    f"{call}: key {key!r} holds a TensorDict whose dim names "
+                    f"{list(value._names)} conflict with the names {list(td._names)}; "
+                    "rename one of them first"
+                )
             extra = value._names[n:] if value._names is not None else None
             value.names = [*td._names, *(extra or [None] * (len(value._batch_size) - n))]
     elif value._names is not None and any(x is not None for x in value._names[:n]):
@@ -542,7 +553,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not starts_with(value._batch_size, bs):
                 value = _fit_batch(value, bs, call, key)
             if (self._names is not None or value._names is not None) and bs:
-                _adopt_names(self, value)
+                _adopt_names(self, value, call, key)
             if self._device is not None and value._device != self._device:
                 value = value.to(self._device)
             return value
