@@ -311,7 +311,7 @@ class ShapeOps(CollectionPrimitives):
                 f"{self._call('flatten')}: start_dim {start_dim} comes after end_dim {end_dim}"
             )
         if s == e:  # nothing merged: the same entries (a lazy stack keeps its members)
-            return record(self.copy(), "flatten", (s, e), self)
+            return record(_shallow(self), "flatten", (s, e), self)  # type: ignore[no-any-return]
         bs = self._batch_size
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = None

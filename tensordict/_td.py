@@ -45,8 +45,8 @@ from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._refine import grow_nested, misfits
-from tensordict._shape import RefineNamesError
 from tensordict._repr import td_repr
+from tensordict._shape import RefineNamesError
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._tolist import linked_entry
@@ -435,7 +435,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             except BatchDimMismatchError:
                 # as upstream: a Python scalar (what ``to_dict`` writes a one-value
                 # non-tensor number as) cannot carry a batch size, so it is read as one
-                wrapped = _scalars_as_non_tensor(d, torch.Size(batch_size))
+                wrapped = _scalars_as_non_tensor(d, as_batch_size(batch_size, "from_dict"))
                 if wrapped is None:
                     raise
             return cls(wrapped, batch_size=batch_size, device=device, names=names)

@@ -518,9 +518,7 @@ class TensorClass(TensorDict):
             return
         super().__setitem__(index, value)
 
-    def flatten_keys(
-        self, separator: str = ".", inplace: bool = False, is_leaf: Any = None
-    ) -> Any:
+    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> Any:
         """``TensorDict.flatten_keys``, refused when a field holds a nested collection:
         ``"pose.q"`` would not be a field (as upstream). Flatten ``x.to_tensordict()``."""
         nested = [k for k, v in self._tensordict.items() if isinstance(v, CollectionPrimitives)]
