@@ -92,6 +92,19 @@ class ReduceOps(CollectionPrimitives):
     def _per_leaf(self, op: str, call: str, dim: Dim, keepdim: bool, **kw: Any) -> Self:
         bs = self._batch_size
         ndim = len(bs)
+        if dim is None and keepdim:  # as torch: every dim kept with size one
+
+            def all_kept(x: Any) -> Any:
+                if not isinstance(x, Tensor):
+                    return x._per_leaf(op, call, None, True, **kw)
+                return _reduce(op, x, tuple(range(x.ndim)), True, **kw) if x.ndim else x
+
+            return self.apply(
+                batch_only(all_kept),
+                batch_size=[1] * ndim,
+                names=reduced_names(self.names, (), True),
+                call_on_nested=True,
+            )
         if dim is None:
             return self.apply(
                 batch_only(lambda x: _reduce(op, x, None, False, **kw)), batch_size=[]

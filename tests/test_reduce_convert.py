@@ -59,6 +59,20 @@ def test_a_nested_level_keeps_its_own_batch_dims_through_a_reduction(
     assert out["inner", "s"] == "v"
 
 
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_keepdim_without_dim_keeps_every_dim_as_torch(op: str) -> None:
+    inner = TensorDict({"x": torch.randn(2, 3, 4)}, [2, 3])
+    td = TensorDict({"a": torch.randn(2, 5), "inner": inner}, [2], names=["i"])
+    out = getattr(td, op)(keepdim=True)
+    assert out.batch_size == (1,) and out.names == ["i"]
+    assert out["inner"].batch_size == (1, 1) and out["a"].shape == (1, 1)
+    whole = getattr(torch, op)(td["a"]) if op not in ("amax", "amin") else td["a"].amax()
+    if op == "amin":
+        whole = td["a"].amin()
+    torch.testing.assert_close(out["a"], whole.reshape(1, 1))
+    assert out["inner", "x"].shape == (1, 1, 1)
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.parametrize(("dim", "keepdim", "names"), [(0, False, ["y"]), (1, True, ["x", "y"])])
 def test_extremes_along_a_dim_keep_dim_names(
