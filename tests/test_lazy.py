@@ -396,3 +396,10 @@ def test_flatten_of_one_dim_keeps_a_ragged_stack_lazy(dims: tuple[int, int]) -> 
     out = s.flatten(*dims)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == s.batch_size
     assert out.get("x", as_list=True)[1] is s.tensordicts[1]["x"]
+
+
+def test_a_lazy_stack_is_never_contiguous() -> None:
+    s = lazy_stack([TensorDict(x=torch.zeros(3), batch_size=[3]) for _ in range(2)])
+    assert all(m.is_contiguous() for m in s.tensordicts)
+    assert not s.is_contiguous()  # its leaves are stacked when read, as upstream
+    assert s.contiguous().is_contiguous()
