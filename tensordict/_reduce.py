@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 Dim = int | Sequence[int] | str | None
 
 
+class RepeatedDimError(ValueError, RuntimeError):
+    """A reduction's ``dim`` naming one dimension twice: a ValueError here, and the
+    RuntimeError torch and upstream raise."""
+
+
 def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
     """Normalise ``dim`` against the batch dimensions, rejecting feature dims."""
     if isinstance(dim, str):  # ('feature' reaches here only where it has no meaning)
@@ -36,7 +41,7 @@ def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ..
             )
         out.append(d % ndim)
     if len(set(out)) != len(out):
-        raise ValueError(f"{call}: dim {dim} repeats a dimension")
+        raise RepeatedDimError(f"{call}: dim {dim} repeats a dimension")
     return tuple(sorted(out))
 
 

@@ -106,6 +106,9 @@ def test_reduction_errors() -> None:
         td.mean(dim="rows")
     with pytest.raises(ValueError, match="reduce=True needs at least one tensor leaf"):
         TensorDict({}, []).sum(reduce=True)
+    with pytest.raises(RuntimeError, match=r"TensorDict.std: dim \(0, -2\) repeats a dimension"):
+        TensorDict({"a": torch.randn(3, 2)}, [3, 2]).std(dim=(0, -2))  # torch's type, and a
+    # ValueError as the other bad dims
 
 
 def test_all_any_dim() -> None:
