@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from numbers import Number
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from tensordict._batch import check_unreadable_shape, leaf_shape_error
 from tensordict._keys import NO_DEFAULT, join_path
-from tensordict._nontensor import NonTensor
+from tensordict._nontensor import NonTensor, NonTensorData
 from tensordict._primitives import CollectionPrimitives
 from tensordict._unbatched import MADE as UNBATCHED_MADE
 
@@ -282,6 +284,21 @@ def _other_value(
         ) from None
 
 
+def non_tensor_result(
+    call: str, result: Any, path: tuple[str, ...], bs: torch.Size, device: Any
+) -> NonTensorData:
+    """What an ``apply`` function returned that is not a tensor: a string, a dtype or
+    another object is kept as one ``NonTensorData`` of the batch, as upstream stores it;
+    a number, sequence, mapping or array (which upstream would make a tensor) is refused."""
+    if isinstance(result, (Number, list, tuple, np.ndarray, Mapping, CollectionPrimitives)):
+        raise TypeError(
+            f"{call}: the function returned {type(result).__name__} for key "
+            f"{join_path(path)!r}; expected a tensor, None or a non-tensor value "
+            "(a string, a dtype, an object)"
+        )
+    return NonTensorData(result, batch_size=bs, device=device)
+
+
 def _apply_simple(
     td: _Dense,
     fn: Callable[[Tensor], Any],
@@ -305,10 +322,8 @@ def _apply_simple(
             if result is None:
                 continue
             if not isinstance(result, Tensor):
-                raise TypeError(
-                    f"{call}: the function returned {type(result).__name__} for key "
-                    f"{join_path((*prefix, key))!r}; expected a tensor or None"
-                )
+                entries[key] = non_tensor_result(call, result, (*prefix, key), out_bs, out_device)
+                continue
             if out_device is not None and result.device != out_device:
                 result = result.to(out_device)
             if unbatched and isinstance(result, NonTensor):

@@ -268,7 +268,7 @@ class TensorDictBase(
             if default is not _NO_DEFAULT:
                 return default
             reason = str(err.args[0]).split(": ", 1)[-1] if err.args else ""
-            raise KeyError(
+            raise type(err)(  # (a KeyThroughLeafError stays one)
                 f"{call}: You are trying to pop key {key!r} which is not in dict "
                 f"without providing default value: {reason}"
             ) from None

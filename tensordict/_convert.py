@@ -336,7 +336,17 @@ class ConvertOps(CollectionPrimitives):
         return adopt(self, out, self._call("contiguous")) if inplace else out
 
     def is_contiguous(self) -> builtins.bool:
-        """Whether every tensor leaf is contiguous."""
+        """Whether every tensor leaf is contiguous; never for a lazy stack, which builds
+        its leaves when they are read (as upstream: ``contiguous()`` makes it dense).
+
+        >>> import torch
+        >>> from tensordict import TensorDict, lazy_stack
+        >>> td = TensorDict(a=torch.zeros(2, 3), batch_size=[2])
+        >>> td.is_contiguous(), lazy_stack([td, td]).is_contiguous()
+        (True, False)
+        """
+        if self._stack_parts() is not None:
+            return False
         return all(leaf.is_contiguous() for leaf in self._tensor_leaves([]))
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Self:

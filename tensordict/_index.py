@@ -61,10 +61,11 @@ def _normalise(index: Any, ndim: int) -> tuple[Any, ...]:
 def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
     """Names after an index, by torch's placement of the dims an index makes: a sliced
     dim keeps its name, an int or 0-d tensor drops it, a new (None) dim is unnamed. One
-    1-d index tensor keeps its dim's name; the dims made by a mask, by an index tensor of
-    more dims, or by several index tensors together are unnamed (dim names stay unique).
-    Those dims stand where the index tensors stand when nothing but ints separates them,
-    else first (as torch puts them). None when the count does not come out right."""
+    1-d index tensor or 1-d mask keeps its dim's name; the dims made by a mask of several
+    dims, by an index tensor of more dims, or by several index tensors together are
+    unnamed (dim names stay unique). Those dims stand where the index tensors stand when
+    nothing but ints separates them, else first (as torch puts them). None when the
+    count does not come out right."""
     if names is None:
         return None
     out: list[Any] = []  # a name or None per result dim; _MADE marks the index tensors
@@ -85,6 +86,7 @@ def _basic_names(idx: tuple[Any, ...], names: Any, new_ndim: int) -> Any:
                 continue
             if item.dtype == torch.bool:
                 made.append(1)
+                named = names[dim] if item.ndim == 1 else None  # (a 1-d mask: one dim)
                 dim += item.ndim
             else:
                 made.append(item.ndim)
@@ -123,6 +125,11 @@ class ZeroDimIndexError(IndexError, RuntimeError):
     the RuntimeError upstream raises)."""
 
 
+class StepIndexError(IndexError, ValueError):
+    """An index torch refuses with a ValueError (a slice step that is not positive): an
+    IndexError as the other invalid indices, and the ValueError torch and upstream raise."""
+
+
 def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None:
     """Refuse a value of batch size ``value_bs`` written where ``sub_bs`` is indexed."""
     if value_bs != sub_bs and not broadcasts_to(value_bs, sub_bs):
@@ -153,7 +160,11 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
                 f"{call}: index {index!r} is not valid for batch_size (): indexing a "
                 "tensordict with td.batch_dims==0 is not permitted"
             ) from None
-        kind = TypeError if isinstance(err, TypeError) else IndexError
+        kind: type[Exception] = IndexError
+        if isinstance(err, TypeError):
+            kind = TypeError
+        elif isinstance(err, ValueError):
+            kind = StepIndexError
         raise kind(
             f"{call}: index {index!r} is not valid for batch_size {tuple(bs)}: {err}"
         ) from None
@@ -254,7 +265,13 @@ class IndexOps(DenseStorage):
             elif isinstance(value, Tensor):
                 entries[key] = value[idx]
             elif hasattr(value, "_tensordict"):
-                entries[key] = value._index_with(idx, new_bs + value._batch_size[ndim:], None)
+                sub_bs = new_bs + value._batch_size[ndim:]
+                sub_names = value._names
+                if sub_names is not None:  # a nested level keeps its dim names as its parent
+                    sub_names = _basic_names(
+                        idx if type(idx) is tuple else (idx,), sub_names, len(sub_bs)
+                    )
+                entries[key] = value._index_with(idx, sub_bs, sub_names)
             else:  # a ragged lazy stack indexes itself
                 entries[key] = value[idx]
         if mapped is not None:

@@ -798,6 +798,10 @@ class PersistentTensorDict(TensorDictBase):
     def _stack_parts(self) -> tuple[int, list[Any]] | None:
         return None
 
+    def is_contiguous(self) -> bool:
+        """Never: the leaves are read from the file each time (as upstream)."""
+        return False
+
     # ------------------------------------------------------------------ state
     @property
     def batch_size(self) -> torch.Size:

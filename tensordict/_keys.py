@@ -75,6 +75,14 @@ def join_path(path: Sequence[str]) -> str | tuple[str, ...]:
     return path[0] if len(path) == 1 else tuple(path)
 
 
+class KeyThroughLeafError(KeyError, ValueError):
+    """A nested key that runs through a leaf (``("a", "b")`` where ``"a"`` holds a tensor):
+    a KeyError as a missing key is, and the ValueError upstream raises."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyError:
     """A KeyError naming ``key`` and the closest existing keys at that level."""
     names = list(available)

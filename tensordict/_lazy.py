@@ -341,9 +341,9 @@ class LazyStackedTensorDict(TensorDictBase):
     def _restack(
         self, members: Sequence[Any], stack_dim: int | None = None, keep_name: bool = True
     ) -> Any:
-        """A stack of ``members`` like this one, at ``stack_dim`` (default: this stack's),
-        whose stack dim keeps its name unless ``keep_name`` is False (a dim the result
-        makes from several indexed dims)."""
+        """A stack of ``members`` along ``stack_dim`` (this stack's by default); the stack
+        dim keeps its name where it moved (a permute, an unsqueeze before it) unless
+        ``keep_name`` is False (its elements were mixed with other dims')."""
         out = type(self)(*members, stack_dim=self.stack_dim if stack_dim is None else stack_dim)
         if keep_name and self._stack_name is not None:
             out._stack_name = self._stack_name

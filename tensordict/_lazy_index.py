@@ -79,5 +79,6 @@ def index_members(stack: Any, index: Any) -> Any:
     ]
     if not shape:  # 0-dim index tensors: one element
         return elements[0]
-    out = stack._restack(elements, p, keep_name=False)  # the indexed dims make this one
+    # (one 1-d index tensor keeps the stack dim's name; dims made together are unnamed)
+    out = stack._restack(elements, p, keep_name=k == 1 and len(shape) == 1)
     return out if len(shape) == 1 else out.unflatten(p, shape)

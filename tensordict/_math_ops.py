@@ -12,7 +12,7 @@ from tensordict._lock_keep import keeps_lock
 from tensordict._pointwise import Operand, _is_collection
 from tensordict._pointwise_extra import aligned_leaves, broadcast_all, broadcasts_with_batch
 from tensordict._primitives import CollectionPrimitives
-from tensordict._reduce import _batch_dims
+from tensordict._reduce import _batch_dims, reduced_names
 from tensordict._unbatched import UnbatchedTensor, batch_only
 
 if TYPE_CHECKING:
@@ -302,11 +302,9 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i not in dims]
         )
         src = _dense(self, self._call("logsumexp"))
-        if out is None:
-            return src.apply(  # type: ignore[no-any-return]
-                batch_only(lambda x: torch.logsumexp(x, dims, keepdim)), batch_size=new_bs
-            )
         call = self._call("logsumexp")
+        if out is None:
+            return src._per_leaf("logsumexp", call, dims, keepdim)  # type: ignore[no-any-return]
         if tuple(out.batch_size) != tuple(new_bs):
             raise RuntimeError(
                 f"{call}: out has batch size {tuple(out.batch_size)}, the result has "
@@ -429,10 +427,11 @@ class MathOps(CollectionPrimitives):
             found[id(x)] = result.indices
             return result.values  # type: ignore[no-any-return]
 
-        values = src.apply(batch_only(values_of), batch_size=new_bs)
+        names = reduced_names(self.names, (d,), keepdim)
+        values = src.apply(batch_only(values_of), batch_size=new_bs, names=names)
         if not return_indices:
             return values
-        indices = src.apply(batch_only(lambda x: found[id(x)]), batch_size=new_bs)
+        indices = src.apply(batch_only(lambda x: found[id(x)]), batch_size=new_bs, names=names)
         return getattr(torch.return_types, op)((values, indices))
 
     def min(

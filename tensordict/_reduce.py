@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 Dim = int | Sequence[int] | str | None
 
 
+class RepeatedDimError(ValueError, RuntimeError):
+    """A reduction's ``dim`` naming one dimension twice: a ValueError here, and the
+    RuntimeError torch and upstream raise."""
+
+
 def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
     """Normalise ``dim`` against the batch dimensions, rejecting feature dims."""
     if isinstance(dim, str):  # ('feature' reaches here only where it has no meaning)
@@ -36,7 +41,7 @@ def _batch_dims(call: str, dim: int | Sequence[int], ndim: int) -> tuple[int, ..
             )
         out.append(d % ndim)
     if len(set(out)) != len(out):
-        raise ValueError(f"{call}: dim {dim} repeats a dimension")
+        raise RepeatedDimError(f"{call}: dim {dim} repeats a dimension")
     return tuple(sorted(out))
 
 
@@ -44,6 +49,14 @@ def _features(x: Tensor, ndim: int) -> Tensor:
     """``x`` as ``[*batch, features]`` (one feature for a leaf with none; no reshape with
     ``-1``, which an empty batch leaves undetermined)."""
     return x.flatten(ndim, -1) if x.ndim > ndim else x.unsqueeze(-1)
+
+
+def reduced_names(old: Sequence[str | None], dims: tuple[int, ...], keepdim: bool) -> Any:
+    """The dim names left after reducing ``dims``: all kept with ``keepdim``, the reduced
+    ones dropped otherwise; None when no dim was named."""
+    if all(n is None for n in old):
+        return None
+    return list(old) if keepdim else [n for i, n in enumerate(old) if i not in dims]
 
 
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
@@ -84,6 +97,19 @@ class ReduceOps(CollectionPrimitives):
     def _per_leaf(self, op: str, call: str, dim: Dim, keepdim: bool, **kw: Any) -> Self:
         bs = self._batch_size
         ndim = len(bs)
+        if dim is None and keepdim:  # as torch: every dim kept with size one
+
+            def all_kept(x: Any) -> Any:
+                if not isinstance(x, Tensor):
+                    return x._per_leaf(op, call, None, True, **kw)
+                return _reduce(op, x, tuple(range(x.ndim)), True, **kw) if x.ndim else x
+
+            return self.apply(
+                batch_only(all_kept),
+                batch_size=[1] * ndim,
+                names=reduced_names(self.names, (), True),
+                call_on_nested=True,
+            )
         if dim is None:
             return self.apply(
                 batch_only(lambda x: _reduce(op, x, None, False, **kw)), batch_size=[]
@@ -107,16 +133,18 @@ class ReduceOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i not in dims]
         )
-        old = self.names
-        names = (
-            (old if keepdim else [n for i, n in enumerate(old) if i not in dims])
-            if any(n is not None for n in old)
-            else None
-        )
+
+        # A nested collection reduces itself: it keeps its batch dims past this one's.
+        def per_level(x: Any) -> Any:
+            if not isinstance(x, Tensor):
+                return x._per_leaf(op, call, dims, keepdim, **kw)
+            return _reduce(op, x, dims, keepdim, **kw)
+
         return self.apply(
-            batch_only(lambda x: _reduce(op, x, dims, keepdim, **kw)),
+            batch_only(per_level),
             batch_size=new_bs,
-            names=names,
+            names=reduced_names(self.names, dims, keepdim),
+            call_on_nested=True,
         )
 
     def _reduction(

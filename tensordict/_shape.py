@@ -310,11 +310,13 @@ class ShapeOps(CollectionPrimitives):
             raise ValueError(
                 f"{self._call('flatten')}: start_dim {start_dim} comes after end_dim {end_dim}"
             )
+        if s == e:  # nothing merged: the same entries (a lazy stack keeps its members)
+            return record(_shallow(self), "flatten", (s, e), self)  # type: ignore[no-any-return]
         bs = self._batch_size
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = None
         if self._names is not None:
-            names = [*self._names[:s], None, *self._names[e + 1 :]] if s != e else list(self._names)
+            names = [*self._names[:s], None, *self._names[e + 1 :]]
         out = self._remap(self._call("flatten"), lambda x: x.flatten(s, e), new_bs, names)
         return record(out, "flatten", (s, e), self)
 
@@ -664,12 +666,24 @@ class ShapeOps(CollectionPrimitives):
         return self
 
     def masked_select(self, mask: Tensor, *, inplace: bool = False) -> Self:
-        """The batch elements where ``mask`` (of the batch shape) is true, as one batch dim;
-        ``inplace=True`` makes this collection hold them (as ``to(..., inplace=True)``)."""
-        if mask.shape != self._batch_size:
+        """The batch elements where ``mask`` (of the batch shape, or of its leading dims) is
+        true, as one batch dim; ``inplace=True`` makes this collection hold them (as
+        ``to(..., inplace=True)``).
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(a=torch.arange(6).reshape(2, 3), batch_size=[2, 3])
+        >>> td.masked_select(torch.tensor([False, True]))["a"]
+        tensor([[3, 4, 5]])
+        """
+        if mask.dtype != torch.bool:  # (an integer tensor would index rows instead)
+            raise TypeError(
+                f"{self._call('masked_select')}: mask must be a bool tensor, got {mask.dtype}"
+            )
+        if not mask.ndim or mask.shape != self._batch_size[: mask.ndim]:
             raise ValueError(
                 f"{type(self).__name__}.masked_select: mask shape {tuple(mask.shape)} must equal "
-                f"batch_size {tuple(self._batch_size)}"
+                f"batch_size {tuple(self._batch_size)} or its leading dims"
             )
         out = self._index(mask)
         if inplace:
@@ -730,8 +744,11 @@ class ShapeOps(CollectionPrimitives):
         return self
 
     def rename(self, *names: str | None, **rename_map: str | None) -> Self:
-        """A shallow copy with batch dims renamed (positionally, or ``old=new``)."""
+        """A shallow copy with batch dims renamed (positionally, or ``old=new``); unlocked
+        at every level, as upstream's (a shallow copy of a memory-mapped level is locked)."""
         out = self._remap(self._call("rename"), _shallow, self._batch_size, self._names_kept())
+        if not out._is_locked:
+            out.unlock_()
         return out.rename_(*names, **rename_map)
 
     def rename_(self, *names: str | None, **rename_map: str | None) -> Self:

@@ -21,6 +21,7 @@ from tensordict._tolist import with_unset_fields
 from tensordict._views import with_non_tensor
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Self
 
     from tensordict._base import DenseTensorDictBase
@@ -103,12 +104,20 @@ class StructureOps(CollectionPrimitives):
         old, new = key_path(old_key, call), key_path(new_key, call)
         return self._per_member(_rename_key, old, new, safe, call)
 
-    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Self:
+    def flatten_keys(
+        self,
+        separator: str = ".",
+        inplace: bool = False,
+        is_leaf: Callable[[type], bool] | None = None,
+    ) -> Self:
         """One level: nested keys joined by ``separator`` (``("a", "b")`` -> ``"a.b"``).
 
         Only leaves are kept, as upstream: a nested TensorDict with no leaf leaves no key
         (so ``module.load_state_dict(td.flatten_keys("."))`` takes a ``from_module``
         TensorDict holding the empty levels of parameter-free submodules).
+        ``is_leaf(cls)`` (as upstream's) chooses the leaves instead: a nested collection
+        whose class it accepts is kept whole under its joined key, and an entry that is
+        neither accepted nor a collection is left out.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -117,8 +126,12 @@ class StructureOps(CollectionPrimitives):
         ['a.b.c']
         >>> list(TensorDict({"e": {}, "x": torch.zeros(2)}, [2]).flatten_keys().keys())
         ['x']
+        >>> list(td.flatten_keys(is_leaf=lambda cls: cls is TensorDict).keys())
+        ['a']
         """
-        return self._per_member(_flatten_keys, separator, inplace, self._call("flatten_keys"))
+        return self._per_member(
+            _flatten_keys, separator, inplace, self._call("flatten_keys"), is_leaf
+        )
 
     def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> Self:
         """Split keys on ``separator`` into nested TensorDicts (the inverse of flatten_keys).
@@ -315,30 +328,36 @@ def _rename_key(
         raise missing_key_error(call, join_path(old), getattr(parent, "_tensordict", {}))
     if old == new:
         return td
-    shorter = min(len(old), len(new))
     moves_up = len(new) < len(old) and old[: len(new)] == new  # replaces its own ancestor
-    if old[:shorter] == new[:shorter] and not moves_up:
-        raise ValueError(
-            f"{call}: cannot move {join_path(old)!r} to {join_path(new)!r}: one key "
-            "lies inside the other"
-        )
+    moves_down = len(new) > len(old) and new[: len(old)] == old  # goes under its own name
     if safe and td._get_path_or_none(new) is not None:
         raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
     if td._is_locked:
         raise locked_error(call, join_path(old), "rename")
-    td._set_path(new, value, call)
-    if moves_up:  # the old key went with the ancestor it replaced
-        return td
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
-    del parent._tensordict[old[-1]]
+    if moves_down:  # ("n" -> ("n", "m")): the old entry leaves first, then a new level holds it
+        del parent._tensordict[old[-1]]
+        try:
+            td._set_path(new, value, call)
+        except BaseException:
+            parent._tensordict[old[-1]] = value  # put back: a failed rename changes nothing
+            raise
+        return td
+    td._set_path(new, value, call)
+    if not moves_up:  # (moving up, the old key went with the ancestor it replaced)
+        del parent._tensordict[old[-1]]
     return td
 
 
 def _flatten_keys(
-    td: DenseTensorDictBase, separator: str, inplace: bool, call: str
+    td: DenseTensorDictBase,
+    separator: str,
+    inplace: bool,
+    call: str,
+    is_leaf: Callable[[type], bool] | None = None,
 ) -> DenseTensorDictBase:
     entries: dict[str, Any] = {}
-    _flatten_into(td, "", separator, entries, call)
+    _flatten_into(td, "", separator, entries, call, is_leaf)
     out = td._new_unsafe(entries, td._batch_size, td._device, td._names)
     if inplace:
         _replace_entries(td, out, call)
@@ -453,16 +472,24 @@ def _copy_structure(td: DenseTensorDictBase) -> DenseTensorDictBase:
 
 
 def _flatten_into(
-    td: DenseTensorDictBase, prefix: str, sep: str, out: dict[str, Any], call: str
+    td: DenseTensorDictBase,
+    prefix: str,
+    sep: str,
+    out: dict[str, Any],
+    call: str,
+    is_leaf: Callable[[type], bool] | None = None,
 ) -> None:
     for key, value in td._tensordict.items():
         name = prefix + key
-        if isinstance(value, (Tensor, NonTensor)):
-            pass
+        if is_leaf is not None and is_leaf(type(value)):
+            pass  # a leaf by the caller's rule, kept whole
+        elif isinstance(value, (Tensor, NonTensor)):
+            if is_leaf is not None:
+                continue  # not a leaf by the caller's rule, and nothing to walk into
         elif not hasattr(value, "_tensordict"):  # a ragged lazy stack
-            value = value.flatten_keys(sep)  # stays one entry, its own keys flattened
+            value = value.flatten_keys(sep, is_leaf=is_leaf)  # one entry, its keys flattened
         else:  # a nested TensorDict: its leaves only (an empty one leaves nothing, as upstream)
-            _flatten_into(value, name + sep, sep, out, call)
+            _flatten_into(value, name + sep, sep, out, call, is_leaf)
             continue
         if name in out:
             raise KeyCollisionError(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from numbers import Real
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from tensordict._apply import others_leaves, rebuild, tensor_leaves
+from tensordict._apply import non_tensor_result, others_leaves, rebuild, tensor_leaves
 from tensordict._base import DenseTensorDictBase
 from tensordict._batch import (
     BatchDimMismatchError,
@@ -29,6 +30,7 @@ from tensordict._format import register_type
 from tensordict._index import IndexOps
 from tensordict._keys import (
     NO_DEFAULT,
+    KeyThroughLeafError,
     NestedKey,
     is_string_key,
     join_path,
@@ -44,6 +46,7 @@ from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
 from tensordict._refine import grow_nested, misfits
 from tensordict._repr import td_repr
+from tensordict._shape import RefineNamesError
 from tensordict._state import DenseStateOps
 from tensordict._switches import list_to_stack, set_get_defaults_to_none
 from tensordict._tolist import linked_entry
@@ -110,12 +113,22 @@ def _name_nested(td: TensorDict) -> None:
             value.names = [*lead, *extra]
 
 
-def _adopt_names(td: TensorDict, value: TensorDict) -> None:
-    """Names across a nested write: the value takes the parent's names, or an unnamed
-    parent takes those of the value's leading dims (upstream)."""
+def _adopt_names(td: TensorDict, value: TensorDict, call: str, key: str) -> None:
+    """Names across a nested write: the value takes the parent's names (a dim named
+    otherwise in both is refused, as upstream), or an unnamed parent takes those of the
+    value's leading dims (upstream)."""
     n = len(td._batch_size)
     if td._names is not None:
         if value._names is None or value._names[:n] != td._names:
+            if value._names is not None and any(
+                a is not None and b is not None and a != b
+                for a, b in zip(td._names, value._names[:n], strict=True)
+            ):
+                raise RefineNamesError(
+                    f"{call}: key {key!r} holds a TensorDict whose dim names "
+                    f"{list(value._names)} conflict with the names {list(td._names)}; "
+                    "rename one of them first"
+                )
             extra = value._names[n:] if value._names is not None else None
             value.names = [*td._names, *(extra or [None] * (len(value._batch_size) - n))]
     elif value._names is not None and any(x is not None for x in value._names[:n]):
@@ -150,6 +163,26 @@ def _check_nested_copy(value: Tensor, current: Tensor, name: Any, call: str) -> 
             f"{call}: key {name!r} holds a nested tensor of elements {nested_shape(current)}; "
             f"the value written in place must have the same element shapes, got one {what}"
         )
+
+
+def _scalars_as_non_tensor(d: Mapping[Any, Any], batch_size: torch.Size) -> Any:
+    """``d`` with its Python and NumPy scalars (nested dicts' too) as ``NonTensorData`` of
+    ``batch_size``; None when it holds none, or when the batch size is empty."""
+    if not batch_size:
+        return None
+    found = False
+    out: dict[Any, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, (Real, np.bool_)):
+            out[key] = NonTensorData(value, batch_size=batch_size)
+            found = True
+        elif is_plain_mapping(value):
+            inner = _scalars_as_non_tensor(value, batch_size)
+            found = found or inner is not None
+            out[key] = value if inner is None else inner
+        else:
+            out[key] = value
+    return out if found else None
 
 
 class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
@@ -369,10 +402,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                         call, join_path((*prefix, key)), value._batch_size, batch_size
                     )
             else:
-                raise TypeError(
-                    f"{call}: the function returned {type(value).__name__} for key "
-                    f"{join_path((*prefix, key))!r}; expected a tensor or None"
-                )
+                entries[key] = non_tensor_result(call, value, (*prefix, key), batch_size, device)
         return self._new_unsafe(entries, batch_size, device, names)
 
     @classmethod
@@ -404,7 +434,15 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if batch_size is not None and batch_dims is not None:
             raise ValueError("TensorDict.from_dict: pass batch_size or batch_dims, not both")
         if batch_size is not None:
-            return cls(d, batch_size=batch_size, device=device, names=names)
+            try:
+                return cls(d, batch_size=batch_size, device=device, names=names)
+            except BatchDimMismatchError:
+                # as upstream: a Python scalar (what ``to_dict`` writes a one-value
+                # non-tensor number as) cannot carry a batch size, so it is read as one
+                wrapped = _scalars_as_non_tensor(d, as_batch_size(batch_size, "from_dict"))
+                if wrapped is None:
+                    raise
+            return cls(wrapped, batch_size=batch_size, device=device, names=names)
         if auto_batch_size is None:
             auto_batch_size = batch_dims is not None
         tree: dict[str, Any] = {}
@@ -519,7 +557,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not starts_with(value._batch_size, bs):
                 value = _fit_batch(value, bs, call, key)
             if (self._names is not None or value._names is not None) and bs:
-                _adopt_names(self, value)
+                _adopt_names(self, value, call, key)
             if self._device is not None and value._device != self._device:
                 value = value.to(self._device)
             return value
@@ -567,7 +605,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         if not _is_td(node):
             if isinstance(node, CollectionPrimitives) and not isinstance(node, NonTensor):
                 return node  # type: ignore[return-value]  # a ragged lazy stack
-            raise KeyError(
+            raise KeyThroughLeafError(
                 f"{call}: key {part!r} holds a {type(node).__name__}, not a nested TensorDict"
             )
         return node
@@ -672,7 +710,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if not _is_td(node):
                 if i and isinstance(node, CollectionPrimitives):  # under a ragged lazy stack
                     return node.get(path[i:])
-                raise KeyError(
+                raise KeyThroughLeafError(
                     f"{call}: key {join_path(path)!r}: {join_path(path[:i])!r} holds a "
                     f"{type(node).__name__}, not a nested TensorDict"
                 )

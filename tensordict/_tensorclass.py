@@ -518,7 +518,7 @@ class TensorClass(TensorDict):
             return
         super().__setitem__(index, value)
 
-    def flatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
+    def flatten_keys(self, separator: str = ".", inplace: bool = False, is_leaf: Any = None) -> Any:
         """``TensorDict.flatten_keys``, refused when a field holds a nested collection:
         ``"pose.q"`` would not be a field (as upstream). Flatten ``x.to_tensordict()``."""
         nested = [k for k, v in self._tensordict.items() if isinstance(v, CollectionPrimitives)]
@@ -530,7 +530,7 @@ class TensorClass(TensorDict):
                 f"{nested[0] + separator + str(inner)!r}) are not fields of "
                 f"{type(self).__name__}; flatten x.to_tensordict() instead"
             )
-        return super().flatten_keys(separator, inplace)
+        return super().flatten_keys(separator, inplace, is_leaf)
 
     def unflatten_keys(self, separator: str = ".", inplace: bool = False) -> Any:
         """``TensorDict.unflatten_keys``, refused for a field whose name holds

@@ -43,6 +43,24 @@ def test_missing_key_errors_suggest(td: TensorDict) -> None:
         td["zzzzzz"]
 
 
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda td: td.get(("a", "x")),
+        lambda td: td["a", "x"],
+        lambda td: td.del_(("a", "x")),
+        lambda td: td.pop(("a", "x")),
+        lambda td: td.set_(("a", "x"), torch.zeros(3)),
+    ],
+    ids=["get", "getitem", "del_", "pop", "set_"],
+)
+def test_a_key_through_a_leaf_is_a_key_error_and_a_value_error(td: TensorDict, op: Any) -> None:
+    with pytest.raises(ValueError, match="'a' holds a Tensor, not a nested TensorDict") as info:
+        op(td)
+    assert isinstance(info.value, KeyError)  # as a missing key; ValueError is upstream's type
+    assert td.get(("a", "x"), "default") == "default"
+
+
 def test_nested_set_creates_levels(td: TensorDict) -> None:
     td["x", "y", "z"] = torch.zeros(3, 4)
     assert td["x"].batch_size == torch.Size([3])

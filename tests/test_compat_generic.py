@@ -530,8 +530,9 @@ def test_rename_key_up_over_its_ancestor() -> None:
     leaf = td["a", "b", "c"]
     td.rename_key_(("a", "b", "c"), ("a", "b"))
     assert td["a", "b"] is leaf and set(td.keys(True, True)) == {("a", "b"), ("a", "d")}
-    with pytest.raises(ValueError, match="one key lies inside the other"):
-        td.rename_key_("a", ("a", "e"))
+    level = td["a"]
+    td.rename_key_("a", ("a", "e"))  # down under its own name, as upstream
+    assert td["a", "e"] is level and set(td.keys(True, True)) == {("a", "e", "b"), ("a", "e", "d")}
 
 
 def test_make_tensordict_from_a_tensordict_and_set_message() -> None:

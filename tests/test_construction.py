@@ -157,6 +157,21 @@ def test_from_dict_infers_batch() -> None:
         TensorDict.from_dict(d, batch_size=[3], batch_dims=1)
 
 
+def test_from_dict_with_a_batch_size_reads_python_scalars_as_non_tensor_data() -> None:
+    td = TensorDict({"x": torch.zeros(2, 3), "n": {}}, [2])
+    td.set_non_tensor("flag", True)
+    td.set_non_tensor(("n", "k"), 7)
+    back = TensorDict.from_dict(td.to_dict(), batch_size=[2])
+    assert back["n", "k"] == 7 and back["flag"] is True and back["n"].batch_size == (2,)
+    assert isinstance(back.get("flag"), NonTensorData)
+    scalars = TensorDict.from_dict({"f": 1.5, "i": np.int64(3)}, batch_size=[4])
+    assert scalars["f"] == 1.5 and scalars["i"] == 3
+    # without a batch size a scalar is a 0-dim tensor, as ever; a misfit tensor still fails
+    assert isinstance(TensorDict.from_dict({"f": 1.5}, batch_size=[]).get("f"), torch.Tensor)
+    with pytest.raises(ValueError, match=r"shape \(3,\) of key 'x' does not start with"):
+        TensorDict.from_dict({"x": torch.zeros(3), "f": 1.5}, batch_size=[2])
+
+
 def test_construction_shares_leaves() -> None:
     a = torch.zeros(2)
     assert TensorDict({"a": a}, [2])["a"] is a

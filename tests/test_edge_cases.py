@@ -40,9 +40,15 @@ def test_rename_key_overlaps() -> None:
     td.rename_key_("a", "a")
     assert "a" in td
     nested = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
-    with pytest.raises(ValueError, match="one key lies inside the other"):
-        nested.rename_key_("a", ("a", "c"))
-    assert ("a", "b") in nested
+    nested.rename_key_("a", ("a", "c"))  # down under its own name, as upstream
+    assert list(nested.keys(True, True)) == [("a", "c", "b")]
+    nested.rename_key_(("a", "c"), "a")  # and back up
+    assert list(nested.keys(True, True)) == [("a", "b")]
+    with pytest.raises(KeyError, match=r"key \('a', 'b'\) already present"):
+        nested.rename_key_("a", ("a", "b"), safe=True)
+    leaf = TensorDict({"t": torch.zeros(3)}, [3])
+    leaf.rename_key_("t", ("t", "u"))  # a tensor leaf moves under a new level of its name
+    assert leaf["t", "u"].shape == (3,) and leaf["t"].batch_size == (3,)
     leaf = nested["a", "b"]
     nested.rename_key_(("a", "b"), "a")  # up over its own ancestor, as upstream
     assert nested["a"] is leaf and list(nested.keys(True)) == ["a"]

@@ -257,7 +257,8 @@ def test_names_survive_tensor_indexing_and_reductions() -> None:
     td = TensorDict(batch_size=[3, 4, 5, 6], names=["a", "b", "c", "d"])
     assert td[0, ..., torch.tensor([-1])].names == ["b", "c", "d"]
     assert td[0, ..., torch.tensor(-1)].names == ["b", "c"]
-    assert td[torch.ones(3, dtype=torch.bool)].names == [None, "b", "c", "d"]
+    assert td[torch.ones(3, dtype=torch.bool)].names == ["a", "b", "c", "d"]
+    assert td[:, torch.tensor([True, False, True, True])].names == ["a", "b", "c", "d"]
     assert td[torch.ones(3, 4, dtype=torch.bool)].names == [None, "c", "d"]
     # one name, two dims: both unnamed, the other dims keep theirs
     assert td[:, torch.tensor([[0, 1]])].names == ["a", None, None, "c", "d"]
@@ -411,3 +412,14 @@ def test_dense_copy_of_a_named_lazy_stack_keeps_every_name() -> None:
     dense = s.contiguous()
     assert type(dense).__name__ == "TensorDict" and dense.names == ["a", "copies"]
     torch.testing.assert_close(dense["x"], torch.zeros(3, 2))
+
+
+def test_a_nested_write_refuses_conflicting_dim_names() -> None:
+    td = TensorDict(batch_size=[2, 3], names=["p", "q"])
+    other = TensorDict({"x": torch.zeros(2, 3)}, [2, 3], names=["u", "v"])
+    with pytest.raises(ValueError, match=r"key 'm' holds a TensorDict whose dim names") as info:
+        td.set("m", other)
+    assert isinstance(info.value, RuntimeError)  # upstream's type
+    assert other.names == ["u", "v"] and "m" not in td.keys()  # neither was changed
+    td["m"] = TensorDict({"x": torch.zeros(2, 3, 4)}, [2, 3, 4], names=[None, "q", "z"])
+    assert td["m"].names == ["p", "q", "z"]  # an unnamed dim takes the parent's name

@@ -202,6 +202,20 @@ def test_lazy_stack_index_keeps_the_stack_dims_name() -> None:
     assert [m.names for m in stack.unbind(0)] == [["s", "b"]] * 3
 
 
+@pytest.mark.parametrize(
+    "index",
+    [0, slice(1, None), [1, 0], (slice(None), [0, 2]), (1, slice(0, 2)), (None, 0), Ellipsis],
+    ids=repr,
+)
+def test_nested_levels_keep_their_names_through_indexing(index: Any) -> None:
+    td = TensorDict({"a": torch.zeros(3, 4)}, [3, 4], names=["x", "y"])
+    td["inner"] = TensorDict({"b": torch.zeros(3, 4, 2)}, [3, 4, 2])
+    td["inner"].names = ["x", "y", "z"]
+    out = td[index]
+    assert out["inner"].names == [*out.names, "z"]
+    assert td["inner"].names == ["x", "y", "z"]
+
+
 @pytest.mark.parametrize("bs", [(5,), (4, 3), (2, 3, 4)], ids=str)
 def test_scalar_writes_oracle(bs: tuple[int, ...]) -> None:
     rng = random.Random(7)
@@ -266,3 +280,14 @@ def test_getitems() -> None:
     td = _td((6,))
     out = td.__getitems__([4, 1])
     check_against_oracle(td, out, torch.tensor([4, 1]))
+
+
+def _write_reversed(td: TensorDict) -> None:
+    td[:, ::-1] = 0
+
+
+@pytest.mark.parametrize("op", [lambda td: td[::-2], _write_reversed], ids=["read", "write"])
+def test_a_negative_slice_step_is_the_value_error_torch_raises(op: Any) -> None:
+    with pytest.raises(ValueError, match="step must be greater than zero") as info:
+        op(_td((4, 3)))
+    assert isinstance(info.value, IndexError)  # as the other invalid indices

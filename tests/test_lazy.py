@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import numpy as np
 import pytest
@@ -358,3 +359,47 @@ def test_apply_propagate_lock_locks_a_new_result_of_a_locked_collection(locked: 
         assert not td.apply(lambda x: x + 1).is_locked  # off by default
         assert td.apply(lambda x: x + 1, propagate_lock=True).is_locked == locked
         assert td.named_apply(lambda k, x: x + 1, propagate_lock=True).is_locked == locked
+
+
+@pytest.mark.parametrize(
+    ("op", "names"),
+    [
+        (lambda s: s.permute(1, 0), ["y", "stack"]),
+        (lambda s: s.transpose(0, 1), ["y", "stack"]),
+        (lambda s: s.unsqueeze(0), [None, "stack", "y"]),
+        (lambda s: s.expand(4, 2, 3), [None, "stack", "y"]),
+        (lambda s: s.unbind(1)[0], ["stack"]),
+        (lambda s: s[:, [0, 2]], ["stack", "y"]),
+        (lambda s: s[:, 0], ["stack"]),
+        (lambda s: s[torch.tensor([True, False])], ["stack", "y"]),
+        (lambda s: s[:, torch.tensor([True, False, True])], ["stack", "y"]),
+    ],
+    ids=["permute", "transpose", "unsqueeze", "expand", "unbind", "list", "int", "mask", "mask1"],
+)
+def test_the_stack_dim_keeps_its_name_where_it_moves(op: Any, names: list[str | None]) -> None:
+    s = lazy_stack([TensorDict(x=torch.zeros(3, 2), batch_size=[3]) for _ in range(2)])
+    s.names = ["stack", "y"]
+    assert op(s).names == names
+    assert s.names == ["stack", "y"]
+
+
+def test_a_mask_over_several_dims_of_a_ragged_stack_drops_the_names() -> None:
+    s = lazy_stack(_members())
+    s.names = ["stack", "y"]
+    assert s[torch.tensor([True, False])].names == ["stack", "y"]
+    assert s[torch.tensor([[True, False, True], [False, True, True]])].names == [None]
+
+
+@pytest.mark.parametrize("dims", [(0, 0), (1, -1)], ids=str)
+def test_flatten_of_one_dim_keeps_a_ragged_stack_lazy(dims: tuple[int, int]) -> None:
+    s = lazy_stack(_members())
+    out = s.flatten(*dims)
+    assert isinstance(out, LazyStackedTensorDict) and out.batch_size == s.batch_size
+    assert out.get("x", as_list=True)[1] is s.tensordicts[1]["x"]
+
+
+def test_a_lazy_stack_is_never_contiguous() -> None:
+    s = lazy_stack([TensorDict(x=torch.zeros(3), batch_size=[3]) for _ in range(2)])
+    assert all(m.is_contiguous() for m in s.tensordicts)
+    assert not s.is_contiguous()  # its leaves are stacked when read, as upstream
+    assert s.contiguous().is_contiguous()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -137,3 +139,12 @@ def test_a_nested_tensordict_of_an_unlocked_parent_unlocks() -> None:
     nested.lock_()
     nested.unlock_()  # its parent is no longer locked
     assert not nested.is_locked
+
+
+def test_rename_of_a_memory_mapped_tensordict_is_unlocked_at_every_level(tmp_path: Any) -> None:
+    td = TensorDict({"a": torch.zeros(2, 3), "n": {"x": torch.ones(2, 3)}}, [2, 3])
+    td.memmap_(tmp_path)
+    out = td.rename("u", "v")
+    assert not out.is_locked and not out["n"].is_locked
+    out["n", "new"] = torch.zeros(2, 3)  # a new key in the copy's nested level
+    assert out.names == ["u", "v"] and td.is_locked and "new" not in td["n"].keys()

@@ -41,6 +41,49 @@ def test_reduction_over_batch_dim(op: str) -> None:
     assert feat.batch_size == torch.Size([3, 4]) and feat["a"].shape == (3, 4)
 
 
+@pytest.mark.parametrize("op", [*REDUCTIONS, "logsumexp"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_a_nested_level_keeps_its_own_batch_dims_through_a_reduction(
+    op: str, keepdim: bool
+) -> None:
+    inner = TensorDict({"x": torch.randn(2, 3, 4), "s": "v"}, [2, 3], names=["i", "j"])
+    td = TensorDict({"a": torch.randn(2, 5), "inner": inner}, [2])
+    out = getattr(td, op)(dim=0, keepdim=keepdim)
+    assert out.batch_size == ((1,) if keepdim else ())
+    assert out["inner"].batch_size == ((1, 3) if keepdim else (3,))
+    assert out["inner"].names == (["i", "j"] if keepdim else ["j"])
+    want = getattr(torch, op)(inner["x"], dim=0, keepdim=keepdim)
+    torch.testing.assert_close(
+        out["inner", "x"], want if op != "amax" else inner["x"].amax(0, keepdim)
+    )
+    assert out["inner", "s"] == "v"
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_keepdim_without_dim_keeps_every_dim_as_torch(op: str) -> None:
+    inner = TensorDict({"x": torch.randn(2, 3, 4)}, [2, 3])
+    td = TensorDict({"a": torch.randn(2, 5), "inner": inner}, [2], names=["i"])
+    out = getattr(td, op)(keepdim=True)
+    assert out.batch_size == (1,) and out.names == ["i"]
+    assert out["inner"].batch_size == (1, 1) and out["a"].shape == (1, 1)
+    whole = getattr(torch, op)(td["a"]) if op not in ("amax", "amin") else td["a"].amax()
+    if op == "amin":
+        whole = td["a"].amin()
+    torch.testing.assert_close(out["a"], whole.reshape(1, 1))
+    assert out["inner", "x"].shape == (1, 1, 1)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize(("dim", "keepdim", "names"), [(0, False, ["y"]), (1, True, ["x", "y"])])
+def test_extremes_along_a_dim_keep_dim_names(
+    op: str, dim: int, keepdim: bool, names: list[str]
+) -> None:
+    td = TensorDict({"a": torch.randn(3, 4, 2)}, [3, 4], names=["x", "y"])
+    out = getattr(td, op)(dim=dim, keepdim=keepdim)
+    assert out.values.names == names and out.indices.names == names
+    assert getattr(td, op)(dim=dim, keepdim=keepdim, return_indices=False).names == names
+
+
 @pytest.mark.parametrize("op", REDUCTIONS)
 def test_reduce_true_gives_one_tensor(op: str) -> None:
     a, b = torch.randn(3, 2, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
@@ -63,6 +106,9 @@ def test_reduction_errors() -> None:
         td.mean(dim="rows")
     with pytest.raises(ValueError, match="reduce=True needs at least one tensor leaf"):
         TensorDict({}, []).sum(reduce=True)
+    with pytest.raises(RuntimeError, match=r"TensorDict.std: dim \(0, -2\) repeats a dimension"):
+        TensorDict({"a": torch.randn(3, 2)}, [3, 2]).std(dim=(0, -2))  # torch's type, and a
+    # ValueError as the other bad dims
 
 
 def test_all_any_dim() -> None:

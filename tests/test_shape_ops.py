@@ -130,6 +130,26 @@ def test_masked_fill_select_where() -> None:
         td.masked_select(torch.tensor([True, False]))
 
 
+def test_masked_select_with_a_mask_over_the_leading_dims() -> None:
+    td = TensorDict({"a": torch.arange(24.0).reshape(2, 3, 4), "s": "x"}, [2, 3], names=["i", "j"])
+    rows = torch.tensor([False, True])
+    sel = td.masked_select(rows)
+    assert sel.batch_size == (1, 3) and sel.names == ["i", "j"] and sel["s"] == "x"
+    assert torch.equal(sel["a"], td["a"][rows])
+    both = torch.tensor([[True, False, True], [False, False, True]])
+    assert torch.equal(td.masked_select(both)["a"], td["a"][both])
+    with pytest.raises(
+        ValueError, match=r"mask shape \(3,\) must equal batch_size \(2, 3\) or its leading"
+    ):
+        td.masked_select(torch.tensor([True, False, True]))
+    with pytest.raises(ValueError, match=r"mask shape \(\) must equal batch_size"):
+        td.masked_select(torch.tensor(True))
+    with pytest.raises(
+        TypeError, match="masked_select: mask must be a bool tensor, got torch.int64"
+    ):
+        td.masked_select(torch.ones(2, 3, dtype=torch.long))
+
+
 def test_pad() -> None:
     td = TensorDict({"a": torch.ones(2, 3, 4), "n": {"b": torch.ones(2, 3)}}, [2, 3])
     out = pad(td, [1, 0, 0, 2], value=0.0)
@@ -232,3 +252,10 @@ def test_permute_argument_checks_hold_on_repeated_calls() -> None:
         with pytest.raises(IndexError):
             td.permute(2, 0)
     assert td.permute(True, False).batch_size == (3, 4)  # bools are ints, as in torch
+
+
+def test_flatten_of_one_dim_shares_the_entries_and_keeps_the_names() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3, 4)}, [2, 3], names=["i", "j"]).lock_()
+    out = td.flatten(1, -1)
+    assert out is not td and out["a"] is td["a"]
+    assert out.batch_size == (2, 3) and out.names == ["i", "j"] and out.is_locked

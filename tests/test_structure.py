@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tensordict import TensorDict, TensorDictBase, is_tensorclass
+from tensordict import TensorDict, TensorDictBase, is_leaf_nontensor, is_tensorclass, lazy_stack
 from tests.catalogue import assert_same, assert_shares, leaves
 
 
@@ -138,3 +138,31 @@ def test_seed_apply_uniform() -> None:
     out = data.apply(lambda tensor: tensor.uniform_())
     assert ((out["key 1"] >= 0) & (out["key 1"] <= 1)).all()
     assert_same(out, data)
+
+
+def test_flatten_keys_is_leaf_keeps_accepted_collections_whole() -> None:
+    inner = TensorDict({"x": torch.zeros(2, 3), "deep": {"y": torch.ones(2)}}, [2])
+    td = TensorDict({"a": torch.zeros(2), "inner": inner, "s": "text"}, [2])
+    whole = td.flatten_keys("/", is_leaf=lambda cls: cls is TensorDict)
+    assert list(whole.keys()) == ["inner"] and whole["inner"] is inner
+    tensors = td.flatten_keys("/", is_leaf=lambda cls: issubclass(cls, torch.Tensor))
+    assert sorted(tensors.keys()) == ["a", "inner/deep/y", "inner/x"]  # "s" is no leaf here
+    assert tensors["inner/x"] is inner["x"]
+    assert sorted(td.flatten_keys("/", is_leaf=is_leaf_nontensor).keys()) == sorted(
+        td.flatten_keys("/").keys()
+    )
+    stack = lazy_stack([td, td.clone()])
+    assert sorted(stack.flatten_keys("/", is_leaf=lambda c: c is TensorDict).keys()) == ["inner"]
+
+
+def test_apply_keeps_a_non_tensor_result_as_non_tensor_data() -> None:
+    td = TensorDict({"a": torch.zeros(2, 3), "n": {"b": torch.ones(2, dtype=torch.int64)}}, [2])
+    out = td.apply(lambda t: str(t.dtype))
+    assert out["a"] == "torch.float32" and out["n", "b"] == "torch.int64"
+    assert out.get("a").batch_size == (2,) and out["n"].batch_size == (2,)
+    dtypes = td.apply(lambda x, y: x.dtype, td.clone())
+    assert dtypes["n", "b"] is torch.int64
+    assert lazy_stack([td, td]).apply(lambda t: "s")["a"] == [["s", "s"], ["s", "s"]]
+    for bad in (3, [1], {"k": 1}):
+        with pytest.raises(TypeError, match=r"apply: the function returned \w+ for key 'a'"):
+            td.apply(lambda t, bad=bad: bad)
