@@ -83,37 +83,56 @@ def _moved_back(moved: Any, source: Any, restore_dtype: bool) -> Any:
 
 def adopt(td: Any, out: Any, call: str) -> Any:
     """``td`` made, in place, what ``out`` is (entries, batch size, names): the
-    ``inplace=True`` of shape operations. Nested collections keep their identity."""
+    ``inplace=True`` of shape operations. Nested collections keep their identity, and a
+    lazy stack adopts member by member (a result that is a stack of as many members
+    along the same dim, of the same batch size). Every member is checked before any
+    is changed, so a refusal leaves ``td`` as it was."""
+    _check_adoptable(td, out, call)
+    _adopt_any(td, out)
+    return td
+
+
+def _check_adoptable(td: Any, out: Any, call: str) -> None:
     parts = td._stack_parts()
     if parts is not None:
-        theirs = out._stack_parts() if hasattr(out, "_stack_parts") else None
-        if (
-            theirs is None
-            or theirs[0] != parts[0]
-            or len(theirs[1]) != len(parts[1])
-            or out.batch_size != td.batch_size
-        ):
+        if not _stacks_alike(td, out):
             raise NotImplementedError(
                 f"{call}: inplace=True is not supported on a {type(td).__name__} where "
                 "the result is not a stack of as many members along the same dim and of "
                 "the same batch size; call it without inplace and use the result"
             )
-        if td._is_locked:  # (checked for all members before any is changed)
-            raise RuntimeError(
-                f"{call}: Cannot modify locked TensorDict with inplace=True; call unlock_() "
-                "first, or use the result without inplace"
-            )
-        for member, new in zip(parts[1], theirs[1], strict=True):  # (to(): dtype, device)
-            adopt(member, new, call)
-        return td
+        for member, new in zip(parts[1], out._stack_parts()[1], strict=True):
+            _check_adoptable(member, new, call)
+        return
     if td._is_locked and not _same_leaves(td, out):  # leaves or batch size would change
         raise RuntimeError(
             f"{call}: Cannot modify locked TensorDict with inplace=True (it replaces every "
             "entry and the batch size); call unlock_() first, or use the result without "
             "inplace"
         )
-    _adopt_dense(td, out)
-    return td
+
+
+def _stacks_alike(td: Any, out: Any) -> bool:
+    """Whether ``out`` is a stack of as many members as the stack ``td``, along the same
+    dim and of the same batch size (``td`` can take it member by member)."""
+    mine = td._stack_parts()
+    theirs = out._stack_parts() if hasattr(out, "_stack_parts") else None
+    return (
+        mine is not None
+        and theirs is not None
+        and theirs[0] == mine[0]
+        and len(theirs[1]) == len(mine[1])
+        and out.batch_size == td.batch_size
+    )
+
+
+def _adopt_any(td: Any, out: Any) -> None:
+    parts = td._stack_parts()
+    if parts is None:
+        _adopt_dense(td, out)
+        return
+    for member, new in zip(parts[1], out._stack_parts()[1], strict=True):
+        _adopt_any(member, new)
 
 
 def _same_leaves(td: Any, out: Any) -> bool:
@@ -135,6 +154,10 @@ def _adopt_dense(td: Any, out: Any) -> None:
         if hasattr(value, "_tensordict") and hasattr(current, "_tensordict"):
             _adopt_dense(current, value)
             value = current
+        elif hasattr(current, "_stack_parts") and current._stack_parts() is not None:
+            if _stacks_alike(current, value):  # a nested lazy stack keeps its identity too
+                _adopt_any(current, value)
+                value = current
         entries[key] = value
     store.clear()
     store.update(entries)

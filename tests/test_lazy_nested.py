@@ -239,6 +239,29 @@ def test_lazy_stack_to_inplace_converts_each_member_where_it_is() -> None:
     assert members[0]["a"].dtype == torch.float64
 
 
+def test_lazy_to_inplace_is_all_or_nothing_and_keeps_nested_stacks() -> None:
+    # a locked member refused the call after member 0 was already converted
+    members = [TensorDict({"a": torch.zeros(2)}, [2]) for _ in range(3)]
+    members[1].lock_()
+    stack = lazy_stack(members)
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        stack.to(torch.float64, inplace=True)
+    assert [m["a"].dtype for m in members] == [torch.float32] * 3
+    # a lazy stack nested in a member is converted where it is (it was replaced)
+    inner = lazy_stack(
+        [
+            TensorDict({"b": torch.zeros(2)}, [2]),
+            TensorDict({"b": torch.zeros(2), "c": torch.zeros(2)}, [2]),
+        ],
+        1,
+    )
+    member = TensorDict({"a": torch.zeros(2), "l": inner}, [2])
+    outer = lazy_stack([member, member.clone()])
+    nested = outer.tensordicts[0]["l"]
+    assert outer.to(torch.float64, inplace=True) is outer
+    assert outer.tensordicts[0]["l"] is nested and nested["b"].dtype == torch.float64
+
+
 def test_update_with_keyword_entries() -> None:
     td = TensorDict({"a": torch.zeros(2)}, [2])
     td.update({"a": torch.ones(2)}, b=torch.full((2,), 2.0))
