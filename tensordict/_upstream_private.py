@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
+from tensordict._batch import _nested_size
 from tensordict._keys import NO_DEFAULT
 from tensordict._primitives import CollectionPrimitives
 
@@ -73,7 +74,12 @@ class UpstreamPrivateOps(CollectionPrimitives):
         for key, value in self.items(include_nested=True):
             if isinstance(value, UnbatchedTensor):  # (free of the batch by definition)
                 continue
-            shape = tuple(value.batch_size if hasattr(value, "batch_size") else value.shape)
+            if hasattr(value, "batch_size"):
+                shape = tuple(value.batch_size)
+            elif value.is_nested:  # (its shape cannot be read: the sizes of its leading dims)
+                shape = tuple(_nested_size(value, dim) for dim in range(min(n, value.dim())))
+            else:
+                shape = tuple(value.shape)
             if shape[:n] != bs:
                 if raise_exception:
                     raise RuntimeError(
@@ -115,8 +121,13 @@ class UpstreamPrivateOps(CollectionPrimitives):
         True
         """
         from tensordict._nontensor import is_non_tensor
-        from tensordict._predicates import is_leaf_nontensor
+        from tensordict._td import is_tensor_collection
 
-        return any(
-            is_non_tensor(value) for value in self.values(True, True, is_leaf=is_leaf_nontensor)
-        )
+        parts = self._stack_parts()
+        if parts is not None:  # (member by member: a ragged stack's leaves do not stack)
+            return any(member._has_non_tensor for member in parts[1])
+        for key in self.keys():
+            value = self.get(key)
+            if is_non_tensor(value) or (is_tensor_collection(value) and value._has_non_tensor):
+                return True
+        return False

@@ -84,3 +84,16 @@ def test_check_device_names_the_leaf_off_the_device() -> None:
     with pytest.raises(RuntimeError, match=r"leaf \('n', 'b'\) is on meta, expected cpu"):
         td._check_device()
     assert td._check_device(raise_exception=False) is False
+
+
+def test_private_checks_read_nested_leaves_and_ragged_stacks() -> None:
+    # a nested tensor's shape cannot be read, and a ragged stack's leaves do not stack:
+    # both raised where upstream answers
+    nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    assert TensorDict({"a": nested}, [2])._check_batch_size() is True
+    ragged = torch.nested.nested_tensor([torch.ones(3, 4), torch.ones(5, 4)])
+    assert TensorDict({"x": ragged}, [2, -1])._check_batch_size() is True
+    members = [TensorDict({"x": torch.zeros(n)}, [n]) for n in (3, 4)]
+    assert lazy_stack(members)._has_non_tensor is False
+    members[1]["s"] = "text"
+    assert lazy_stack(members)._has_non_tensor is True
