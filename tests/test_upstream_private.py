@@ -86,6 +86,7 @@ def test_check_device_names_the_leaf_off_the_device() -> None:
     assert td._check_device(raise_exception=False) is False
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_private_checks_read_nested_leaves_and_ragged_stacks() -> None:
     # a nested tensor's shape cannot be read, and a ragged stack's leaves do not stack:
     # both raised where upstream answers
