@@ -154,10 +154,13 @@ def _adopt_dense(td: Any, out: Any) -> None:
         if hasattr(value, "_tensordict") and hasattr(current, "_tensordict"):
             _adopt_dense(current, value)
             value = current
-        elif hasattr(current, "_stack_parts") and current._stack_parts() is not None:
-            if _stacks_alike(current, value):  # a nested lazy stack keeps its identity too
-                _adopt_any(current, value)
-                value = current
+        elif (  # a nested lazy stack keeps its identity too
+            hasattr(current, "_stack_parts")
+            and current._stack_parts() is not None
+            and _stacks_alike(current, value)
+        ):
+            _adopt_any(current, value)
+            value = current
         entries[key] = value
     store.clear()
     store.update(entries)

@@ -184,4 +184,13 @@ UTILS_TABLE: DeprecatedTable = {
     "is_namedtuple_class": (lambda: is_namedtuple_class, None),
     "prod": (lambda: math.prod, "math.prod"),
     "unravel_keys": (lambda: unravel_keys, "unravel_key or unravel_key_list"),
+    "set_json_backend": (lambda: _json_backend().set_json_backend, None),
+    "get_json_backend": (lambda: _json_backend().get_json_backend, None),
+    "json_dumps": (lambda: _json_backend().json_dumps, "json.dumps or orjson.dumps"),
 }
+
+
+def _json_backend() -> Any:
+    from tensordict import _json_backend as module
+
+    return module

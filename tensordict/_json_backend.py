@@ -1,5 +1,6 @@
 """``tensordict.utils.set_json_backend`` / ``get_json_backend`` / ``json_dumps``: the JSON
-module upstream lets users choose for its metadata (``"json"`` or ``"orjson"``).
+module upstream lets users choose for its metadata (``"json"`` or ``"orjson"``), which
+upstream 0.15 deprecates (reached through ``tensordict.utils`` they warn, as upstream's).
 
 Here the choice selects what :func:`json_dumps` writes with. Checkpoint metadata is always
 written by the standard library's ``json`` (docs/format.md): ``orjson`` would write ``NaN``
@@ -20,7 +21,7 @@ def set_json_backend(backend: str) -> None:
     """Choose the module :func:`json_dumps` serialises with: ``"json"`` (the default) or
     ``"orjson"`` (which must be installed); a ``ValueError`` for any other name.
 
-    >>> from tensordict.utils import get_json_backend, set_json_backend
+    >>> from tensordict._json_backend import get_json_backend, set_json_backend
     >>> set_json_backend("json")
     >>> get_json_backend().__name__
     'json'
@@ -51,7 +52,7 @@ def json_dumps(data: Any, **kwargs: Any) -> str | bytes:
     ``orjson`` (which takes no ``separators`` and writes integers beyond 64 bits with
     ``json``).
 
-    >>> from tensordict.utils import json_dumps
+    >>> from tensordict._json_backend import json_dumps
     >>> json_dumps({"a": [1, 2]}, separators=(",", ":"))
     '{"a":[1,2]}'
     """

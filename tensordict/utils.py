@@ -12,7 +12,6 @@ from torch.nn import Buffer
 
 from tensordict._deprecated import UTILS_TABLE, deprecated_attributes, module_getattr
 from tensordict._future import TensorDictFuture
-from tensordict._json_backend import get_json_backend, json_dumps, set_json_backend
 from tensordict._keys import NestedKey, unravel_key, unravel_key_list
 from tensordict._modules import register_params_module
 from tensordict._predicates import (
@@ -79,7 +78,6 @@ __all__ = [
     "expand_as_right",
     "expand_right",
     "get_defaults_to_none",
-    "get_json_backend",
     "get_printoptions",
     "infer_size_impl",
     "is_batchedtensor",
@@ -92,7 +90,6 @@ __all__ = [
     "is_tensor_collection",
     "is_tensorclass",
     "isin",
-    "json_dumps",
     "lazy_legacy",
     "list_to_stack",
     "parse_tensor_dict_string",
@@ -101,7 +98,6 @@ __all__ = [
     "remove_duplicates",
     "set_capture_non_tensor_stack",
     "set_get_defaults_to_none",
-    "set_json_backend",
     "set_lazy_legacy",
     "set_list_to_stack",
     "set_printoptions",

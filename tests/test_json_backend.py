@@ -1,4 +1,5 @@
-"""``tensordict.utils.set_json_backend`` / ``get_json_backend`` / ``json_dumps``."""
+"""``tensordict.utils.set_json_backend`` / ``get_json_backend`` / ``json_dumps`` (deprecated
+upstream: each access warns, as upstream's)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from tensordict import TensorDict
-from tensordict.utils import get_json_backend, json_dumps, set_json_backend
+from tensordict._json_backend import get_json_backend, json_dumps, set_json_backend
 
 
 @pytest.fixture
@@ -72,3 +73,15 @@ def test_checkpoints_stay_exact_json_whatever_the_backend(
     back = TensorDict.load_memmap(f"{tmp_path}/ckpt", allow_pickle=True)  # (NaN: pickled)
     assert back["big"] == 2**70 and back["n"] != back["n"]  # (NaN, not None)
     assert isinstance(back["n"], float)
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [("set_json_backend", r"\.$"), ("get_json_backend", r"\.$"), ("json_dumps", "json.dumps")],
+)
+def test_upstream_deprecates_them_and_so_do_we(name: str, hint: str) -> None:
+    import tensordict.utils
+
+    with pytest.warns(DeprecationWarning, match=rf"tensordict.utils.{name} is deprecated.*{hint}"):
+        found = getattr(tensordict.utils, name)
+    assert found is globals()[name]
