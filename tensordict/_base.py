@@ -402,7 +402,8 @@ class TensorDictBase(
 
         out = kwargs.pop("out", None)
         name = kwargs.pop("stack_dim_name", None)
-        if kwargs.pop("strict_shape", False) and not isinstance(items[0], torch.Tensor):
+        strict = kwargs.pop("strict_shape", False)
+        if strict and items and not isinstance(items[0], torch.Tensor):
             first = items[0].batch_size
             ragged = [i for i, x in enumerate(items) if x.batch_size != first]
             if ragged:

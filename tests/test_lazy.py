@@ -403,3 +403,9 @@ def test_a_lazy_stack_is_never_contiguous() -> None:
     assert all(m.is_contiguous() for m in s.tensordicts)
     assert not s.is_contiguous()  # its leaves are stacked when read, as upstream
     assert s.contiguous().is_contiguous()
+
+
+def test_strict_shape_of_no_items_is_the_empty_stack() -> None:
+    # it raised a bare IndexError from reading items[0]
+    for stack in (lazy_stack([], strict_shape=True), TensorDict.lazy_stack([], strict_shape=True)):
+        assert stack.batch_size == (0,) and isinstance(stack, LazyStackedTensorDict)
