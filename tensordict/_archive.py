@@ -14,7 +14,7 @@ import uuid
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -531,14 +531,27 @@ class _ArchiveLoader(_Loader):
     def _read_meta(self, folder: str, path: str) -> bytes:
         data = self.archive.member_bytes(self.archive.member(path))
         if data is None:
-            inside = self.archive.member(folder) + "/"
-            if inside != "/" and not any(n.startswith(inside) for n in self.archive.entries):
-                raise CheckpointNotFoundError(
-                    f"{self.call}: {folder!r} is not a checkpoint (nothing exists there)"
-                )
-            raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META})")
+            self._refuse_folder(folder)
         self._visit(path, folder)
         return data
+
+    def _refuse_folder(self, folder: str) -> NoReturn:
+        """Say why ``folder`` holds no metadata: nothing of the archive is there, it is
+        a file of the archive, or a folder without meta.json. (A load of a sub-folder
+        indexed only the members under it: the whole directory is read here.)"""
+        name = self.archive.member(folder)
+        whole = Archive(self.archive.path, self.call)
+        try:
+            names = whole.entries
+        finally:
+            whole.close()
+        if name in names:
+            raise FormatError(f"{self.call}: {folder!r} is a file of the archive, not a checkpoint")
+        if name and not any(n.startswith(name + "/") for n in names):
+            raise CheckpointNotFoundError(
+                f"{self.call}: {folder!r} is not a checkpoint (nothing exists there)"
+            )
+        raise FormatError(f"{self.call}: {folder!r} is not a checkpoint (no {META})")
 
     def _folder_identity(self, folder: str) -> Any:
         return folder

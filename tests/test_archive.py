@@ -306,6 +306,9 @@ def test_subpath_as_a_nested_key_and_a_missing_one_named(tmp_path: Path, name: s
         assert isinstance(err.value, ValueError) and repr(subpath) in str(err.value)
     with pytest.raises(FileNotFoundError, match="nothing exists there"):
         TensorDict.load_memmap(tmp_path / name / "m" / "zz")  # without subpath: as before
+    if name.endswith(".tdz"):  # a leaf file named as a subpath is not "nothing"
+        with pytest.raises(ValueError, match="sub/y.memmap' is a file of the archive"):
+            TensorDict.load_memmap(tmp_path / name, subpath="m/sub/y.memmap")
 
 
 def test_archive_errors_in_upstreams_words(tmp_path: Path) -> None:
