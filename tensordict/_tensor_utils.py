@@ -132,28 +132,20 @@ def infer_size_impl(shape: Sequence[int], numel: int) -> list[int]:
     return out
 
 
-def _leaf(call: str, td: Any, key: NestedKey, which: str) -> Tensor:
-    """The tensor at ``key``; a ``KeyError`` in upstream's words for each tool (isin has
-    one message for both cases, remove_duplicates one each), naming the call."""
+def _leaf(td: Any, key: NestedKey, missing: str, not_a_tensor: str) -> Tensor:
+    """The tensor at ``key``; a ``KeyError`` saying ``missing`` when nothing is there, or
+    ``not_a_tensor`` (formatted with the class of what is there) otherwise."""
     value = td.get(key, None)
     if isinstance(value, Tensor):
         return value
-    if call == "isin":
-        raise KeyError(f"{call}: Key {key!r} not found in {which} or not a tensor.")
-    if value is None:
-        raise KeyError(f"{call}: The key {key!r} does not exist in the TensorDict.")
-    raise KeyError(
-        f"{call}: The key {key!r} does not point to a tensor in the TensorDict "
-        f"(it holds a {type(value).__name__})."
-    )
+    raise KeyError(missing if value is None else not_a_tensor.format(type(value).__name__))
 
 
-def _batch_dim(call: str, td: Any, dim: int) -> int:
+def _batch_dim(call: str, td: Any, dim: int, what: str) -> int:
     n: int = td.ndim
     if n == 0 or not -n <= dim < n:
-        which = "an input TensorDict" if call == "isin" else "a TensorDict"
         raise ValueError(
-            f"{call}: The specified dimension '{dim}' is invalid for {which} with batch "
+            f"{call}: The specified dimension '{dim}' is invalid for {what} with batch "
             f"size {tuple(td.batch_size)}."
         )
     return int(dim) % n
@@ -172,14 +164,15 @@ def isin(input: Any, reference: Any, key: NestedKey, dim: int = 0) -> Tensor:
     [True, False, True]
     """
     call = "isin"
-    target = _leaf(call, input, key, "input")
-    ref = _leaf(call, reference, key, "reference")
+    what = f"{call}: Key {key!r} not found in {{}} or not a tensor."  # (one text for both)
+    target = _leaf(input, key, what.format("input"), what.format("input"))
+    ref = _leaf(reference, key, what.format("reference"), what.format("reference"))
     if input.ndim != reference.ndim:
         raise ValueError(
             f"{call}: The number of dimensions in the batch size of the input and reference "
             f"must be the same (got {tuple(input.batch_size)} and {tuple(reference.batch_size)})."
         )
-    dim = _batch_dim(call, input, dim)
+    dim = _batch_dim(call, input, dim, "an input TensorDict")
     n = ref.shape[dim]
     _, inverse = torch.unique(torch.cat([ref, target], dim=dim), dim=dim, return_inverse=True)
     return torch.isin(inverse[n:], inverse[:n])
@@ -200,8 +193,13 @@ def remove_duplicates(
     ([1, 3], [1, 0])
     """
     call = "remove_duplicates"
-    tensor = _leaf(call, input, key, "input")
-    dim = _batch_dim(call, input, dim)
+    tensor = _leaf(
+        input,
+        key,
+        f"{call}: The key {key!r} does not exist in the TensorDict.",
+        f"{call}: The key {key!r} does not point to a tensor in the TensorDict (it holds a {{}}).",
+    )
+    dim = _batch_dim(call, input, dim, "a TensorDict")
     _, inverse, counts = torch.unique(tensor, dim=dim, return_inverse=True, return_counts=True)
     order = torch.sort(inverse, stable=True).indices
     starts = torch.cat([counts.new_zeros(1), counts.cumsum(0)[:-1]])
