@@ -71,3 +71,27 @@ def test_tensorclass_non_field_says_cannot_set_the_attribute() -> None:
     with pytest.raises(AttributeError, match=re.escape("Cannot set the attribute 'newattr'")):
         data.newattr = 1
     assert "newattr" not in data.to_tensordict().keys()
+
+
+# --------------------------------------------------- load_state_dict of an extra key
+class Tree(TensorClass):
+    x: Tensor
+    z: str
+    y: Tree | None = None
+
+
+def test_load_state_dict_unexpected_key_in_upstream_words() -> None:
+    """An unexpected key, among the tensors or the non-tensor values of ``_metadata``, is
+    refused with upstream's sentence naming it; nothing is loaded."""
+    tree = Tree(x=torch.zeros(3), z="s", y=Tree(x=torch.zeros(3), z="s"))
+    wording = "Key 'a' wasn't expected in the state-dict"
+    state = tree.state_dict()
+    state["x"] = torch.ones(3)
+    state["a"] = None
+    with pytest.raises(KeyError, match=wording):
+        tree.load_state_dict(state)
+    del state["a"]
+    state._metadata[""]["_non_tensor"]["a"] = None  # type: ignore[attr-defined]
+    with pytest.raises(KeyError, match=wording):
+        tree.load_state_dict(state)
+    assert (tree.x == 0).all()
