@@ -73,6 +73,7 @@ class TensorDictStore(PersistentTensorDict):
     """
 
     __slots__ = ()
+    __module__ = "tensordict.store._store"  # upstream's path, which pickles and reprs name
 
     def __init__(
         self,
