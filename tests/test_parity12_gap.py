@@ -116,3 +116,13 @@ def test_public_classes_name_upstream_module(path: str, name: str) -> None:
     assert cls.__module__ == path
     assert pickle.loads(pickle.dumps(cls)) is cls
     assert path.encode() in pickle.dumps(cls)
+
+
+def test_load_state_dict_missing_key_only() -> None:
+    """A state that only lacks a key is refused naming it, without the unexpected-key
+    sentence."""
+    tree = Tree(x=torch.zeros(3), z="s")
+    state = tree.state_dict()
+    del state["x"]
+    with pytest.raises(KeyError, match=r"missing keys \['x'\], unexpected keys \[\]\D*$"):
+        tree.load_state_dict(state)
