@@ -96,7 +96,6 @@ class TensorDictBase(
     """
 
     __slots__ = ()
-    __module__ = "tensordict.base"  # upstream's path, which pickles and reprs name
     _abstract: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

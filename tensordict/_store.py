@@ -73,7 +73,6 @@ class TensorDictStore(PersistentTensorDict):
     """
 
     __slots__ = ()
-    __module__ = "tensordict.store._store"  # upstream's path, which pickles and reprs name
 
     def __init__(
         self,

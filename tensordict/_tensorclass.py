@@ -116,8 +116,6 @@ class TensorClass(TensorDict):
     3
     """
 
-    __module__ = "tensordict.tensorclass"  # upstream's path, which pickles and reprs name
-
     _fields: ClassVar[tuple[str, ...]] = ()
     _field_set: ClassVar[frozenset[str]] = frozenset()
     _post_init: ClassVar[Callable[[Any], None] | None] = None

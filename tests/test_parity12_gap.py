@@ -5,8 +5,6 @@ is not a field)."""
 
 from __future__ import annotations
 
-import importlib
-import pickle
 import re
 
 import pytest
@@ -97,25 +95,6 @@ def test_load_state_dict_unexpected_key_in_upstream_words() -> None:
     with pytest.raises(KeyError, match=wording):
         tree.load_state_dict(state)
     assert (tree.x == 0).all()
-
-
-# ------------------------------------------------------ the classes' module paths
-@pytest.mark.parametrize(
-    ("path", "name"),
-    [
-        ("tensordict.base", "TensorDictBase"),
-        ("tensordict.tensorclass", "TensorClass"),
-        ("tensordict.store._store", "TensorDictStore"),
-    ],
-)
-def test_public_classes_name_upstream_module(path: str, name: str) -> None:
-    """The classes say they live where upstream defines them, a module that holds them,
-    so a pickle of the class (or one upstream wrote) finds it."""
-    module = importlib.import_module(path)
-    cls = getattr(module, name)
-    assert cls.__module__ == path
-    assert pickle.loads(pickle.dumps(cls)) is cls
-    assert path.encode() in pickle.dumps(cls)
 
 
 def test_load_state_dict_missing_key_only() -> None:
