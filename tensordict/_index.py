@@ -135,7 +135,9 @@ def check_broadcast(call: str, value_bs: torch.Size, sub_bs: torch.Size) -> None
     if value_bs != sub_bs and not broadcasts_to(value_bs, sub_bs):
         raise BatchBroadcastError(
             f"{call}: Cannot broadcast the tensordict of batch size {tuple(value_bs)} to the "
-            f"indexed batch size {tuple(sub_bs)} (batch dimension mismatch)"
+            f"indexed batch size {tuple(sub_bs)} (batch dimension mismatch: the indexed "
+            f"destination TensorDict batch size is {torch.Size(sub_bs)}, which differs from "
+            f"the source batch size {torch.Size(value_bs)})"
         )
 
 

@@ -187,9 +187,15 @@ class DenseStateOps(DenseStorage):
             theirs = {join_path(p) for p in _paths_of_nested(nested)}
             missing, unexpected = sorted(ours - theirs, key=str), sorted(theirs - ours, key=str)
             if missing or unexpected:
+                # upstream's words for the first unexpected key end the message
+                extra = (
+                    f"; Key {unexpected[0]!r} wasn't expected in the state-dict"
+                    if unexpected
+                    else ""
+                )
                 raise KeysMismatchError(
                     f"{type(self).__name__}.load_state_dict: missing keys {missing}, "
-                    f"unexpected keys {unexpected} (pass strict=False to load what matches)"
+                    f"unexpected keys {unexpected} (pass strict=False to load what matches)" + extra
                 )
         self._load_nested(nested, assign)
         return self

@@ -44,7 +44,7 @@ from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack
 from tensordict._primitives import CollectionPrimitives, Names
-from tensordict._refine import grow_nested, misfits
+from tensordict._refine import grow_nested, misfit_message, misfits
 from tensordict._repr import td_repr
 from tensordict._shape import RefineNamesError
 from tensordict._state import DenseStateOps
@@ -92,7 +92,7 @@ def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> Ten
     if bad:
         raise BatchDimMismatchError(
             f"{call}: the TensorDict at key {key!r} (batch_size {tuple(have)}) cannot take "
-            f"batch_size {tuple(bs)}: shapes of {', '.join(bad)} do not start with it"
+            f"batch_size {tuple(bs)}: {misfit_message(bad, bs)}"
         )
     out = value.clone(False)
     out.batch_size = bs
@@ -487,7 +487,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             if bad:
                 raise BatchDimMismatchError(
                     f"{type(self).__name__}.batch_size: cannot set batch_size {tuple(size)}: "
-                    f"shapes of {', '.join(bad)} do not start with it"
+                    f"{misfit_message(bad, size)}"
                 )
             grow_nested(self, size)
         for key, value in self._tensordict.items():

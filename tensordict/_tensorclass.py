@@ -337,7 +337,8 @@ class TensorClass(TensorDict):
         cls = type(self)
         if key not in cls._field_set:
             raise AttributeError(
-                f"{call}: {key!r} is not a field of {cls.__name__}; fields are {list(cls._fields)}"
+                f"{call}: {key!r} is not a field of {cls.__name__}; fields are "
+                f"{list(cls._fields)} (Cannot set the attribute {key!r})"
             )
         if type(value) is not torch.Tensor or cls._autocast:
             value = cast_value(cls, key, value, self._batch_size, self._device)
@@ -496,7 +497,8 @@ class TensorClass(TensorDict):
             object.__setattr__(self, name, value)
         else:
             raise AttributeError(
-                f"{cls.__name__} has no field {name!r}; fields are {list(cls._fields)}"
+                f"{cls.__name__} has no field {name!r}; fields are {list(cls._fields)} "
+                f"(Cannot set the attribute {name!r})"
             )
 
     def __setitem__(self, index: Any, value: Any) -> None:
