@@ -735,6 +735,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def del_(self, key: NestedKey) -> LazyStackedTensorDict:
         """Remove ``key`` from every member."""
         path = key_path(key, self._call("del_"))
+        if self.tensordicts and self.is_locked:  # before the key, as upstream
+            raise locked_error(self._call("del_"), join_path(path))
         missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
         if missing:
             raise KeyError(
