@@ -247,6 +247,20 @@ class LazyStackedTensorDict(TensorDictBase):
         members' sizes differ (a ragged dim)."""
         return self._batch_size
 
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        # the members' batch sizes make it: only the size it already has is taken, as upstream
+        try:
+            same = torch.Size(value) == self._batch_size
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise RuntimeError(
+                f"{self._call('batch_size')}: cannot set batch size {value!r} on a lazy stack "
+                f"of batch size {list(self._batch_size)}: its members' batch sizes make it. "
+                "Build a TensorDict first (td = td.to_tensordict()), then set its batch size."
+            )
+
     def numel(self) -> int:
         """The number of elements of the batch (the members' total over a ragged dim)."""
         if -1 in self._batch_size:
