@@ -36,6 +36,7 @@ from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
 from tensordict._keys import (
     NO_DEFAULT,
+    KeyThroughLeafError,
     NestedKey,
     is_string_key,
     join_path,
@@ -100,6 +101,17 @@ class _Keys(list):  # type: ignore[type-arg]
             except (TypeError, ValueError):
                 return False
         return list.__contains__(self, key)
+
+
+def _refuse_through_leaf(member: Any, path: tuple[str, ...], call: str) -> None:
+    """Raise the member's KeyThroughLeafError (a KeyError and upstream's ValueError) when
+    ``path`` runs through one of its leaves; return when the key is only missing."""
+    try:
+        member.get(path)
+    except KeyThroughLeafError as err:
+        raise KeyThroughLeafError(f"{call}: {err.args[0].split(': ', 1)[-1]}") from None
+    except KeyError:
+        pass
 
 
 class LazyStackedTensorDict(TensorDictBase):
@@ -471,6 +483,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 return None
             if len(missing) == len(self.tensordicts) and _unset_in_all(self.tensordicts, path):
                 return None  # a tensorclass field unset in every member: None, as upstream
+            _refuse_through_leaf(self.tensordicts[missing[0]], path, call)
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"

@@ -398,3 +398,17 @@ def test_setting_a_lazy_stacks_batch_size_takes_only_the_size_it_has() -> None:
         with pytest.raises(RuntimeError, match=r"cannot set batch size .* of batch size \[2, 3\]"):
             lazy.batch_size = bad
     assert lazy.batch_size == (2, 3)
+
+
+@pytest.mark.parametrize("key", [("a", "x"), ("n", "b", "c")])
+def test_a_lazy_stacks_key_through_a_leaf_is_the_dual_error(key: tuple[str, ...]) -> None:
+    # as a TensorDict's: a KeyError, and the ValueError upstream raises (it was a plain
+    # KeyError saying the key is missing from the members)
+    member = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3)}}, [3])
+    lazy = LazyStackedTensorDict.lazy_stack([member, member.clone()])
+    for read in (lazy.get, lazy.__getitem__):
+        with pytest.raises(ValueError, match=r"LazyStackedTensorDict.get: key .* holds a Tensor"):
+            read(key)
+    with pytest.raises(KeyError, match="missing from members"):
+        lazy.get(("n", "zz"))
+    assert lazy.get(key, None) is None
