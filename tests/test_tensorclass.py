@@ -473,3 +473,13 @@ def test_number_in_scalar_annotated_field_with_batch_dims() -> None:
     with pytest.raises(ValueError, match="batch"):  # a float is not a bool
         S(x=torch.zeros(2), flag=1.5, batch_size=[2])
     assert torch.equal(S(x=torch.zeros(()), count=4).get("count"), torch.tensor(4))
+
+
+def test_update_with_a_key_that_is_not_a_field_is_a_value_error_too() -> None:
+    # upstream's update raises ValueError; an attribute write keeps the AttributeError
+    data = MyData(image=torch.zeros(2, 3), mask=None, label=torch.zeros(2), batch_size=[2])
+    with pytest.raises(ValueError, match="MyData.update: 'extra' is not a field of MyData"):
+        data.update({"extra": torch.zeros(2)})
+    with pytest.raises(AttributeError, match="'extra' is not a field of MyData"):
+        data.update({"extra": torch.zeros(2)})
+    assert "extra" not in data.keys()
