@@ -401,9 +401,15 @@ class MathOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i != d]
         )
+
+        def per_level(x: Any) -> Any:  # a nested collection keeps its batch dims past this one's
+            if not isinstance(x, Tensor):
+                return x.quantile(q, d, keepdim, interpolation=interpolation)
+            return torch.quantile(x, q, d, keepdim, interpolation=interpolation)
+
+        several = isinstance(q, Tensor) and q.ndim > 0  # (a leading dim of quantiles)
         return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
-            batch_only(lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation)),
-            batch_size=new_bs,
+            batch_only(per_level), batch_size=new_bs, call_on_nested=not several
         )
 
     # ----------------------------------------------------- values and indices

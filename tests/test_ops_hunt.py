@@ -569,3 +569,20 @@ def test_values_and_indices_hold_the_tensor_leaves_only(reduce: Any) -> None:
         assert sorted(out.keys(True), key=str) == [("n", "b"), "a", "n"]
     assert ("n", "t") in td.keys(True) and "m" in td.keys()  # the source keeps its entries
     assert ("n", "t") in td.max(0, return_indices=False).keys(True)  # values alone keep them
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_quantile_along_a_dim_keeps_a_nested_collections_own_batch_dims(keepdim: bool) -> None:
+    # as the other reductions and upstream: the nested TensorDict's dims past the parent's
+    # stay batch dims (they were dropped, as if the level were reduced to the parent's)
+    td = TensorDict(
+        {
+            "a": torch.arange(6.0).reshape(2, 3),
+            "n": TensorDict({"x": torch.arange(24.0).reshape(2, 3, 4)}, [2, 3, 4]),
+        },
+        [2],
+    )
+    out = td.quantile(0.5, dim=0, keepdim=keepdim)
+    lead = [1] if keepdim else []
+    assert out.batch_size == torch.Size(lead) and out["n"].batch_size == torch.Size([*lead, 3, 4])
+    assert torch.equal(out["n", "x"], torch.quantile(td["n", "x"], 0.5, 0, keepdim))
