@@ -40,6 +40,7 @@ class NotAFieldError(AttributeError, ValueError):
     """A key that is not a field of the tensorclass: an ``AttributeError`` as for an
     attribute, and the ``ValueError`` upstream's ``update`` raises."""
 
+
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 _SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
 

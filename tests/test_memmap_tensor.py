@@ -272,7 +272,9 @@ def test_factories_take_torchs_dtype_spellings_and_refuse_others() -> None:
     assert MemoryMappedTensor.zeros(2, dtype=float).dtype == torch.float64
     assert MemoryMappedTensor.ones(2, dtype=bool).tolist() == [True, True]
     for make in (MemoryMappedTensor.zeros, MemoryMappedTensor.empty):
-        with pytest.raises(TypeError, match=r"\.(zeros|empty): dtype must be a torch.dtype, got str"):
+        with pytest.raises(
+            TypeError, match=r"\.(zeros|empty): dtype must be a torch.dtype, got str"
+        ):
             make(2, dtype="float32")
     with pytest.raises(TypeError, match=r"MemoryMappedTensor.full: dtype must be a torch.dtype"):
         MemoryMappedTensor.full((2,), 1, dtype=1)
