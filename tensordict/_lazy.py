@@ -36,6 +36,7 @@ from tensordict._format import register_type
 from tensordict._index import _normalise, check_broadcast
 from tensordict._keys import (
     NO_DEFAULT,
+    KeyThroughLeafError,
     NestedKey,
     is_string_key,
     join_path,
@@ -100,6 +101,17 @@ class _Keys(list):  # type: ignore[type-arg]
             except (TypeError, ValueError):
                 return False
         return list.__contains__(self, key)
+
+
+def _refuse_through_leaf(member: Any, path: tuple[str, ...], call: str) -> None:
+    """Raise the member's KeyThroughLeafError (a KeyError and upstream's ValueError) when
+    ``path`` runs through one of its leaves; return when the key is only missing."""
+    try:
+        member.get(path)
+    except KeyThroughLeafError as err:
+        raise KeyThroughLeafError(f"{call}: {err.args[0].split(': ', 1)[-1]}") from None
+    except KeyError:
+        pass
 
 
 class LazyStackedTensorDict(TensorDictBase):
@@ -246,6 +258,20 @@ class LazyStackedTensorDict(TensorDictBase):
         """The members' batch size with the stack dim inserted; -1 at a dim where the
         members' sizes differ (a ragged dim)."""
         return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: Any) -> None:
+        # the members' batch sizes make it: only the size it already has is taken, as upstream
+        try:
+            same = torch.Size(value) == self._batch_size
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise RuntimeError(
+                f"{self._call('batch_size')}: cannot set batch size {value!r} on a lazy stack "
+                f"of batch size {list(self._batch_size)}: its members' batch sizes make it. "
+                "Build a TensorDict first (td = td.to_tensordict()), then set its batch size."
+            )
 
     def numel(self) -> int:
         """The number of elements of the batch (the members' total over a ragged dim)."""
@@ -457,6 +483,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 return None
             if len(missing) == len(self.tensordicts) and _unset_in_all(self.tensordicts, path):
                 return None  # a tensorclass field unset in every member: None, as upstream
+            _refuse_through_leaf(self.tensordicts[missing[0]], path, call)
             raise KeyError(
                 f"{call}: key {join_path(path)!r} is missing from members {missing} "
                 f"of {len(self.tensordicts)}"
@@ -735,6 +762,8 @@ class LazyStackedTensorDict(TensorDictBase):
     def del_(self, key: NestedKey) -> LazyStackedTensorDict:
         """Remove ``key`` from every member."""
         path = key_path(key, self._call("del_"))
+        if self.tensordicts and self.is_locked:  # before the key, as upstream
+            raise locked_error(self._call("del_"), join_path(path))
         missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
         if missing:
             raise KeyError(

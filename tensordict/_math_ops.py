@@ -26,6 +26,15 @@ def _dense(self: Any, call: str) -> Any:
     return self if self._stack_parts() is None else self._as_dense(call)
 
 
+def _tensors_only(src: Any, with_indices: bool) -> Any:
+    """``src`` for a reduction giving ``(values, indices)``: with the indices, as upstream,
+    both hold the tensor leaves only (a non-tensor entry has no index), and no level left
+    without a leaf."""
+    if not with_indices or not src._has_non_tensor:
+        return src
+    return src.filter_non_tensor_data().filter_empty_()
+
+
 def _leaves_of(call: str, self: Any, other: Any, extra_ok: bool = False) -> list[Any]:
     """The operand for each leaf of ``self``: a paired leaf, or ``other`` itself (``extra_ok``
     lets a collection hold more keys: an in-place operation writes ``self``'s only)."""
@@ -392,9 +401,15 @@ class MathOps(CollectionPrimitives):
             if keepdim
             else [s for i, s in enumerate(bs) if i != d]
         )
+
+        def per_level(x: Any) -> Any:  # a nested collection keeps its batch dims past this one's
+            if not isinstance(x, Tensor):
+                return x.quantile(q, d, keepdim, interpolation=interpolation)
+            return torch.quantile(x, q, d, keepdim, interpolation=interpolation)
+
+        several = isinstance(q, Tensor) and q.ndim > 0  # (a leading dim of quantiles)
         return _dense(self, self._call("quantile")).apply(  # type: ignore[no-any-return]
-            batch_only(lambda x: torch.quantile(x, q, d, keepdim, interpolation=interpolation)),
-            batch_size=new_bs,
+            batch_only(per_level), batch_size=new_bs, call_on_nested=not several
         )
 
     # ----------------------------------------------------- values and indices
@@ -419,7 +434,7 @@ class MathOps(CollectionPrimitives):
             else [s for i, s in enumerate(bs) if i != d]
         )
         fn = getattr(torch, op)
-        src = _dense(self, call)
+        src = _tensors_only(_dense(self, call), return_indices)
         found: dict[int, Tensor] = {}  # each leaf's indices, from the one call per leaf
 
         def values_of(x: Tensor) -> Tensor:
@@ -469,7 +484,7 @@ class MathOps(CollectionPrimitives):
         fn = getattr(torch, op)
         if reduce:
             raise ValueError(f"{self._call(op)}: reduce=True is not supported")
-        src = _dense(self, self._call(op))
+        src = _tensors_only(_dense(self, self._call(op)), return_indices)
         values = src.apply(batch_only(lambda x: fn(x, d).values))
         if not return_indices:
             return values

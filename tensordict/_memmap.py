@@ -471,6 +471,13 @@ class MemoryMappedTensor(MappedViews):
         fill: Any = None,
     ) -> MemoryMappedTensor:
         _cpu(call, device)
+        if dtype is not None and not isinstance(dtype, torch.dtype):  # torch's: float, bool, ...
+            try:
+                dtype = torch.empty(0, dtype=dtype).dtype
+            except TypeError:
+                raise TypeError(
+                    f"{call}: dtype must be a torch.dtype, got {type(dtype).__name__} {dtype!r}"
+                ) from None
         shapes = _nested_arg(call, size, shape)
         if shapes is not None:
             flat = cls._alloc(

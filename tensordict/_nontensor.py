@@ -419,6 +419,23 @@ class NonTensorEntry(NonTensor):
 
     __slots__ = ("__weakref__", "batch_size", "device")  # (weakref: tolist(as_linked_list))
 
+    def to_dict(
+        self,
+        *,
+        retain_none: bool = True,
+        convert_tensors: bool | str = False,
+        tolist_first: bool = False,
+    ) -> Any:
+        """The value (a stack: its values nested like the batch), as upstream: a non-tensor
+        entry is a leaf, not a mapping of its attributes.
+
+        >>> from tensordict import NonTensorData, NonTensorStack
+        >>> NonTensorData("x", batch_size=[2]).to_dict(), NonTensorStack("a", "b").to_dict()
+        ('x', ['a', 'b'])
+        """
+        out = self.data if isinstance(self, NonTensorDataBase) else self._nested_values()
+        return _tensors_converted(out, convert_tensors) if convert_tensors else out
+
 
 class NonTensorDataBase(NonTensorEntry):
     """Base of the single-value non-tensor entries (NonTensorData and MetaData)."""

@@ -322,6 +322,8 @@ def _replace_entries(td: DenseTensorDictBase, other: DenseTensorDictBase, call: 
 def _rename_key(
     td: DenseTensorDictBase, old: tuple[str, ...], new: tuple[str, ...], safe: bool, call: str
 ) -> DenseTensorDictBase:
+    if td._is_locked:  # before the keys are looked at, as upstream
+        raise locked_error(call, join_path(old), "rename")
     value = td._get_path_or_none(old)
     if value is None:
         parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
@@ -332,8 +334,6 @@ def _rename_key(
     moves_down = len(new) > len(old) and new[: len(old)] == old  # goes under its own name
     if safe and td._get_path_or_none(new) is not None:
         raise KeyError(f"{call}: key {join_path(new)!r} already present in TensorDict (safe=True)")
-    if td._is_locked:
-        raise locked_error(call, join_path(old), "rename")
     parent = td._get_path_or_none(old[:-1]) if len(old) > 1 else td
     if moves_down:  # ("n" -> ("n", "m")): the old entry leaves first, then a new level holds it
         del parent._tensordict[old[-1]]

@@ -951,6 +951,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
     def del_(self, key: NestedKey) -> TensorDict:
         """Remove the entry at ``key``."""
         path = key_path(key, self._call("del_"))
+        self._check_unlocked(self._call("del_"), join_path(path))  # before the key, as upstream
         node = self
         for i, part in enumerate(path[:-1]):
             node = node._subtd(part, self._call("del_"), create=False)
@@ -959,7 +960,6 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 return self
         if path[-1] not in node._tensordict:
             raise missing_key_error(self._call("del_"), join_path(path), node._tensordict)
-        self._check_unlocked(self._call("del_"), join_path(path))
         node._check_unlocked(self._call("del_"), join_path(path))
         del node._tensordict[path[-1]]
         return self

@@ -34,6 +34,13 @@ T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
 _INHERIT: Any = object()  # a class keyword not given: the base's value stays
 _FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
+
+
+class NotAFieldError(AttributeError, ValueError):
+    """A key that is not a field of the tensorclass: an ``AttributeError`` as for an
+    attribute, and the ``ValueError`` upstream's ``update`` raises."""
+
+
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 _SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
 
@@ -336,7 +343,7 @@ class TensorClass(TensorDict):
     def _convert(self, value: Any, key: str, call: str) -> Any:
         cls = type(self)
         if key not in cls._field_set:
-            raise AttributeError(
+            raise NotAFieldError(
                 f"{call}: {key!r} is not a field of {cls.__name__}; fields are "
                 f"{list(cls._fields)} (Cannot set the attribute {key!r})"
             )

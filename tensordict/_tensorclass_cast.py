@@ -142,12 +142,27 @@ def cast_value(cls: Any, name: str, value: Any, batch_size: torch.Size, device: 
             return NonTensorData(value)
         return _from_mapping(target, value, batch_size, device)
     if isinstance(value, _CASTABLE):
+        if batch_size and type(value) in _PY_NUMBERS and _scalar_field(hints, value):
+            return NonTensorData(value)  # a 0-d tensor would not fit the batch
         return value  # the TensorDict turns numbers and arrays into tensors
     if cls._tensor_only:
         return _as_tensor(cls, name, value, hints)
     if isinstance(value, list):
         return value  # the TensorDict's list rule: a batch-shaped list is a stack
     return NonTensorData(value)
+
+
+_PY_NUMBERS = (int, float, bool)
+_SCALAR_ACCEPTS = {bool: (bool,), int: (int,), float: (int, float)}  # an int is a float
+
+
+def _scalar_field(hints: tuple[Any, ...], value: Any) -> bool:
+    """Whether ``value`` fits a field annotated ``int``, ``float`` or ``bool`` (or a union
+    of these): with batch dims it is kept as the Python value, as upstream does, where a
+    0-d tensor would not match the batch size."""
+    if not hints or any(h not in _SCALAR_ACCEPTS for h in hints):
+        return False
+    return any(isinstance(value, _SCALAR_ACCEPTS[h]) for h in hints)
 
 
 def _nocast_list(value: list[Any], batch_size: torch.Size, device: Any) -> NonTensor:

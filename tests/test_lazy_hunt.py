@@ -386,3 +386,29 @@ def test_lazy_keys_take_nested_keys_in_any_nesting() -> None:
     assert ("n", ("b",)) in keys and ("n", "b") in keys and ("a",) in keys and "a" in keys
     assert "z" not in keys and ("n", "z") not in keys and (1, 2) not in keys
     assert keys == ["a", "n", ("n", "b")]  # still the list it was
+
+
+def test_setting_a_lazy_stacks_batch_size_takes_only_the_size_it_has() -> None:
+    # as upstream: the members make the batch size, so another one is a RuntimeError (it
+    # was Python's AttributeError for a property without a setter); the same one is a no-op
+    lazy = LazyStackedTensorDict.lazy_stack([TensorDict({"a": torch.zeros(3)}, [3])] * 2)
+    lazy.batch_size = (2, 3)
+    assert lazy.batch_size == (2, 3)
+    for bad in ([2], [2, 3, 1], "x"):
+        with pytest.raises(RuntimeError, match=r"cannot set batch size .* of batch size \[2, 3\]"):
+            lazy.batch_size = bad
+    assert lazy.batch_size == (2, 3)
+
+
+@pytest.mark.parametrize("key", [("a", "x"), ("n", "b", "c")])
+def test_a_lazy_stacks_key_through_a_leaf_is_the_dual_error(key: tuple[str, ...]) -> None:
+    # as a TensorDict's: a KeyError, and the ValueError upstream raises (it was a plain
+    # KeyError saying the key is missing from the members)
+    member = TensorDict({"a": torch.zeros(3), "n": {"b": torch.zeros(3)}}, [3])
+    lazy = LazyStackedTensorDict.lazy_stack([member, member.clone()])
+    for read in (lazy.get, lazy.__getitem__):
+        with pytest.raises(ValueError, match=r"LazyStackedTensorDict.get: key .* holds a Tensor"):
+            read(key)
+    with pytest.raises(KeyError, match="missing from members"):
+        lazy.get(("n", "zz"))
+    assert lazy.get(key, None) is None

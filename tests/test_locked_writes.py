@@ -148,3 +148,22 @@ def test_rename_of_a_memory_mapped_tensordict_is_unlocked_at_every_level(tmp_pat
     assert not out.is_locked and not out["n"].is_locked
     out["n", "new"] = torch.zeros(2, 3)  # a new key in the copy's nested level
     assert out.names == ["u", "v"] and td.is_locked and "new" not in td["n"].keys()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda td: td.del_("missing"),
+        lambda td: td.__delitem__(("n", "missing")),
+        lambda td: td.del_(("nowhere", "b")),
+        lambda td: td.rename_key_("missing", "x"),
+        lambda td: td.rename_key_("a", ("n", "b"), safe=True),  # the new key exists
+        lambda td: LazyStackedTensorDict(_locked(), _locked()).lock_().del_("missing"),
+    ],
+)
+def test_a_locked_tensordict_refuses_del_and_rename_before_looking_at_the_keys(
+    write: Any,
+) -> None:
+    # as upstream: the lock is the first thing checked, so a missing key is not a KeyError
+    with pytest.raises(RuntimeError, match=r"Cannot modify locked TensorDict"):
+        write(_locked())  # (the lazy case builds its own locked stack)

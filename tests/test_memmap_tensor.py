@@ -265,3 +265,16 @@ def test_legacy_names_are_classes() -> None:
     mm = MemoryMappedTensor.zeros(2)
     assert isinstance(mm, MemmapTensor) and not isinstance(torch.zeros(2), MemmapTensor)
     assert issubclass(MemoryMappedTensor, MemmapTensor)
+
+
+def test_factories_take_torchs_dtype_spellings_and_refuse_others() -> None:
+    # a Python type is a dtype for torch (and upstream); a string was an AttributeError
+    assert MemoryMappedTensor.zeros(2, dtype=float).dtype == torch.float64
+    assert MemoryMappedTensor.ones(2, dtype=bool).tolist() == [True, True]
+    for make in (MemoryMappedTensor.zeros, MemoryMappedTensor.empty):
+        with pytest.raises(
+            TypeError, match=r"\.(zeros|empty): dtype must be a torch.dtype, got str"
+        ):
+            make(2, dtype="float32")
+    with pytest.raises(TypeError, match=r"MemoryMappedTensor.full: dtype must be a torch.dtype"):
+        MemoryMappedTensor.full((2,), 1, dtype=1)

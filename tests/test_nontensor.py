@@ -142,3 +142,11 @@ def test_pickles_of_the_first_version_still_load() -> None:
     assert type(old) is NonTensorData and old.data == "x" and old.batch_size == (2,)
     s = pickle.loads(pickle.dumps(NonTensorStack("a", "b")))
     assert s.tolist() == ["a", "b"]
+
+
+def test_to_dict_of_a_non_tensor_entry_is_its_value() -> None:
+    # as upstream: the value (a stack's values nested like the batch), not {"data": ...}
+    assert NonTensorData("x", batch_size=[2]).to_dict() == "x"
+    assert MetaData({"k": 1}).to_dict() == {"k": 1}
+    assert NonTensorStack.from_list([["a", "b"], ["c", "d"]]).to_dict() == [["a", "b"], ["c", "d"]]
+    assert NonTensorData(torch.ones(2), batch_size=[2]).to_dict(convert_tensors=True) == [1.0, 1.0]

@@ -171,7 +171,7 @@ def test_conversions_and_introspection() -> None:
     entry = NonTensorData("v", batch_size=[2, 3], device="cpu")
     assert entry.batch_dims == 2 and entry.names == [None, None]
     assert list(entry.keys()) == ["data"] and entry.get("data").data == "v"
-    assert entry.to_dict() == {"data": "v"}
+    assert entry.to_dict() == "v"  # the value, as upstream
     assert entry.clone() is not entry and entry.clone().data == "v"
     assert entry.is_empty() is False and entry.ndimension() == 2
     assert entry.cpu().device == torch.device("cpu")

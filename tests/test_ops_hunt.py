@@ -552,3 +552,37 @@ def test_public_submodules_are_attributes_of_the_package() -> None:
         assert module.__name__ == f"tensordict.{name}"
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         package.__getattr__("nope")
+
+
+@pytest.mark.parametrize(
+    "reduce",
+    [lambda td: td.max(0), lambda td: td.min(dim=-1, keepdim=True), lambda td: td.cummax(1)],
+)
+def test_values_and_indices_hold_the_tensor_leaves_only(reduce: Any) -> None:
+    # as upstream: a non-tensor entry has no index, so neither result holds it (the
+    # indices held the string), nor a level that held only non-tensor entries
+    td = TensorDict({"a": torch.arange(6.0).reshape(2, 3), "n": {"b": torch.ones(2, 3)}}, [2, 3])
+    td.set_non_tensor(("n", "t"), "x")
+    td.set_non_tensor(("m", "u"), "y")
+    values, indices = reduce(td)
+    for out in (values, indices):
+        assert sorted(out.keys(True), key=str) == [("n", "b"), "a", "n"]
+    assert ("n", "t") in td.keys(True) and "m" in td.keys()  # the source keeps its entries
+    assert ("n", "t") in td.max(0, return_indices=False).keys(True)  # values alone keep them
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_quantile_along_a_dim_keeps_a_nested_collections_own_batch_dims(keepdim: bool) -> None:
+    # as the other reductions and upstream: the nested TensorDict's dims past the parent's
+    # stay batch dims (they were dropped, as if the level were reduced to the parent's)
+    td = TensorDict(
+        {
+            "a": torch.arange(6.0).reshape(2, 3),
+            "n": TensorDict({"x": torch.arange(24.0).reshape(2, 3, 4)}, [2, 3, 4]),
+        },
+        [2],
+    )
+    out = td.quantile(0.5, dim=0, keepdim=keepdim)
+    lead = [1] if keepdim else []
+    assert out.batch_size == torch.Size(lead) and out["n"].batch_size == torch.Size([*lead, 3, 4])
+    assert torch.equal(out["n", "x"], torch.quantile(td["n", "x"], 0.5, 0, keepdim))

@@ -450,3 +450,36 @@ def test_tensor_attrs() -> None:
     assert only.tgt_dtype == torch.float64 and only.tgt_device is None and only.tgt_shape is None
     with pytest.raises(ValueError, match=r"TensorAttrs.from_tensor: unknown field\(s\) \['size'\]"):
         TensorAttrs.from_tensor(t, fields=("size",))
+
+
+def test_number_in_scalar_annotated_field_with_batch_dims() -> None:
+    # an int/float/bool field keeps a Python number when the instance has batch dims (a
+    # 0-d tensor would not fit the batch); a 0-dim batch still stores a tensor
+    class S(TensorClass):
+        x: torch.Tensor
+        count: int = 3
+        rate: Optional[float] = None  # noqa: UP045
+        flag: bool = False
+        other: Any = None
+
+    s = S(x=torch.zeros(2, 3), rate=1, batch_size=[2, 3])
+    assert (s.count, s.rate, s.flag) == (3, 1, False) and type(s.count) is int
+    s.count = 5
+    s.update({"rate": 0.5})
+    assert (s[1, 2].count, s.rate) == (5, 0.5)
+    assert torch.stack([s, s])[1, 0, 2].count == 5
+    with pytest.raises(ValueError, match="batch"):  # not an annotated number field
+        S(x=torch.zeros(2), other=1, batch_size=[2])
+    with pytest.raises(ValueError, match="batch"):  # a float is not a bool
+        S(x=torch.zeros(2), flag=1.5, batch_size=[2])
+    assert torch.equal(S(x=torch.zeros(()), count=4).get("count"), torch.tensor(4))
+
+
+def test_update_with_a_key_that_is_not_a_field_is_a_value_error_too() -> None:
+    # upstream's update raises ValueError; an attribute write keeps the AttributeError
+    data = MyData(image=torch.zeros(2, 3), mask=None, label=torch.zeros(2), batch_size=[2])
+    with pytest.raises(ValueError, match="MyData.update: 'extra' is not a field of MyData"):
+        data.update({"extra": torch.zeros(2)})
+    with pytest.raises(AttributeError, match="'extra' is not a field of MyData"):
+        data.update({"extra": torch.zeros(2)})
+    assert "extra" not in data.keys()
