@@ -14,6 +14,7 @@ from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tdnn._settings import LOCAL, Setting
 from tensordict import (
+    CloudpickleWrapper,
     NestedKey,
     NonTensorData,
     NonTensorStack,
@@ -165,6 +166,20 @@ class TensorDictModule(TensorDictModuleBase):
             self.module = module
         else:
             self.__dict__["module"] = module  # a plain callable: an attribute, not a child
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a plain callable (a lambda, a closure) travels by value through cloudpickle, so
+        # the module pickles whatever it wraps, as upstream's does
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        if "module" in state:
+            state = {**state, "module": CloudpickleWrapper(state["module"])}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        module = state.get("module")
+        if isinstance(module, CloudpickleWrapper):
+            state = {**state, "module": module.fn}
+        super().__setstate__(state)
 
     def _base(self) -> Any:
         base = self._modules.get("module")

@@ -420,3 +420,18 @@ def test_tensordict_params_apply_out_itself_takes_the_results(named: bool) -> No
     assert isinstance(params["n", "c"], nn.Parameter) and params["n", "c"].dtype == torch.float32
     assert params["n", "c"].tolist() == [2.0, 2.0]
     assert sorted(n for n, _ in params.named_parameters()) == ["n.c", "w"]
+
+
+def test_a_module_wrapping_a_lambda_or_a_closure_pickles() -> None:
+    import pickle
+
+    offset = torch.tensor(2.0)
+    for fn, want in ((lambda x: x + 1, 2.0), (lambda x: x * offset, 2.0)):
+        module = TensorDictModule(fn, in_keys=["x"], out_keys=["y"])
+        back = pickle.loads(pickle.dumps(module))
+        assert back.in_keys == ["x"] and back.out_keys == ["y"]
+        torch.testing.assert_close(back(x=torch.ones(2)), torch.full((2,), want))
+        assert "module" not in dict(back.named_children())  # still a plain callable
+    linear = pickle.loads(pickle.dumps(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"])))
+    assert isinstance(linear.module, nn.Linear)
+    assert isinstance(copy.deepcopy(module).module, type(fn))
