@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -179,7 +179,7 @@ class TensorDictModule(TensorDictModuleBase):
         module = state.get("module")
         if isinstance(module, CloudpickleWrapper):
             state = {**state, "module": module.fn}
-        super().__setstate__(state)
+        super().__setstate__(state)  # type: ignore[no-untyped-call]
 
     def _base(self) -> Any:
         base = self._modules.get("module")
@@ -411,6 +411,9 @@ class TensorDictModule(TensorDictModuleBase):
                     f"{out_keys}"
                 )
         outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(out_keys) and isinstance(out, torch.fx.Proxy):
+            # torch.fx tracing: a traced tuple is one proxy, indexed for each out key
+            outs = tuple(cast(Any, out)[i] for i in range(len(out_keys)))
         if len(outs) != len(out_keys):
             lacking = ""
             if isinstance(out, Mapping) or is_tensor_collection(out):

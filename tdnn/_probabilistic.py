@@ -347,7 +347,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(\n    in_keys={self.in_keys},\n    out_keys={self._out_keys_apparent},"
+            f"{type(self).__name__}(\n    in_keys={self.in_keys},"
+            f"\n    out_keys={self._out_keys_apparent},"
             f"\n    distribution_class={self.distribution_class},"
             f"\n    default_interaction_type={self.default_interaction_type})"
         )
