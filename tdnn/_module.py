@@ -10,7 +10,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
+from tdnn._base import DISCARD, NotCallableError, TensorDictModuleBase, unravel_keys
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tdnn._settings import LOCAL, Setting
 from tensordict import (
@@ -149,13 +149,21 @@ class TensorDictModule(TensorDictModuleBase):
         self.out_keys = (
             unravel_keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
         )
+        if DISCARD in self._in_keys:
+            warnings.warn(
+                f'{call}: in key "_" reads an entry named "_"; as an out key "_" discards '
+                "that output, so it is likely a mistake here",
+                UserWarning,
+                stacklevel=2,
+            )
         if inplace not in (True, False, "empty"):
             raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
         if type(module) is type or (method is None and not callable(module)):
             # a class (nn.Linear for nn.Linear(3, 4)) would be built by the first call
-            raise TypeError(
-                f"{call}: module must be a callable such as an nn.Module instance, got "
-                f"{module!r}" + (" (a class: instantiate it)" if type(module) is type else "")
+            raise NotCallableError(
+                f"{call}: Module {module!r} is not callable as a module; pass a callable such "
+                "as an nn.Module instance"
+                + (" (this is a class: instantiate it)" if type(module) is type else "")
             )
         self.inplace = inplace
         self.method = method

@@ -435,3 +435,20 @@ def test_a_module_wrapping_a_lambda_or_a_closure_pickles() -> None:
     linear = pickle.loads(pickle.dumps(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"])))
     assert isinstance(linear.module, nn.Linear)
     assert isinstance(copy.deepcopy(module).module, type(fn))
+
+
+@pytest.mark.parametrize("wrong", [None, 123, [123], [("a", 1)]])
+@pytest.mark.parametrize("which", ["in_keys", "out_keys"])
+def test_keys_that_are_not_keys_raise_both_error_types(wrong: object, which: str) -> None:
+    # a TypeError, and the ValueError of upstream's TensorDictModule
+    keys: dict[str, object] = {"in_keys": ["x"], "out_keys": ["y"], which: wrong}
+    for error in (TypeError, ValueError):
+        with pytest.raises(error, match=f"TensorDictModule: {which} must be of type list, str"):
+            TensorDictModule(nn.Identity(), **keys)  # type: ignore[arg-type]
+
+
+def test_an_in_key_named_discard_warns() -> None:
+    with pytest.warns(UserWarning, match='in key "_" reads an entry named "_"'):
+        module = TensorDictModule(lambda x: x + 1, in_keys=["_"], out_keys=["y"])
+    td = module(TensorDict({"_": torch.zeros(2)}, [2]))  # it still reads that entry
+    torch.testing.assert_close(td["y"], torch.ones(2))
