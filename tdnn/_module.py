@@ -395,7 +395,8 @@ class TensorDictModule(TensorDictModuleBase):
         have = ", ".join(sorted(map(str, available)))
         return (
             f"TensorDictModule({self._name()}): input keys {missing} are missing from the "
-            f"inputs, which have {have}"
+            f"inputs, which have {have}. Some tensors that are necessary for the module call "
+            "may not have not been found in the input tensordict"  # upstream's words
         )
 
     def _outputs(self, out: Any) -> tuple[list[Any], list[Any]]:

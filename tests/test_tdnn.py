@@ -136,6 +136,9 @@ def test_missing_keys_name_the_module() -> None:
         KeyError, match=r"TensorDictModule\(Linear\): input keys \['missing'\] are missing"
     ):
         m(_td())
+    # upstream's words too, which code written for it matches
+    with pytest.raises(KeyError, match="Some tensors that are necessary for the module call"):
+        m(_td())
     strict = TensorDictModule(lambda x: x, ["missing"], ["y"], strict=True)
     with pytest.raises(KeyError, match="input keys \\['missing'\\] are missing"):
         strict(_td())
