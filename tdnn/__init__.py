@@ -11,6 +11,7 @@ from tdnn._distributions import (
     rand_one_hot,
 )
 from tdnn._ensemble import EnsembleModule
+from tdnn._fx import TDGraphModule, symbolic_trace
 from tdnn._helpers import WrapModule, as_tensordict_module, set_skip_existing, skip_existing
 from tdnn._interaction import (
     InteractionType,
@@ -44,6 +45,7 @@ __all__ = [
     "OneHotCategorical",
     "ProbabilisticTensorDictModule",
     "ProbabilisticTensorDictSequential",
+    "TDGraphModule",
     "TensorClassModuleBase",
     "TensorClassModuleWrapper",
     "TensorDictModule",
@@ -67,4 +69,5 @@ __all__ = [
     "set_interaction_type",
     "set_skip_existing",
     "skip_existing",
+    "symbolic_trace",
 ]

@@ -14,6 +14,16 @@ from tensordict import is_tensor_collection, unravel_key
 DISCARD = "_"
 
 
+class KeysTypeError(TypeError, ValueError):
+    """``in_keys``/``out_keys`` that are not TensorDict keys: a ``TypeError``, and the
+    ``ValueError`` upstream's ``TensorDictModule`` raises, so code catching either works."""
+
+
+class NotCallableError(TypeError, ValueError):
+    """A module that cannot be called: a ``TypeError``, and the ``ValueError`` upstream's
+    ``TensorDictModule`` raises, so code catching either works."""
+
+
 def unravel_keys(call: str, keys: Any, what: str) -> list[Any]:
     """``keys`` (one key, or an iterable of keys; a list inside is a nested key) as a
     list of unravelled keys."""
@@ -22,7 +32,9 @@ def unravel_keys(call: str, keys: Any, what: str) -> list[Any]:
     try:
         return [unravel_key(tuple(k) if isinstance(k, list) else k) for k in keys]
     except (TypeError, ValueError) as err:
-        raise TypeError(f"{call}: {what} must be TensorDict keys: {err}") from None
+        raise KeysTypeError(
+            f"{call}: {what} must be of type list, str or tuples of str (TensorDict keys): {err}"
+        ) from None
 
 
 def _class_keys_to_properties(cls: type) -> None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
-from tdnn._base import DISCARD, TensorDictModuleBase, unravel_keys
+from tdnn._base import DISCARD, NotCallableError, TensorDictModuleBase, unravel_keys
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tdnn._settings import LOCAL, Setting
 from tensordict import (
+    CloudpickleWrapper,
     NestedKey,
     NonTensorData,
     NonTensorStack,
@@ -148,13 +149,21 @@ class TensorDictModule(TensorDictModuleBase):
         self.out_keys = (
             unravel_keys(call, out_keys, "out_keys") if out_keys != DISCARD else [DISCARD]
         )
+        if DISCARD in self._in_keys:
+            warnings.warn(
+                f'{call}: in key "_" reads an entry named "_"; as an out key "_" discards '
+                "that output, so it is likely a mistake here",
+                UserWarning,
+                stacklevel=2,
+            )
         if inplace not in (True, False, "empty"):
             raise ValueError(f"{call}: inplace must be True, False or 'empty', got {inplace!r}")
         if type(module) is type or (method is None and not callable(module)):
             # a class (nn.Linear for nn.Linear(3, 4)) would be built by the first call
-            raise TypeError(
-                f"{call}: module must be a callable such as an nn.Module instance, got "
-                f"{module!r}" + (" (a class: instantiate it)" if type(module) is type else "")
+            raise NotCallableError(
+                f"{call}: Module {module!r} is not callable as a module; pass a callable such "
+                "as an nn.Module instance"
+                + (" (this is a class: instantiate it)" if type(module) is type else "")
             )
         self.inplace = inplace
         self.method = method
@@ -165,6 +174,20 @@ class TensorDictModule(TensorDictModuleBase):
             self.module = module
         else:
             self.__dict__["module"] = module  # a plain callable: an attribute, not a child
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a plain callable (a lambda, a closure) travels by value through cloudpickle, so
+        # the module pickles whatever it wraps, as upstream's does
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        if "module" in state:
+            state = {**state, "module": CloudpickleWrapper(state["module"])}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        module = state.get("module")
+        if isinstance(module, CloudpickleWrapper):
+            state = {**state, "module": module.fn}
+        super().__setstate__(state)  # type: ignore[no-untyped-call]
 
     def _base(self) -> Any:
         base = self._modules.get("module")
@@ -372,7 +395,8 @@ class TensorDictModule(TensorDictModuleBase):
         have = ", ".join(sorted(map(str, available)))
         return (
             f"TensorDictModule({self._name()}): input keys {missing} are missing from the "
-            f"inputs, which have {have}"
+            f"inputs, which have {have}. Some tensors that are necessary for the module call "
+            "may not have not been found in the input tensordict"  # upstream's words
         )
 
     def _outputs(self, out: Any) -> tuple[list[Any], list[Any]]:
@@ -396,6 +420,9 @@ class TensorDictModule(TensorDictModuleBase):
                     f"{out_keys}"
                 )
         outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(out_keys) and isinstance(out, torch.fx.Proxy):
+            # torch.fx tracing: a traced tuple is one proxy, indexed for each out key
+            outs = tuple(cast(Any, out)[i] for i in range(len(out_keys)))
         if len(outs) != len(out_keys):
             lacking = ""
             if isinstance(out, Mapping) or is_tensor_collection(out):

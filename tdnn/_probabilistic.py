@@ -116,9 +116,35 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         self._out_keys = keys
         self._out_keys_apparent = keys
 
+    def _built_aggregate(self, attr: str) -> None:
+        """Refuse to answer ``attr`` under another ``composite_lp_aggregate()`` than the
+        one the module was built under, which fixed its log-prob keys (as upstream)."""
+        if composite_lp_aggregate() != self._aggregate:
+            raise RuntimeError(
+                f"{type(self).__name__}.{attr}: composite_lp_aggregate() is "
+                f"{not self._aggregate} but was {self._aggregate} when the module was built, "
+                f"which fixed its log-prob keys {self._log_prob_keys}; read it under "
+                f"set_composite_lp_aggregate({self._aggregate})"
+            )
+
+    @property
+    def out_keys(self) -> list[Any]:
+        """The keys written; with ``return_log_prob=True`` they include the log-prob keys,
+        so reading them under another ``composite_lp_aggregate()`` than the module was
+        built under raises ``RuntimeError`` (as upstream)."""
+        if self.return_log_prob:
+            self._built_aggregate("out_keys")
+        return self._out_keys_apparent
+
+    @out_keys.setter
+    def out_keys(self, value: Any) -> None:
+        TensorDictModuleBase.out_keys.fset(self, value)  # type: ignore[attr-defined]
+
     @property
     def log_prob_keys(self) -> list[Any]:
-        """Where the log-probability of each sample key is written."""
+        """Where the log-probability of each sample key is written (``RuntimeError`` under
+        another ``composite_lp_aggregate()`` than the module was built under)."""
+        self._built_aggregate("log_prob_keys")
         return list(self._log_prob_keys)
 
     @property
@@ -129,6 +155,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         >>> ProbabilisticTensorDictModule(["param"], ["x"]).log_prob_key
         'x_log_prob'
         """
+        self._built_aggregate("log_prob_key")
         if len(self._log_prob_keys) != 1:
             raise RuntimeError(
                 f"{type(self).__name__}.log_prob_key: there are several log-prob keys "
@@ -320,7 +347,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(\n    in_keys={self.in_keys},\n    out_keys={self.out_keys},"
+            f"{type(self).__name__}(\n    in_keys={self.in_keys},"
+            f"\n    out_keys={self._out_keys_apparent},"
             f"\n    distribution_class={self.distribution_class},"
             f"\n    default_interaction_type={self.default_interaction_type})"
         )

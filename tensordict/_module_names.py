@@ -19,6 +19,8 @@ MODULE_LAYER = frozenset(
         "as_tensordict_module",
     }
 )
+# upstream's prototype ``tensordict.prototype.fx`` exports these; the names are tdnn's
+PROTOTYPE_FX = frozenset({"TDGraphModule", "symbolic_trace"})
 # upstream's ``import tensordict`` imports these, so ``tensordict.utils.NestedKey`` works
 # without its own import; here each loads on first use
 SUBMODULES = frozenset({"base", "functional", "nn", "persistent", "store", "tensordict", "utils"})
@@ -37,3 +39,16 @@ def module_layer_name(name: str) -> object:
     if name in SUBMODULES:
         return importlib.import_module(f"tensordict.{name}")
     raise AttributeError(f"module 'tensordict' has no attribute {name!r}")
+
+
+def prototype_fx_name(name: str) -> object:
+    """One of :data:`PROTOTYPE_FX`, from ``tensordict.nn`` (which loads ``tdnn``): the
+    ``__getattr__`` of ``tensordict.prototype.fx``.
+
+    >>> from tensordict.prototype.fx import symbolic_trace
+    >>> symbolic_trace.__name__
+    'symbolic_trace'
+    """
+    if name in PROTOTYPE_FX:
+        return getattr(importlib.import_module("tensordict.nn"), name)
+    raise AttributeError(f"module 'tensordict.prototype.fx' has no attribute {name!r}")

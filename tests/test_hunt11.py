@@ -179,12 +179,15 @@ def test_module_must_be_callable() -> None:
     # failed inside (a class was instantiated with the inputs)
     with pytest.raises(
         TypeError,
-        match=r"TensorDictModule: module must be a callable .*Linear"
-        r"'> \(a class: instantiate it\)",
+        match=r"TensorDictModule: Module .*Linear'> is not callable as a module.*"
+        r"\(this is a class: instantiate it\)",
     ):
         TensorDictModule(torch.nn.Linear, ["a"], ["c"])
-    with pytest.raises(TypeError, match="module must be a callable .*, got 3$"):
+    with pytest.raises(TypeError, match="Module 3 is not callable as a module; pass a"):
         TensorDictModule(3, ["a"], ["c"])  # type: ignore[arg-type]
+    # upstream raises ValueError: the error is both
+    with pytest.raises(ValueError, match=r"Module \[123\] is not callable"):
+        TensorDictModule([123], ["a"], ["c"])  # type: ignore[arg-type]
 
 
 def test_from_module_and_to_module_refuse_what_is_not_a_module() -> None:

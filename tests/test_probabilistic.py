@@ -242,7 +242,9 @@ def test_composite_log_probs_per_member_and_their_sum_under_aggregation() -> Non
     assert "sample_log_prob" not in per_member.keys()
     torch.testing.assert_close(summed["sample_log_prob"], normal + categorical)
     torch.testing.assert_close(named["lp"], normal + categorical)
-    assert module.log_prob_keys == ["sample_log_prob"] and module.log_prob_key == "sample_log_prob"
+    with set_composite_lp_aggregate(True):  # the setting it was built under
+        assert module.log_prob_keys == ["sample_log_prob"]
+        assert module.log_prob_key == "sample_log_prob"
     with pytest.raises(RuntimeError, match="several log-prob keys"):
         _ = _composite_module(return_log_prob=True).log_prob_key
     with pytest.raises(RuntimeError, match="pass log_prob_keys instead"):
@@ -258,8 +260,28 @@ def test_a_single_sample_under_aggregation_writes_sample_log_prob_as_upstream() 
             ["loc", "scale"], ["x"], distribution_class=Normal, return_log_prob=True
         )
     out = module(td)
-    assert module.log_prob_key == "sample_log_prob" and "x_log_prob" not in out.keys()
+    with set_composite_lp_aggregate(True):
+        assert module.log_prob_key == "sample_log_prob" and "x_log_prob" not in out.keys()
     torch.testing.assert_close(out["sample_log_prob"], Normal(0.0, 1.0).log_prob(torch.zeros(3)))
+
+
+@pytest.mark.parametrize("built_under", [False, True])
+def test_log_prob_keys_are_refused_under_another_aggregation_than_at_build(
+    built_under: bool,
+) -> None:
+    with set_composite_lp_aggregate(built_under):
+        module = _composite_module(return_log_prob=True)
+        keys = module.out_keys
+        log_prob_keys = module.log_prob_keys
+    assert keys[:2] == ["p", "q"] and keys[2:] == log_prob_keys
+    assert log_prob_keys == (["sample_log_prob"] if built_under else ["p_log_prob", "q_log_prob"])
+    with set_composite_lp_aggregate(not built_under):
+        for attr in ("out_keys", "log_prob_keys", "log_prob_key"):
+            with pytest.raises(RuntimeError, match=f"{attr}: composite_lp_aggregate"):
+                getattr(module, attr)
+        assert "out_keys=['p', 'q'" in repr(module)  # repr still answers
+        # without log-prob outputs the out keys do not depend on the setting
+        assert _composite_module().out_keys == ["p", "q"]
 
 
 def test_one_hot_categorical_mode_and_straight_through_gradient() -> None:

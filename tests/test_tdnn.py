@@ -136,6 +136,9 @@ def test_missing_keys_name_the_module() -> None:
         KeyError, match=r"TensorDictModule\(Linear\): input keys \['missing'\] are missing"
     ):
         m(_td())
+    # upstream's words too, which code written for it matches
+    with pytest.raises(KeyError, match="Some tensors that are necessary for the module call"):
+        m(_td())
     strict = TensorDictModule(lambda x: x, ["missing"], ["y"], strict=True)
     with pytest.raises(KeyError, match="input keys \\['missing'\\] are missing"):
         strict(_td())
@@ -420,3 +423,35 @@ def test_tensordict_params_apply_out_itself_takes_the_results(named: bool) -> No
     assert isinstance(params["n", "c"], nn.Parameter) and params["n", "c"].dtype == torch.float32
     assert params["n", "c"].tolist() == [2.0, 2.0]
     assert sorted(n for n, _ in params.named_parameters()) == ["n.c", "w"]
+
+
+def test_a_module_wrapping_a_lambda_or_a_closure_pickles() -> None:
+    import pickle
+
+    offset = torch.tensor(2.0)
+    for fn, want in ((lambda x: x + 1, 2.0), (lambda x: x * offset, 2.0)):
+        module = TensorDictModule(fn, in_keys=["x"], out_keys=["y"])
+        back = pickle.loads(pickle.dumps(module))
+        assert back.in_keys == ["x"] and back.out_keys == ["y"]
+        torch.testing.assert_close(back(x=torch.ones(2)), torch.full((2,), want))
+        assert "module" not in dict(back.named_children())  # still a plain callable
+    linear = pickle.loads(pickle.dumps(TensorDictModule(nn.Linear(2, 2), ["x"], ["y"])))
+    assert isinstance(linear.module, nn.Linear)
+    assert isinstance(copy.deepcopy(module).module, type(fn))
+
+
+@pytest.mark.parametrize("wrong", [None, 123, [123], [("a", 1)]])
+@pytest.mark.parametrize("which", ["in_keys", "out_keys"])
+def test_keys_that_are_not_keys_raise_both_error_types(wrong: object, which: str) -> None:
+    # a TypeError, and the ValueError of upstream's TensorDictModule
+    keys: dict[str, object] = {"in_keys": ["x"], "out_keys": ["y"], which: wrong}
+    for error in (TypeError, ValueError):
+        with pytest.raises(error, match=f"TensorDictModule: {which} must be of type list, str"):
+            TensorDictModule(nn.Identity(), **keys)  # type: ignore[arg-type]
+
+
+def test_an_in_key_named_discard_warns() -> None:
+    with pytest.warns(UserWarning, match='in key "_" reads an entry named "_"'):
+        module = TensorDictModule(lambda x: x + 1, in_keys=["_"], out_keys=["y"])
+    td = module(TensorDict({"_": torch.zeros(2)}, [2]))  # it still reads that entry
+    torch.testing.assert_close(td["y"], torch.ones(2))

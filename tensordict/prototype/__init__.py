@@ -1,4 +1,5 @@
-"""Deprecated home of ``tensorclass`` (the seeds' ``tensordict.prototype.tensorclass``)."""
+"""Deprecated home of ``tensorclass`` (the seeds' ``tensordict.prototype.tensorclass``);
+``tensordict.prototype.fx`` holds upstream's prototype ``symbolic_trace``."""
 
 from __future__ import annotations
 
