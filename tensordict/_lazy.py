@@ -23,6 +23,7 @@ from torch import Tensor
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
 from tensordict._batch import (
+    BatchDimMismatchError,
     KeysMismatchError,
     StackDimError,
     check_copy_broadcast,
@@ -618,7 +619,8 @@ class LazyStackedTensorDict(TensorDictBase):
             return done  # type: ignore[no-any-return]
         if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
             call = self._call("update")  # member by member: ragged entries need no stacking
-            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+            parts = self._parts_of(call, other, update_batch_size)
+            for member, part in zip(self.tensordicts, parts, strict=True):
                 member.update(part, inplace, update_batch_size=update_batch_size)
             if update_batch_size:  # the members may have taken other batch sizes
                 self._reset_batch_size()
@@ -816,10 +818,19 @@ class LazyStackedTensorDict(TensorDictBase):
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Any:
         return self._restack([m._rebuild(leaves, check) for m in self.tensordicts])
 
-    def _parts_of(self, call: str, other: Any) -> Sequence[Any]:
-        """``other`` cut along the stack dim into one part per member."""
+    def _parts_of(self, call: str, other: Any, resize: bool = False) -> Sequence[Any]:
+        """``other`` cut along the stack dim into one part per member (each checked against
+        its member's batch size unless ``resize``: ``update(..., update_batch_size=True)``)."""
         parts = other._stack_parts() if isinstance(other, CollectionPrimitives) else None
         if parts is not None and parts[0] == self.stack_dim and other.shape == self.shape:
+            if -1 in self._batch_size and not resize:  # ragged: check all before any write
+                for i, (member, part) in enumerate(zip(self.tensordicts, parts[1], strict=True)):
+                    if part.batch_size[: len(member.batch_size)] != member.batch_size:
+                        raise BatchDimMismatchError(
+                            f"{call}: member {i} of the other operand has batch_size "
+                            f"{tuple(part.batch_size)}, member {i} of the lazy stack has "
+                            f"{tuple(member.batch_size)}"
+                        )
             return parts[1]
         if other.shape[: len(self._batch_size)] != self._batch_size:
             raise ValueError(

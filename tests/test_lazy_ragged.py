@@ -347,3 +347,22 @@ def test_a_tensordict_with_minus_one_is_refused_by_the_writer(tmp_path: Path) ->
         r"\(2, 3, -1\), from nested tensor leaves\)",
     ):
         td.memmap(tmp_path / "t")
+
+
+# ------------------------------------------------ between two ragged stacks
+def _flat(*sizes: int, fill: float = 0.0) -> LazyStackedTensorDict:
+    return lazy_stack([TensorDict(x=torch.full((n,), fill), batch_size=[n]) for n in sizes])
+
+
+@pytest.mark.parametrize("method", ["update", "update_"])
+def test_update_between_ragged_stacks_checks_every_member_before_writing(method: str) -> None:
+    dest, src = _flat(3, 4), _flat(3, 5, fill=1.0)
+    with pytest.raises(
+        RuntimeError,
+        match=rf"LazyStackedTensorDict.{method}: member 1 of the other operand has batch_size "
+        r"\(5,\), member 1 of the lazy stack has \(4,\)",
+    ):
+        getattr(dest, method)(src)
+    assert all((m["x"] == 0).all() for m in dest.tensordicts)  # member 0 left as it was
+    getattr(dest, method)(_flat(3, 4, fill=2.0))
+    assert all((m["x"] == 2).all() for m in dest.tensordicts)
