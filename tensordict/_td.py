@@ -1009,7 +1009,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 target.update(value, inplace, update_batch_size=True, is_leaf=is_leaf)
             elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
                 dim = value._stack_parts()[0]
-                lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
+                lazy = type(value)(*target.unbind(dim), stack_dim=dim)
+                lazy.update(value, inplace, update_batch_size=update_batch_size)
                 self._set_path(path, lazy, call)
             elif inplace and target is not None:
                 self.set_(path, value)

@@ -366,3 +366,17 @@ def test_update_between_ragged_stacks_checks_every_member_before_writing(method:
     assert all((m["x"] == 0).all() for m in dest.tensordicts)  # member 0 left as it was
     getattr(dest, method)(_flat(3, 4, fill=2.0))
     assert all((m["x"] == 2).all() for m in dest.tensordicts)
+
+
+def test_update_batch_size_reaches_a_dense_level_that_becomes_lazy() -> None:
+    def root(*sizes: int, fill: float) -> TensorDict:
+        members = [TensorDict(x=torch.full((2, n), fill), batch_size=[2, n]) for n in sizes]
+        return TensorDict(n=lazy_stack(members, 1), batch_size=[2])
+
+    dest = root(3, 3, fill=0.0)  # members that agree: stored as a dense level
+    with pytest.raises(RuntimeError, match=r"update_batch_size must be set to True"):
+        dest.update(root(4, 5, fill=1.0))
+    dest.update(root(4, 5, fill=1.0), update_batch_size=True)
+    n = dest["n"]
+    assert isinstance(n, LazyStackedTensorDict) and n.batch_size == (2, 2, -1)
+    assert [m["x"].tolist() for m in n.tensordicts] == [[[1.0] * 4] * 2, [[1.0] * 5] * 2]
