@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, lazy_stack
 from tensordict._format import FormatError
 
 
@@ -380,3 +380,16 @@ def test_update_batch_size_reaches_a_dense_level_that_becomes_lazy() -> None:
     n = dest["n"]
     assert isinstance(n, LazyStackedTensorDict) and n.batch_size == (2, 2, -1)
     assert [m["x"].tolist() for m in n.tensordicts] == [[[1.0] * 4] * 2, [[1.0] * 5] * 2]
+
+
+def test_a_non_tensor_value_in_a_tensordict_with_minus_one() -> None:
+    td = TensorDict(x=_nested(), s="hi", batch_size=[2, 3, -1])
+    assert td["s"] == "hi" and td.get("s").batch_size == (2, 3, -1)
+    td.set("t", "there")
+    assert td["t"] == "there" and td.get("t").batch_size == (2, 3, -1)
+    with pytest.raises(
+        RuntimeError, match=r"NonTensorData.tolist: batch_size \(2, 3, -1\) holds a ragged"
+    ):
+        td.get("s").tolist()
+    with pytest.raises(ValueError, match=r"NonTensorData: batch_size must not hold negative"):
+        NonTensorData("hi", batch_size=[-1, 2])  # -1 is never the first dim
