@@ -3,6 +3,7 @@ sizes differ, and the error for an operation that needs one size there."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +31,17 @@ def ragged_batch_size(call: str, sizes: Sequence[torch.Size], strict: bool) -> t
 
 
 def ragged_error(call: str, stack: Any, dims: Sequence[int]) -> RuntimeError:
-    """The error for ``call`` on a lazy stack whose batch dims ``dims`` include a ragged
-    one, naming it and the members' sizes there; a ``RuntimeError`` as torch's."""
+    """The error for ``call`` on a lazy stack (or a TensorDict with nested tensor leaves)
+    whose batch dims ``dims`` include a ragged one, naming it and the members' sizes
+    there; a ``RuntimeError`` as torch's."""
     bs = stack.batch_size
     dim = next(d for d in dims if bs[d] == -1)
+    if stack._stack_parts() is None:  # a -1 given by nested tensor leaves
+        return RuntimeError(
+            f"{call}: batch dim {dim} is ragged (-1 in batch_size {tuple(bs)}): the elements "
+            "of the nested tensor leaves differ in size there; pad them first "
+            "(to_padded_tensor)"
+        )
     sd = stack.stack_dim
     md = dim if dim < sd else dim - 1
     sizes = [m.batch_size[md] for m in stack.tensordicts]
@@ -52,6 +60,16 @@ def check_not_ragged(call: str, stack: Any, dims: Sequence[int] | None = None) -
         dims = range(len(bs)) if dims is None else dims
         if any(bs[d] == -1 for d in dims):
             raise ragged_error(call, stack, dims)
+
+
+def ragged_numel(td: Any) -> int:
+    """The number of batch elements of a TensorDict whose batch size holds -1: counted on a
+    nested tensor leaf, element by element (each element's share of the batch dims)."""
+    n = len(td.batch_size)
+    for x in td.values(True, True):
+        if isinstance(x, torch.Tensor) and x.is_nested:
+            return sum(math.prod(e.shape[: n - 1]) for e in x.unbind())
+    raise ragged_error(f"{type(td).__name__}.numel", td, range(n))
 
 
 def padded_batch_size(stack: Any) -> torch.Size:

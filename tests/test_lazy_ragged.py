@@ -393,3 +393,25 @@ def test_a_non_tensor_value_in_a_tensordict_with_minus_one() -> None:
         td.get("s").tolist()
     with pytest.raises(ValueError, match=r"NonTensorData: batch_size must not hold negative"):
         NonTensorData("hi", batch_size=[-1, 2])  # -1 is never the first dim
+
+
+def test_numel_and_shape_ops_of_a_tensordict_with_minus_one() -> None:
+    td = TensorDict(x=_nested(), batch_size=[2, 3, -1])  # elements (3, 4, 5) and (3, 6, 5)
+    assert td.numel() == 3 * 4 + 3 * 6
+    ragged = r"batch dim 2 is ragged \(-1 in batch_size \(2, 3, -1\)\): the elements of the"
+    for call, op in [
+        ("reshape", lambda: td.reshape(-1)),
+        ("view", lambda: td.view(-1)),
+        ("flatten", lambda: td.flatten(1, 2)),
+        ("unbind", lambda: td.unbind(2)),
+    ]:
+        with pytest.raises(RuntimeError, match=rf"TensorDict.{call}: {ragged}"):
+            op()
+    with pytest.raises(RuntimeError, match=r"TensorDict.unbind: batch dim 0 is ragged"):
+        td.tolist()  # (down to the elements of the ragged dim)
+    with pytest.raises(ValueError, match=r"holds -1 \(a ragged dim\) but no nested tensor leaf"):
+        TensorDict({}, [2, -1])
+    with pytest.raises(ValueError, match=r"holds -1 \(a ragged dim\) but no nested tensor leaf"):
+        TensorDict(s="hi", batch_size=torch.Size([2, -1]))
+    nested = TensorDict(n=td, batch_size=[2, 3, -1])  # a nested level gives the -1
+    assert nested.numel() == td.numel()
