@@ -1063,6 +1063,9 @@ class LazyStackedTensorDict(TensorDictBase):
                 return None
             if any(isinstance(i, int) for i in (*pre, *post)):
                 return None
+            if -1 in self._batch_size and _is_mask(arrays[0]):  # one mask for every member
+                dims = [j for j, i in enumerate(idx) if i is arrays[0]]
+                check_not_ragged(f"{type(self).__name__}[]", self, dims)
         kept = sum(1 for item in pre if not isinstance(item, int))
         return at, (*pre, *post), kept
 
@@ -1513,6 +1516,10 @@ def _list_part(value: list[Any], dim: int, i: int) -> Any:
     if dim == 0:
         return value[i]
     return [_list_part(v, dim - 1, i) for v in value]
+
+
+def _is_mask(item: Any) -> bool:
+    return item.dtype == torch.bool if isinstance(item, Tensor) else item.dtype == np.bool_
 
 
 def _one_dim_array(item: Any) -> bool:

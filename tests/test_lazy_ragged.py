@@ -6,6 +6,7 @@ import json
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -415,3 +416,22 @@ def test_numel_and_shape_ops_of_a_tensordict_with_minus_one() -> None:
         TensorDict(s="hi", batch_size=torch.Size([2, -1]))
     nested = TensorDict(n=td, batch_size=[2, 3, -1])  # a nested level gives the -1
     assert nested.numel() == td.numel()
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(None), torch.ones(3, dtype=torch.bool)),
+        (Ellipsis, torch.ones(4, dtype=torch.bool)),
+        (slice(None), np.ones(3, dtype=bool)),
+    ],
+)
+def test_a_one_dim_mask_on_the_ragged_dim_names_it(index: tuple[object, ...]) -> None:
+    s = lazy_stack([TensorDict(batch_size=[3]), TensorDict(batch_size=[4])])
+    with pytest.raises(
+        RuntimeError,
+        match=r"LazyStackedTensorDict\[\]: batch dim 1 of the lazy stack \(batch_size "
+        r"\(2, -1\)\) is ragged: its members have sizes \[3, 4\] there",
+    ):
+        s[index]
+    assert s[:, torch.tensor([0, 2])].batch_size == (2, 2)  # indices: member by member
