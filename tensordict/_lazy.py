@@ -47,6 +47,7 @@ from tensordict._keys import (
 )
 from tensordict._lazy_fields import MISSING, class_attribute, is_field, read_field
 from tensordict._lazy_index import index_members
+from tensordict._lazy_ragged import RaggedShapeOps
 from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
@@ -103,7 +104,7 @@ class _Keys(list):  # type: ignore[type-arg]
         return list.__contains__(self, key)
 
 
-class LazyStackedTensorDict(TensorDictBase):
+class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 
     Members share a number of batch dims; where their sizes differ the stack's batch
@@ -1254,7 +1255,6 @@ class LazyStackedTensorDict(TensorDictBase):
             known = math.prod(x for x in sizes if x != -1)
             sizes[sizes.index(-1)] = n // known if known else -1
         if inplace or d != self.stack_dim or math.prod(sizes) != n or min(sizes, default=0) < 1:
-            check_not_ragged(call, self)  # (the dense path below)
             return super().unflatten(dim, unflattened_size, inplace)
         out = _nest(type(self), self.tensordicts, sizes, d)
         return record(out, "unflatten", (d, tuple(sizes)), self)

@@ -52,6 +52,16 @@ def ragged_error(call: str, stack: Any, dims: Sequence[int]) -> RuntimeError:
     )
 
 
+def minus_one_error(call: str, bs: torch.Size) -> RuntimeError:
+    """The error for ``call`` needing a size at a ragged dim of ``bs`` (where no collection
+    is at hand to name the members' sizes): the call, the dim and the batch size."""
+    dim = list(bs).index(-1)
+    return RuntimeError(
+        f"{call}: batch dim {dim} is ragged (-1 in batch_size {tuple(bs)}): this needs one "
+        "size there; reach one element first (an index), or pad to one size"
+    )
+
+
 def check_not_ragged(call: str, stack: Any, dims: Sequence[int] | None = None) -> None:
     """Raise :func:`ragged_error` when one of ``dims`` (default: every batch dim) of
     ``stack`` is ragged."""

@@ -19,7 +19,7 @@ from tensordict._nontensor import (
     as_stack,
 )
 from tensordict._primitives import CollectionPrimitives, as_collection
-from tensordict._ragged import check_not_ragged
+from tensordict._ragged import check_not_ragged, minus_one_error
 from tensordict._switches import set_lazy_legacy
 from tensordict._torch_compat import split_with_sizes
 from tensordict._unbatched import where_keeping_unbatched
@@ -141,7 +141,10 @@ def _dummy(bs: torch.Size) -> Tensor:
 
 
 def _shape_via(call: str, bs: torch.Size, fn: Callable[[Tensor], Any]) -> Any:
-    """Apply ``fn`` to a dummy of the batch shape, re-raising torch's error with context."""
+    """Apply ``fn`` to a dummy of the batch shape, re-raising torch's error with context
+    (a ragged dim, -1, has no dummy: refused first)."""
+    if -1 in bs:
+        raise minus_one_error(call, bs)
     try:
         return fn(_dummy(bs))
     except (RuntimeError, IndexError, ValueError, TypeError) as err:

@@ -226,7 +226,7 @@ def test_new_empty_empty_lazy_keeps_lazy_stacks_lazy() -> None:
         ("reshape", lambda s: s.reshape(-1)),
         ("view", lambda s: s.view(-1)),
         ("flatten", lambda s: s.flatten(0, 1)),
-        ("unflatten", lambda s: s.unflatten(0, (1, 3))),
+        ("unflatten", lambda s: s.unflatten(2, (1, 4))),
         ("unbind", lambda s: s.unbind(2)),
         ("split", lambda s: s.split(2, 2)),
         ("chunk", lambda s: s.chunk(2, 2)),
@@ -435,3 +435,52 @@ def test_a_one_dim_mask_on_the_ragged_dim_names_it(index: tuple[object, ...]) ->
     ):
         s[index]
     assert s[:, torch.tensor([0, 2])].batch_size == (2, 2)  # indices: member by member
+
+
+# ------------------------------------------- shape ops on a stack with a ragged dim
+def _s3() -> LazyStackedTensorDict:
+    """Members (3, 5) and (4, 5) of arange values stacked at dim 1: (-1, 2, 5)."""
+    members = [TensorDict(x=torch.arange(n * 5.0).view(n, 5), batch_size=[n, 5]) for n in (3, 4)]
+    return lazy_stack(members, 1)
+
+
+def test_repeat_unflatten_roll_go_member_by_member_off_the_ragged_dim() -> None:
+    s3 = _s3()
+    out = s3.repeat(1, 1, 2)
+    assert out.batch_size == (-1, 2, 10)
+    assert [m["x"].tolist() for m in out.tensordicts] == [
+        m["x"].repeat(1, 2).tolist() for m in s3.tensordicts
+    ]
+    out = s3.repeat(2, 2, 1)  # the ragged dim tiles each member's own size; members tile
+    assert [m.batch_size for m in out.tensordicts] == [(6, 5), (8, 5), (6, 5), (8, 5)]
+    out = s3.unflatten(2, (5, 1))
+    assert out.batch_size == (-1, 2, 5, 1)
+    assert [m.batch_size for m in out.tensordicts] == [(3, 5, 1), (4, 5, 1)]
+    out = s3.roll(1, 2)
+    assert out.batch_size == (-1, 2, 5)
+    assert out.tensordicts[1]["x"][0].tolist() == [4.0, 0.0, 1.0, 2.0, 3.0]
+    out = s3.roll(1, 1)  # the stack dim rotates the members (copies, as any roll)
+    assert [m.batch_size for m in out.tensordicts] == [(4, 5), (3, 5)]
+    assert out.tensordicts[0]["x"].data_ptr() != s3.tensordicts[1]["x"].data_ptr()
+    ragged = r"batch dim 0 of the lazy stack \(batch_size \(-1, 2, 5\)\) is ragged"
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.unflatten: {ragged}"):
+        s3.unflatten(0, (3, 1))
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.roll: {ragged}"):
+        s3.roll(1, 0)
+
+
+def test_ops_needing_a_size_at_the_ragged_dim_name_it_not_torch() -> None:
+    s3 = _s3()
+    ragged = r"batch dim 0 is ragged \(-1 in batch_size \(-1, 2, 5\)\): this needs one size"
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.gather: {ragged}"):
+        s3.gather(2, torch.zeros(3, 2, 2, dtype=torch.long))
+    with pytest.raises(
+        RuntimeError, match=r"pad: batch dim 0 of the lazy stack \(batch_size \(-1, 2, 5\)\)"
+    ):
+        s3.pad([0, 0, 0, 0, 0, 1])
+    td = TensorDict(x=_nested(), batch_size=[2, 3, -1])
+    assert td[0].batch_size == (3, -1)  # ints and slices before the ragged dim: no probe
+    with pytest.raises(
+        IndexError, match=r"TensorDict\[\] \(index .*\): batch dim 2 is ragged \(-1 in batch_size"
+    ):
+        td[:, :, 0]
