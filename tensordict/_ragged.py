@@ -103,6 +103,41 @@ def padded_batch_size(stack: Any) -> torch.Size:
     )
 
 
+def pad_stack(stack: Any, padding: float, call: str) -> Any:
+    """``stack.to_padded_tensor(padding)`` for a lazy stack: a dense TensorDict of the
+    padded batch size (:func:`padded_batch_size`), each tensor leaf padded to its longest
+    member's shape. Non-tensor entries are kept where the batch needs no padding (else
+    refused: padding has no value for them), keys only some members hold are refused."""
+    from tensordict._td import TensorDict
+
+    partial = stack.partial_keys(True)
+    if partial:
+        raise KeyError(
+            f"{call}: keys {sorted(map(str, partial))} are held by some members only; a "
+            "padded TensorDict holds one entry per key (select or exclude them first)"
+        )
+    leaves = list(stack.keys(True, leaves_only=True))
+    entries = {key: stack.get(key, as_padded_tensor=True, padding_value=padding) for key in leaves}
+    bs = padded_batch_size(stack)
+    known = set(leaves)
+    others = [k for k in stack.keys(True, True, is_leaf=_non_tensor_leaf) if k not in known]
+    if others and bs != stack.batch_size:
+        raise RuntimeError(
+            f"{call}: non-tensor entries {sorted(map(str, others))} cannot be padded over "
+            f"the ragged batch dims of batch_size {tuple(stack.batch_size)}; exclude them "
+            "first"
+        )
+    for key in others:
+        entries[key] = stack.get(key)
+    return TensorDict(entries, batch_size=bs, device=stack.device)
+
+
+def _non_tensor_leaf(cls: type) -> bool:
+    from tensordict._nontensor import NonTensor
+
+    return issubclass(cls, (torch.Tensor, NonTensor))
+
+
 def pad_nested_batch(td: Any, padding: float, call: str) -> Any:
     """``td.to_padded_tensor(padding)`` for a TensorDict whose batch size holds -1 (a dim
     the elements of its nested leaves differ in): each nested leaf padded, the -1 dims at

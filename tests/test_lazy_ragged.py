@@ -484,3 +484,32 @@ def test_ops_needing_a_size_at_the_ragged_dim_name_it_not_torch() -> None:
         IndexError, match=r"TensorDict\[\] \(index .*\): batch dim 2 is ragged \(-1 in batch_size"
     ):
         td[:, :, 0]
+
+
+# ------------------------------------------------------------ to_padded_tensor
+def test_to_padded_tensor_of_a_stack_of_ragged_stacks() -> None:
+    def rs(a: int, b: int) -> LazyStackedTensorDict:
+        return lazy_stack([TensorDict(x=torch.ones(a)), TensorDict(x=torch.ones(b))])
+
+    out = lazy_stack([rs(2, 3), rs(4, 1)]).to_padded_tensor()
+    assert out.batch_size == (2, 2)
+    assert out["x"].sum(-1).tolist() == [[2.0, 3.0], [4.0, 1.0]] and out["x"].shape[-1] == 4
+
+
+def test_to_padded_tensor_keeps_non_tensor_entries_and_refuses_partial_keys() -> None:
+    s = lazy_stack(
+        [
+            TensorDict(x=torch.ones(2), s="a", n=TensorDict(t="u")),
+            TensorDict(x=torch.ones(3), s="b", n=TensorDict(t="v")),
+        ]
+    )
+    out = s.to_padded_tensor()
+    assert out["s"] == ["a", "b"] and out["n", "t"] == ["u", "v"]
+    partial = lazy_stack(
+        [TensorDict(x=torch.ones(2), y=torch.ones(1)), TensorDict(x=torch.ones(3))]
+    )
+    with pytest.raises(KeyError, match=r"to_padded_tensor: keys \['y'\] are held by some"):
+        partial.to_padded_tensor()
+    ragged = lazy_stack([TensorDict(s="a", batch_size=[2]), TensorDict(s="b", batch_size=[3])])
+    with pytest.raises(RuntimeError, match=r"non-tensor entries \['s'\] cannot be padded"):
+        ragged.to_padded_tensor()
