@@ -740,7 +740,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([[1., 0.],
                 [1., 1.]])
         """
-        from tensordict._ragged import pad_nested_batch, pad_stack, padding_mask
+        from tensordict._ragged_pad import pad_nested_batch, pad_stack, padding_mask
 
         call = self._call("to_padded_tensor")
         if mask_key is not None and -1 not in self._batch_size:
