@@ -13,6 +13,7 @@ from tensordict._mapping import is_plain_mapping
 from tensordict._memmap_views import MAPPED_CLASS, index_mapped_into, learn_mapped
 from tensordict._nontensor import NonTensor, NonTensorData, NonTensorStack, as_stack
 from tensordict._primitives import CollectionPrimitives, DenseStorage, as_collection
+from tensordict._ragged import minus_one_error
 from tensordict._torch_compat import disable_subclass_dispatch
 from tensordict._unbatched import write_unbatched
 
@@ -154,6 +155,8 @@ def _indexed_shape(call: str, index: Any, idx: tuple[Any, ...], bs: torch.Size) 
             break
         else:
             return torch.Size([*kept, *bs[len(idx) :]])
+    if -1 in bs:  # a ragged dim: no probe of that shape (ints and slices before it pass)
+        raise IndexError(str(minus_one_error(f"{call} (index {index!r})", bs)))
     try:
         return torch.zeros(()).expand(bs)[idx].shape
     except (IndexError, TypeError, RuntimeError, ValueError) as err:

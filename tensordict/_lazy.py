@@ -23,6 +23,7 @@ from torch import Tensor
 from tensordict._apply import ABSENT
 from tensordict._base import TensorDictBase
 from tensordict._batch import (
+    BatchDimMismatchError,
     KeysMismatchError,
     StackDimError,
     check_copy_broadcast,
@@ -33,7 +34,7 @@ from tensordict._batch import (
 from tensordict._context import record
 from tensordict._entry_ops import update_source
 from tensordict._format import register_type
-from tensordict._index import _normalise, check_broadcast
+from tensordict._index import check_broadcast
 from tensordict._keys import (
     NO_DEFAULT,
     KeyThroughLeafError,
@@ -46,13 +47,21 @@ from tensordict._keys import (
     unravel_key,
 )
 from tensordict._lazy_fields import MISSING, class_attribute, is_field, read_field
-from tensordict._lazy_index import index_members
+from tensordict._lazy_index import (
+    false_scalar,
+    index_members,
+    index_new_dims,
+    split_index,
+    whole_index,
+)
+from tensordict._lazy_ragged import RaggedShapeOps
 from tensordict._lock_keep import keeps_lock
 from tensordict._mapping import is_plain_mapping
 from tensordict._modules import params_view
 from tensordict._nontensor import NonTensor
 from tensordict._primitives import CollectionPrimitives, Names, slot_setters
 from tensordict._ragged import check_not_ragged, ragged_batch_size, ragged_error
+from tensordict._ragged_pad import nested_of, padded_stack
 from tensordict._repr import td_repr
 from tensordict._shape import _dims_arg, _infer_shape
 from tensordict._stack import _stack_nontensor, same_structure, stack
@@ -114,7 +123,7 @@ def _refuse_through_leaf(member: Any, path: tuple[str, ...], call: str) -> None:
         pass
 
 
-class LazyStackedTensorDict(TensorDictBase):
+class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
     """A stack of TensorDicts kept as its members, which may differ in structure.
 
     Members share a number of batch dims; where their sizes differ the stack's batch
@@ -508,11 +517,11 @@ class LazyStackedTensorDict(TensorDictBase):
             return _stack_nontensor(values, d, torch.Size([*inner[:d], len(values), *inner[d:]]))
         if isinstance(first, Tensor):
             if as_padded_tensor:
-                return _padded_stack(values, self.stack_dim, padding_value, padding_side)
+                return padded_stack(values, self.stack_dim, padding_value, padding_side)
             if as_nested_tensor:
                 if self.stack_dim != 0:
                     raise ValueError(f"{call}: as_nested_tensor needs stack_dim=0")
-                return _nested(values)
+                return nested_of(values)
             if any(v.shape != first.shape for v in values):
                 raise RuntimeError(
                     f"{call}: Failed to stack tensors within a tensordict: key "
@@ -645,7 +654,8 @@ class LazyStackedTensorDict(TensorDictBase):
             return done  # type: ignore[no-any-return]
         if isinstance(other, CollectionPrimitives) and other._stack_parts() is not None:
             call = self._call("update")  # member by member: ragged entries need no stacking
-            for member, part in zip(self.tensordicts, self._parts_of(call, other), strict=True):
+            parts = self._parts_of(call, other, update_batch_size)
+            for member, part in zip(self.tensordicts, parts, strict=True):
                 member.update(part, inplace, update_batch_size=update_batch_size)
             if update_batch_size:  # the members may have taken other batch sizes
                 self._reset_batch_size()
@@ -845,10 +855,19 @@ class LazyStackedTensorDict(TensorDictBase):
     def _rebuild(self, leaves: Iterator[Tensor], check: str | None = None) -> Any:
         return self._restack([m._rebuild(leaves, check) for m in self.tensordicts])
 
-    def _parts_of(self, call: str, other: Any) -> Sequence[Any]:
-        """``other`` cut along the stack dim into one part per member."""
+    def _parts_of(self, call: str, other: Any, resize: bool = False) -> Sequence[Any]:
+        """``other`` cut along the stack dim into one part per member (each checked against
+        its member's batch size unless ``resize``: ``update(..., update_batch_size=True)``)."""
         parts = other._stack_parts() if isinstance(other, CollectionPrimitives) else None
         if parts is not None and parts[0] == self.stack_dim and other.shape == self.shape:
+            if -1 in self._batch_size and not resize:  # ragged: check all before any write
+                for i, (member, part) in enumerate(zip(self.tensordicts, parts[1], strict=True)):
+                    if part.batch_size[: len(member.batch_size)] != member.batch_size:
+                        raise BatchDimMismatchError(
+                            f"{call}: member {i} of the other operand has batch_size "
+                            f"{tuple(part.batch_size)}, member {i} of the lazy stack has "
+                            f"{tuple(member.batch_size)}"
+                        )
             return parts[1]
         if other.shape[: len(self._batch_size)] != self._batch_size:
             raise ValueError(
@@ -1056,34 +1075,6 @@ class LazyStackedTensorDict(TensorDictBase):
         return td_repr(self)
 
     # --------------------------------------------------------------- index
-    def _split_index(self, index: Any) -> tuple[Any, tuple[Any, ...], int] | None:
-        """(item at the stack dim, index for members, members' kept dims before it), or
-        None when the index needs the dense path (None, masks or arrays off the stack dim).
-        """
-        idx = _normalise(index, len(self._batch_size))
-        if any(i is None or (isinstance(i, (Tensor, np.ndarray)) and i.ndim > 1) for i in idx):
-            return None  # a mask over several dims: the dense path
-        idx = idx + (slice(None),) * (len(self._batch_size) - len(idx))
-        if len(idx) > len(self._batch_size):
-            return None
-        d = self.stack_dim
-        pre, at, post = idx[:d], idx[d], idx[d + 1 :]
-        if not isinstance(at, (int, np.integer, slice, range, list, Tensor, np.ndarray)):
-            raise TypeError(
-                f"{type(self).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
-                "use an int, a slice, a range, a list or a tensor"
-            )
-        arrays = [i for i in (*pre, *post) if not isinstance(i, (int, slice))]
-        if arrays:
-            # one 1-d mask or index off the stack dim, with slices elsewhere: it indexes
-            # each member at the same place (its result dim stays where it is)
-            if len(arrays) > 1 or not isinstance(at, slice) or not _one_dim_array(arrays[0]):
-                return None
-            if any(isinstance(i, int) for i in (*pre, *post)):
-                return None
-        kept = sum(1 for item in pre if not isinstance(item, int))
-        return at, (*pre, *post), kept
-
     def _member(self, call: str, at: int) -> Any:
         n = len(self.tensordicts)
         if not -n <= at < n:
@@ -1093,14 +1084,14 @@ class LazyStackedTensorDict(TensorDictBase):
     def _index(self, index: Any) -> Any:
         if type(index) is bool:  # a Python bool is a 0-dim mask, as for a tensor
             index = torch.tensor(index)
-        elif type(index) is tuple and any(_false_scalar(i) for i in index):
+        elif type(index) is tuple and any(false_scalar(i) for i in index):
             raise NotImplementedError(
                 f"{type(self).__name__}[]: a scalar False inside a tuple index is not "
                 "supported on a lazy stack; index with the bare scalar False instead"
             )
-        split = self._split_index(index)
+        split = split_index(self, index)
         if split is None:
-            out = self._index_new_dims(index)
+            out = index_new_dims(self, index)
             if out is not None:
                 return out
             return self._index_mixed(index)
@@ -1108,7 +1099,7 @@ class LazyStackedTensorDict(TensorDictBase):
         n = len(self.tensordicts)
         if isinstance(at, int):
             member = self._member(f"{type(self).__name__}[]", at)
-            return member if _whole(member_index) else member[member_index]
+            return member if whole_index(member_index) else member[member_index]
         chosen = torch.arange(n)[at]
         if chosen.ndim != 1:
             return self._index_mixed(index)
@@ -1116,7 +1107,7 @@ class LazyStackedTensorDict(TensorDictBase):
         if not ids:
             return self._empty_selection(member_index, kept)
         members = [self.tensordicts[i] for i in ids]
-        if not _whole(member_index):
+        if not whole_index(member_index):
             members = [m[member_index] for m in members]
         return self._restack(members, kept)
 
@@ -1130,39 +1121,11 @@ class LazyStackedTensorDict(TensorDictBase):
                 return out
         return self._as_dense(f"{type(self).__name__}[]")[index]
 
-    def _index_new_dims(self, index: Any) -> Any:
-        """``self[index]`` for an index holding None (new dims of size one): the index
-        without them, then each new dim inserted where torch puts it, so the members stay
-        apart. None when the index needs the dense path (several index tensors, or one of
-        more than one dim, or a bool scalar)."""
-        idx = _normalise(index, len(self._batch_size))
-        new_dims: list[int] = []
-        rest: list[Any] = []
-        pos = 0  # the result dim the next item makes
-        arrays = 0
-        for item in idx:
-            if item is None:
-                new_dims.append(pos)
-                pos += 1
-                continue
-            if type(item) is bool or (isinstance(item, Tensor) and item.ndim != 1):
-                return None
-            if isinstance(item, Tensor):
-                arrays += 1
-            rest.append(item)
-            pos += 0 if isinstance(item, int) else 1
-        if not new_dims or arrays > 1:
-            return None
-        out = self._index(tuple(rest))
-        for d in new_dims:
-            out = out.unsqueeze(d)
-        return out
-
     def _empty_selection(self, member_index: tuple[Any, ...], kept: int) -> TensorDict:
         """``self[index]`` when the index selects no member: an empty dense TensorDict of
         the indexed shape holding the keys every member holds (member 0's leaf shapes)."""
         first = self.tensordicts[0]
-        view = first if _whole(member_index) else first[member_index]
+        view = first if whole_index(member_index) else first[member_index]
         empty = view.unsqueeze(kept)[(slice(None),) * kept + (slice(0, 0),)]
         if len(self.tensordicts) > 1 and not same_structure(self.tensordicts):
             empty = empty.select(*self.keys(True, True))
@@ -1171,7 +1134,7 @@ class LazyStackedTensorDict(TensorDictBase):
     def _set_at_index(self, index: Any, value: Any) -> None:
         """Write into the members' entries; values covering the indexed batch are split
         along the stack dim, others broadcast to every selected member."""
-        split = self._split_index(index)
+        split = split_index(self, index)
         if split is None:
             # an index mixing dims (tensors or masks off the stack dim): write through one
             # dense copy, then copy each member's part back into its own tensors
@@ -1181,7 +1144,7 @@ class LazyStackedTensorDict(TensorDictBase):
                 member.update_(part)
             return
         at, member_index, kept = split
-        target = Ellipsis if _whole(member_index) else member_index
+        target = Ellipsis if whole_index(member_index) else member_index
         n = len(self.tensordicts)
         if isinstance(at, int):
             self._member(f"{type(self).__name__}[]=", at)[target] = value
@@ -1269,7 +1232,6 @@ class LazyStackedTensorDict(TensorDictBase):
             known = math.prod(x for x in sizes if x != -1)
             sizes[sizes.index(-1)] = n // known if known else -1
         if inplace or d != self.stack_dim or math.prod(sizes) != n or min(sizes, default=0) < 1:
-            check_not_ragged(call, self)  # (the dense path below)
             return super().unflatten(dim, unflattened_size, inplace)
         out = _nest(type(self), self.tensordicts, sizes, d)
         return record(out, "unflatten", (d, tuple(sizes)), self)
@@ -1507,17 +1469,6 @@ def _leaf_list(td: Any) -> list[Tensor]:
     return [v for v in td.values(True, True) if isinstance(v, Tensor)]
 
 
-def _whole(index: tuple[Any, ...]) -> bool:
-    """Whether a member index selects everything (only full slices)."""
-    return all(isinstance(i, slice) and i == slice(None) for i in index)
-
-
-def _false_scalar(item: Any) -> bool:
-    if isinstance(item, Tensor):
-        return item.dtype == torch.bool and item.ndim == 0 and not bool(item)
-    return item is False
-
-
 def _holds(td: Any, path: tuple[str, ...]) -> bool:
     """Whether every member (of every nested stack) holds ``path``, without stacking."""
     parts = td._stack_parts()
@@ -1531,36 +1482,6 @@ def _list_part(value: list[Any], dim: int, i: int) -> Any:
     if dim == 0:
         return value[i]
     return [_list_part(v, dim - 1, i) for v in value]
-
-
-def _one_dim_array(item: Any) -> bool:
-    return isinstance(item, (Tensor, np.ndarray, list, range)) and np.ndim(item) == 1
-
-
-def _nested(values: list[Tensor]) -> Tensor:
-    """A nested tensor of the members' leaves: jagged when only the first dim differs."""
-    if all(v.shape[1:] == values[0].shape[1:] for v in values) and values[0].ndim:
-        return torch.nested.nested_tensor(values, layout=torch.jagged)
-    with warnings.catch_warnings():  # torch warns that the strided layout is a prototype
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.nested.nested_tensor(values)
-
-
-def _padded_stack(
-    values: list[Tensor], dim: int, padding_value: float, side: str = "right"
-) -> Tensor:
-    ndim = values[0].ndim
-    if any(v.ndim != ndim for v in values):
-        raise RuntimeError("LazyStackedTensorDict.get: as_padded_tensor needs leaves of one ndim")
-    target = [max(v.shape[i] for v in values) for i in range(ndim)]
-    padded = []
-    for v in values:
-        pad: list[int] = []
-        for i in reversed(range(ndim)):
-            gap = target[i] - v.shape[i]
-            pad += [gap, 0] if side == "left" else [0, gap]
-        padded.append(torch.nn.functional.pad(v, pad, value=padding_value))
-    return torch.stack(padded, dim)
 
 
 register_type("LazyStackedTensorDict", LazyStackedTensorDict)

@@ -1,14 +1,17 @@
-"""Advanced indexing of a lazy stack whose members differ: masks and index tensors that
-reach the stack dim, or span several dims, answered from the members without densifying."""
+"""Indexing a lazy stack through its members: an index split into the stack dim's item
+and the members' index, and masks and index tensors that reach the stack dim, or span
+several dims, answered from members that differ without densifying."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from tensordict._index import _normalise
+from tensordict._ragged import check_not_ragged
 
 
 def _full(item: Any) -> bool:
@@ -82,3 +85,83 @@ def index_members(stack: Any, index: Any) -> Any:
     # (one 1-d index tensor keeps the stack dim's name; dims made together are unnamed)
     out = stack._restack(elements, p, keep_name=k == 1 and len(shape) == 1)
     return out if len(shape) == 1 else out.unflatten(p, shape)
+
+
+def split_index(stack: Any, index: Any) -> tuple[Any, tuple[Any, ...], int] | None:
+    """For ``stack[index]``: (item at the stack dim, index for members, members' kept
+    dims before it), or None when the index needs the dense path (None, masks or arrays
+    off the stack dim)."""
+    idx = _normalise(index, len(stack.batch_size))
+    if any(i is None or (isinstance(i, (Tensor, np.ndarray)) and i.ndim > 1) for i in idx):
+        return None  # a mask over several dims: the dense path
+    idx = idx + (slice(None),) * (len(stack.batch_size) - len(idx))
+    if len(idx) > len(stack.batch_size):
+        return None
+    d = stack.stack_dim
+    pre, at, post = idx[:d], idx[d], idx[d + 1 :]
+    if not isinstance(at, (int, np.integer, slice, range, list, Tensor, np.ndarray)):
+        raise TypeError(
+            f"{type(stack).__name__}[]: Invalid index {at!r} at the stack dim {d}; "
+            "use an int, a slice, a range, a list or a tensor"
+        )
+    arrays = [i for i in (*pre, *post) if not isinstance(i, (int, slice))]
+    if arrays:
+        # one 1-d mask or index off the stack dim, with slices elsewhere: it indexes
+        # each member at the same place (its result dim stays where it is)
+        if len(arrays) > 1 or not isinstance(at, slice) or not _one_dim_array(arrays[0]):
+            return None
+        if any(isinstance(i, int) for i in (*pre, *post)):
+            return None
+        if -1 in stack.batch_size and _is_mask(arrays[0]):  # one mask for every member
+            dims = [j for j, i in enumerate(idx) if i is arrays[0]]
+            check_not_ragged(f"{type(stack).__name__}[]", stack, dims)
+    kept = sum(1 for item in pre if not isinstance(item, int))
+    return at, (*pre, *post), kept
+
+
+def whole_index(index: tuple[Any, ...]) -> bool:
+    """Whether a member index selects everything (only full slices)."""
+    return all(isinstance(i, slice) and i == slice(None) for i in index)
+
+
+def false_scalar(item: Any) -> bool:
+    if isinstance(item, Tensor):
+        return item.dtype == torch.bool and item.ndim == 0 and not bool(item)
+    return item is False
+
+
+def _is_mask(item: Any) -> bool:
+    return item.dtype == torch.bool if isinstance(item, Tensor) else item.dtype == np.bool_
+
+
+def _one_dim_array(item: Any) -> bool:
+    return isinstance(item, (Tensor, np.ndarray, list, range)) and np.ndim(item) == 1
+
+
+def index_new_dims(stack: Any, index: Any) -> Any:
+    """``stack[index]`` for an index holding None (new dims of size one): the index
+    without them, then each new dim inserted where torch puts it, so the members stay
+    apart. None when the index needs the dense path (several index tensors, or one of
+    more than one dim, or a bool scalar)."""
+    idx = _normalise(index, len(stack.batch_size))
+    new_dims: list[int] = []
+    rest: list[Any] = []
+    pos = 0  # the result dim the next item makes
+    arrays = 0
+    for item in idx:
+        if item is None:
+            new_dims.append(pos)
+            pos += 1
+            continue
+        if type(item) is bool or (isinstance(item, Tensor) and item.ndim != 1):
+            return None
+        if isinstance(item, Tensor):
+            arrays += 1
+        rest.append(item)
+        pos += 0 if isinstance(item, int) else 1
+    if not new_dims or arrays > 1:
+        return None
+    out = stack._index(tuple(rest))
+    for d in new_dims:
+        out = out.unsqueeze(d)
+    return out

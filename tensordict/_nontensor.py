@@ -468,7 +468,7 @@ class NonTensorData(NonTensorDataBase):
             data = data.data
         self._check(data)
         self.data = data
-        self.batch_size = as_batch_size(batch_size, type(self).__name__)
+        self.batch_size = as_batch_size(batch_size, type(self).__name__, True)
         self.device = as_device(device)
 
     def _check(self, data: Any) -> None:
@@ -481,6 +481,11 @@ class NonTensorData(NonTensorDataBase):
         def build(dims: tuple[int, ...]) -> Any:
             return [build(dims[1:]) for _ in range(dims[0])] if dims else self.data
 
+        if -1 in self.batch_size:  # (the entry of a TensorDict with nested tensor leaves)
+            raise RuntimeError(
+                f"{type(self).__name__}.tolist: batch_size {tuple(self.batch_size)} holds a "
+                "ragged dim (-1): there is no one count of elements to give the value there"
+            )
         return build(tuple(self.batch_size))
 
     def _public(self) -> Any:

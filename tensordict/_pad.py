@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from tensordict._nontensor import NonTensor, NonTensorStack, as_stack
+from tensordict._ragged import check_not_ragged
 from tensordict._shape import PadSizeError
 from tensordict._shape import pad as _pad_core
 
@@ -62,6 +63,7 @@ def pad(
     (True, tensor([1., 1., 0.]))
     """
     call = "pad"
+    check_not_ragged(call, td)  # (members of other sizes: no one padded size)
     if safe:
         _check(call, td.batch_size, pad_size)
     if isinstance(td, NonTensor):

@@ -69,8 +69,14 @@ class CollectionPrimitives:
         return len(self._batch_size)
 
     def numel(self) -> int:
-        """The number of elements of the batch (the product of ``batch_size``)."""
-        return self._batch_size.numel()
+        """The number of elements of the batch (the product of ``batch_size``; with -1 for
+        nested tensor leaves, their elements' total)."""
+        bs = self._batch_size
+        if -1 in bs:
+            from tensordict._ragged import ragged_numel  # (above this module: it reads leaves)
+
+            return ragged_numel(self)
+        return bs.numel()
 
     @property
     def device(self) -> torch.device | None:

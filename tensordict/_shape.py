@@ -19,6 +19,7 @@ from tensordict._nontensor import (
     as_stack,
 )
 from tensordict._primitives import CollectionPrimitives, as_collection
+from tensordict._ragged import check_not_ragged, minus_one_error
 from tensordict._switches import set_lazy_legacy
 from tensordict._torch_compat import split_with_sizes
 from tensordict._unbatched import where_keeping_unbatched
@@ -140,7 +141,10 @@ def _dummy(bs: torch.Size) -> Tensor:
 
 
 def _shape_via(call: str, bs: torch.Size, fn: Callable[[Tensor], Any]) -> Any:
-    """Apply ``fn`` to a dummy of the batch shape, re-raising torch's error with context."""
+    """Apply ``fn`` to a dummy of the batch shape, re-raising torch's error with context
+    (a ragged dim, -1, has no dummy: refused first)."""
+    if -1 in bs:
+        raise minus_one_error(call, bs)
     try:
         return fn(_dummy(bs))
     except (RuntimeError, IndexError, ValueError, TypeError) as err:
@@ -246,6 +250,8 @@ class ShapeOps(CollectionPrimitives):
     def _reshape(self, method: str, shape: tuple[Any, ...]) -> Self:
         call = self._call(method)
         bs = self._batch_size
+        if -1 in bs:  # a ragged dim has no one size to regroup
+            check_not_ragged(call, self)
         if len(shape) == 1 and type(shape[0]) is int and shape[0] == bs.numel():
             new_bs = torch.Size(shape)  # one dim holding every element: nothing to infer
         else:
@@ -313,6 +319,7 @@ class ShapeOps(CollectionPrimitives):
         if s == e:  # nothing merged: the same entries (a lazy stack keeps its members)
             return record(_shallow(self), "flatten", (s, e), self)  # type: ignore[no-any-return]
         bs = self._batch_size
+        check_not_ragged(self._call("flatten"), self, range(s, e + 1))
         new_bs = torch.Size([*bs[:s], bs[s : e + 1].numel(), *bs[e + 1 :]])
         names = None
         if self._names is not None:
@@ -537,6 +544,8 @@ class ShapeOps(CollectionPrimitives):
         """
         bs = self._batch_size
         d = _norm(self._call("unbind"), dim, len(bs))
+        if bs[d] < 0:  # -1: no one count of slices
+            check_not_ragged(self._call("unbind"), self, (d,))
         new_bs = torch.Size([*bs[:d], *bs[d + 1 :]])
         names = None
         if self._names is not None:

@@ -221,6 +221,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
         lock: bool = False,
         **kwargs: Any,
     ) -> None:
+        ragged = False
         if (  # the common [N] and torch.Size: checked here, no call
             type(batch_size) is list
             and len(batch_size) == 1
@@ -232,6 +233,7 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             bs = batch_size
         else:  # (-1: a dim the elements of nested tensor leaves differ in)
             bs = as_batch_size(batch_size, "TensorDict", True)
+            ragged = -1 in bs
         dev = None if device is None else as_device(device)
         self._batch_size = bs
         self._device = dev
@@ -284,6 +286,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
             self.names = names
         if lock:
             self.lock_()
+        if ragged:
+            _check_minus_one_given(self)
 
     def _fill(self, source: Mapping[Any, Any] | TensorDict) -> None:
         """Store the entries of ``source``; plain dicts nest without re-normalising anything."""
@@ -1009,7 +1013,8 @@ class TensorDict(IndexOps, DenseStateOps, DenseTensorDictBase):
                 target.update(value, inplace, update_batch_size=True, is_leaf=is_leaf)
             elif _is_td(target) and _is_ragged(value):  # the dense level becomes lazy too
                 dim = value._stack_parts()[0]
-                lazy = type(value)(*target.unbind(dim), stack_dim=dim).update(value, inplace)
+                lazy = type(value)(*target.unbind(dim), stack_dim=dim)
+                lazy.update(value, inplace, update_batch_size=update_batch_size)
                 self._set_path(path, lazy, call)
             elif inplace and target is not None:
                 self.set_(path, value)
@@ -1411,6 +1416,20 @@ def _dense_other(call: str, other: Any) -> DenseTensorDictBase:
     if isinstance(other, CollectionPrimitives):
         return other._as_dense(call)
     raise TypeError(f"{call}: the other arguments must be TensorDicts, got {type(other).__name__}")
+
+
+def _check_minus_one_given(td: TensorDict) -> None:
+    """A -1 in a new TensorDict's batch size must be given by an entry: a nested tensor
+    leaf (checked against it on the way in) or a nested collection with -1 there."""
+    for value in td._tensordict.values():
+        if isinstance(value, Tensor) and value.is_nested:
+            return
+        if not isinstance(value, NonTensor) and -1 in getattr(value, "batch_size", ()):
+            return
+    raise ValueError(
+        f"TensorDict: batch_size {tuple(td._batch_size)} holds -1 (a ragged dim) but no "
+        "nested tensor leaf differs in size there; give the dim its size"
+    )
 
 
 def _as_tensor_or_none(value: Any, device: torch.device | None) -> Tensor | None:

@@ -740,8 +740,7 @@ class TensorLikeOps(CollectionPrimitives):
         tensor([[1., 0.],
                 [1., 1.]])
         """
-        from tensordict._ragged import pad_nested_batch, padded_batch_size, padding_mask
-        from tensordict._td import TensorDict
+        from tensordict._ragged_pad import pad_nested_batch, pad_stack, padding_mask
 
         call = self._call("to_padded_tensor")
         if mask_key is not None and -1 not in self._batch_size:
@@ -757,12 +756,7 @@ class TensorLikeOps(CollectionPrimitives):
                     lambda x: torch.nested.to_padded_tensor(x, padding) if x.is_nested else x
                 )
         else:
-            entries = {
-                key: self.get(key, as_padded_tensor=True, padding_value=padding)  # type: ignore[call-arg]
-                for key in self.keys(True, leaves_only=True)
-                if isinstance(self.tensordicts[0].get(key, None), Tensor)  # type: ignore[attr-defined]
-            }
-            out = TensorDict(entries, batch_size=padded_batch_size(self), device=self._device)
+            out = pad_stack(self, padding, call)
         if mask_key is not None:
             out.set(mask_key, padding_mask(self, out))
         return out

@@ -167,3 +167,11 @@ def test_module_layer_names_upstream_exports_at_the_top_are_reached_lazily() -> 
     import sys
 
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_ragged_helpers_sit_below_the_lazy_stack_class() -> None:
+    # the ragged errors and the padding helpers are used by the lazy stack class, never
+    # the other way round
+    for name in ("_ragged.py", "_ragged_pad.py", "_lazy_ragged.py", "_lazy_index.py"):
+        imported = _imports(ROOT / "tensordict" / name)
+        assert "tensordict._lazy" not in imported, name

@@ -6,10 +6,11 @@ import json
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from tensordict import LazyStackedTensorDict, TensorDict, lazy_stack
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict, lazy_stack
 from tensordict._format import FormatError
 
 
@@ -225,7 +226,7 @@ def test_new_empty_empty_lazy_keeps_lazy_stacks_lazy() -> None:
         ("reshape", lambda s: s.reshape(-1)),
         ("view", lambda s: s.view(-1)),
         ("flatten", lambda s: s.flatten(0, 1)),
-        ("unflatten", lambda s: s.unflatten(0, (1, 3))),
+        ("unflatten", lambda s: s.unflatten(2, (1, 4))),
         ("unbind", lambda s: s.unbind(2)),
         ("split", lambda s: s.split(2, 2)),
         ("chunk", lambda s: s.chunk(2, 2)),
@@ -347,3 +348,168 @@ def test_a_tensordict_with_minus_one_is_refused_by_the_writer(tmp_path: Path) ->
         r"\(2, 3, -1\), from nested tensor leaves\)",
     ):
         td.memmap(tmp_path / "t")
+
+
+# ------------------------------------------------ between two ragged stacks
+def _flat(*sizes: int, fill: float = 0.0) -> LazyStackedTensorDict:
+    return lazy_stack([TensorDict(x=torch.full((n,), fill), batch_size=[n]) for n in sizes])
+
+
+@pytest.mark.parametrize("method", ["update", "update_"])
+def test_update_between_ragged_stacks_checks_every_member_before_writing(method: str) -> None:
+    dest, src = _flat(3, 4), _flat(3, 5, fill=1.0)
+    with pytest.raises(
+        RuntimeError,
+        match=rf"LazyStackedTensorDict.{method}: member 1 of the other operand has batch_size "
+        r"\(5,\), member 1 of the lazy stack has \(4,\)",
+    ):
+        getattr(dest, method)(src)
+    assert all((m["x"] == 0).all() for m in dest.tensordicts)  # member 0 left as it was
+    getattr(dest, method)(_flat(3, 4, fill=2.0))
+    assert all((m["x"] == 2).all() for m in dest.tensordicts)
+
+
+def test_update_batch_size_reaches_a_dense_level_that_becomes_lazy() -> None:
+    def root(*sizes: int, fill: float) -> TensorDict:
+        members = [TensorDict(x=torch.full((2, n), fill), batch_size=[2, n]) for n in sizes]
+        return TensorDict(n=lazy_stack(members, 1), batch_size=[2])
+
+    dest = root(3, 3, fill=0.0)  # members that agree: stored as a dense level
+    with pytest.raises(RuntimeError, match=r"update_batch_size must be set to True"):
+        dest.update(root(4, 5, fill=1.0))
+    dest.update(root(4, 5, fill=1.0), update_batch_size=True)
+    n = dest["n"]
+    assert isinstance(n, LazyStackedTensorDict) and n.batch_size == (2, 2, -1)
+    assert [m["x"].tolist() for m in n.tensordicts] == [[[1.0] * 4] * 2, [[1.0] * 5] * 2]
+
+
+def test_a_non_tensor_value_in_a_tensordict_with_minus_one() -> None:
+    td = TensorDict(x=_nested(), s="hi", batch_size=[2, 3, -1])
+    assert td["s"] == "hi" and td.get("s").batch_size == (2, 3, -1)
+    td.set("t", "there")
+    assert td["t"] == "there" and td.get("t").batch_size == (2, 3, -1)
+    with pytest.raises(
+        RuntimeError, match=r"NonTensorData.tolist: batch_size \(2, 3, -1\) holds a ragged"
+    ):
+        td.get("s").tolist()
+    with pytest.raises(ValueError, match=r"NonTensorData: batch_size must not hold negative"):
+        NonTensorData("hi", batch_size=[-1, 2])  # -1 is never the first dim
+
+
+def test_numel_and_shape_ops_of_a_tensordict_with_minus_one() -> None:
+    td = TensorDict(x=_nested(), batch_size=[2, 3, -1])  # elements (3, 4, 5) and (3, 6, 5)
+    assert td.numel() == 3 * 4 + 3 * 6
+    ragged = r"batch dim 2 is ragged \(-1 in batch_size \(2, 3, -1\)\): the elements of the"
+    for call, op in [
+        ("reshape", lambda: td.reshape(-1)),
+        ("view", lambda: td.view(-1)),
+        ("flatten", lambda: td.flatten(1, 2)),
+        ("unbind", lambda: td.unbind(2)),
+    ]:
+        with pytest.raises(RuntimeError, match=rf"TensorDict.{call}: {ragged}"):
+            op()
+    with pytest.raises(RuntimeError, match=r"TensorDict.unbind: batch dim 0 is ragged"):
+        td.tolist()  # (down to the elements of the ragged dim)
+    with pytest.raises(ValueError, match=r"holds -1 \(a ragged dim\) but no nested tensor leaf"):
+        TensorDict({}, [2, -1])
+    with pytest.raises(ValueError, match=r"holds -1 \(a ragged dim\) but no nested tensor leaf"):
+        TensorDict(s="hi", batch_size=torch.Size([2, -1]))
+    nested = TensorDict(n=td, batch_size=[2, 3, -1])  # a nested level gives the -1
+    assert nested.numel() == td.numel()
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(None), torch.ones(3, dtype=torch.bool)),
+        (Ellipsis, torch.ones(4, dtype=torch.bool)),
+        (slice(None), np.ones(3, dtype=bool)),
+    ],
+)
+def test_a_one_dim_mask_on_the_ragged_dim_names_it(index: tuple[object, ...]) -> None:
+    s = lazy_stack([TensorDict(batch_size=[3]), TensorDict(batch_size=[4])])
+    with pytest.raises(
+        RuntimeError,
+        match=r"LazyStackedTensorDict\[\]: batch dim 1 of the lazy stack \(batch_size "
+        r"\(2, -1\)\) is ragged: its members have sizes \[3, 4\] there",
+    ):
+        s[index]
+    assert s[:, torch.tensor([0, 2])].batch_size == (2, 2)  # indices: member by member
+
+
+# ------------------------------------------- shape ops on a stack with a ragged dim
+def _s3() -> LazyStackedTensorDict:
+    """Members (3, 5) and (4, 5) of arange values stacked at dim 1: (-1, 2, 5)."""
+    members = [TensorDict(x=torch.arange(n * 5.0).view(n, 5), batch_size=[n, 5]) for n in (3, 4)]
+    return lazy_stack(members, 1)
+
+
+def test_repeat_unflatten_roll_go_member_by_member_off_the_ragged_dim() -> None:
+    s3 = _s3()
+    out = s3.repeat(1, 1, 2)
+    assert out.batch_size == (-1, 2, 10)
+    assert [m["x"].tolist() for m in out.tensordicts] == [
+        m["x"].repeat(1, 2).tolist() for m in s3.tensordicts
+    ]
+    out = s3.repeat(2, 2, 1)  # the ragged dim tiles each member's own size; members tile
+    assert [m.batch_size for m in out.tensordicts] == [(6, 5), (8, 5), (6, 5), (8, 5)]
+    out = s3.unflatten(2, (5, 1))
+    assert out.batch_size == (-1, 2, 5, 1)
+    assert [m.batch_size for m in out.tensordicts] == [(3, 5, 1), (4, 5, 1)]
+    out = s3.roll(1, 2)
+    assert out.batch_size == (-1, 2, 5)
+    assert out.tensordicts[1]["x"][0].tolist() == [4.0, 0.0, 1.0, 2.0, 3.0]
+    out = s3.roll(1, 1)  # the stack dim rotates the members (copies, as any roll)
+    assert [m.batch_size for m in out.tensordicts] == [(4, 5), (3, 5)]
+    assert out.tensordicts[0]["x"].data_ptr() != s3.tensordicts[1]["x"].data_ptr()
+    ragged = r"batch dim 0 of the lazy stack \(batch_size \(-1, 2, 5\)\) is ragged"
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.unflatten: {ragged}"):
+        s3.unflatten(0, (3, 1))
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.roll: {ragged}"):
+        s3.roll(1, 0)
+
+
+def test_ops_needing_a_size_at_the_ragged_dim_name_it_not_torch() -> None:
+    s3 = _s3()
+    ragged = r"batch dim 0 is ragged \(-1 in batch_size \(-1, 2, 5\)\): this needs one size"
+    with pytest.raises(RuntimeError, match=rf"LazyStackedTensorDict.gather: {ragged}"):
+        s3.gather(2, torch.zeros(3, 2, 2, dtype=torch.long))
+    with pytest.raises(
+        RuntimeError, match=r"pad: batch dim 0 of the lazy stack \(batch_size \(-1, 2, 5\)\)"
+    ):
+        s3.pad([0, 0, 0, 0, 0, 1])
+    td = TensorDict(x=_nested(), batch_size=[2, 3, -1])
+    assert td[0].batch_size == (3, -1)  # ints and slices before the ragged dim: no probe
+    with pytest.raises(
+        IndexError, match=r"TensorDict\[\] \(index .*\): batch dim 2 is ragged \(-1 in batch_size"
+    ):
+        td[:, :, 0]
+
+
+# ------------------------------------------------------------ to_padded_tensor
+def test_to_padded_tensor_of_a_stack_of_ragged_stacks() -> None:
+    def rs(a: int, b: int) -> LazyStackedTensorDict:
+        return lazy_stack([TensorDict(x=torch.ones(a)), TensorDict(x=torch.ones(b))])
+
+    out = lazy_stack([rs(2, 3), rs(4, 1)]).to_padded_tensor()
+    assert out.batch_size == (2, 2)
+    assert out["x"].sum(-1).tolist() == [[2.0, 3.0], [4.0, 1.0]] and out["x"].shape[-1] == 4
+
+
+def test_to_padded_tensor_keeps_non_tensor_entries_and_refuses_partial_keys() -> None:
+    s = lazy_stack(
+        [
+            TensorDict(x=torch.ones(2), s="a", n=TensorDict(t="u")),
+            TensorDict(x=torch.ones(3), s="b", n=TensorDict(t="v")),
+        ]
+    )
+    out = s.to_padded_tensor()
+    assert out["s"] == ["a", "b"] and out["n", "t"] == ["u", "v"]
+    partial = lazy_stack(
+        [TensorDict(x=torch.ones(2), y=torch.ones(1)), TensorDict(x=torch.ones(3))]
+    )
+    with pytest.raises(KeyError, match=r"to_padded_tensor: keys \['y'\] are held by some"):
+        partial.to_padded_tensor()
+    ragged = lazy_stack([TensorDict(s="a", batch_size=[2]), TensorDict(s="b", batch_size=[3])])
+    with pytest.raises(RuntimeError, match=r"non-tensor entries \['s'\] cannot be padded"):
+        ragged.to_padded_tensor()
