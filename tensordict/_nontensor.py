@@ -231,10 +231,21 @@ class NonTensor:
             "squeeze",
             spread=False,
         )
-        if isinstance(out, NonTensorStack) and len(out.batch_size) < len(self.batch_size):
-            first = out.positions.reshape(-1)[:1]
-            if first.numel() and bool((out.positions == first).all()):
-                return NonTensorData(out.values[int(first)], out.batch_size, out.device)
+        if (
+            isinstance(out, NonTensorStack)
+            and len(out.batch_size) < len(self.batch_size)
+            and out.positions.numel()
+        ):
+            positions = out.positions
+            first = int(positions[(0,) * positions.ndim])
+            # one value everywhere: a single value held, one zero seen through the batch
+            # (a NonTensorData spread), or, last, every position compared
+            if (
+                len(out.values) == 1
+                or not any(positions.stride())
+                or bool((positions == first).all())
+            ):
+                return NonTensorData(out.values[first], out.batch_size, out.device)
         return out
 
     def unsqueeze(self, dim: int) -> NonTensor:
@@ -410,7 +421,8 @@ def _from_positions(
         return like._with(positions.shape, like.device)
     if positions.ndim == 0:
         return NonTensorData(values[int(positions)], torch.Size(), like.device)
-    return NonTensorStack._from_positions(values, positions, like.device)
+    # (positions an op made from valid ones are valid: no pass over every element)
+    return NonTensorStack._from_valid_positions(list(values), positions, like.device)
 
 
 class NonTensorEntry(NonTensor):
@@ -492,7 +504,9 @@ class NonTensorData(NonTensorDataBase):
         return self.data
 
     def _positions(self) -> Tensor:
-        return torch.zeros(self.batch_size, dtype=torch.long)
+        # every element holds value 0: one zero seen through the whole batch (no memory
+        # per element; a write into a copy of it, as setitem makes, gets its own)
+        return torch.zeros((), dtype=torch.long).expand(self.batch_size)
 
     def _values(self) -> list[Any]:
         return [self.data]
