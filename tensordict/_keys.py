@@ -91,9 +91,9 @@ def missing_key_error(call: str, key: object, available: Iterable[str]) -> KeyEr
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     shown = ", ".join(repr(n) for n in sorted(names)[:10]) + (", ..." if len(names) > 10 else "")
     owner = call.split(".", 1)[0].split("[", 1)[0]
-    # (upstream's words, "not found in TensorDict with keys [...]", with the keys at the
-    # level the path stopped at)
-    return KeyError(f"{call}: key {key!r} not found in {owner} with keys [{shown}]{hint}")
+    # (upstream's words: "was not found" and "not found in TensorDict with keys [...]",
+    # with the keys at the level the path stopped at)
+    return KeyError(f"{call}: key {key!r} was not found in {owner} with keys [{shown}]{hint}")
 
 
 def locked_error(call: str, key: object, what: str = "add, remove or replace") -> RuntimeError:

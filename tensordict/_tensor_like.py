@@ -427,12 +427,21 @@ class TensorLikeOps(CollectionPrimitives):
         empty_lazy: builtins.bool = False,
     ) -> Self:
         shape = _size_arg(size)
-        if empty_lazy:  # lazy stacks (this one, nested ones) become empty lazy stacks
-            from tensordict._empty_lazy import new_keeping_lazy
+        if empty_lazy:
+            # dense where it can be (upstream's masked writes into the result then fill
+            # every row); lazy stacks with no dense form (ragged, or members of different
+            # structures) become empty lazy stacks of the new batch size
+            try:
+                return self._new(name, size, fill, kw)
+            except RuntimeError:
+                from tensordict._empty_lazy import new_keeping_lazy
 
-            return new_keeping_lazy(  # type: ignore[no-any-return]
-                self._call(name), self, torch.Size(shape), lambda td: td._new(name, size, fill, kw)
-            )
+                return new_keeping_lazy(  # type: ignore[no-any-return]
+                    self._call(name),
+                    self,
+                    torch.Size(shape),
+                    lambda td: td._new(name, size, fill, kw),
+                )
         n = len(self._batch_size)
 
         def fn(x: Tensor) -> Tensor:
@@ -471,13 +480,13 @@ class TensorLikeOps(CollectionPrimitives):
         >>> TensorDict(a=torch.ones(3, 2), batch_size=[3]).new_zeros(5)["a"].shape
         torch.Size([5, 2])
 
-        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``. With
-        ``empty_lazy=True`` a lazy stack gives an empty lazy stack of the new batch size
-        along its stack dim, as upstream (a nested one gives an empty level); otherwise
-        the result is dense.
+        ``layout`` and ``pin_memory`` are passed to each leaf's ``new_zeros``. The result
+        is dense; with ``empty_lazy=True`` a lazy stack that has no dense form (ragged,
+        or members of different structures) gives an empty lazy stack of the new batch
+        size along its stack dim instead (a nested one gives an empty level).
 
         >>> from tensordict import lazy_stack
-        >>> s = lazy_stack([TensorDict(a=torch.ones(2), batch_size=[2])] * 3, 1)
+        >>> s = lazy_stack([TensorDict(batch_size=[2]), TensorDict(batch_size=[3])], 1)
         >>> e = s.new_zeros(4, 5, empty_lazy=True)
         >>> type(e).__name__, e.batch_size, e.is_empty()
         ('LazyStackedTensorDict', torch.Size([4, 5]), True)
