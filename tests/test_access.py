@@ -29,12 +29,12 @@ def test_get_and_getitem(td: TensorDict) -> None:
 def test_missing_key_errors_suggest(td: TensorDict) -> None:
     with pytest.raises(
         KeyError,
-        match=r"TensorDict\[\]: key 'aa' not found in TensorDict with keys \['a', 'nested'\]; did you mean 'a'",
+        match=r"TensorDict\[\]: key 'aa' was not found in TensorDict with keys \['a', 'nested'\]; did you mean 'a'",
     ):
         td["aa"]
     with pytest.raises(
         KeyError,
-        match=r"TensorDict.get: key \('nested', 'bb'\) not found in TensorDict with keys \['b', 'deep'\]; did you mean 'b'",
+        match=r"TensorDict.get: key \('nested', 'bb'\) was not found in TensorDict with keys \['b', 'deep'\]; did you mean 'b'",
     ):
         td.get(("nested", "bb"))
     with pytest.raises(KeyError, match=r"'a' holds a Tensor, not a nested TensorDict"):
@@ -102,7 +102,7 @@ def test_set_inplace_and_set_(td: TensorDict) -> None:
     td.set_("a", torch.tensor([[3.0], [4.0], [5.0]], dtype=torch.float64))
     assert torch.equal(leaf, torch.tensor([[3.0, 3.0], [4.0, 4.0], [5.0, 5.0]]))
     with pytest.raises(
-        KeyError, match="TensorDict.set_: key 'nope' not found in TensorDict with keys"
+        KeyError, match="TensorDict.set_: key 'nope' was not found in TensorDict with keys"
     ):
         td.set_("nope", torch.ones(3))
 

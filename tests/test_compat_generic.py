@@ -351,7 +351,7 @@ def test_update_with_keyword_entries() -> None:
     a = td["a"]
     td.update_(a=torch.ones(3))
     assert td["a"] is a and a.tolist() == [1.0] * 3
-    with pytest.raises(KeyError, match=r"TensorDict\.update_: key 'zz' not found in"):
+    with pytest.raises(KeyError, match=r"TensorDict\.update_: key 'zz' was not found in"):
         td.update_(zz=torch.ones(3))
     lst = lazy_stack([TensorDict(a=torch.zeros(())) for _ in range(3)])
     lst.update(b=torch.ones(3))

@@ -570,7 +570,7 @@ def test_get_defaults_to_none_switch_and_stack_errors() -> None:
         assert td.pop("x", 5) == 5
         with pytest.raises(KeyError, match=r"TensorDict\.pop: You are trying to pop key 'x'"):
             td.pop("x")
-    with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' not found in"):
+    with pytest.raises(KeyError, match=r"TensorDict\.get: key 'x' was not found in"):
         td.get("x")  # our default: a missing key raises, as td[key] does
     members = [
         TensorDict(a=torch.zeros(2, 1), batch_size=[2]),

@@ -173,7 +173,7 @@ def test_str_subclass_keys() -> None:
     assert torch.equal(td[K.OBS], torch.ones(2))
     td["n", K.OBS] = torch.zeros(2)
     assert ("n", "obs") in td.keys(True)
-    with pytest.raises(KeyError, match="key 'missing' not found in"):
+    with pytest.raises(KeyError, match="key 'missing' was not found in"):
         td[K.MISSING]
 
 

@@ -52,7 +52,7 @@ def test_set_at_takes_a_numpy_array() -> None:
 
 
 def test_missing_key_errors_say_where() -> None:
-    with pytest.raises(KeyError, match=r"key 'zz' not found in TensorDict with keys"):
+    with pytest.raises(KeyError, match=r"key 'zz' was not found in TensorDict with keys"):
         _td().set_("zz", torch.zeros(4, 3))
     with pytest.raises(KeyError, match=r"key 'zz' was not found in the LazyStackedTensorDict"):
         _stack().set_("zz", torch.zeros(2, 3))  # type: ignore[attr-defined]

@@ -316,9 +316,9 @@ def test_tensorclass_get_of_an_unset_field_is_none() -> None:
     assert obs.get(("spare", "q")) is None
     assert TensorDict(obs=obs, batch_size=[3]).get(("obs", "spare")) is None
     assert obs.get("w", 5) == 5
-    with pytest.raises(KeyError, match="_Obs.get: key 'z' not found in"):
+    with pytest.raises(KeyError, match="_Obs.get: key 'z' was not found in"):
         obs.get("z")
-    with pytest.raises(KeyError, match=r"key \('pose', 'z'\) not found in"):
+    with pytest.raises(KeyError, match=r"key \('pose', 'z'\) was not found in"):
         obs.get(("pose", "z"))
 
 

@@ -32,7 +32,7 @@ def test_rename_key() -> None:
     assert list(td.keys(True)) == ["b", "s", "n", ("n", "a")]
     with pytest.raises(KeyError, match=r"already present in TensorDict \(safe=True\)"):
         td.rename_key_("b", ("n", "a"), safe=True)
-    with pytest.raises(KeyError, match="TensorDict.rename_key_: key 'zz' not found in"):
+    with pytest.raises(KeyError, match="TensorDict.rename_key_: key 'zz' was not found in"):
         td.rename_key_("zz", "y")
     td.rename_key_("s", "t")
     assert td["t"] == "x"

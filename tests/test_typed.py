@@ -369,7 +369,7 @@ def test_unknown_option() -> None:
 
 def test_missing_key_errors_name_the_class() -> None:
     state = _state()
-    with pytest.raises(KeyError, match=r"Predictor\[\]: key 'nope' not found in"):
+    with pytest.raises(KeyError, match=r"Predictor\[\]: key 'nope' was not found in"):
         _ = state["nope"]
     with pytest.raises(KeyError, match=r"Predictor\[\]: .*'nope'"):
         _ = state["nope", "deeper"]
