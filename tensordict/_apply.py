@@ -237,6 +237,33 @@ def dropped(source: Any, result: Any, filter_empty: bool | None) -> bool:
     return _no_entries(result) and (filter_empty is True or not _no_entries(source))
 
 
+class WrittenWatch:
+    """``fn`` for an in-place ``apply``, counting the leaves it gave a value for: upstream
+    answers None when it gave none (unless ``filter_empty=False``, or the collection holds
+    non-tensor entries, which are kept)."""
+
+    __slots__ = ("calls", "fn", "written")
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.calls = 0
+        self.written = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.fn(*args, **kwargs)
+        self.calls += 1
+        if out is not None:
+            self.written += 1
+        return out
+
+    def wrote_nothing(self, source: Any, filter_empty: bool | None) -> bool:
+        """Whether the in-place ``apply`` answers None (``filter_empty`` as in
+        :func:`dropped`: None asks for at least one leaf visited)."""
+        if self.written or (filter_empty is None and not self.calls):
+            return False
+        return not source._has_non_tensor
+
+
 def _no_entries(td: Any) -> bool:
     entries = getattr(td, "_tensordict", None)
     if type(entries) is dict:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor
 
-from tensordict._apply import dropped
+from tensordict._apply import WrittenWatch, dropped
 from tensordict._consolidate import ConsolidateOps
 from tensordict._construct_ops import ConstructOps
 from tensordict._context import ContextOps
@@ -174,10 +174,16 @@ class TensorDictBase(
         """``apply``/``named_apply``: the engine with ``args`` (batch size through default,
         in ``_apply_impl``'s order), then ``out`` updated with the result, or a new result
         locked when this collection is and ``propagate_lock`` asks."""
-        result = self._apply_impl(fn, others, key_fn, *args)
         inplace = args[3]
-        if args[4] is not False and not inplace and dropped(self, result, args[4]):
-            return None
+        if inplace and args[4] is not False:  # (None when no leaf was written, as upstream)
+            watch = WrittenWatch(fn)
+            result = self._apply_impl(watch, others, key_fn, *args)
+            if watch.wrote_nothing(self, args[4]):
+                return None
+        else:
+            result = self._apply_impl(fn, others, key_fn, *args)
+            if args[4] is not False and dropped(self, result, args[4]):
+                return None
         if out is not None:  # the results replace out's entries (set, not copied in), as upstream
             call = self._call("named_apply" if key_fn else "apply")
             if args[0] is not None and tuple(result.batch_size) != tuple(out.batch_size):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -555,18 +556,22 @@ class TensorLikeOps(CollectionPrimitives):
     ) -> Self:
         """A collection of the same keys whose leaves are ``data`` (a tensor, or a
         collection paired leaf by leaf), with each leaf's dtype unless ``dtype`` is given.
+        A tensor or collection given as ``data`` is copied, with torch's
+        :meth:`torch.Tensor.new_tensor` warning (once per call) that ``detach().clone()``
+        says the same.
 
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> TensorDict(a=torch.ones(1)).new_tensor(torch.tensor([1, 2]))["a"]
+        >>> TensorDict(a=torch.ones(1)).new_tensor([1, 2])["a"]
         tensor([1., 2.])
         """
-        if pin_memory:
-            plain: Any = self.new_tensor(
-                data, dtype=dtype, device=device, requires_grad=requires_grad
-            )
-            return plain.pin_memory()  # type: ignore[no-any-return]
-        kw = _kw(dtype, device, requires_grad)
+        if isinstance(data, (Tensor, CollectionPrimitives)):
+            warnings.warn(_COPY_CONSTRUCT, UserWarning, stacklevel=2)
+        made = self._new_tensor(data, _kw(dtype, device, requires_grad))
+        return made.pin_memory() if pin_memory else made  # type: ignore[no-any-return]
+
+    def _new_tensor(self, data: Any, kw: dict[str, Any]) -> Self:
+        """:meth:`new_tensor` without its warning, ``kw`` as :func:`_kw` makes it."""
         src = _dense(self, self._call("new_tensor"))
         if isinstance(data, CollectionPrimitives):
             others = src._other_leaves(self._call("new_tensor"), data)
@@ -868,8 +873,16 @@ class TensorLikeOps(CollectionPrimitives):
         return self
 
 
+_COPY_CONSTRUCT = (  # torch's words, in Tensor.new_tensor
+    "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() "
+    "or sourceTensor.detach().clone().requires_grad_(True), rather than "
+    "tensor.new_tensor(sourceTensor)."
+)
+
+
 def _copy_like(like: Tensor, data: Tensor, kw: dict[str, Any]) -> Tensor:
-    """``like.new_tensor(data, **kw)`` without torch's copy-construct warning."""
+    """``like.new_tensor(data, **kw)`` without torch's copy-construct warning (given once
+    per call by :meth:`~TensorLikeOps.new_tensor`)."""
     out = data.detach().to(
         dtype=kw.get("dtype", like.dtype), device=kw.get("device", like.device), copy=True
     )

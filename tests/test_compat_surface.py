@@ -370,8 +370,14 @@ def test_tensor_like_attributes(kind: str) -> None:
     assert coll.new_ones(2, 2)["a"].shape == (2, 2, 2) and coll.new_ones(2, 2)["a"].all()
     assert coll.new_empty([1]).batch_size == (1,)
     assert (coll.new_full([2], 3.0)["nested", "b"] == 3).all()
-    made = coll.new_tensor(torch.tensor([1, 2]))
+    with pytest.warns(UserWarning, match="To copy construct from a tensor") as caught:
+        made = coll.new_tensor(torch.tensor([1, 2]))  # as Tensor.new_tensor warns
+    assert len(caught) == 1 and caught[0].filename == __file__  # once, at the caller
     assert made["a"].dtype == torch.float32 and made["a"].tolist() == [1.0, 2.0]
+    with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+        again = coll.new_tensor(coll * 0, pin_memory=False)
+    assert again.batch_size == coll.batch_size and not again["a"].any()
+    assert coll.new_tensor([1, 2])["a"].tolist() == [1.0, 2.0]  # a list: no warning
 
 
 def test_autograd_helpers() -> None:

@@ -98,3 +98,26 @@ def test_private_checks_read_nested_leaves_and_ragged_stacks() -> None:
     assert lazy_stack(members)._has_non_tensor is False
     members[1]["s"] = "text"
     assert lazy_stack(members)._has_non_tensor is True
+
+
+@pytest.mark.parametrize("td", _collections(), ids=["dense", "lazy", "tensorclass", "locked"])
+@pytest.mark.parametrize("spelling", ["apply", "_fast_apply"])
+def test_inplace_apply_that_writes_no_leaf_answers_none(td: Any, spelling: str) -> None:
+    call = getattr(td, spelling)
+    assert call(lambda x: None, inplace=True, filter_empty=True) is None
+    assert call(lambda x: None, inplace=True, filter_empty=None) is None
+    assert call(lambda x: None, inplace=True, filter_empty=False) is td
+    assert call(lambda x: x.mul_(1), inplace=True) is td  # one written leaf is enough
+    assert td.apply_(lambda x: None) is td  # apply_ always answers the collection
+
+
+def test_inplace_apply_writing_nothing_keeps_non_tensor_holders_and_empty_levels() -> None:
+    with_text = TensorDict({"a": torch.zeros(2), "s": "text"}, [2])
+    assert with_text.apply(lambda x: None, inplace=True) is with_text
+    no_leaf = TensorDict({"n": {}}, [])
+    assert no_leaf.apply(lambda x: None, inplace=True) is no_leaf  # None asks for a leaf
+    assert no_leaf.apply(lambda x: None, inplace=True, filter_empty=True) is None
+    seen: list[str] = []
+    flat = TensorDict({"a": torch.zeros(2), "b": torch.ones(2)}, [2])
+    assert flat.named_apply(lambda k, x: seen.append(k), inplace=True) is None
+    assert seen == ["a", "b"]
