@@ -25,6 +25,17 @@ _STRUCTURAL = frozenset(
 )
 
 
+def _data_swappable(leaf: Any, new: Any) -> bool:
+    """Whether ``leaf.data = new`` keeps ``leaf`` as ``module.to`` does: tensors of
+    compatible kinds, and a leaf requiring gradients stays floating or complex."""
+    return (
+        isinstance(leaf, Tensor)
+        and isinstance(new, Tensor)
+        and torch._has_compatible_shallow_copy_type(leaf, new)
+        and (not leaf.requires_grad or new.is_floating_point() or new.is_complex())
+    )
+
+
 def _convert(value: Tensor, no_convert: bool) -> Tensor:
     """A float leaf becomes an ``nn.Parameter``, others buffers; with ``no_convert`` every
     leaf is a buffer, and one that requires grad is kept as it is (an expanded parameter
@@ -558,8 +569,31 @@ class TensorDictParams(nn.Module):
         >>> q = p.to(torch.float64)
         >>> type(q).__name__, type(q["a"]).__name__, q["a"].dtype, p["a"].dtype
         ('TensorDictParams', 'Parameter', torch.float64, torch.float32)
+
+        With ``inplace=True`` each leaf's data is replaced, as ``module.float()`` does:
+        the parameters stay the same objects (an optimizer holding them keeps them).
+
+        >>> a = p["a"]
+        >>> p.to(torch.float64, inplace=True) is p, p["a"] is a, a.dtype
+        (True, True, torch.float64)
         """
         tree = self._tree(hooks=False)
+        if kwargs.get("inplace"):
+            if self.__dict__["_locked"]:
+                raise RuntimeError(
+                    "TensorDictParams.to: Cannot modify locked TensorDict with inplace=True "
+                    "(call unlock_() first, or use the result without inplace)"
+                )
+            before = list(tree.items(True, True))
+            tree.to(*args, **kwargs)
+            with torch.no_grad():
+                for key, leaf in before:
+                    new = tree.get(key)
+                    if new is not leaf and _data_swappable(leaf, new):
+                        leaf.data = new
+                        tree.set(key, leaf)
+            self._sync(tree)  # (the leaves that could not keep their object: registered anew)
+            return self
         out = tree.to(*args, **kwargs)
         if out is tree:
             return self

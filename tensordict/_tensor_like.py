@@ -568,7 +568,7 @@ class TensorLikeOps(CollectionPrimitives):
         if isinstance(data, (Tensor, CollectionPrimitives)):
             warnings.warn(_COPY_CONSTRUCT, UserWarning, stacklevel=2)
         made = self._new_tensor(data, _kw(dtype, device, requires_grad))
-        return made.pin_memory() if pin_memory else made  # type: ignore[no-any-return]
+        return made.pin_memory() if pin_memory else made  # type: ignore[attr-defined]
 
     def _new_tensor(self, data: Any, kw: dict[str, Any]) -> Self:
         """:meth:`new_tensor` without its warning, ``kw`` as :func:`_kw` makes it."""

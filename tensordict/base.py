@@ -9,6 +9,8 @@ from tensordict._td import TensorDict as _TensorDict
 from tensordict._td import is_tensor_collection
 
 from_struct_array = _TensorDict.from_struct_array  # the classmethod: strings, shared memory
+# upstream's private spelling, which code written for it passes as `is_leaf=`
+_is_tensor_collection = is_tensor_collection
 
 __all__ = [
     "NO_DEFAULT",

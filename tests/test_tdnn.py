@@ -286,6 +286,34 @@ def test_tensordict_params_is_a_module_and_a_tensordict() -> None:
         TensorDictParams(torch.zeros(1))  # type: ignore[arg-type]
 
 
+def test_tensordict_params_to_inplace_casts_the_registered_leaves() -> None:
+    from tdnn import TensorDictParams
+
+    leaves = TensorDict(
+        {"w": torch.zeros(4, 3, dtype=torch.float64), "n": {"i": torch.arange(4)}}, [4]
+    )
+    params = TensorDictParams(leaves)
+    weight = params["w"]
+    opt = torch.optim.SGD(params.parameters(), lr=1.0)
+    assert params.to(torch.float32, inplace=True) is params
+    # every leaf cast, each kept as the same object (as module.float() keeps them)
+    assert params.dtype == torch.float32 and params["w"] is weight
+    assert type(weight) is nn.Parameter and params["n", "i"].dtype == torch.float32
+    params["w"].sum().backward()
+    opt.step()  # the optimizer still holds the cast parameter
+    assert params["w"].dtype == torch.float32 and (params["w"] == -1).all()
+    # a cast a parameter cannot hold (integers) replaces it with a plain tensor, as upstream
+    params.to(torch.int64, inplace=True)
+    assert type(params["w"]) is torch.Tensor and params["w"].dtype == torch.int64
+    assert sorted(n for n, _ in params.named_buffers()) == ["n.i", "w"]
+    meta = TensorDictParams(TensorDict({"w": torch.zeros(2)}, [2], device="cpu"))
+    meta.to("meta", inplace=True)  # a move a parameter's data cannot take: registered anew
+    assert meta.device == torch.device("meta") and meta["w"].is_meta
+    assert type(meta["w"]) is nn.Parameter
+    with pytest.raises(RuntimeError, match="locked"):
+        TensorDictParams(leaves.clone()).lock_().to(torch.float32, inplace=True)
+
+
 def test_ensemble_module_copies_differ_and_match_a_loop() -> None:
     from tdnn import EnsembleModule
 
