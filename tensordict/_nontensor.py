@@ -421,8 +421,15 @@ def _from_positions(
         return like._with(positions.shape, like.device)
     if positions.ndim == 0:
         return NonTensorData(values[int(positions)], torch.Size(), like.device)
+    members = isinstance(like, NonTensorStack) and like._members
+    if members and positions.numel() and not any(positions.stride()):
+        # inside one member of a stack of NonTensorData: that member, as upstream's
+        # lazy stack answers (a view whose every element is the one position)
+        return NonTensorData(values[int(positions.reshape(-1)[0])], positions.shape, like.device)
     # (positions an op made from valid ones are valid: no pass over every element)
-    return NonTensorStack._from_valid_positions(list(values), positions, like.device)
+    out = NonTensorStack._from_valid_positions(list(values), positions, like.device)
+    out._members = members
+    return out
 
 
 class NonTensorEntry(NonTensor):
@@ -602,7 +609,11 @@ class NonTensorStack(NonTensorEntry):
     [['x', 'y'], ['x', 'y']]
     """
 
-    __slots__ = ("positions", "values")
+    # _members: built by stacking NonTensorData (one value per member, spread over the
+    # member's batch; see _stack._stacked_values): a view that stays inside one member
+    # reads as that member's NonTensorData, as upstream's lazy stack gives its member
+    __slots__ = ("_members", "positions", "values")
+    _members: bool
 
     def __init__(
         self,
@@ -611,9 +622,26 @@ class NonTensorStack(NonTensorEntry):
         batch_size: BatchSizeLike = None,
         device: DeviceLike = None,
     ) -> None:
-        stacks = [as_stack(x if isinstance(x, NonTensor) else NonTensorData(x)) for x in items]
-        values, positions = _join(stacks, torch.stack, stack_dim, "NonTensorStack")
-        self._init(list(values), positions, device)
+        entries = [x if isinstance(x, NonTensor) else NonTensorData(x) for x in items]
+        first = entries[0] if entries else None
+        nd = len(first.batch_size) + 1 if first is not None else 0
+        if (
+            first is not None
+            and nd > 1  # (members of a 0-dim batch: any view inside one is 0-dim anyway)
+            and -nd <= stack_dim < nd
+            and all(type(e) is NonTensorData and e.batch_size == first.batch_size for e in entries)
+        ):  # one value per member: kept as members (a view inside one reads as it)
+            d = stack_dim % nd
+            bs = first.batch_size
+            new_bs = torch.Size([*bs[:d], len(entries), *bs[d:]])
+            pool = [e.data for e in entries if isinstance(e, NonTensorData)]
+            made = stacked_values(pool, d, new_bs, None)
+            self._init(made.values, made.positions, device)
+            self._members = True  # (nd > 1)
+        else:
+            stacks = [as_stack(e) for e in entries]
+            values, positions = _join(stacks, torch.stack, stack_dim, "NonTensorStack")
+            self._init(list(values), positions, device)
         if batch_size is not None:
             expected = as_batch_size(batch_size, "NonTensorStack")
             if expected != self.batch_size:
@@ -636,6 +664,7 @@ class NonTensorStack(NonTensorEntry):
         self.positions = positions
         self.batch_size = positions.shape
         self.device = as_device(device)
+        self._members = False
 
     @classmethod
     def _from_positions(
@@ -656,6 +685,7 @@ class NonTensorStack(NonTensorEntry):
         out.positions = positions
         out.batch_size = positions.shape
         out.device = device
+        out._members = False
         return out
 
     @classmethod
@@ -726,7 +756,10 @@ class NonTensorStack(NonTensorEntry):
         if self.batch_size[: len(batch_size)] == batch_size:
             # the same batch, or a longer one that starts with it (stored as it is, like a
             # tensor whose shape starts with the batch size)
-            return NonTensorStack._from_positions(self.values, self.positions, device)
+            device = as_device(device)
+            out = NonTensorStack._from_valid_positions(self.values, self.positions, device)
+            out._members = self._members
+            return out
         used = sorted(set(self.positions.reshape(-1).tolist()))
         first = self.values[used[0]] if used else None
         if all(same_value(self.values[i], first) for i in used):
@@ -769,7 +802,7 @@ class NonTensorStack(NonTensorEntry):
         return nontensor_repr(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_stack, (self.values, self.positions, self.device))
+        return (_rebuild_stack, (self.values, self.positions, self.device, self._members))
 
 
 def _join(
@@ -842,8 +875,27 @@ def _rebuild_meta(
     return cls(data, batch_size, device)
 
 
-def _rebuild_stack(values: list[Any], positions: Tensor, device: Any) -> NonTensorStack:
-    return NonTensorStack._from_positions(values, positions, device)
+def _rebuild_stack(
+    values: list[Any], positions: Tensor, device: Any, members: bool = False
+) -> NonTensorStack:
+    out = NonTensorStack._from_positions(values, positions, device)
+    out._members = members
+    return out
+
+
+def stacked_values(
+    pool: list[Any], dim: int, new_bs: torch.Size, device: torch.device | None
+) -> NonTensorStack:
+    """The stack of one value per member, each spread over the member's batch: position
+    ``i`` along ``dim``, built in one go (no stack per member). The positions are a
+    broadcast view of ``arange``: no memory per element, stride 0 inside each member (its
+    size-1 dims included), which is how a view inside one member is recognised."""
+    strides = [0] * len(new_bs)
+    strides[dim % len(new_bs)] = 1
+    positions = torch.arange(len(pool)).as_strided(new_bs, strides)
+    out = NonTensorStack._from_valid_positions(pool, positions, device)
+    out._members = len(new_bs) > 1  # (members of a 0-dim batch: views inside are 0-dim)
+    return out
 
 
 def _state_slots(cls: type) -> list[str]:

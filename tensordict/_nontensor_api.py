@@ -122,6 +122,7 @@ def _sync(entry: NonTensor, td: Any, call: str) -> None:
     elif isinstance(entry, NonTensorStack):
         entry.positions = new.positions  # type: ignore[attr-defined]
         entry.values = new.values  # type: ignore[attr-defined]
+        entry._members = new._members  # type: ignore[attr-defined]
 
 
 # methods whose arguments are values to store, not collections to combine with

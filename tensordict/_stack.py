@@ -23,6 +23,7 @@ from tensordict._nontensor import (
     NonTensorDataBase,
     NonTensorStack,
     as_stack,
+    stacked_values,
 )
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack
@@ -102,20 +103,8 @@ def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> N
     first = values[0]
     single = [v for v in values if isinstance(v, NonTensorDataBase)]
     if len(single) == len(values) and all(v.batch_size == first.batch_size for v in single):
-        return _stacked_values([v.data for v in single], dim, new_bs, first.device)
+        return stacked_values([v.data for v in single], dim, new_bs, first.device)
     return _joined(values, torch.stack, dim)
-
-
-def _stacked_values(
-    pool: list[Any], dim: int, new_bs: torch.Size, device: torch.device | None
-) -> NonTensorStack:
-    """The stack of one value per member, each spread over the member's batch: position
-    ``i`` along ``dim``, built in one go (``_joined``'s general path makes a stack per
-    member). The positions are a broadcast view of ``arange``: no memory per element."""
-    shape = [1] * len(new_bs)
-    shape[dim % len(new_bs)] = len(pool)
-    positions = torch.arange(len(pool)).view(shape).expand(new_bs)
-    return NonTensorStack._from_valid_positions(pool, positions, device)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:

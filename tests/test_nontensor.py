@@ -164,3 +164,42 @@ def test_spreading_one_value_keeps_one_position_in_memory() -> None:
     written = NonTensorData("a", batch_size=[2, 3]).unsqueeze(0)
     written[0, 1, 2] = "b"  # a write copies the positions first: the others keep "a"
     assert written.tolist() == [[["a", "a", "a"], ["a", "a", "b"]]]
+
+
+def _member_stack(dim: int = 0) -> TensorDict:
+    return torch.stack([TensorDict(s="a", batch_size=[2]), TensorDict(s="b", batch_size=[2])], dim)
+
+
+def test_a_view_inside_one_stacked_member_reads_as_that_member() -> None:
+    # upstream's lazy stack gives its member NonTensorData; here positions say so
+    td = _member_stack()
+    assert td[1]["s"] == "b" and isinstance(td[1].get("s"), NonTensorData)
+    assert td[1, :1]["s"] == "b" and td[1, :1].get("s").batch_size == (1,)
+    assert [part["s"] for part in td.unbind(0)] == ["a", "b"]
+    assert [row["s"] for row in td] == ["a", "b"]
+    # views that cross members stay stacks, one value per element
+    assert td[:, 0]["s"] == ["a", "b"] and td[:1].get("s").tolist() == [["a", "a"]]
+    assert [part["s"] for part in td.unbind(1)] == [["a", "b"], ["a", "b"]]
+    assert td[torch.tensor([1])].get("s").tolist() == [["b", "b"]]  # a copy, not a view
+    assert td[:1][0]["s"] == "a"  # a slice of the stack keeps its members
+    along_1 = _member_stack(1)
+    assert along_1[:, 0]["s"] == "a" and along_1[0]["s"] == ["a", "b"]
+    # the constructor stacks NonTensorData members the same way
+    built = NonTensorStack(NonTensorData("x", [2]), NonTensorData("y", [2]), stack_dim=1)
+    assert built.tolist() == [["x", "y"], ["x", "y"]] and built[:, 1].data == "y"
+    # kept through set, pickle and a TensorDict's pickle
+    holder = TensorDict(batch_size=[2, 2])
+    holder.set("s", td.get("s"))
+    assert holder[0]["s"] == "a"
+    assert pickle.loads(pickle.dumps(td))[1]["s"] == "b"
+    assert pickle.loads(pickle.dumps(td.get("s")))[0].data == "a"
+
+
+def test_stacks_not_made_of_members_stay_stacks_when_indexed() -> None:
+    same = NonTensorStack("a", "a")
+    assert isinstance(same[0:2], NonTensorStack) and same[0].data == "a"
+    spread = NonTensorStack("a", "b").expand(3, 2)  # a stack of stacks: column 0 is a stack
+    assert isinstance(spread[:, 0], NonTensorStack) and spread[:, 0].tolist() == ["a"] * 3
+    written = _member_stack()
+    written[0, 1] = TensorDict(s="c", batch_size=[])  # a write breaks member 0 apart
+    assert written[0]["s"] == ["a", "c"]
