@@ -325,13 +325,13 @@ class TensorDictBase(
             "use td.is_empty(), (td == x).all() or .any()"
         )
 
-    def densify(self, layout: torch.layout | None = None) -> DenseTensorDictBase:
-        """A dense TensorDict with the same content (a lazy stack's members must share a
-        structure; a dense collection is returned as it is).
+    def densify(self, layout: torch.layout | None = torch.strided) -> DenseTensorDictBase:
+        """A dense TensorDict with the same content: every lazy stack, at any level, made
+        dense (a collection holding none is returned as it is).
 
-        With ``layout`` (``torch.strided`` or ``torch.jagged``) ragged stacks, nested ones
-        included, densify too: leaves that differ in shape become nested tensors of that
-        layout, keys some members lack are zero-filled.
+        Members' leaves of one shape are stacked; leaves that differ in shape become
+        nested tensors of ``layout`` (``torch.strided``, the default, or ``torch.jagged``)
+        along the stack dim, and a key some members lack is zero-filled there, as upstream.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
@@ -343,11 +343,9 @@ class TensorDictBase(
         >>> d["a"].is_nested, d[1]["a"].shape
         (True, torch.Size([2]))
         """
-        if layout is not None:
-            from tensordict._densify import densify
+        from tensordict._densify import densify
 
-            return densify(self, layout, self._call("densify"))  # type: ignore[no-any-return]
-        return self._as_dense(self._call("densify"))
+        return densify(self, layout or torch.strided, self._call("densify"))  # type: ignore[no-any-return]
 
     # -------------------------------------------------------------- stacking
     @classmethod

@@ -151,12 +151,12 @@ class ConstructOps(CollectionPrimitives):
         """
         from tensordict._construct import from_dict
         from tensordict._lazy import lazy_stack
-        from tensordict._stack import stack
+        from tensordict._stack import plain_stack
 
         def build(item: Any) -> Any:
             if isinstance(item, (list, tuple)):
                 members = [build(x) for x in item]
-                return lazy_stack(members) if lazy else stack(members)
+                return lazy_stack(members) if lazy else plain_stack(members)
             if is_plain_mapping(item):
                 return from_dict(item, device=device)
             return item

@@ -24,14 +24,24 @@ def densify(td: Any, layout: torch.layout, call: str) -> Any:
             key: value if isinstance(value, (Tensor, NonTensor)) else densify(value, layout, call)
             for key, value in td._tensordict.items()
         }
+        same = zip(entries.values(), td._tensordict.values(), strict=True)
+        if all(new is old for new, old in same):
+            return td  # (no lazy stack below: the collection itself, as upstream)
         return td._new_unsafe(entries, td._batch_size, td._device, td._names)
     dim, members = parts
-    members = [densify(m, layout, call) for m in members]
-    stacked = type(td)(*members, stack_dim=dim)
+    dense_members = [densify(m, layout, call) for m in members]
+    if all(new is old for new, old in zip(dense_members, members, strict=True)):
+        stacked = td
+    else:
+        stacked = type(td)(*dense_members, stack_dim=dim)
+    members = dense_members
     try:
         return stacked._as_dense(call)
-    except RuntimeError:
-        pass
+    except RuntimeError as err:
+        if dim != 0:  # (a NotImplementedError is a RuntimeError: both callers' catches hold)
+            raise NotImplementedError(
+                f"{err}; nested tensors for the leaves that differ need the stack dim 0, got {dim}"
+            ) from None
     from tensordict._td import TensorDict
 
     keys: dict[Any, None] = {}
@@ -63,10 +73,6 @@ def _build(cls: Any, tree: dict[str, Any], batch_size: torch.Size, device: Any) 
 def _join(values: list[Tensor], dim: int, layout: torch.layout, call: str, key: Any) -> Tensor:
     if all(v.shape == values[0].shape for v in values):
         return torch.stack(values, dim)
-    if dim != 0:
-        raise ValueError(
-            f"{call}: key {key!r} is ragged; a nested tensor needs the stack dim 0, got {dim}"
-        )
     with warnings.catch_warnings():  # torch warns that the strided layout is a prototype
         warnings.simplefilter("ignore", UserWarning)
         return torch.nested.nested_tensor(values, layout=layout)

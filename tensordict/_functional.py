@@ -12,7 +12,7 @@ from tensordict._keys import NestedKey, unravel_key
 from tensordict._lazy import LazyStackedTensorDict
 from tensordict._nontensor import NonTensor, NonTensorStack
 from tensordict._primitives import CollectionPrimitives
-from tensordict._stack import _check_members, _dense_stack, _NotDense, stack
+from tensordict._stack import _check_members, _dense_stack, _NotDense, plain_stack
 from tensordict._td import TensorDict
 from tensordict._tensorclass import is_tensorclass
 from tensordict._unbatched import UnbatchedTensor, joined_unbatched
@@ -221,7 +221,7 @@ def maybe_dense_stack(items: Sequence[Any], dim: int = 0) -> Any:
         return torch.stack(items, dim)
     if any(td.batch_size != items[0].batch_size for td in items):  # ragged: lazily, as upstream
         return LazyStackedTensorDict(*items, stack_dim=dim)
-    return stack(items, dim)
+    return plain_stack(items, dim)
 
 
 def make_tensordict(

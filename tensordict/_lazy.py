@@ -64,7 +64,7 @@ from tensordict._ragged import check_not_ragged, ragged_batch_size, ragged_error
 from tensordict._ragged_pad import nested_of, padded_stack
 from tensordict._repr import td_repr
 from tensordict._shape import _dims_arg, _infer_shape
-from tensordict._stack import _stack_nontensor, same_structure, stack
+from tensordict._stack import _stack_nontensor, plain_stack, same_structure
 from tensordict._switches import list_to_stack, set_get_defaults_to_none, set_lazy_legacy
 from tensordict._td import TensorDict, _as_tensor_or_none, _fit_batch
 from tensordict._update_batch import prepare_update
@@ -841,7 +841,7 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
                 f"{type(self).__name__} differ in structure: keys in some members only "
                 f"{sorted(map(str, self.partial_keys(True)))}, leaf shapes that differ {ragged}"
             )
-        dense = stack([m._as_dense(call) for m in self.tensordicts], self.stack_dim)
+        dense = plain_stack([m._as_dense(call) for m in self.tensordicts], self.stack_dim)
         assert isinstance(dense, TensorDict)
         if self._stack_name is not None:  # the stack dim's name goes with it
             dense.names = self.names
@@ -1016,7 +1016,7 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
     def _per_leaf(self, op: str, call: str, dim: Any, keepdim: bool, **kw: Any) -> Any:
         """Reductions: member by member unless the stack dim itself is reduced."""
         if same_structure(self.tensordicts):
-            return self.densify()._per_leaf(op, call, dim, keepdim, **kw)
+            return self._as_dense(call)._per_leaf(op, call, dim, keepdim, **kw)
         if dim == "feature":
             return self._restack(
                 [m._per_leaf(op, call, dim, keepdim, **kw) for m in self.tensordicts]
@@ -1040,7 +1040,7 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
         if not reduce:
             return self._per_leaf(op, f"{type(self).__name__}.{op}", dim, keepdim, **kw)
         if same_structure(self.tensordicts):
-            return self.densify()._reduction(op, dim, keepdim, reduce, **kw)
+            return self._as_dense(self._call(op))._reduction(op, dim, keepdim, reduce, **kw)
         if dim is not None:
             raise RuntimeError(
                 f"{type(self).__name__}.{op}: reduce=True with dim needs members of one "

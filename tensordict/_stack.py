@@ -26,7 +26,7 @@ from tensordict._nontensor import (
     stacked_values,
 )
 from tensordict._primitives import CollectionPrimitives
-from tensordict._switches import capture_non_tensor_stack
+from tensordict._switches import capture_non_tensor_stack, set_lazy_legacy
 from tensordict._unbatched import joined_unbatched
 
 if TYPE_CHECKING:
@@ -203,6 +203,24 @@ def _member_wise(column: list[Any], dim: int) -> Any:
 
 
 def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
+    """``torch.stack`` of TensorDicts: :func:`plain_stack`, or under upstream's legacy
+    mode (``set_lazy_legacy(True)``) a lazy stack of the TensorDicts themselves.
+
+    >>> import torch
+    >>> from tensordict import TensorDict, set_lazy_legacy
+    >>> tds = [TensorDict({"a": torch.ones(3)}, [3]) for _ in range(2)]
+    >>> with set_lazy_legacy(True):
+    ...     type(torch.stack(tds)).__name__
+    'LazyStackedTensorDict'
+    """
+    if out is None and set_lazy_legacy._state is True:
+        from tensordict._lazy import LazyStackedTensorDict
+
+        return LazyStackedTensorDict.lazy_stack(list(tds), dim)
+    return plain_stack(tds, dim, out=out)
+
+
+def plain_stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     """Stack TensorDicts along a new batch dim: dense when they share one structure
     (written into the leaves of ``out`` when given, which is returned).
 
@@ -219,7 +237,7 @@ def stack(tds: Sequence[Any], dim: int = 0, *, out: Any = None) -> Any:
     (True, 24.0)
     """
     if out is not None:
-        return _write_out("torch.stack", out, stack(tds, dim))
+        return _write_out("torch.stack", out, plain_stack(tds, dim))
     tds = list(tds)
     tried = False
     if tds and isinstance(tds[0], CollectionPrimitives):  # the common case, in one pass

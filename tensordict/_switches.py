@@ -71,15 +71,17 @@ class _Switch:
 
 
 class set_lazy_legacy(_Switch):
-    """Ask for the legacy lazy results of shape methods (kept for upstream code).
+    """Ask for upstream's legacy lazy results (kept for upstream code).
 
-    Upstream tensordict once returned lazy views from ``permute``, ``unsqueeze``, ... when
-    this was on; upstream itself no longer does, and neither do we: every shape method
-    returns a plain TensorDict (the ``set_lazy_legacy(False)`` behaviour) whatever the flag.
-    One trace of the legacy views is kept while it is on: a ``view`` or ``permute`` that
-    undoes the one that made a collection returns the collection it came from (and a
-    ``view`` to the same shape returns the collection itself). Use it as
-    ``set_lazy_legacy(mode)`` in a ``with`` statement, as a decorator, or ``.set()`` it.
+    While it is on, ``torch.stack`` and ``TensorDict.stack`` of TensorDicts give a
+    :class:`LazyStackedTensorDict` (its members the TensorDicts themselves), as upstream's
+    legacy mode does; ``torch.stack`` is dense otherwise. Upstream also returned lazy
+    views from ``permute``, ``unsqueeze``, ... in this mode; those views are not built
+    here: every shape method returns a plain TensorDict whatever the flag. One trace of
+    them is kept while it is on: a ``view`` or ``permute`` that undoes the one that made a
+    collection returns the collection it came from (and a ``view`` to the same shape
+    returns the collection itself). Use it as ``set_lazy_legacy(mode)`` in a ``with``
+    statement, as a decorator, or ``.set()`` it.
 
     >>> from tensordict import lazy_legacy, set_lazy_legacy
     >>> with set_lazy_legacy(True):

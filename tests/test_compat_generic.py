@@ -576,3 +576,18 @@ def test_sync_hook_is_a_no_op_on_cpu() -> None:
     td = TensorDict(a=torch.ones(2))
     assert td._sync_all() is None  # upstream's hook for non-blocking copies
     torch.testing.assert_close(td.to("cpu", non_blocking=True)["a"], torch.ones(2))
+
+
+def test_legacy_lazy_mode_stacks_lazily_and_keeps_the_members() -> None:
+    # upstream's tutorial: under set_lazy_legacy(True) torch.stack gives a lazy stack
+    from tensordict import LazyStackedTensorDict, set_lazy_legacy
+
+    td = TensorDict(a=torch.zeros(3, 2), batch_size=[3])
+    other = td.clone()
+    with set_lazy_legacy(True):
+        lazy = torch.stack([td, other])
+        assert isinstance(lazy, LazyStackedTensorDict) and lazy[0] is td
+        assert isinstance(TensorDict.stack([td, other], 1), LazyStackedTensorDict)
+        assert type(lazy.contiguous()) is TensorDict  # dense forms stay dense
+        assert type(lazy.densify()) is TensorDict and lazy.densify().batch_size == (2, 3)
+    assert type(torch.stack([td, other])) is TensorDict  # the flag restored: dense

@@ -344,8 +344,13 @@ def test_densify_with_a_layout() -> None:
         assert torch.equal(parent["s", "b"].unbind(0)[1], torch.ones(1))
     with pytest.raises(ValueError, match="layout must be torch.strided or torch.jagged"):
         stack.densify(layout=torch.sparse_coo)
-    with pytest.raises(RuntimeError, match="Failed to stack tensors"):
-        stack.densify()
+    default = stack.densify()  # strided nested tensors by default, as upstream
+    assert default["b"].is_nested and default["b"].layout == torch.strided
+    assert torch.equal(default["b"].unbind(0)[1], torch.ones(1))
+    plain = TensorDict(a=torch.zeros(2), n=TensorDict(b=torch.ones(2, 1), batch_size=[2]))
+    assert plain.densify() is plain  # nothing lazy below: the collection itself
+    uniform = lazy_stack([m0.clone(), m0.clone()])
+    assert uniform.densify()["b"].shape == (2, 2) and not uniform.densify()["b"].is_nested
 
 
 def test_bool_scalars_index_a_lazy_stack_as_masks() -> None:
