@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks._cases_compile import PlainChain, _linears, chain, chain_dict, sequence
-from tensordict import TensorDict, tensorclass
+from tensordict import TensorDict, UnbatchedTensor, tensorclass
 
 
 @pytest.fixture(autouse=True)
@@ -255,3 +255,30 @@ def test_compiled_to_module_takes_memory_mapped_values(tmp_path: Any) -> None:
     torch._dynamo.reset()  # (a graph break where the mapped leaf becomes a plain view)
     torch.testing.assert_close(torch.compile(call, backend="aot_eager")(x, mapped), expected)
     assert all(type(p) is torch.nn.Parameter for p in module.parameters())
+
+
+@tensorclass
+class _Doubled:
+    x: torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.x = self.x * 2
+
+
+@pytest.mark.parametrize("name", ["from_tensordict", "_from_tensordict"])
+def test_a_tensorclass_wrapping_a_tensordict_runs_post_init_in_one_graph(name: str) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = getattr(_Doubled, name)(TensorDict(x=x, batch_size=())).x
+        return out
+
+    x = torch.ones(3)
+    torch.testing.assert_close(torch.compile(fn, fullgraph=True, backend="eager")(x), x * 2)
+
+
+def test_clone_of_an_unbatched_entry_is_one_graph() -> None:
+    td = TensorDict({"a": torch.randn(4, 3), "u": UnbatchedTensor(torch.randn(5))}, [4])
+    out = torch.compile(lambda t: t.clone(), fullgraph=True, backend="eager")(td)
+    u, copied = td.get("u"), out.get("u")
+    assert type(copied) is UnbatchedTensor and copied.batch_size == (4,)
+    assert copied.data_ptr() != u.data_ptr()
+    torch.testing.assert_close(copied.as_subclass(torch.Tensor), u.as_subclass(torch.Tensor))
