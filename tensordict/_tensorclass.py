@@ -485,9 +485,7 @@ class TensorClass(TensorDict):
                     "(td.to_tensordict()), which copies"
                 )
             # a lazy stack: a lazy stack of instances, one per member
-            members = [
-                cls._over_tensordict(m, non_tensordict, name, post_init) for m in parts[1]
-            ]
+            members = [cls._over_tensordict(m, non_tensordict, name, post_init) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
         entries = dict(tensordict._tensordict)
         unknown = [k for k in (*entries, *(non_tensordict or ())) if k not in cls._field_set]
