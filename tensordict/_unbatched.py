@@ -16,6 +16,7 @@ from tensordict._nontensor import NonTensor
 from tensordict._torch_compat import disable_subclass_dispatch
 
 _EMPTY = torch.Size([])
+_DYNAMO = torch.compiler.is_dynamo_compiling
 
 
 # Whether this process ever made an UnbatchedTensor (``__new__``, unpickling, results of
@@ -90,6 +91,8 @@ class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
             return self
         source = self.to(device) if moved else self
         with disable_subclass_dispatch():
+            if _DYNAMO():  # (dynamo takes as_subclass of a plain tensor only, as here)
+                source = source.view_as(source)
             out = source.as_subclass(UnbatchedTensor)
         out._unbatched_bs = batch_size
         return out

@@ -275,10 +275,23 @@ def test_a_tensorclass_wrapping_a_tensordict_runs_post_init_in_one_graph(name: s
     torch.testing.assert_close(torch.compile(fn, fullgraph=True, backend="eager")(x), x * 2)
 
 
-def test_clone_of_an_unbatched_entry_is_one_graph() -> None:
+_UNBATCHED_OPS: dict[str, Callable[[TensorDict], TensorDict]] = {
+    "clone": lambda t: t.clone(),
+    "index": lambda t: t[0],
+    "stack": lambda t: torch.stack([t, t], 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNBATCHED_OPS))
+def test_ops_on_an_unbatched_entry_are_one_graph(name: str) -> None:
+    op = _UNBATCHED_OPS[name]
     td = TensorDict({"a": torch.randn(4, 3), "u": UnbatchedTensor(torch.randn(5))}, [4])
-    out = torch.compile(lambda t: t.clone(), fullgraph=True, backend="eager")(td)
-    u, copied = td.get("u"), out.get("u")
-    assert type(copied) is UnbatchedTensor and copied.batch_size == (4,)
-    assert copied.data_ptr() != u.data_ptr()
-    torch.testing.assert_close(copied.as_subclass(torch.Tensor), u.as_subclass(torch.Tensor))
+    out = torch.compile(op, fullgraph=True, backend="eager")(td)
+    expected = op(td)
+    u, got = td.get("u"), out.get("u")
+    assert type(got) is UnbatchedTensor and got.batch_size == expected.batch_size
+    assert out.batch_size == expected.batch_size
+    # a copy for clone; the same storage, shared by the batch, for shape ops
+    assert (got.data_ptr() == u.data_ptr()) is (name != "clone")
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), u.as_subclass(torch.Tensor))
+    torch.testing.assert_close(out["a"], expected["a"])
