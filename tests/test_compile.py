@@ -279,6 +279,7 @@ _UNBATCHED_OPS: dict[str, Callable[[TensorDict], TensorDict]] = {
     "clone": lambda t: t.clone(),
     "index": lambda t: t[0],
     "stack": lambda t: torch.stack([t, t], 1),
+    "select leaves": lambda t: t.select(*t.keys(True, True)),
 }
 
 
