@@ -228,7 +228,7 @@ class IndexOps(DenseStorage):
     ) -> Self:
         ndim = len(self._batch_size)
         for key, value in self._tensordict.items():
-            cls = value.__class__
+            cls = type(value)
             if cls is Tensor or MAPPED_CLASS.get(cls):
                 entries[key] = value.index_select(0, rows)
             elif isinstance(value, NonTensor):  # (an UnbatchedTensor too: not a row of it)
@@ -251,7 +251,7 @@ class IndexOps(DenseStorage):
         entries: dict[str, Any] = {}
         mapped: list[tuple[str, Tensor]] | None = None  # memory-mapped: indexed together below
         for key, value in self._tensordict.items():
-            cls = value.__class__
+            cls = type(value)
             if cls is Tensor:
                 entries[key] = value[idx]
                 continue

@@ -435,7 +435,45 @@ class TensorClass(TensorDict):
         >>> P.from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
         tensor([0., 0.])
         """
-        call = f"{cls.__name__}.from_tensordict"
+        return cls._over_tensordict(tensordict, non_tensordict, "from_tensordict", True)
+
+    @classmethod
+    def _from_tensordict(
+        cls,
+        tensordict: Any,
+        non_tensordict: Mapping[str, Any] | None = None,
+        safe: bool = True,
+        *,
+        rebuild: bool = True,
+    ) -> Any:
+        """Upstream's private spelling of :meth:`from_tensordict`, which code written for
+        upstream calls. ``safe`` is accepted (the input is checked either way);
+        ``__post_init__`` runs, except for a class made with
+        ``skip_post_init_on_rebuild=True`` when ``rebuild`` is true, as upstream.
+
+        >>> import torch
+        >>> from tensordict import TensorClass, TensorDict
+        >>> class P(TensorClass):
+        ...     x: torch.Tensor
+        ...     def __post_init__(self):
+        ...         self.x = self.x + 1
+        >>> P._from_tensordict(TensorDict({"x": torch.zeros(2)}, [2])).x
+        tensor([1., 1.])
+        """
+        post_init = not (rebuild and cls._skip_post_init_on_rebuild)
+        return cls._over_tensordict(tensordict, non_tensordict, "_from_tensordict", post_init)
+
+    @classmethod
+    def _over_tensordict(
+        cls,
+        tensordict: Any,
+        non_tensordict: Mapping[str, Any] | None,
+        name: str,
+        post_init: bool,
+    ) -> Any:
+        """:meth:`from_tensordict`, called ``name`` in errors, with or without
+        ``__post_init__``."""
+        call = f"{cls.__name__}.{name}"
         if not isinstance(tensordict, TensorDict):
             parts = (
                 tensordict._stack_parts() if isinstance(tensordict, CollectionPrimitives) else None
@@ -447,7 +485,7 @@ class TensorClass(TensorDict):
                     "(td.to_tensordict()), which copies"
                 )
             # a lazy stack: a lazy stack of instances, one per member
-            members = [cls.from_tensordict(m, non_tensordict) for m in parts[1]]
+            members = [cls._over_tensordict(m, non_tensordict, name, post_init) for m in parts[1]]
             return type(tensordict)(*members, stack_dim=parts[0])
         entries = dict(tensordict._tensordict)
         unknown = [k for k in (*entries, *(non_tensordict or ())) if k not in cls._field_set]
@@ -467,7 +505,7 @@ class TensorClass(TensorDict):
         )
         for key, value in (non_tensordict or {}).items():
             setattr(out, key, value)
-        if cls._post_init is not None:  # a construction from outside data, not a rebuild
+        if post_init and cls._post_init is not None:  # (outside data, not a rebuild)
             cls._post_init(out)
         return out
 

@@ -16,6 +16,7 @@ from tensordict._nontensor import NonTensor
 from tensordict._torch_compat import disable_subclass_dispatch
 
 _EMPTY = torch.Size([])
+_DYNAMO = torch.compiler.is_dynamo_compiling
 
 
 # Whether this process ever made an UnbatchedTensor (``__new__``, unpickling, results of
@@ -48,7 +49,7 @@ class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
 
     _pass_through: ClassVar[bool] = True  # read by default_is_leaf and is_leaf_nontensor
     _is_non_tensor: ClassVar[bool] = False  # a tensor entry: is_non_tensor() says no
-    _unbatched_bs: torch.Size
+    _unbatched_bs: torch.Size = _EMPTY  # (set on each instance by the makers below)
 
     @staticmethod
     def __new__(cls, data: Any, batch_size: BatchSizeLike = None) -> UnbatchedTensor:
@@ -75,8 +76,7 @@ class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
         >>> UnbatchedTensor(torch.zeros(2), batch_size=[4]).batch_size
         torch.Size([4])
         """
-        size: torch.Size = self.__dict__.get("_unbatched_bs", _EMPTY)
-        return size
+        return self._unbatched_bs
 
     @batch_size.setter
     def batch_size(self, value: BatchSizeLike) -> None:
@@ -87,10 +87,12 @@ class UnbatchedTensor(Tensor, NonTensor):  # type: ignore[misc]
         """This tensor as an entry of a collection of ``batch_size`` on ``device``: itself
         when nothing changes, else an alias (moved when the device differs)."""
         moved = device is not None and self.device != device
-        if not moved and self.__dict__.get("_unbatched_bs", _EMPTY) == batch_size:
+        if not moved and self._unbatched_bs == batch_size:
             return self
         source = self.to(device) if moved else self
         with disable_subclass_dispatch():
+            if _DYNAMO():  # (dynamo takes as_subclass of a plain tensor only, as here)
+                source = source.view_as(source)
             out = source.as_subclass(UnbatchedTensor)
         out._unbatched_bs = batch_size
         return out

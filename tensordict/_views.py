@@ -76,7 +76,7 @@ def walk(
     entries = iter(store.items())
     while True:
         for key, value in entries:
-            cls = value.__class__
+            cls = type(value)
             try:
                 leaf = known[cls]
             except KeyError:
@@ -111,7 +111,7 @@ def _count(
     pending = [store]
     while pending:
         for value in pending.pop().values():
-            cls = value.__class__
+            cls = type(value)
             try:
                 leaf = known[cls]
             except KeyError:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks._cases_compile import PlainChain, _linears, chain, chain_dict, sequence
-from tensordict import TensorDict, tensorclass
+from tensordict import TensorDict, UnbatchedTensor, tensorclass
 
 
 @pytest.fixture(autouse=True)
@@ -255,3 +255,44 @@ def test_compiled_to_module_takes_memory_mapped_values(tmp_path: Any) -> None:
     torch._dynamo.reset()  # (a graph break where the mapped leaf becomes a plain view)
     torch.testing.assert_close(torch.compile(call, backend="aot_eager")(x, mapped), expected)
     assert all(type(p) is torch.nn.Parameter for p in module.parameters())
+
+
+@tensorclass
+class _Doubled:
+    x: torch.Tensor
+
+    def __post_init__(self) -> None:
+        self.x = self.x * 2
+
+
+@pytest.mark.parametrize("name", ["from_tensordict", "_from_tensordict"])
+def test_a_tensorclass_wrapping_a_tensordict_runs_post_init_in_one_graph(name: str) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = getattr(_Doubled, name)(TensorDict(x=x, batch_size=())).x
+        return out
+
+    x = torch.ones(3)
+    torch.testing.assert_close(torch.compile(fn, fullgraph=True, backend="eager")(x), x * 2)
+
+
+_UNBATCHED_OPS: dict[str, Callable[[TensorDict], TensorDict]] = {
+    "clone": lambda t: t.clone(),
+    "index": lambda t: t[0],
+    "stack": lambda t: torch.stack([t, t], 1),
+    "select leaves": lambda t: t.select(*t.keys(True, True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_UNBATCHED_OPS))
+def test_ops_on_an_unbatched_entry_are_one_graph(name: str) -> None:
+    op = _UNBATCHED_OPS[name]
+    td = TensorDict({"a": torch.randn(4, 3), "u": UnbatchedTensor(torch.randn(5))}, [4])
+    out = torch.compile(op, fullgraph=True, backend="eager")(td)
+    expected = op(td)
+    u, got = td.get("u"), out.get("u")
+    assert type(got) is UnbatchedTensor and got.batch_size == expected.batch_size
+    assert out.batch_size == expected.batch_size
+    # a copy for clone; the same storage, shared by the batch, for shape ops
+    assert (got.data_ptr() == u.data_ptr()) is (name != "clone")
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), u.as_subclass(torch.Tensor))
+    torch.testing.assert_close(out["a"], expected["a"])

@@ -350,3 +350,23 @@ def test_post_init_runs_on_construction_not_on_rebuilds() -> None:
         assert calls == [(4,), (3,)]
         p[0], p.clone(), p.to(torch.float64), torch.stack([p, p])
         assert calls == [(4,), (3,)]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_upstream_private_from_tensordict_spelling(skip: bool) -> None:
+    calls: list[tuple[int, ...]] = []
+
+    @tensorclass(skip_post_init_on_rebuild=skip)
+    class P:
+        x: torch.Tensor
+
+        def __post_init__(self) -> None:
+            calls.append(tuple(self.batch_size))
+
+    td = TensorDict({"x": torch.zeros(3)}, [3])
+    p = P._from_tensordict(td)
+    assert type(p) is P and p.x is td["x"] and calls == ([] if skip else [(3,)])
+    P._from_tensordict(td, rebuild=False)  # outside data: __post_init__ runs (as upstream)
+    assert calls == ([(3,)] if skip else [(3,), (3,)])
+    with pytest.raises(ValueError, match=r"P._from_tensordict: keys \['y'\] are not fields"):
+        P._from_tensordict(TensorDict({"y": torch.zeros(3)}, [3]))
