@@ -10,7 +10,13 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from tdnn._base import DISCARD, NotCallableError, TensorDictModuleBase, unravel_keys
+from tdnn._base import (
+    DISCARD,
+    NotCallableError,
+    OutputCountError,
+    TensorDictModuleBase,
+    unravel_keys,
+)
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tdnn._settings import LOCAL, Setting
 from tensordict import (
@@ -432,7 +438,7 @@ class TensorDictModule(TensorDictModuleBase):
                     else [unravel_key(k) for k in out]
                 )
                 lacking = f" (a {type(out).__name__} without {[k for k in keys if k not in have]})"
-            raise ValueError(
+            raise OutputCountError(
                 f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs"
                 f"{lacking} for {len(out_keys)} out_keys {out_keys}"
             )

@@ -532,3 +532,29 @@ def test_one_hot_categorical_module_draws_are_samples() -> None:
     expected = torch.distributions.OneHotCategorical(logits=logits).sample().long()
     assert drawn.dtype == torch.long and torch.equal(drawn, expected)  # as upstream
     assert OneHotCategorical.has_rsample is False
+
+
+def test_sequential_lists_a_key_written_twice_where_it_is_written_last() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(lambda a: a + 1, ["a"], ["x"]),
+        TensorDictModule(lambda a: a * 2, ["a"], ["y"]),
+        TensorDictModule(lambda x: x - 1, ["x"], ["x"]),
+    )
+    assert seq.out_keys == ["y", "x"]
+    # called with tensors, the outputs come in that order
+    y, x = seq(a=torch.ones(1))
+    assert y.tolist() == [2.0] and x.tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("out_keys", "fn"),
+    [(["x"], lambda a: (a, a)), (["x", "y", "z"], lambda a: (a, a)), (["x", "y"], lambda a: a)],
+)
+def test_output_count_mismatch_is_also_upstreams_runtime_error(
+    out_keys: list[str], fn: Callable[..., Any]
+) -> None:
+    module = TensorDictModule(fn, ["a"], out_keys)
+    with pytest.raises(RuntimeError, match=r"returned \d outputs for \d out_keys"):
+        module(TensorDict(a=torch.ones(2), batch_size=[2]))
+    with pytest.raises(ValueError, match=r"returned \d outputs"):
+        module(a=torch.ones(2))
