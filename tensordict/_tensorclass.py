@@ -499,6 +499,10 @@ class TensorClass(TensorDict):
                 f"{cls.__name__}.device: device cannot be set using tensorclass.device = device; "
                 "use .to(device) (or clear_device_())"
             )
+        elif cls._frozen and not name.startswith("_"):  # batch_size, names, ... (as upstream)
+            raise dataclasses.FrozenInstanceError(
+                f"{cls.__name__}.{name}: cannot assign to a frozen tensorclass"
+            )
         elif name in _SLOTS or name.startswith("_") or _class_attr(cls, name):
             # storage slots, properties such as batch_size, and ordinary attributes
             object.__setattr__(self, name, value)

@@ -3,8 +3,10 @@ and loading, and lazy stacks of TensorDicts that differ; each pinned down."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 import torch
 
 from tensordict import tensorclass
@@ -25,3 +27,20 @@ def test_tensorclass_tolist_leaves_unset_fields_out_as_upstream() -> None:
     assert list(unset.to_dict()) == ["w", "meta"] and unset.to_dict()["meta"] is None
     tagged = _Tagged(w=torch.zeros(2), meta="m", batch_size=[2])
     assert [row["meta"] for row in tagged.tolist()] == ["m", "m"]
+
+
+@tensorclass(frozen=True)
+class _Frozen:
+    x: torch.Tensor
+
+
+@pytest.mark.parametrize(("name", "value"), [("batch_size", [2]), ("names", ["a", "b"])])
+def test_frozen_tensorclass_refuses_batch_size_and_names_assignments(
+    name: str, value: list[Any]
+) -> None:
+    frozen = _Frozen(x=torch.zeros(2, 3), batch_size=[2, 3])
+    with pytest.raises(dataclasses.FrozenInstanceError, match=f"_Frozen.{name}: cannot assign"):
+        setattr(frozen, name, value)
+    assert frozen.batch_size == (2, 3) and frozen.names == [None, None]
+    # operations still make new (frozen) instances of other shapes
+    assert frozen.reshape(-1).batch_size == (6,) and frozen[0].batch_size == (3,)
