@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from tensordict import tensorclass
+from tensordict import TensorDict, lazy_stack, tensorclass
 
 
 @tensorclass
@@ -44,3 +44,18 @@ def test_frozen_tensorclass_refuses_batch_size_and_names_assignments(
     assert frozen.batch_size == (2, 3) and frozen.names == [None, None]
     # operations still make new (frozen) instances of other shapes
     assert frozen.reshape(-1).batch_size == (6,) and frozen[0].batch_size == (3,)
+
+
+def test_select_non_strict_keeps_the_levels_a_missing_key_passes_through() -> None:
+    td = TensorDict(
+        a=torch.ones(3), n={"x": torch.ones(3), "m": {"z": torch.ones(3)}}, batch_size=[3]
+    )
+    kept = td.select(("n", "m", "y"), ("n", "zz", "y"), ("a", "y"), "zz", strict=False)
+    assert sorted(kept.keys(True), key=str) == [("n", "m"), "n"]
+    assert kept["n", "m"].batch_size == (3,) and kept["n", "m"].is_empty()
+    td.select(("n", "m", "y"), strict=False, inplace=True)
+    assert sorted(td.keys(True), key=str) == [("n", "m"), "n"]
+    # a lazy stack: each member keeps the levels it has
+    stack = lazy_stack([TensorDict(n={"x": torch.ones(())}), TensorDict(n={"y": torch.ones(())})])
+    members = stack.select(("n", "y"), strict=False).tensordicts
+    assert [sorted(m.keys(True), key=str) for m in members] == [["n"], [("n", "y"), "n"]]
