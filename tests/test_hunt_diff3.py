@@ -59,3 +59,18 @@ def test_select_non_strict_keeps_the_levels_a_missing_key_passes_through() -> No
     stack = lazy_stack([TensorDict(n={"x": torch.ones(())}), TensorDict(n={"y": torch.ones(())})])
     members = stack.select(("n", "y"), strict=False).tensordicts
     assert [sorted(m.keys(True), key=str) for m in members] == [["n"], [("n", "y"), "n"]]
+
+
+@tensorclass
+class _Outer:
+    inner: _Tagged
+    note: Any = None
+
+
+def test_tensorclass_tolist_lists_unset_fields_of_nested_levels_as_upstream() -> None:
+    outer = _Outer(inner=_Tagged(w=torch.zeros(2), batch_size=[2]), batch_size=[2])
+    # the element's own unset field is left out, a nested level's is listed as None
+    assert [list(row) for row in outer.tolist()] == [["inner"], ["inner"]]
+    assert [row["inner"]["meta"] for row in outer.tolist()] == [None, None]
+    # tolist_first turns the nested level into a list first: left out there too
+    assert [list(row["inner"]) for row in outer.tolist(tolist_first=True)] == [["w"], ["w"]]
