@@ -74,3 +74,10 @@ def test_tensorclass_tolist_lists_unset_fields_of_nested_levels_as_upstream() ->
     assert [row["inner"]["meta"] for row in outer.tolist()] == [None, None]
     # tolist_first turns the nested level into a list first: left out there too
     assert [list(row["inner"]) for row in outer.tolist(tolist_first=True)] == [["w"], ["w"]]
+
+
+def test_unknown_constructor_keyword_is_also_upstreams_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="unexpected field 'q'"):
+        _Tagged(w=torch.zeros(2), q=1, batch_size=[2])
+    with pytest.raises(TypeError, match="unexpected field 'auto_batch_size'"):
+        _Tagged(w=torch.zeros(2), auto_batch_size=True)
