@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.distributions import Normal
 
 from tdnn import (
     EnsembleModule,
     InteractionType,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
     TensorDictModule,
     TensorDictSequential,
     WrapModule,
@@ -558,3 +561,48 @@ def test_output_count_mismatch_is_also_upstreams_runtime_error(
         module(TensorDict(a=torch.ones(2), batch_size=[2]))
     with pytest.raises(ValueError, match=r"returned \d outputs"):
         module(a=torch.ones(2))
+
+
+def _two_draws(return_composite: bool | None) -> ProbabilisticTensorDictSequential:
+    # act ~ Normal(x + 1, 1), then y ~ Normal(10 * act, 1)
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: x + 1, ["x"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["act"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        TensorDictModule(lambda a: a * 10, ["act"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["y"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        return_composite=return_composite,
+    )
+
+
+def test_return_composite_false_keeps_the_last_distribution_beside_other_draws() -> None:
+    assert _two_draws(None).return_composite and not _two_draws(False).return_composite
+    dist = _two_draws(False).get_dist(TensorDict(x=torch.zeros(3), batch_size=[3]))
+    assert isinstance(dist, Normal) and dist.mean.tolist() == [10.0] * 3
+
+
+def test_distribution_parameters_draw_by_the_default_interaction_type() -> None:
+    td = TensorDict(x=torch.zeros(3), batch_size=[3])
+    torch.manual_seed(0)
+    # the intermediate draw is the default (deterministic) one: act == loc == 1
+    assert _two_draws(False).get_dist_params(td.clone())["act"].tolist() == [1.0] * 3
+    assert _two_draws(True).get_dist(td.clone()).mean["y"].tolist() == [10.0] * 3
+    with set_interaction_type(InteractionType.RANDOM):
+        assert (_two_draws(False).get_dist_params(td.clone())["act"] != 1.0).all()
+
+
+def test_get_dist_writes_the_parameters_into_its_input_as_upstream() -> None:
+    seq = _two_draws(False)
+    td = TensorDict(x=torch.zeros(3), batch_size=[3])
+    seq.get_dist(td)
+    assert sorted(td.keys()) == ["act", "loc", "x"]
+    td = TensorDict(x=torch.zeros(3), y=torch.zeros(3), batch_size=[3])
+    seq.log_prob(td)
+    assert sorted(td.keys()) == ["act", "loc", "x", "y"]
+    # given tensordict_out, the parameters go there and the input is left alone
+    td, out = TensorDict(x=torch.zeros(3), batch_size=[3]), TensorDict(batch_size=[3])
+    assert seq.get_dist_params(td, out) is out
+    assert sorted(td.keys()) == ["x"] and sorted(out.keys()) == ["act", "loc"]
