@@ -421,6 +421,14 @@ def _from_positions(
         return like._with(positions.shape, like.device)
     if positions.ndim == 0:
         return NonTensorData(values[int(positions)], torch.Size(), like.device)
+    if isinstance(like, NonTensorStack) and not any(positions.stride()) and positions.numel():
+        # one value seen through the whole result: a stacked NonTensorData member taken
+        # whole (``stack[i]``, ``unbind``), which upstream gives as that member
+        out = NonTensorData.__new__(NonTensorData)
+        out.data = values[positions.as_strided((), ()).item()]
+        out.batch_size = positions.shape
+        out.device = like.device
+        return out
     # (positions an op made from valid ones are valid: no pass over every element)
     return NonTensorStack._from_valid_positions(list(values), positions, like.device)
 

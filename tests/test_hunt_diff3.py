@@ -81,3 +81,19 @@ def test_unknown_constructor_keyword_is_also_upstreams_attribute_error() -> None
         _Tagged(w=torch.zeros(2), q=1, batch_size=[2])
     with pytest.raises(TypeError, match="unexpected field 'auto_batch_size'"):
         _Tagged(w=torch.zeros(2), auto_batch_size=True)
+
+
+def test_a_stacked_non_tensor_member_taken_whole_is_its_one_value() -> None:
+    first = TensorDict(v=torch.zeros(2, 3), batch_size=[2, 3])
+    first.set_non_tensor("tag", "t")
+    second = TensorDict(v=torch.zeros(2, 3), batch_size=[2, 3])
+    second.set_non_tensor("tag", "u")
+    stack = torch.stack([first, second])
+    # upstream's stack keeps its members: one of them, whole, is a NonTensorData
+    assert stack[1]["tag"] == "u" and stack.unbind(0)[1]["tag"] == "u"
+    assert type(stack[1].get("tag")).__name__ == "NonTensorData"
+    assert stack[1].get("tag").batch_size == (2, 3)
+    assert stack[1, 0]["tag"] == "u" and stack[0, :, 1]["tag"] == "t"
+    # a slice keeps the stack dim, and across members the values stay one per element
+    assert stack[1:]["tag"] == [[["u"] * 3] * 2]
+    assert stack[:, 0]["tag"] == [["t"] * 3, ["u"] * 3]
