@@ -450,8 +450,9 @@ class TensorDictModule(TensorDictModuleBase):
         env = tensor_inputs(f"TensorDictModule({self._name()})", self._in_keys, first, args, kwargs)
         keys, results = self._outputs(self._run(env.get, env.keys, kwargs))
         selected = self._out_keys_apparent
-        if selected is not self._out_keys:
-            results = [v for k, v in zip(keys, results, strict=True) if k in selected]
+        if selected is not self._out_keys:  # in the order out_keys lists them, as upstream
+            by_key = dict(zip(keys, results, strict=True))
+            results = [by_key[k] for k in selected if k in by_key]
         return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -606,3 +606,11 @@ def test_get_dist_writes_the_parameters_into_its_input_as_upstream() -> None:
     td, out = TensorDict(x=torch.zeros(3), batch_size=[3]), TensorDict(batch_size=[3])
     assert seq.get_dist_params(td, out) is out
     assert sorted(td.keys()) == ["x"] and sorted(out.keys()) == ["act", "loc"]
+
+
+def test_selected_outputs_of_a_tensor_call_follow_the_selection_order() -> None:
+    module = TensorDictModule(lambda a: (a, a * 2, a * 3), ["a"], ["x", "y", "z"])
+    module.select_out_keys("z", "x")
+    assert module.out_keys == ["z", "x"]
+    z, x = module(a=torch.ones(1))
+    assert z.tolist() == [3.0] and x.tolist() == [1.0]
