@@ -97,3 +97,13 @@ def test_a_stacked_non_tensor_member_taken_whole_is_its_one_value() -> None:
     # a slice keeps the stack dim, and across members the values stay one per element
     assert stack[1:]["tag"] == [[["u"] * 3] * 2]
     assert stack[:, 0]["tag"] == [["t"] * 3, ["u"] * 3]
+
+
+def test_to_tensordict_retain_none_keeps_unset_fields_as_upstream() -> None:
+    unset = _Tagged(w=torch.zeros(2), batch_size=[2])
+    assert list(unset.to_tensordict().keys()) == ["w"]
+    assert list(unset.to_tensordict(retain_none=False).keys()) == ["w"]
+    kept = unset.to_tensordict(retain_none=True)
+    assert sorted(kept.keys()) == ["meta", "w"] and kept["meta"] is None
+    assert type(kept.get("meta")).__name__ == "NonTensorData"
+    assert kept.get("meta").batch_size == (2,)
