@@ -365,10 +365,11 @@ class TensorDictModule(TensorDictModuleBase):
         return tensordict_out
 
     def _skippable(self, tensordict: Any) -> bool:
-        """Under ``set_skip_existing(True)``: every out key is present already (and none
-        is also read, so a key updated in place is still computed)."""
+        """Under ``set_skip_existing(True)``: every out key (those ``select_out_keys``
+        kept, as upstream) is present already (and none is also read, so a key updated in
+        place is still computed)."""
         present = tensordict.keys(True)
-        out_keys = [k for k in self._out_keys if k != DISCARD]
+        out_keys = [k for k in self._out_keys_apparent if k != DISCARD]
         return all(k in present for k in out_keys) and not any(k in out_keys for k in self._in_keys)
 
     def _run(

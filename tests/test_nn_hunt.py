@@ -614,3 +614,16 @@ def test_selected_outputs_of_a_tensor_call_follow_the_selection_order() -> None:
     assert module.out_keys == ["z", "x"]
     z, x = module(a=torch.ones(1))
     assert z.tolist() == [3.0] and x.tolist() == [1.0]
+
+
+def test_skip_existing_looks_at_the_selected_out_keys() -> None:
+    module = TensorDictModule(lambda a: (a + 1, a + 2), ["a"], ["unused", "kept"])
+    module.select_out_keys("kept")
+    td = TensorDict(a=torch.zeros(1), kept=torch.full((1,), 9.0), batch_size=[1])
+    with set_skip_existing(True):
+        out = module(td)
+    # the one out key it shows is there: the call is skipped, as upstream
+    assert sorted(out.keys()) == ["a", "kept"] and out["kept"].tolist() == [9.0]
+    with set_skip_existing(True):
+        out = module.reset_out_keys()(td)
+    assert out["kept"].tolist() == [2.0] and out["unused"].tolist() == [1.0]
