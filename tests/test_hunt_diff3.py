@@ -107,3 +107,17 @@ def test_to_tensordict_retain_none_keeps_unset_fields_as_upstream() -> None:
     assert sorted(kept.keys()) == ["meta", "w"] and kept["meta"] is None
     assert type(kept.get("meta")).__name__ == "NonTensorData"
     assert kept.get("meta").batch_size == (2,)
+
+
+def test_lazy_stack_del_removes_a_key_some_members_hold() -> None:
+    stack = lazy_stack(
+        [
+            TensorDict(a=torch.zeros(3), b=torch.ones(3), n={"q": torch.ones(3)}, batch_size=[3]),
+            TensorDict(a=torch.ones(3), batch_size=[3]),
+        ]
+    )
+    stack.del_(("n", "q"))
+    del stack["b"]
+    assert [sorted(m.keys(True)) for m in stack.tensordicts] == [["a", "n"], ["a"]]
+    with pytest.raises(KeyError, match="'zz' was not found in any of the 2 stacked members"):
+        stack.del_("zz")
