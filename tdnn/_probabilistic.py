@@ -591,11 +591,31 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         if dist is None:
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
-            return dist.log_prob(tensordict)
+            return _forward_names(self, dist.log_prob(tensordict))
         last = self._last_prob("log_prob")
         if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
             return last.log_prob(tensordict, dist=dist)
         return dist.log_prob(tensordict.get(last.dist_sample_keys[-1]))
+
+
+def _forward_names(seq: ProbabilisticTensorDictSequential, lp: Any) -> Any:
+    """The joint log-probabilities ``lp`` under the keys the modules' forward writes (a
+    module's own ``log_prob_key``), as upstream renames them."""
+    if not is_tensor_collection(lp):
+        return lp
+    present = lp.keys(True)
+    for m in seq._prob_modules():
+        if not isinstance(m, ProbabilisticTensorDictModule):
+            continue
+        try:
+            keys = m.log_prob_keys
+        except RuntimeError:  # built under composite_lp_aggregate(True): one summed key
+            continue
+        for sample, key in zip(m.dist_sample_keys, keys, strict=False):
+            default = log_prob_key_of(sample)
+            if key != default and default in present:
+                lp.rename_key_(default, key)
+    return lp
 
 
 def _is_probabilistic(module: Any) -> bool:

@@ -627,3 +627,26 @@ def test_skip_existing_looks_at_the_selected_out_keys() -> None:
     with set_skip_existing(True):
         out = module.reset_out_keys()(td)
     assert out["kept"].tolist() == [2.0] and out["unused"].tolist() == [1.0]
+
+
+def test_joint_log_prob_uses_the_modules_log_prob_keys() -> None:
+    seq = ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: x, ["x"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"],
+            [("agent", "act")],
+            distribution_class=Normal,
+            distribution_kwargs={"scale": 1.0},
+            return_log_prob=True,
+            log_prob_key=("z", "lp"),
+        ),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["b"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        return_composite=True,
+    )
+    td = seq(TensorDict(x=torch.zeros(2), batch_size=[2]))
+    lp = seq.log_prob(td)
+    # under the key forward wrote, as upstream (it was ("agent", "act_log_prob"))
+    torch.testing.assert_close(lp["z", "lp"], td["z", "lp"])
+    assert ("agent", "act_log_prob") not in lp.keys(True) and "b_log_prob" in lp.keys()
