@@ -425,7 +425,7 @@ def _from_positions(
         # one value seen through the whole result: a stacked NonTensorData member taken
         # whole (``stack[i]``, ``unbind``), which upstream gives as that member
         out = NonTensorData.__new__(NonTensorData)
-        out.data = values[positions.as_strided((), ()).item()]
+        out.data = values[int(positions.as_strided((), ()).item())]
         out.batch_size = positions.shape
         out.device = like.device
         return out
