@@ -24,6 +24,12 @@ class NotCallableError(TypeError, ValueError):
     ``TensorDictModule`` raises, so code catching either works."""
 
 
+class OutputCountError(ValueError, RuntimeError):
+    """A module returned more or fewer outputs than it has ``out_keys``: a ``ValueError``,
+    and the ``RuntimeError`` upstream's ``TensorDictModule`` raises, so code catching
+    either works."""
+
+
 def unravel_keys(call: str, keys: Any, what: str) -> list[Any]:
     """``keys`` (one key, or an iterable of keys; a list inside is a nested key) as a
     list of unravelled keys."""

@@ -10,7 +10,13 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from tdnn._base import DISCARD, NotCallableError, TensorDictModuleBase, unravel_keys
+from tdnn._base import (
+    DISCARD,
+    NotCallableError,
+    OutputCountError,
+    TensorDictModuleBase,
+    unravel_keys,
+)
 from tdnn._fastcall import PLAIN_CALLS, hookless, own_hookless, plain_calls, put
 from tdnn._settings import LOCAL, Setting
 from tensordict import (
@@ -359,10 +365,11 @@ class TensorDictModule(TensorDictModuleBase):
         return tensordict_out
 
     def _skippable(self, tensordict: Any) -> bool:
-        """Under ``set_skip_existing(True)``: every out key is present already (and none
-        is also read, so a key updated in place is still computed)."""
+        """Under ``set_skip_existing(True)``: every out key (those ``select_out_keys``
+        kept, as upstream) is present already (and none is also read, so a key updated in
+        place is still computed)."""
         present = tensordict.keys(True)
-        out_keys = [k for k in self._out_keys if k != DISCARD]
+        out_keys = [k for k in self._out_keys_apparent if k != DISCARD]
         return all(k in present for k in out_keys) and not any(k in out_keys for k in self._in_keys)
 
     def _run(
@@ -432,7 +439,7 @@ class TensorDictModule(TensorDictModuleBase):
                     else [unravel_key(k) for k in out]
                 )
                 lacking = f" (a {type(out).__name__} without {[k for k in keys if k not in have]})"
-            raise ValueError(
+            raise OutputCountError(
                 f"TensorDictModule({self._name()}): the module returned {len(outs)} outputs"
                 f"{lacking} for {len(out_keys)} out_keys {out_keys}"
             )
@@ -444,8 +451,9 @@ class TensorDictModule(TensorDictModuleBase):
         env = tensor_inputs(f"TensorDictModule({self._name()})", self._in_keys, first, args, kwargs)
         keys, results = self._outputs(self._run(env.get, env.keys, kwargs))
         selected = self._out_keys_apparent
-        if selected is not self._out_keys:
-            results = [v for k, v in zip(keys, results, strict=True) if k in selected]
+        if selected is not self._out_keys:  # in the order out_keys lists them, as upstream
+            by_key = dict(zip(keys, results, strict=True))
+            results = [by_key[k] for k in selected if k in by_key]
         return results[0] if len(results) == 1 else tuple(results)
 
 

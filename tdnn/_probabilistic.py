@@ -408,8 +408,15 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         prob = self._prob_modules()
         self._requires_sample = bool(prob)
         wanted = self.__dict__.get("_return_composite")
-        self.return_composite = True if not prob else bool(wanted) or len(prob) > 1
         last = self._members()[-1] if self._members() else None
+        if not prob:
+            self.return_composite = True
+        elif wanted is None:  # upstream's default: several draws, or a deterministic end
+            # (a nested probabilistic sequence counts; upstream's count skips it, and its
+            # get_dist then fails)
+            self.return_composite = not _is_probabilistic(last) or len(prob) > 1
+        else:  # False keeps the last module's distribution alone, as upstream
+            self.return_composite = bool(wanted)
         self._det_part = (
             TensorDictSequential(*self._members()[:-1])
             if prob and _is_probabilistic(last) and len(self) > 1
@@ -486,8 +493,11 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         return self._last_prob("log_prob_key").log_prob_key
 
     def get_dist_params(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
-        """Run the deterministic part on (a shallow copy of) ``tensordict``; given
-        ``tensordict_out``, write the part's outputs into it and return it (as upstream).
+        """Run the deterministic part on ``tensordict`` (writing its outputs there) and
+        return it; given ``tensordict_out``, run it on a shallow copy and write the
+        part's outputs into ``tensordict_out`` instead, and return that (as upstream).
+        Probabilistic modules on the way draw with :func:`interaction_type`, or when
+        none is set, the ``default_interaction_type`` of the last one (as upstream).
 
         >>> import torch
         >>> from torch.distributions import Normal
@@ -501,22 +511,21 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         >>> seq.get_dist_params(TensorDict(x=torch.zeros(1)))["loc"]
         tensor([1.])
         """
-        td, written = self._dist_params(tensordict, **kwargs)
-        return td if tensordict_out is None else _copy_keys(td, tensordict_out, written)
+        if tensordict_out is None:
+            return self._dist_params(tensordict, **kwargs)[0]
+        td, written = self._dist_params(tensordict.clone(False), **kwargs)
+        return _copy_keys(td, tensordict_out, written)
 
-    def _dist_params(self, tensordict: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
-        """The deterministic part's result, and the keys its members wrote."""
-        td = tensordict.clone(False)
+    def _dist_params(self, td: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
+        """The deterministic part's result on ``td`` (written into it), and the keys
+        its members wrote."""
         written: list[Any] = []
-        for m in self._members():
-            if _is_probabilistic(m):
-                if m is self._members()[-1]:
+        with _unless_set(self.default_interaction_type):
+            for m in self._members():
+                if _is_probabilistic(m) and m is self._members()[-1]:
                     break
-                with _random():
-                    td = m(td, **kwargs)
-            else:
                 td = m(td, **kwargs)
-            written += m.out_keys
+                written += m.out_keys
         return td, written
 
     def get_dist(self, tensordict: Any, tensordict_out: Any = None, **kwargs: Any) -> Any:
@@ -537,10 +546,9 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         """
         self._last_prob("get_dist")
         if not self.return_composite:
-            td, written = self._dist_params(tensordict, **kwargs)
-            if tensordict_out is not None:
-                _copy_keys(td, tensordict_out, written)
-            return self._members()[-1].get_dist(td)
+            return self._members()[-1].get_dist(
+                self.get_dist_params(tensordict, tensordict_out, **kwargs)
+            )
         td = tensordict.clone(False)
         dists: dict[Any, Any] = {}
         for m in self._members():
@@ -550,14 +558,12 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
                     dists.update(dist.dists)
                 else:
                     dists[m.dist_sample_keys[-1]] = dist
-                with _random():
-                    td = m(td)
+                td = m(td)  # (each draws by its own default_interaction_type, as upstream)
             elif isinstance(m, ProbabilisticTensorDictModule):
                 dist = m.get_dist(td)
                 for key in m.dist_sample_keys:
                     dists[key] = dist
-                with _random():
-                    td = m(td)
+                td = m(td)
             else:
                 td = m(td, **kwargs)
         return _Joint(td.batch_size, dists)
@@ -585,11 +591,31 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         if dist is None:
             dist = self.get_dist(tensordict, tensordict_out, **kwargs)
         if isinstance(dist, _Joint):
-            return dist.log_prob(tensordict)
+            return _forward_names(self, dist.log_prob(tensordict))
         last = self._last_prob("log_prob")
         if isinstance(dist, CompositeDistribution):  # it reads its samples from tensordict
             return last.log_prob(tensordict, dist=dist)
         return dist.log_prob(tensordict.get(last.dist_sample_keys[-1]))
+
+
+def _forward_names(seq: ProbabilisticTensorDictSequential, lp: Any) -> Any:
+    """The joint log-probabilities ``lp`` under the keys the modules' forward writes (a
+    module's own ``log_prob_key``), as upstream renames them."""
+    if not is_tensor_collection(lp):
+        return lp
+    present = lp.keys(True)
+    for m in seq._prob_modules():
+        if not isinstance(m, ProbabilisticTensorDictModule):
+            continue
+        try:
+            keys = m.log_prob_keys
+        except RuntimeError:  # built under composite_lp_aggregate(True): one summed key
+            continue
+        for sample, key in zip(m.dist_sample_keys, keys, strict=False):
+            default = log_prob_key_of(sample)
+            if key != default and default in present:
+                lp.rename_key_(default, key)
+    return lp
 
 
 def _is_probabilistic(module: Any) -> bool:
@@ -606,16 +632,20 @@ def _copy_keys(source: Any, dest: Any, keys: list[Any]) -> Any:
     return dest
 
 
-class _random:
-    """Draw intermediate samples at random while a joint distribution is assembled."""
+class _unless_set:
+    """Draw with ``kind`` while no interaction type is set (the distribution parameters
+    of a sequence are computed under its last module's default, as upstream)."""
+
+    def __init__(self, kind: InteractionType | None) -> None:
+        self._kind = kind
 
     def __enter__(self) -> None:
         from tdnn._interaction import INTERACTION
 
         # (only for this thread: other threads' modules keep their interaction type)
-        self._set = INTERACTION.get() is None
+        self._set = INTERACTION.get() is None and self._kind is not None
         if self._set:
-            INTERACTION.push_local(InteractionType.RANDOM)
+            INTERACTION.push_local(self._kind)
 
     def __exit__(self, *exc: Any) -> None:
         from tdnn._interaction import INTERACTION

@@ -123,7 +123,9 @@ class TensorDictSequential(TensorDictModuleBase):
         for m in self._members():
             ins, outs = _io(m)
             read += [k for k in ins if k not in written and k not in read]
-            written += [k for k in outs if k not in written and k != "_"]
+            written += [k for k in outs if k != "_"]
+        # a key written twice is listed where it is written last, as upstream's
+        written = [k for i, k in enumerate(written) if k not in written[i + 1 :]]
         self._in_keys = read
         selected = self.__dict__.get("_out_keys_apparent")
         self._out_keys = written

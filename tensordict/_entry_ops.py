@@ -60,6 +60,8 @@ class EntryOps(CollectionPrimitives):
     def to_tensordict(self, *, retain_none: bool | None = None) -> DenseTensorDictBase:
         """A plain, dense :class:`~tensordict.TensorDict` holding a copy of every leaf
         (nested collections, tensorclasses and lazy stacks converted too).
+        ``retain_none=True`` keeps a tensorclass's unset fields as ``NonTensorData(None)``
+        entries, as upstream.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack
@@ -72,6 +74,10 @@ class EntryOps(CollectionPrimitives):
 
         dense = self._as_dense(self._call("to_tensordict"))
         entries = {key: _plain(value) for key, value in dense._tensordict.items()}
+        if retain_none:
+            for name in getattr(type(self), "_fields", ()):
+                if name not in entries:
+                    entries[name] = NonTensorData(None, dense._batch_size, dense._device)
         return TensorDict._new_unsafe(
             entries,
             dense._batch_size,

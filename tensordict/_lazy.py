@@ -770,16 +770,18 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
         return parts
 
     def del_(self, key: NestedKey) -> LazyStackedTensorDict:
-        """Remove ``key`` from every member."""
+        """Remove ``key`` from every member that holds it (a key only some members hold
+        too, as upstream); a key no member holds is a ``KeyError``."""
         path = key_path(key, self._call("del_"))
         if self.tensordicts and self.is_locked:  # before the key, as upstream
             raise locked_error(self._call("del_"), join_path(path))
-        missing = [i for i, m in enumerate(self.tensordicts) if m._get_path_or_none(path) is None]
-        if missing:
+        holders = [m for m in self.tensordicts if m._get_path_or_none(path) is not None]
+        if not holders:
             raise KeyError(
-                f"{self._call('del_')}: key {join_path(path)!r} is missing from members {missing}"
+                f"{self._call('del_')}: key {join_path(path)!r} was not found in any of the "
+                f"{len(self.tensordicts)} stacked members"
             )
-        for member in self.tensordicts:
+        for member in holders:
             member.del_(path)
         return self
 

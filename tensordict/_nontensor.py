@@ -423,9 +423,13 @@ def _from_positions(
         return NonTensorData(values[int(positions)], torch.Size(), like.device)
     members = isinstance(like, NonTensorStack) and like._members
     if members and positions.numel() and not any(positions.stride()):
-        # inside one member of a stack of NonTensorData: that member, as upstream's
-        # lazy stack answers (a view whose every element is the one position)
-        return NonTensorData(values[int(positions.reshape(-1)[0])], positions.shape, like.device)
+        # inside one member of a stack of NonTensorData (stride 0 there): that member,
+        # as upstream's lazy stack hands it out (stack[i], unbind(0), iteration)
+        member = NonTensorData.__new__(NonTensorData)
+        member.data = values[int(positions.as_strided((), ()).item())]
+        member.batch_size = positions.shape
+        member.device = like.device
+        return member
     # (positions an op made from valid ones are valid: no pass over every element)
     out = NonTensorStack._from_valid_positions(list(values), positions, like.device)
     out._members = members

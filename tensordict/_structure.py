@@ -247,6 +247,21 @@ def _shell(td: DenseTensorDictBase) -> DenseTensorDictBase:
     return td._new_unsafe({}, td._batch_size, td._device, td._names)
 
 
+def _open_levels(out: DenseTensorDictBase, td: DenseTensorDictBase, prefix: tuple[str, ...]) -> Any:
+    """The level of ``out`` at ``prefix``, made (empty, shaped like ``td``'s) where
+    missing, as far as ``td`` has TensorDict levels there (None past the last one)."""
+    node: Any = out
+    src: Any = td
+    for part in prefix:
+        src = src._tensordict.get(part)
+        if src is None or not hasattr(src, "_tensordict"):
+            return None
+        if part not in node._tensordict:
+            node._tensordict[part] = _shell(src)
+        node = node._tensordict[part]
+    return node
+
+
 def _select(
     td: DenseTensorDictBase, paths: list[tuple[str, ...]], inplace: bool, strict: bool, call: str
 ) -> DenseTensorDictBase:
@@ -261,16 +276,10 @@ def _select(
         value = td._get_path_or_none(path)
         if value is None:
             missing.append(join_path(path))
+            if not strict:  # the levels on the way that exist are kept, as upstream
+                _open_levels(out, td, path[:-1])
             continue
-        node: Any = out
-        src: Any = td
-        for part in path[:-1]:
-            src = src._tensordict[part]
-            if part not in node._tensordict:
-                node._tensordict[part] = src._new_unsafe(
-                    {}, src._batch_size, src._device, src._names
-                )
-            node = node._tensordict[part]
+        node = _open_levels(out, td, path[:-1])
         node._tensordict[path[-1]] = (
             value._per_member(_copy_structure) if _is_nested(value) else value
         )

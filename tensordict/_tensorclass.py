@@ -41,6 +41,11 @@ class NotAFieldError(AttributeError, ValueError):
     attribute, and the ``ValueError`` upstream's ``update`` raises."""
 
 
+class UnexpectedFieldError(TypeError, AttributeError):
+    """A keyword argument that is not a field: the ``TypeError`` a dataclass raises, and
+    the ``AttributeError`` upstream's tensorclass raises, so code catching either works."""
+
+
 _SLOTS = frozenset((*CollectionPrimitives.__slots__, *TensorDict.__slots__))  # storage slots
 _SHADOWABLE = ("batch_size", "device", "names")  # constructor keywords a field may take over
 
@@ -537,6 +542,10 @@ class TensorClass(TensorDict):
                 f"{cls.__name__}.device: device cannot be set using tensorclass.device = device; "
                 "use .to(device) (or clear_device_())"
             )
+        elif cls._frozen and not name.startswith("_"):  # batch_size, names, ... (as upstream)
+            raise dataclasses.FrozenInstanceError(
+                f"{cls.__name__}.{name}: cannot assign to a frozen tensorclass"
+            )
         elif name in _SLOTS or name.startswith("_") or _class_attr(cls, name):
             # storage slots, properties such as batch_size, and ordinary attributes
             object.__setattr__(self, name, value)
@@ -681,7 +690,9 @@ def _collect(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     values = dict(zip(positional, args, strict=False))
     for key, value in kwargs.items():
         if key not in cls._field_set:
-            raise TypeError(f"{call}: unexpected field {key!r}; fields are {list(fields)}")
+            raise UnexpectedFieldError(
+                f"{call}: unexpected field {key!r}; fields are {list(fields)}"
+            )
         if key in values:
             raise TypeError(f"{call}: field {key!r} given twice")
         values[key] = value

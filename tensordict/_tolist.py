@@ -29,9 +29,17 @@ def with_unset_fields(td: Any, out: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_dict(
-    td: Any, *, retain_none: bool, convert_tensors: bool | str, tolist_first: bool
+    td: Any,
+    *,
+    retain_none: bool,
+    convert_tensors: bool | str,
+    tolist_first: bool,
+    unset_fields: bool = True,
 ) -> dict[str, Any]:
-    """Nested dicts of a dense TensorDict's entries (see ``TensorDict.to_dict``)."""
+    """Nested dicts of a dense TensorDict's entries (see ``TensorDict.to_dict``);
+    ``unset_fields=False`` leaves a tensorclass's unset fields out of this level (and of
+    the levels below with ``tolist_first``), as upstream's ``tolist`` does (its
+    ``to_dict`` lists them as None)."""
     out: dict[str, Any] = {}
     for key, value in td._tensordict.items():
         if isinstance(value, NonTensor):
@@ -56,8 +64,9 @@ def to_dict(
                 retain_none=retain_none,
                 convert_tensors=convert_tensors,
                 tolist_first=tolist_first,
+                unset_fields=unset_fields or not tolist_first,
             )
-    return with_unset_fields(td, out) if retain_none else out
+    return with_unset_fields(td, out) if retain_none and unset_fields else out
 
 
 def tolist(
@@ -83,6 +92,7 @@ def tolist(
             retain_none=retain_none,
             convert_tensors=convert_tensors,
             tolist_first=tolist_first,
+            unset_fields=False,
         )
     return [
         tolist(

@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.distributions import Normal
 
 from tdnn import (
     EnsembleModule,
     InteractionType,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
     TensorDictModule,
     TensorDictSequential,
     WrapModule,
@@ -532,3 +535,118 @@ def test_one_hot_categorical_module_draws_are_samples() -> None:
     expected = torch.distributions.OneHotCategorical(logits=logits).sample().long()
     assert drawn.dtype == torch.long and torch.equal(drawn, expected)  # as upstream
     assert OneHotCategorical.has_rsample is False
+
+
+def test_sequential_lists_a_key_written_twice_where_it_is_written_last() -> None:
+    seq = TensorDictSequential(
+        TensorDictModule(lambda a: a + 1, ["a"], ["x"]),
+        TensorDictModule(lambda a: a * 2, ["a"], ["y"]),
+        TensorDictModule(lambda x: x - 1, ["x"], ["x"]),
+    )
+    assert seq.out_keys == ["y", "x"]
+    # called with tensors, the outputs come in that order
+    y, x = seq(a=torch.ones(1))
+    assert y.tolist() == [2.0] and x.tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("out_keys", "fn"),
+    [(["x"], lambda a: (a, a)), (["x", "y", "z"], lambda a: (a, a)), (["x", "y"], lambda a: a)],
+)
+def test_output_count_mismatch_is_also_upstreams_runtime_error(
+    out_keys: list[str], fn: Callable[..., Any]
+) -> None:
+    module = TensorDictModule(fn, ["a"], out_keys)
+    with pytest.raises(RuntimeError, match=r"returned \d outputs for \d out_keys"):
+        module(TensorDict(a=torch.ones(2), batch_size=[2]))
+    with pytest.raises(ValueError, match=r"returned \d outputs"):
+        module(a=torch.ones(2))
+
+
+def _two_draws(return_composite: bool | None) -> ProbabilisticTensorDictSequential:
+    # act ~ Normal(x + 1, 1), then y ~ Normal(10 * act, 1)
+    return ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: x + 1, ["x"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["act"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        TensorDictModule(lambda a: a * 10, ["act"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["y"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        return_composite=return_composite,
+    )
+
+
+def test_return_composite_false_keeps_the_last_distribution_beside_other_draws() -> None:
+    assert _two_draws(None).return_composite and not _two_draws(False).return_composite
+    dist = _two_draws(False).get_dist(TensorDict(x=torch.zeros(3), batch_size=[3]))
+    assert isinstance(dist, Normal) and dist.mean.tolist() == [10.0] * 3
+
+
+def test_distribution_parameters_draw_by_the_default_interaction_type() -> None:
+    td = TensorDict(x=torch.zeros(3), batch_size=[3])
+    torch.manual_seed(0)
+    # the intermediate draw is the default (deterministic) one: act == loc == 1
+    assert _two_draws(False).get_dist_params(td.clone())["act"].tolist() == [1.0] * 3
+    assert _two_draws(True).get_dist(td.clone()).mean["y"].tolist() == [10.0] * 3
+    with set_interaction_type(InteractionType.RANDOM):
+        assert (_two_draws(False).get_dist_params(td.clone())["act"] != 1.0).all()
+
+
+def test_get_dist_writes_the_parameters_into_its_input_as_upstream() -> None:
+    seq = _two_draws(False)
+    td = TensorDict(x=torch.zeros(3), batch_size=[3])
+    seq.get_dist(td)
+    assert sorted(td.keys()) == ["act", "loc", "x"]
+    td = TensorDict(x=torch.zeros(3), y=torch.zeros(3), batch_size=[3])
+    seq.log_prob(td)
+    assert sorted(td.keys()) == ["act", "loc", "x", "y"]
+    # given tensordict_out, the parameters go there and the input is left alone
+    td, out = TensorDict(x=torch.zeros(3), batch_size=[3]), TensorDict(batch_size=[3])
+    assert seq.get_dist_params(td, out) is out
+    assert sorted(td.keys()) == ["x"] and sorted(out.keys()) == ["act", "loc"]
+
+
+def test_selected_outputs_of_a_tensor_call_follow_the_selection_order() -> None:
+    module = TensorDictModule(lambda a: (a, a * 2, a * 3), ["a"], ["x", "y", "z"])
+    module.select_out_keys("z", "x")
+    assert module.out_keys == ["z", "x"]
+    z, x = module(a=torch.ones(1))
+    assert z.tolist() == [3.0] and x.tolist() == [1.0]
+
+
+def test_skip_existing_looks_at_the_selected_out_keys() -> None:
+    module = TensorDictModule(lambda a: (a + 1, a + 2), ["a"], ["unused", "kept"])
+    module.select_out_keys("kept")
+    td = TensorDict(a=torch.zeros(1), kept=torch.full((1,), 9.0), batch_size=[1])
+    with set_skip_existing(True):
+        out = module(td)
+    # the one out key it shows is there: the call is skipped, as upstream
+    assert sorted(out.keys()) == ["a", "kept"] and out["kept"].tolist() == [9.0]
+    with set_skip_existing(True):
+        out = module.reset_out_keys()(td)
+    assert out["kept"].tolist() == [2.0] and out["unused"].tolist() == [1.0]
+
+
+def test_joint_log_prob_uses_the_modules_log_prob_keys() -> None:
+    seq = ProbabilisticTensorDictSequential(
+        TensorDictModule(lambda x: x, ["x"], ["loc"]),
+        ProbabilisticTensorDictModule(
+            ["loc"],
+            [("agent", "act")],
+            distribution_class=Normal,
+            distribution_kwargs={"scale": 1.0},
+            return_log_prob=True,
+            log_prob_key=("z", "lp"),
+        ),
+        ProbabilisticTensorDictModule(
+            ["loc"], ["b"], distribution_class=Normal, distribution_kwargs={"scale": 1.0}
+        ),
+        return_composite=True,
+    )
+    td = seq(TensorDict(x=torch.zeros(2), batch_size=[2]))
+    lp = seq.log_prob(td)
+    # under the key forward wrote, as upstream (it was ("agent", "act_log_prob"))
+    torch.testing.assert_close(lp["z", "lp"], td["z", "lp"])
+    assert ("agent", "act_log_prob") not in lp.keys(True) and "b_log_prob" in lp.keys()

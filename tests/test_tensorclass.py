@@ -155,7 +155,8 @@ def test_non_tensor_stacking_rule() -> None:
     diff = torch.stack([a, b])
     assert isinstance(diff.get("name"), NonTensorStack)
     assert diff.name == [["a", "a"], ["b", "b"]]
-    assert diff[1].name == "b"  # inside one member: its value, as upstream
+    # a member taken whole is that member's one value, as upstream
+    assert diff[1].name == "b" and diff[:, 0].name == ["a", "b"]
 
 
 def test_fields_defaults_and_writes() -> None:
