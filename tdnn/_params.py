@@ -70,6 +70,8 @@ class TensorDictParams(nn.Module):
     (torch.Size([2, 2, 3]), torch.Size([2]))
     """
 
+    _tensor_collection = True  # is_tensor_collection(params) is True, as upstream
+
     def __init__(
         self, parameters: Any = None, *, no_convert: bool = False, lock: bool = False, **kwargs: Any
     ) -> None:

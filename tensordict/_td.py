@@ -78,7 +78,8 @@ def is_tensor_collection(obj: object) -> bool:
     (True, False)
     """
     cls = obj if isinstance(obj, type) else type(obj)
-    return issubclass(cls, CollectionPrimitives)
+    # (a class that forwards the TensorDict API, as tdnn's TensorDictParams, says so)
+    return issubclass(cls, CollectionPrimitives) or getattr(cls, "_tensor_collection", False)
 
 
 def _fit_batch(value: TensorDict, bs: torch.Size, call: str, key: object) -> TensorDict:

@@ -314,6 +314,15 @@ def test_tensordict_params_to_inplace_casts_the_registered_leaves() -> None:
         TensorDictParams(leaves.clone()).lock_().to(torch.float32, inplace=True)
 
 
+def test_tensordict_params_is_a_tensor_collection() -> None:
+    from tdnn import TensorDictParams
+    from tensordict import is_tensor_collection
+
+    params = TensorDictParams(TensorDict({"w": torch.zeros(2)}, [2]))
+    assert is_tensor_collection(params) and is_tensor_collection(TensorDictParams)
+    assert not is_tensor_collection(nn.Linear(2, 2)) and not is_tensor_collection(torch.zeros(1))
+
+
 def test_ensemble_module_copies_differ_and_match_a_loop() -> None:
     from tdnn import EnsembleModule
 
