@@ -253,6 +253,14 @@ def _collectives(rank: int) -> None:
         "different structures: rank 1 against rank 0: key ('a',) is float32 (2,) on rank 0, "
         "float32 (3,) on rank 1",
     )
+    # the same number of elements in another shape is a mismatch too (upstream reduces
+    # it leaf by leaf; refused here on purpose, docs/api.md)
+    reshaped = TensorDict({"a": torch.zeros((1, 2) if rank == 0 else (2,))}, [])
+    _raises(
+        reshaped.all_reduce,
+        RuntimeError,
+        "key ('a',) is float32 (1, 2) on rank 0, float32 (2,) on rank 1",
+    )
     other = TensorDict({"a" if rank == 0 else "b": torch.zeros(2)}, [2])
     _raises(
         lambda: other.reduce(0),
