@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from tensordict._primitives import CollectionPrimitives
-from tensordict._torch_compat import functorch_wrapped
+from tensordict._torch_compat import compile_disabled, functorch_wrapped
 
 _PARAMETER = nn.Parameter
 _make_subclass = Tensor._make_subclass
@@ -172,7 +172,7 @@ def _as_plain(value: Tensor) -> Tensor:
 
 
 # (dynamo cannot trace as_subclass: run it outside the graph, a clean graph break)
-_plain_view: Callable[[Tensor], Tensor] = torch.compiler.disable(_as_plain)  # type: ignore[no-untyped-call]
+_plain_view: Callable[[Tensor], Tensor] = compile_disabled(_as_plain)
 
 
 def traced_value(value: Tensor, current: Tensor) -> Tensor:

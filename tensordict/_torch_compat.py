@@ -289,3 +289,13 @@ def is_packed_nested(tensor: torch.Tensor) -> bool:
         torch.equal(tensor._nested_tensor_strides(), strides)
         and torch.equal(tensor._nested_tensor_storage_offsets(), offsets)
     )
+
+
+def compile_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compiler.disable(fn)`` without importing ``torch._dynamo`` now (about 1.2 s
+    of ``import tensordict``): torch's own lazy spelling imports it on the first call,
+    which under ``torch.compile`` has already happened."""
+    lazy = getattr(torch, "_disable_dynamo", None)
+    if lazy is None:  # (a torch without it: the eager import)
+        return torch.compiler.disable(fn)  # type: ignore[no-untyped-call,no-any-return]
+    return lazy(fn)  # type: ignore[no-any-return]

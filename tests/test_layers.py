@@ -91,6 +91,19 @@ def test_tdnn_uses_only_public_tensordict_names() -> None:
     assert offenders == []
 
 
+def test_importing_the_library_does_not_load_dynamo() -> None:
+    # torch._dynamo costs ~1.2 s of import (each spawned worker pays it): loaded on first
+    # use under torch.compile only
+    import subprocess
+    import sys
+
+    code = "import sys, tensordict, tdnn; print('torch._dynamo' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "False", done.stderr
+
+
 def test_torch_private_apis_live_in_one_file() -> None:
     users = []
     for p in (ROOT / "tensordict").rglob("*.py"):
