@@ -59,6 +59,19 @@ def reduced_names(old: Sequence[str | None], dims: tuple[int, ...], keepdim: boo
     return list(old) if keepdim else [n for i, n in enumerate(old) if i not in dims]
 
 
+def rekeyed(result: Any, key_transform: Callable[[str], Any] | None) -> Any:
+    """``result`` with every key, at every level, renamed by ``key_transform`` (a
+    reduction's ``key_transform=``); a tensor (``reduce=True``) is returned as is."""
+    if key_transform is None or isinstance(result, Tensor):
+        return result
+    out = result.empty()
+    for key, value in result.items():
+        if hasattr(value, "_tensor_leaves"):  # a nested collection: rename its keys too
+            value = rekeyed(value, key_transform)
+        out.set(key_transform(key), value)
+    return out
+
+
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
     fn: Callable[..., Tensor] = getattr(torch, op)
     if dims is None:
@@ -184,10 +197,13 @@ class ReduceOps(CollectionPrimitives):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """Sum each leaf (over everything, over batch ``dim``, or ``'feature'`` dims).
 
-        ``reduce=True`` sums across leaves too and returns one tensor.
+        ``reduce=True`` sums across leaves too and returns one tensor. ``key_transform``
+        renames every key of the result, at every level (ignored with ``reduce=True``);
+        ``mean``, ``std``, ``var``, ``quantile`` and ``norm`` take it too.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -196,9 +212,11 @@ class ReduceOps(CollectionPrimitives):
         tensor([2., 2., 2.])
         >>> td.sum(reduce=True)
         tensor(8.)
+        >>> list(td.sum(key_transform=lambda key: f"sum_{key}").keys())
+        ['sum_a', 'sum_b']
         """
         kw = {} if dtype is None else {"dtype": dtype}
-        return self._reduction("sum", dim, keepdim, reduce, **kw)
+        return rekeyed(self._reduction("sum", dim, keepdim, reduce, **kw), key_transform)
 
     def mean(
         self,
@@ -207,10 +225,11 @@ class ReduceOps(CollectionPrimitives):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The mean of each leaf; ``reduce=True`` averages over all elements of all leaves."""
         kw = {} if dtype is None else {"dtype": dtype}
-        return self._reduction("mean", dim, keepdim, reduce, **kw)
+        return rekeyed(self._reduction("mean", dim, keepdim, reduce, **kw), key_transform)
 
     def prod(
         self,
@@ -225,16 +244,30 @@ class ReduceOps(CollectionPrimitives):
         return self._reduction("prod", dim, keepdim, reduce, **kw)
 
     def std(
-        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The standard deviation of each leaf (Bessel-corrected by default)."""
-        return self._reduction("std", dim, keepdim, reduce, correction=correction)
+        out = self._reduction("std", dim, keepdim, reduce, correction=correction)
+        return rekeyed(out, key_transform)
 
     def var(
-        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The variance of each leaf (Bessel-corrected by default)."""
-        return self._reduction("var", dim, keepdim, reduce, correction=correction)
+        out = self._reduction("var", dim, keepdim, reduce, correction=correction)
+        return rekeyed(out, key_transform)
 
     def amax(self, dim: Dim = None, keepdim: bool = False, *, reduce: bool = False) -> Any:
         """The maximum of each leaf."""
