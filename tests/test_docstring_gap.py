@@ -1,0 +1,40 @@
+"""Behaviours upstream's own docstring examples use that were missing here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tensordict import TensorDict
+
+
+def _nested() -> TensorDict:
+    inner = TensorDict(c=torch.arange(24.0).reshape(3, 4, 2), batch_size=(3, 4))
+    return TensorDict(a=torch.arange(12.0).reshape(3, 4), b=inner, batch_size=(3, 4))
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "std", "var"])
+def test_reduction_key_transform_renames_every_level(op: str) -> None:
+    td = _nested()
+    out = getattr(td, op)(dim=0, key_transform=lambda key: f"{op}_{key}")
+    assert list(out.keys(True, True)) == [f"{op}_a", (f"{op}_b", f"{op}_c")]
+    assert out.batch_size == torch.Size([4])
+    plain = getattr(td, op)(dim=0)
+    torch.testing.assert_close(out[f"{op}_b", f"{op}_c"], plain["b", "c"])
+    torch.testing.assert_close(out[f"{op}_a"], plain["a"])
+
+
+def test_quantile_and_norm_key_transform() -> None:
+    td = _nested()
+    q = td.quantile(0.5, key_transform=str.upper)
+    assert list(q.keys(True, True)) == ["A", ("B", "C")]
+    torch.testing.assert_close(q["B", "C"], td.quantile(0.5)["b", "c"])
+    n = td.norm(key_transform=lambda key: f"{key}_norm")
+    assert list(n.keys(True, True)) == ["a_norm", ("b_norm", "c_norm")]
+    torch.testing.assert_close(n["a_norm"], torch.linalg.vector_norm(td["a"]))
+
+
+def test_key_transform_ignored_with_reduce() -> None:
+    td = _nested()
+    out = td.sum(reduce=True, key_transform=str.upper)
+    torch.testing.assert_close(out, td.sum(reduce=True))
