@@ -746,6 +746,23 @@ class NonTensorStack(NonTensorEntry):
     def _public(self) -> Any:
         return self.tolist()
 
+    @property
+    def data(self) -> Any:
+        """The value every element holds; an AttributeError when they differ (read
+        them with :meth:`tolist`).
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("x", "x").data
+        'x'
+        """
+        used = [self.values[i] for i in self.positions.unique().tolist()]
+        if not used or not all(same_value(used[0], v) for v in used[1:]):
+            raise AttributeError(
+                f"NonTensorStack.data: the {self.positions.numel()} elements do not all hold "
+                f"one value ({len(used)} distinct); read them with .tolist()"
+            )
+        return used[0]
+
     def _positions(self) -> Tensor:
         return self.positions
 

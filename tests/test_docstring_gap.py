@@ -38,3 +38,16 @@ def test_key_transform_ignored_with_reduce() -> None:
     td = _nested()
     out = td.sum(reduce=True, key_transform=str.upper)
     torch.testing.assert_close(out, td.sum(reduce=True))
+
+
+def test_non_tensor_stack_data_is_the_shared_value() -> None:
+    from tensordict import NonTensorData, NonTensorStack, set_capture_non_tensor_stack
+
+    with set_capture_non_tensor_stack(False):
+        stack = torch.stack([NonTensorData("a"), NonTensorData("a")])
+    assert type(stack) is NonTensorStack
+    assert stack.data == "a"
+    mixed = NonTensorStack("a", "b")
+    assert mixed[:1].data == "a"  # only the elements the view holds count
+    with pytest.raises(AttributeError, match=r"NonTensorStack.data: .* do not all hold one"):
+        _ = mixed.data
