@@ -29,6 +29,7 @@ from tensordict._batch import (
     check_copy_broadcast,
     dim_error,
     leaf_shape_error,
+    permute_args,
     starts_with,
 )
 from tensordict._context import record
@@ -1277,8 +1278,9 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
         return record(out, "squeeze", (), self)
 
     @keeps_lock
-    def permute(self, *dims: Any) -> Any:
+    def permute(self, *args: Any, dims: Any = None) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
+        dims = permute_args(self._call("permute"), args, dims)
         order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         n = len(self._batch_size)
         norm = [_norm(self._call("permute"), d, n) for d in order]

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from tensordict._batch import BatchSizeLike, DeviceLike, as_batch_size, as_device
+from tensordict._batch import BatchSizeLike, DeviceLike, as_batch_size, as_device, permute_args
 
 
 class NonTensor:
@@ -257,13 +257,14 @@ class NonTensor:
         """
         return self._op(lambda p: p.unsqueeze(dim), "unsqueeze")
 
-    def permute(self, *dims: Any) -> NonTensor:
+    def permute(self, *args: Any, dims: Any = None) -> NonTensor:
         """Reorder the batch dims.
 
         >>> from tensordict import NonTensorStack
         >>> NonTensorStack.from_list([["a", "b"]]).permute(1, 0).tolist()
         [['a'], ['b']]
         """
+        dims = permute_args(f"{type(self).__name__}.permute", args, dims)
         order = dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims
         return self._op(lambda p: p.permute(*order), "permute", spread=False)
 

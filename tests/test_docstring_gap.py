@@ -51,3 +51,16 @@ def test_non_tensor_stack_data_is_the_shared_value() -> None:
     assert mixed[:1].data == "a"  # only the elements the view holds count
     with pytest.raises(AttributeError, match=r"NonTensorStack.data: .* do not all hold one"):
         _ = mixed.data
+
+
+def test_permute_takes_dims_by_keyword() -> None:
+    from tensordict import LazyStackedTensorDict, NonTensorStack
+
+    td = TensorDict(a=torch.zeros(3, 4, 5), batch_size=[3, 4, 5])
+    assert td.permute(dims=[2, 0, 1]).batch_size == td.permute(2, 0, 1).batch_size
+    assert td.permute(dims=(2, 0, 1))["a"].shape == (5, 3, 4)
+    stack = LazyStackedTensorDict(*td[:, :, 0].unbind(0))
+    assert stack.permute(dims=(1, 0)).batch_size == (4, 3)
+    assert NonTensorStack.from_list([["a", "b"]]).permute(dims=(1, 0)).tolist() == [["a"], ["b"]]
+    with pytest.raises(TypeError, match=r"TensorDict.permute: pass the dims positionally or"):
+        td.permute(0, dims=(1, 0))
