@@ -762,13 +762,20 @@ class ShapeOps(CollectionPrimitives):
         return out.rename_(*names, **rename_map)
 
     def rename_(self, *names: str | None, **rename_map: str | None) -> Self:
-        """Rename batch dims in place (positionally, or ``old=new``)."""
+        """Rename batch dims in place (positionally, or ``old=new``); a single ``None``
+        clears every name.
+
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[1, 2], names=["a", "b"])
+        >>> td.rename_(None).names
+        [None, None]
+        """
         if names and rename_map:
             raise ValueError(
                 f"{type(self).__name__}.rename_: pass names positionally or as old=new, not both"
             )
         if names:
-            self.names = list(names)  # type: ignore[misc]
+            self.names = None if names == (None,) else list(names)  # type: ignore[misc]
             return self
         current = self.names
         unknown = sorted(set(rename_map) - {n for n in current if n is not None})

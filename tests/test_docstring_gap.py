@@ -64,3 +64,13 @@ def test_permute_takes_dims_by_keyword() -> None:
     assert NonTensorStack.from_list([["a", "b"]]).permute(dims=(1, 0)).tolist() == [["a"], ["b"]]
     with pytest.raises(TypeError, match=r"TensorDict.permute: pass the dims positionally or"):
         td.permute(0, dims=(1, 0))
+
+
+def test_rename_none_clears_every_name() -> None:
+    td = TensorDict(batch_size=[1, 2, 3], names=["a", "b", "c"])
+    assert td.rename(None).names == [None, None, None]
+    assert td.names == ["a", "b", "c"]
+    assert td.rename_(None) is td
+    assert td.names == [None, None, None]
+    one = TensorDict(batch_size=[2], names=["x"])
+    assert one.rename(None).names == [None]
