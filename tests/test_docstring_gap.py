@@ -74,3 +74,31 @@ def test_rename_none_clears_every_name() -> None:
     assert td.names == [None, None, None]
     one = TensorDict(batch_size=[2], names=["x"])
     assert one.rename(None).names == [None]
+
+
+def test_split_keys_takes_predicates() -> None:
+    td = TensorDict(
+        s=torch.zeros(4),
+        v=torch.zeros(4, 3),
+        m=torch.zeros(4, 2, 2),
+        nested=TensorDict(t=torch.zeros(4, 3), batch_size=[4]),
+        text="not a tensor",
+        batch_size=[4],
+    )
+    seen: list[tuple[str, ...]] = []
+
+    def record(key: tuple[str, ...], leaf: torch.Tensor) -> bool:
+        seen.append(key)
+        return False
+
+    td.split_keys(record)
+    assert seen == [("s",), ("v",), ("m",), ("nested", "t")]  # tensor leaves, tuple keys
+    scalars, vectors, rest = td.split_keys(
+        lambda key, leaf: leaf.ndim == 1, lambda key, leaf: leaf.ndim == 2
+    )
+    assert list(scalars.keys(True, True)) == ["s"]
+    assert list(vectors.keys(True, True)) == ["v", ("nested", "t")]
+    assert list(rest.keys()) == ["m", "text"]
+    # a predicate only sees what the earlier sets left
+    _, vectors, _ = td.split_keys(["nested"], lambda key, leaf: leaf.ndim == 2)
+    assert list(vectors.keys()) == ["v"]
