@@ -102,3 +102,16 @@ def test_split_keys_takes_predicates() -> None:
     # a predicate only sees what the earlier sets left
     _, vectors, _ = td.split_keys(["nested"], lambda key, leaf: leaf.ndim == 2)
     assert list(vectors.keys()) == ["v"]
+
+
+def test_module_dict_in_keys_two_arguments_read_one_key() -> None:
+    from tensordict.nn import TensorDictModule
+
+    module = TensorDictModule(
+        lambda x, *, y, z: x + 10 * y + 100 * z,
+        in_keys={"x": "1", "y": "2", "z": "2"},
+        out_keys=["t"],
+    )
+    assert module.in_keys == ["1", "2", "2"]
+    td = module(TensorDict({"1": torch.tensor(1.0), "2": torch.tensor(2.0)}))
+    assert td["t"].item() == 221.0
