@@ -115,3 +115,20 @@ def test_module_dict_in_keys_two_arguments_read_one_key() -> None:
     assert module.in_keys == ["1", "2", "2"]
     td = module(TensorDict({"1": torch.tensor(1.0), "2": torch.tensor(2.0)}))
     assert td["t"].item() == 221.0
+
+
+def test_lazy_stack_from_list_of_dicts() -> None:
+    from tensordict import LazyStackedTensorDict
+
+    td = LazyStackedTensorDict.from_dict(
+        [{"a": torch.zeros(3)}, {"a": torch.ones(4)}], stack_dim_name="t"
+    )
+    assert isinstance(td, LazyStackedTensorDict)
+    assert td.batch_size == (2,) and td.names == ["t"]
+    assert td[1]["a"].tolist() == [1.0] * 4
+    keyed = {"0": {"a": torch.zeros(3, 2)}, "1": {"a": torch.ones(3, 2)}}
+    td = LazyStackedTensorDict.from_dict(keyed, batch_size=[3], names=["t", "x"], stack_dim=1)
+    assert td.batch_size == (3, 2) and td.names == ["t", "x"]
+    assert td[:, 1]["a"].tolist() == [1.0] * 3
+    with pytest.raises(ValueError, match=r"from_dict: pass names or stack_dim_name, not both"):
+        LazyStackedTensorDict.from_dict([{"a": 0}], names=["t"], stack_dim_name="t")
