@@ -126,7 +126,7 @@ def test_lazy_stack_from_list_of_dicts() -> None:
     assert isinstance(td, LazyStackedTensorDict)
     assert td.batch_size == (2,) and td.names == ["t"]
     assert td[1]["a"].tolist() == [1.0] * 4
-    keyed = {"0": {"a": torch.zeros(3, 2)}, "1": {"a": torch.ones(3, 2)}}
+    keyed = {"0": {"a": torch.zeros(3)}, "1": {"a": torch.ones(3)}}
     td = LazyStackedTensorDict.from_dict(keyed, batch_size=[3], names=["t", "x"], stack_dim=1)
     assert td.batch_size == (3, 2) and td.names == ["t", "x"]
     assert td[:, 1]["a"].tolist() == [1.0] * 3
