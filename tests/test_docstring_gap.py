@@ -132,3 +132,39 @@ def test_lazy_stack_from_list_of_dicts() -> None:
     assert td[:, 1]["a"].tolist() == [1.0] * 3
     with pytest.raises(ValueError, match=r"from_dict: pass names or stack_dim_name, not both"):
         LazyStackedTensorDict.from_dict([{"a": 0}], names=["t"], stack_dim_name="t")
+
+
+def _samples() -> list[TensorDict]:
+    return [
+        TensorDict(ids=torch.arange(n), feats=torch.ones(n, 2), batch_size=[n]) for n in (2, 3)
+    ]
+
+
+def test_pad_sequence_padding_value_by_key() -> None:
+    from tensordict import pad_sequence
+
+    out = pad_sequence(_samples(), padding_value={"ids": 7})
+    assert out["ids"].tolist() == [[0, 1, 7], [0, 1, 2]]
+    assert out["feats"][0, 2].tolist() == [0.0, 0.0]  # a key the mapping leaves out: 0
+    with pytest.raises(KeyError, match=r"pad_sequence: padding_value names keys \['nope'\]"):
+        pad_sequence(_samples(), padding_value={"nope": 1})
+
+
+def test_pad_sequence_padding_side_left_round_trips() -> None:
+    from tensordict import pad_sequence, unpad_sequence
+
+    out = pad_sequence(_samples(), return_mask=True, padding_side="left")
+    assert out["ids"].tolist() == [[0, 0, 1], [0, 1, 2]]
+    assert out["masks", "ids"].tolist() == [[False, True, True], [True, True, True]]
+    back = unpad_sequence(out)
+    assert back[0]["ids"].tolist() == [0, 1]
+    assert back[1]["feats"].shape == (3, 2)
+    with pytest.raises(ValueError, match=r"pad_sequence: padding_side must be 'left' or 'right'"):
+        pad_sequence(_samples(), padding_side="middle")
+
+
+def test_pad_sequence_positional_order_is_upstreams() -> None:
+    from tensordict import pad_sequence
+
+    out = pad_sequence(_samples(), 0, 0.0, None, "m")  # return_mask is the 5th argument
+    assert out["m", "ids"].shape == (2, 3)
