@@ -168,3 +168,21 @@ def test_pad_sequence_positional_order_is_upstreams() -> None:
 
     out = pad_sequence(_samples(), 0, 0.0, None, "m")  # return_mask is the 5th argument
     assert out["m", "ids"].shape == (2, 3)
+
+
+def test_collate_nested_keys_become_jagged() -> None:
+    from tensordict import collate
+
+    samples = [
+        TensorDict(ids=torch.ones(n), points=torch.full((n + 1, 3), float(n)), score=n)
+        for n in (2, 3)
+    ]
+    out = collate(samples, pad_keys={"ids": 7.0}, nested_keys=["points"], mask_key="mask")
+    assert out["ids"].tolist() == [[1.0, 1.0, 7.0], [1.0, 1.0, 1.0]]
+    assert out["points"].is_nested
+    assert out["points"][1].shape == (4, 3) and out["points"][0].unique().item() == 2.0
+    assert out["score"].tolist() == [2, 3]
+    with pytest.raises(ValueError, match=r"collate: keys \['ids'\] are in both pad_keys and"):
+        collate(samples, pad_keys={"ids": 0.0}, nested_keys=["ids", "points"])
+    with pytest.raises(ValueError, match=r"collate: mask_key holds the masks of pad_keys"):
+        collate(samples, nested_keys=["ids", "points"], mask_key="mask")
