@@ -186,3 +186,21 @@ def test_collate_nested_keys_become_jagged() -> None:
         collate(samples, pad_keys={"ids": 0.0}, nested_keys=["ids", "points"])
     with pytest.raises(ValueError, match=r"collate: mask_key holds the masks of pad_keys"):
         collate(samples, nested_keys=["ids", "points"], mask_key="mask")
+
+
+def test_tensorclass_bracket_takes_skip_post_init_on_rebuild() -> None:
+    from tensordict import TensorClass
+
+    calls: list[str] = []
+
+    class Checked(TensorClass["skip_post_init_on_rebuild"]):
+        x: torch.Tensor
+
+        def __post_init__(self) -> None:
+            calls.append("checked")
+
+    foo = Checked(x=torch.zeros(3))
+    assert calls == ["checked"]
+    foo.clone()
+    assert calls == ["checked"]
+    assert Checked._skip_post_init_on_rebuild
