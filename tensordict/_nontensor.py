@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -542,6 +544,29 @@ class NonTensorData(NonTensorDataBase):
         return same_value(self.data, other.data if isinstance(other, NonTensorData) else other)
 
     __hash__ = None  # type: ignore[assignment]
+
+    def _logical(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
+        """``op`` of two entries' values as upstream gives it: a bool tensor shaped like
+        the batch (a tensor or array result is returned as a tensor)."""
+        if not isinstance(other, NonTensorData):
+            return NotImplemented
+        out = op(self.data, other.data)
+        if isinstance(out, (Tensor, np.ndarray)):
+            return torch.as_tensor(out, device=self.device)
+        return torch.full(self.batch_size, bool(out), device=self.device)
+
+    def __xor__(self, other: object) -> Any:
+        """``a ^ b`` of two entries: their values' xor, a bool tensor shaped like the batch.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData(True, batch_size=[2]) ^ NonTensorData(False, batch_size=[2])
+        tensor([True, True])
+        """
+        return self._logical(other, operator.xor)
+
+    def __or__(self, other: object) -> Any:
+        """``a | b`` of two entries: their values' or, a bool tensor shaped like the batch."""
+        return self._logical(other, operator.or_)
 
     def __repr__(self) -> str:
         from tensordict._repr import nontensor_repr

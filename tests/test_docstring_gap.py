@@ -204,3 +204,13 @@ def test_tensorclass_bracket_takes_skip_post_init_on_rebuild() -> None:
     foo.clone()
     assert calls == ["checked"]
     assert Checked._skip_post_init_on_rebuild
+
+
+def test_non_tensor_data_xor_and_or() -> None:
+    from tensordict import NonTensorData
+
+    a = NonTensorData(True, batch_size=[3])
+    assert (a ^ NonTensorData(True, batch_size=[3])).tolist() == [False] * 3
+    assert (a | NonTensorData(False, batch_size=[3])).tolist() == [True] * 3
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \^"):
+        _ = a ^ 1
