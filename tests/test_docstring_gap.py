@@ -214,3 +214,21 @@ def test_non_tensor_data_xor_and_or() -> None:
     assert (a | NonTensorData(False, batch_size=[3])).tolist() == [True] * 3
     with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \^"):
         _ = a ^ 1
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("a", True),
+        (("a", "b"), True),
+        (("a", ("b", ("c",))), True),
+        (("a", 1), False),
+        ((), False),
+        (["a"], False),
+        (1, False),
+    ],
+)
+def test_isinstance_nested_key(key: object, expected: bool) -> None:
+    from tensordict import NestedKey
+
+    assert isinstance(key, NestedKey) is expected
