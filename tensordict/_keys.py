@@ -27,6 +27,7 @@ else:
         (True, False)
         """
 
+
 NO_DEFAULT: Any = object()
 """The "no default given" marker of ``get(key, default)``: a missing key raises KeyError."""
 

@@ -135,9 +135,7 @@ def test_lazy_stack_from_list_of_dicts() -> None:
 
 
 def _samples() -> list[TensorDict]:
-    return [
-        TensorDict(ids=torch.arange(n), feats=torch.ones(n, 2), batch_size=[n]) for n in (2, 3)
-    ]
+    return [TensorDict(ids=torch.arange(n), feats=torch.ones(n, 2), batch_size=[n]) for n in (2, 3)]
 
 
 def test_pad_sequence_padding_value_by_key() -> None:
