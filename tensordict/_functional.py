@@ -41,7 +41,7 @@ def _padding_values(
     """Each leaf's padding value: one for all, or a mapping by key naming only leaves."""
     if not isinstance(padding_value, Mapping):
         return dict.fromkeys(keys, padding_value)
-    by_key = {unravel_key(k): v for k, v in padding_value.items()}
+    by_key: dict[NestedKey, float] = {unravel_key(k): v for k, v in padding_value.items()}
     unknown = [k for k in by_key if k not in keys]
     if unknown:
         raise KeyError(

@@ -263,7 +263,7 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
             self._stack_name = stack_dim_name
 
     @classmethod
-    def from_dict(  # type: ignore[override]
+    def from_dict(
         cls,
         input_dict: Any,
         batch_size: Any = None,

@@ -781,7 +781,7 @@ class NonTensorStack(NonTensorEntry):
         >>> NonTensorStack("x", "x").data
         'x'
         """
-        used = [self.values[i] for i in self.positions.unique().tolist()]
+        used = [self.values[i] for i in sorted(set(self.positions.flatten().tolist()))]
         if not used or not all(same_value(used[0], v) for v in used[1:]):
             raise AttributeError(
                 f"NonTensorStack.data: the {self.positions.numel()} elements do not all hold "

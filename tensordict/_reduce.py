@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 Dim = int | Sequence[int] | str | None
+_R = TypeVar("_R")
 
 
 class RepeatedDimError(ValueError, RuntimeError):
@@ -59,17 +60,18 @@ def reduced_names(old: Sequence[str | None], dims: tuple[int, ...], keepdim: boo
     return list(old) if keepdim else [n for i, n in enumerate(old) if i not in dims]
 
 
-def rekeyed(result: Any, key_transform: Callable[[str], Any] | None) -> Any:
+def rekeyed(result: _R, key_transform: Callable[[str], Any] | None) -> _R:
     """``result`` with every key, at every level, renamed by ``key_transform`` (a
     reduction's ``key_transform=``); a tensor (``reduce=True``) is returned as is."""
     if key_transform is None or isinstance(result, Tensor):
         return result
-    out = result.empty()
-    for key, value in result.items():
+    src: Any = result
+    out = src.empty()
+    for key, value in src.items():
         if hasattr(value, "_tensor_leaves"):  # a nested collection: rename its keys too
             value = rekeyed(value, key_transform)
         out.set(key_transform(key), value)
-    return out
+    return cast(_R, out)
 
 
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:

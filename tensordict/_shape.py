@@ -775,7 +775,7 @@ class ShapeOps(CollectionPrimitives):
                 f"{type(self).__name__}.rename_: pass names positionally or as old=new, not both"
             )
         if names:
-            self.names = None if names == (None,) else list(names)  # type: ignore[misc]
+            self.names = None if names == (None,) else list(names)  # type: ignore[misc, assignment]
             return self
         current = self.names
         unknown = sorted(set(rename_map) - {n for n in current if n is not None})
