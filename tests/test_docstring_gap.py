@@ -230,3 +230,12 @@ def test_isinstance_nested_key(key: object, expected: bool) -> None:
     from tensordict import NestedKey
 
     assert isinstance(key, NestedKey) is expected
+
+
+def test_pack_layout_offsets_and_numel() -> None:
+    td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), w=torch.ones(5, 2, 2), batch_size=[5])
+    flat, layout = td.pack()
+    assert layout.offsets == (0, 1, 4) and layout.numel == 8 == flat.shape[-1]
+    for key, start, shape in zip(layout.keys, layout.offsets, layout.shapes, strict=True):
+        width = shape.numel()
+        assert torch.equal(flat[:, start : start + width].reshape(5, *shape), td[key])
