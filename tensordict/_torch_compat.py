@@ -289,3 +289,8 @@ def is_packed_nested(tensor: torch.Tensor) -> bool:
         torch.equal(tensor._nested_tensor_strides(), strides)
         and torch.equal(tensor._nested_tensor_storage_offsets(), offsets)
     )
+
+
+def fake_mode_active() -> bool:
+    """Whether a ``FakeTensorMode`` is active: tensors made now are fake (no data)."""
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None

@@ -239,3 +239,16 @@ def test_pack_layout_offsets_and_numel() -> None:
     for key, start, shape in zip(layout.keys, layout.offsets, layout.shapes, strict=True):
         width = shape.numel()
         assert torch.equal(flat[:, start : start + width].reshape(5, *shape), td[key])
+
+
+def test_load_memmap_under_fake_tensor_mode(tmp_path: object) -> None:
+    from torch._subclasses import FakeTensor, FakeTensorMode
+
+    td = TensorDict(a=torch.zeros(3), nested=TensorDict(b=torch.ones(3, 2, dtype=torch.int16)))
+    td.memmap(str(tmp_path))
+    with FakeTensorMode():
+        loaded = TensorDict.load_memmap(str(tmp_path))
+        leaf = loaded["nested", "b"]
+        assert isinstance(loaded["a"], FakeTensor) and isinstance(leaf, FakeTensor)
+        assert leaf.shape == (3, 2) and leaf.dtype == torch.int16
+    assert TensorDict.load_memmap(str(tmp_path))["nested", "b"].sum().item() == 6
