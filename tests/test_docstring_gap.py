@@ -252,3 +252,20 @@ def test_load_memmap_under_fake_tensor_mode(tmp_path: object) -> None:
         assert isinstance(loaded["a"], FakeTensor) and isinstance(leaf, FakeTensor)
         assert leaf.shape == (3, 2) and leaf.dtype == torch.int16
     assert TensorDict.load_memmap(str(tmp_path))["nested", "b"].sum().item() == 6
+
+
+def test_from_arrow_variable_length_list_columns() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from tensordict import from_arrow
+
+    table = pa.table(
+        {
+            "ids": pa.array([[1, 2], [3], []]),
+            "words": pa.array([["a"], ["b", "c"], []]),
+        }
+    )
+    td = from_arrow(table)
+    assert [row.tolist() for row in td["ids"].unbind(0)] == [[1, 2], [3], []]
+    assert td["ids"].dtype == torch.int64 and td.batch_size == (3,)
+    assert td.get("words").tolist() == [["a"], ["b", "c"], []]
+    assert [row.tolist() for row in from_arrow(table.slice(1, 2))["ids"].unbind(0)] == [[3], []]
