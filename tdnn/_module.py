@@ -139,10 +139,9 @@ class TensorDictModule(TensorDictModuleBase):
             # upstream's default (None) reads the dict as {argument: key}, as True does
             inverted = out_to_in_map is None or out_to_in_map
             pairs = [(v, k) for k, v in in_keys.items()] if inverted else list(in_keys.items())
-            self._kwargs: dict[Any, str] | None = {
-                unravel_keys(call, k, "in_keys")[0]: str(v) for k, v in pairs
-            }
-            self.in_keys = list(self._kwargs)
+            # the argument names, one per in_key (two arguments may read one key)
+            self._kwargs: list[str] | None = [str(v) for _, v in pairs]
+            self.in_keys = [unravel_keys(call, k, "in_keys")[0] for k, _ in pairs]
         else:
             if out_to_in_map is not None:
                 warnings.warn(
@@ -389,7 +388,7 @@ class TensorDictModule(TensorDictModuleBase):
             raise KeyError(self._missing_message(missing, available()))
         try:
             if self._kwargs is not None:
-                named = {self._kwargs[k]: v for k, v in zip(in_keys, values, strict=True)}
+                named = dict(zip(self._kwargs, values, strict=True))
                 return self._target()(**named, **extra)
             return self._target()(*values, **extra)
         except Exception as err:

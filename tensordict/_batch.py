@@ -81,6 +81,15 @@ class StackDimError(DimOutOfRangeError, RuntimeError):
     the ``RuntimeError`` upstream raises for it."""
 
 
+def permute_args(call: str, args: tuple[Any, ...], dims: Any) -> tuple[Any, ...]:
+    """The dims of ``permute(*args)`` or ``permute(dims=...)`` (torch takes both)."""
+    if dims is None:
+        return args
+    if args:
+        raise TypeError(f"{call}: pass the dims positionally or as dims=, not both")
+    return (dims,)
+
+
 def dim_error(call: str, dim: int, ndim: int) -> DimOutOfRangeError:
     """The error for ``dim`` outside a batch of ``ndim`` dims."""
     also = (

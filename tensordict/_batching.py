@@ -136,7 +136,8 @@ def collate(
     a tensorclass keeps its type), tensors with ``torch.stack``, mappings and tuples entry by
     entry, anything else by ``default_collate``. ``pad_keys`` names variable-length entries
     (along their first dim) to pad, with the pad value; ``mask_key`` then receives their
-    bool masks. Anything but a non-empty list is returned as is.
+    bool masks. ``nested_keys`` names entries to stack as jagged nested tensors instead.
+    Anything but a non-empty list is returned as is.
 
     >>> import torch
     >>> from tensordict import TensorDict, collate
@@ -147,15 +148,18 @@ def collate(
     """
     if not isinstance(batch, list) or not batch:
         return batch
-    if nested_keys:
-        raise NotImplementedError("collate: nested_keys is not supported yet; use pad_keys")
     first = batch[0]
     if is_tensor_collection(first):
-        if not pad_keys:
+        padded, nested = list(pad_keys or {}), list(nested_keys or ())
+        if mask_key is not None and not padded:
+            raise ValueError("collate: mask_key holds the masks of pad_keys; pass pad_keys too")
+        both = [k for k in nested if k in padded]
+        if both:
+            raise ValueError(f"collate: keys {both} are in both pad_keys and nested_keys")
+        if not padded and not nested:
             return maybe_dense_stack(batch)
-        names = list(pad_keys)
-        rest = maybe_dense_stack([sample.exclude(*names) for sample in batch])
-        for key, value in pad_keys.items():
+        rest = maybe_dense_stack([sample.exclude(*padded, *nested) for sample in batch])
+        for key, value in (pad_keys or {}).items():
             seqs = [sample.get(key) for sample in batch]
             rest.set(
                 key,
@@ -165,6 +169,9 @@ def collate(
                 lengths = torch.tensor([len(s) for s in seqs])
                 valid = torch.arange(int(lengths.max())) < lengths[:, None]
                 rest.set((*key_path(mask_key, "collate"), *key_path(key, "collate")), valid)
+        for key in nested:  # ragged first dim: a jagged nested tensor
+            seqs = [sample.get(key) for sample in batch]
+            rest.set(key, torch.nested.as_nested_tensor(seqs, layout=torch.jagged))
         return rest
     if isinstance(first, Tensor):
         return torch.stack(batch)

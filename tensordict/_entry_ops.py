@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -232,7 +232,9 @@ class EntryOps(CollectionPrimitives):
     # --------------------------------------------------------- key structure
     def split_keys(
         self,
-        *key_sets: Iterable[NestedKey] | Mapping[NestedKey, NestedKey],
+        *key_sets: Iterable[NestedKey]
+        | Mapping[NestedKey, NestedKey]
+        | Callable[[tuple[str, ...], Tensor], bool],
         inplace: bool = False,
         default: Any = _NO_DEFAULT,
         strict: bool = True,
@@ -240,11 +242,16 @@ class EntryOps(CollectionPrimitives):
     ) -> tuple[Self, ...]:
         """Split into one collection per key set (a dict renames), plus one of the rest.
 
+        A key set may be a predicate ``fn(key, leaf) -> bool``: it takes every tensor leaf
+        the earlier sets left for which it is true (``key`` is always a tuple of str).
+
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> td = TensorDict(a=torch.zeros(()), b=torch.ones(()), c=torch.ones(()))
+        >>> td = TensorDict(a=torch.zeros(()), b=torch.ones(()), c=torch.ones(3))
         >>> [list(t.keys()) for t in td.split_keys(["a"], {"b": "z"})]
         [['a'], ['z'], ['c']]
+        >>> [list(t.keys()) for t in td.split_keys(lambda key, leaf: leaf.ndim == 1)]
+        [['c'], ['a', 'b']]
         """
         if strict:
             default = _NO_DEFAULT
@@ -255,6 +262,13 @@ class EntryOps(CollectionPrimitives):
         taken: list[NestedKey] = []
         for key_set in key_sets:
             out = self.empty(recurse=reproduce_struct)
+            if callable(key_set) and not isinstance(key_set, Iterable):
+                key_set = [  # a predicate: the tensor leaves not taken yet it selects
+                    key
+                    for key, leaf in rest.items(True, True)
+                    if isinstance(leaf, Tensor)
+                    and key_set((key,) if isinstance(key, str) else key, leaf)
+                ]
             mapping = key_set if isinstance(key_set, Mapping) else {k: k for k in key_set}
             for key, new_key in mapping.items():
                 value = rest.pop(key) if default is _NO_DEFAULT else rest.pop(key, default)

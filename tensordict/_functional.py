@@ -35,17 +35,36 @@ def _value(x: Any) -> Any:
     return x.tolist() if isinstance(x, NonTensor) else x
 
 
+def _padding_values(
+    call: str, padding_value: float | Mapping[NestedKey, float], keys: list[NestedKey]
+) -> dict[NestedKey, float]:
+    """Each leaf's padding value: one for all, or a mapping by key naming only leaves."""
+    if not isinstance(padding_value, Mapping):
+        return dict.fromkeys(keys, padding_value)
+    by_key: dict[NestedKey, float] = {unravel_key(k): v for k, v in padding_value.items()}
+    unknown = [k for k in by_key if k not in keys]
+    if unknown:
+        raise KeyError(
+            f"{call}: padding_value names keys {unknown} that no entry has; keys: {keys}"
+        )
+    return by_key
+
+
 def pad_sequence(
     list_of_tensordicts: Sequence[Any],
     pad_dim: int = 0,
-    padding_value: float = 0.0,
+    padding_value: float | Mapping[NestedKey, float] = 0.0,
     out: Any = None,
-    device: Any = None,
     return_mask: bool | NestedKey = False,
+    padding_side: str = "right",
+    *,
+    device: Any = None,
 ) -> Any:
     """Stack TensorDicts whose entries differ in length along ``pad_dim``, padding the short
-    ones with ``padding_value``. ``pad_dim`` counts the dims of each entry; where it is a
-    batch dim, the batch size grows to the longest length.
+    ones with ``padding_value`` (or, from a mapping, each entry's value by key; 0 for the
+    keys it does not name). ``pad_dim`` counts the dims of each entry; where it is a
+    batch dim, the batch size grows to the longest length. ``padding_side="left"`` puts
+    the padding before the values.
 
     With ``return_mask`` (True, or the key to use instead of ``"masks"``), a tensordict of
     bool masks marks the valid positions of each entry (shape: batch size, plus the padded
@@ -69,10 +88,18 @@ def pad_sequence(
             "(convert them with to_tensordict() first)"
         )
     masks_key: NestedKey = "masks" if isinstance(return_mask, bool) else unravel_key(return_mask)
+    if padding_side not in ("left", "right"):
+        raise ValueError(f"{call}: padding_side must be 'left' or 'right', got {padding_side!r}")
     keys = _leaf_keys(tds[0])
     for i, td in enumerate(tds[1:], 1):
         if set(_leaf_keys(td)) != set(keys):
             raise KeyError(f"{call}: TensorDict {i} does not hold the keys of TensorDict 0")
+    fill = _padding_values(call, padding_value, keys)
+
+    def widths(n: int, pos: int, short: int) -> list[int]:  # torch's pad spec for dim pos
+        side = [short, 0] if padding_side == "left" else [0, short]
+        return [0, 0] * (n - pos - 1) + side
+
     bs0 = list(tds[0].batch_size)
     ndim = len(bs0)
     entries: dict[NestedKey, Any] = {}
@@ -89,7 +116,10 @@ def pad_sequence(
             if ndim and pad_dim % ndim == 0 and all(isinstance(r, list) for r in raw):
                 # batched values of different lengths: the pad slots hold None
                 width = max(len(r) for r in raw)
-                raw = [r + [None] * (width - len(r)) for r in raw]
+                if padding_side == "left":
+                    raw = [[None] * (width - len(r)) + r for r in raw]
+                else:
+                    raw = [r + [None] * (width - len(r)) for r in raw]
             entries[key] = NonTensorStack.from_list(raw)
             continue
         if values[0].ndim == 0:
@@ -101,16 +131,16 @@ def pad_sequence(
         longest = max(longest, length)
         padded = []
         for v in values:
-            widths = [0, 0] * (v.ndim - pos - 1) + [0, length - v.shape[pos]]
-            padded.append(torch.nn.functional.pad(v, widths, value=padding_value))
+            spec = widths(v.ndim, pos, length - v.shape[pos])
+            padded.append(torch.nn.functional.pad(v, spec, value=fill.get(key, 0.0)))
         entries[key] = torch.stack(padded)
         if return_mask:
             mask_ndim = ndim + 1 if pos >= ndim else ndim
             rows = []
             for v in values:
                 valid = torch.ones(v.shape[:mask_ndim], dtype=torch.bool, device=v.device)
-                widths = [0, 0] * (mask_ndim - pos - 1) + [0, length - v.shape[pos]]
-                rows.append(torch.nn.functional.pad(valid, widths, value=False))
+                spec = widths(mask_ndim, pos, length - v.shape[pos])
+                rows.append(torch.nn.functional.pad(valid, spec, value=False))
             masks[key] = torch.stack(rows)
     new_bs = list(bs0)
     if grows_batch and ndim:

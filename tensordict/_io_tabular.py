@@ -31,8 +31,15 @@ def _column(call: str, name: str, values: Any, dtype: torch.dtype | None) -> Any
     if isinstance(values, np.ndarray) and values.dtype.kind in _NUMERIC_KINDS:
         tensor = torch.from_numpy(np.array(values, copy=True))
         return tensor if dtype is None or tensor.dtype == torch.bool else tensor.to(dtype)
+    if isinstance(values, _Ragged) and values:  # rows of different lengths: jagged
+        rows = [torch.from_numpy(row) for row in values]
+        nested = torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+        return nested if dtype is None or nested.dtype == torch.bool else nested.to(dtype)
     items = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    return NonTensorStack.from_list(items) if items else NonTensorStack.from_list([])
+    try:  # lists of one length per level: extra batch dims, as a nested list reads
+        return NonTensorStack.from_list(items)
+    except ValueError:  # lists of different lengths: one value (a list) per row
+        return NonTensorStack._from_list(items, ndim=1)
 
 
 def _nest(call: str, flat: dict[str, Any], separator: str | None) -> dict[str, Any]:
@@ -115,7 +122,17 @@ def _struct_leaf(column: Any) -> Any:
         or pa.types.is_timestamp(kind)
     ) and column.null_count == 0:
         return column.to_numpy(zero_copy_only=False)
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:
+        inner = kind.value_type
+        numeric = pa.types.is_integer(inner) or pa.types.is_floating(inner)
+        if (numeric or pa.types.is_boolean(inner)) and column.flatten().null_count == 0:
+            dtype = inner.to_pandas_dtype()  # rows of numbers of any length: ragged
+            return _Ragged(np.asarray(row, dtype=dtype) for row in column.to_pylist())
     return column.to_pylist()
+
+
+class _Ragged(list):  # type: ignore[type-arg]
+    """The rows of a variable-length list column, one numpy array each: a jagged leaf."""
 
 
 def _flat_columns(prefix: str, node: dict[str, Any], out: dict[str, Any], sep: str) -> None:

@@ -4,10 +4,29 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-NestedKey: TypeAlias = str | tuple["NestedKey", ...]
-"""A key of a TensorDict: a non-empty string, or a (nested) tuple of them."""
+if TYPE_CHECKING:
+    NestedKey: TypeAlias = str | tuple["NestedKey", ...]
+    """A key of a TensorDict: a non-empty string, or a (nested) tuple of them."""
+else:
+
+    class _NestedKeyMeta(type):
+        def __instancecheck__(cls, obj: object) -> bool:
+            if isinstance(obj, str):
+                return True
+            return isinstance(obj, tuple) and bool(obj) and all(isinstance(p, cls) for p in obj)
+
+    class NestedKey(metaclass=_NestedKeyMeta):
+        """The type of a key: a string, or a non-empty tuple of keys (nested tuples
+        unravel). Type checkers read it as ``str | tuple[NestedKey, ...]``; at run time
+        ``isinstance(key, NestedKey)`` tells a key.
+
+        >>> from tensordict import NestedKey
+        >>> isinstance(("a", ("b",)), NestedKey), isinstance(("a", 1), NestedKey)
+        (True, False)
+        """
+
 
 NO_DEFAULT: Any = object()
 """The "no default given" marker of ``get(key, default)``: a missing key raises KeyError."""

@@ -29,6 +29,7 @@ from tensordict._batch import (
     check_copy_broadcast,
     dim_error,
     leaf_shape_error,
+    permute_args,
     starts_with,
 )
 from tensordict._context import record
@@ -260,6 +261,57 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
                     f"dim ({self.names})"
                 )
             self._stack_name = stack_dim_name
+
+    @classmethod
+    def from_dict(
+        cls,
+        input_dict: Any,
+        batch_size: Any = None,
+        device: Any = None,
+        batch_dims: int | None = None,
+        names: Sequence[str | None] | None = None,
+        *,
+        auto_batch_size: bool | None = None,
+        stack_dim: int = 0,
+        stack_dim_name: str | None = None,
+    ) -> Any:
+        """A lazy stack of one TensorDict per dict of a list (or of a dict keyed ``"0"``,
+        ``"1"``, ...); the members may differ in keys and shapes. ``batch_size`` and
+        ``names`` (with the stack dim's, or ``stack_dim_name``) describe the stack; any
+        other dict is read as :meth:`TensorDict.from_dict` reads it.
+
+        >>> import torch
+        >>> from tensordict import LazyStackedTensorDict
+        >>> td = LazyStackedTensorDict.from_dict(
+        ...     [{"a": torch.zeros(3)}, {"a": torch.zeros(4)}], stack_dim_name="t"
+        ... )
+        >>> td.batch_size, td.names, td[1]["a"].shape
+        (torch.Size([2]), ['t'], torch.Size([4]))
+        """
+        call = f"{cls.__name__}.from_dict"
+        if isinstance(input_dict, Mapping):
+            if list(input_dict) != [str(i) for i in range(len(input_dict))] or not input_dict:
+                return super().from_dict(
+                    input_dict, batch_size, device, batch_dims, names,
+                    auto_batch_size=auto_batch_size,
+                )  # fmt: skip
+            input_dict = list(input_dict.values())
+        member_names = None
+        if names is not None:
+            if stack_dim_name is not None:
+                raise ValueError(f"{call}: pass names or stack_dim_name, not both")
+            rest = list(names)
+            stack_dim_name = rest.pop(stack_dim)
+            member_names = rest if batch_size is not None else None
+        members = [
+            TensorDict.from_dict(
+                d, batch_size, device, batch_dims, member_names, auto_batch_size=auto_batch_size
+            )
+            for d in input_dict
+        ]
+        if not members:
+            raise ValueError(f"{call}: got no dicts to stack")
+        return cls(*members, stack_dim=stack_dim, stack_dim_name=stack_dim_name)
 
     # ------------------------------------------------------------ properties
     @property
@@ -1279,8 +1331,9 @@ class LazyStackedTensorDict(RaggedShapeOps, TensorDictBase):
         return record(out, "squeeze", (), self)
 
     @keeps_lock
-    def permute(self, *dims: Any) -> Any:
+    def permute(self, *args: Any, dims: Any = None) -> Any:
         """Reorder the batch dims; the stack dim moves to where it lands."""
+        dims = permute_args(self._call("permute"), args, dims)
         order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         n = len(self._batch_size)
         norm = [_norm(self._call("permute"), d, n) for d in order]

@@ -34,6 +34,7 @@ from tensordict._memmap_nested import view as nested_view
 from tensordict._nontensor import NonTensorData, NonTensorStack
 from tensordict._nontensor_class import entry_of
 from tensordict._progress import progress_bar
+from tensordict._torch_compat import fake_mode_active
 
 MAX_DEPTH = 100  # nested collections; deeper folders are refused, not recursed into
 _INTS = {int}  # the element types a valid shape holds (``bool`` is not ``int`` here)
@@ -818,7 +819,11 @@ def _load_once(
             bar.update(1)
 
     try:
-        if device is None and bar is None and num_threads <= 1:  # (the common case)
+        if type(loader).map_leaf is _Loader.map_leaf and fake_mode_active():
+            # under FakeTensorMode (tracing): fake leaves of the recorded shapes, no file read
+            for store, key, (_, dtype, shape) in slots:
+                store[key] = torch.empty(shape, dtype=dtype)
+        elif device is None and bar is None and num_threads <= 1:  # (the common case)
             if type(loader).map_leaf is _Loader.map_leaf:  # (a folder: one call per leaf)
                 from_file = MemoryMappedTensor._from_checked_file
                 for store, key, (path, dtype, shape) in slots:

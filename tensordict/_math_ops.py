@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -12,7 +12,7 @@ from tensordict._lock_keep import keeps_lock
 from tensordict._pointwise import Operand, _is_collection
 from tensordict._pointwise_extra import aligned_leaves, broadcast_all, broadcasts_with_batch
 from tensordict._primitives import CollectionPrimitives
-from tensordict._reduce import _batch_dims, reduced_names
+from tensordict._reduce import _batch_dims, reduced_names, rekeyed
 from tensordict._unbatched import UnbatchedTensor, batch_only
 
 if TYPE_CHECKING:
@@ -277,7 +277,12 @@ class MathOps(CollectionPrimitives):
         return src._rebuild(iter(out))  # type: ignore[no-any-return]
 
     @keeps_lock
-    def norm(self, *, dtype: torch.dtype | None = None) -> Self:
+    def norm(
+        self,
+        *,
+        dtype: torch.dtype | None = None,
+        key_transform: Callable[[str], Any] | None = None,
+    ) -> Self:
         """The 2-norm of each leaf (over all its elements): a TensorDict of scalars.
 
         >>> import torch
@@ -286,7 +291,8 @@ class MathOps(CollectionPrimitives):
         tensor(4.)
         """
         src = _dense(self, self._call("norm"))
-        return src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])  # type: ignore[no-any-return]
+        out = src.apply(lambda x: torch.linalg.vector_norm(x, dtype=dtype), batch_size=[])
+        return rekeyed(out, key_transform)  # type: ignore[no-any-return]
 
     def logsumexp(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, out: Any = None
@@ -357,6 +363,7 @@ class MathOps(CollectionPrimitives):
         *,
         interpolation: str = "linear",
         reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The ``q``-quantile of each leaf over batch ``dim`` (everything when None).
 
@@ -365,6 +372,17 @@ class MathOps(CollectionPrimitives):
         >>> TensorDict(a=torch.arange(5.0)).quantile(0.5)["a"]
         tensor(2.)
         """
+        out = self._quantile(q, dim, keepdim, interpolation, reduce)
+        return rekeyed(out, key_transform)
+
+    def _quantile(
+        self,
+        q: float | Tensor,
+        dim: int | str | None,
+        keepdim: bool,
+        interpolation: str,
+        reduce: bool,
+    ) -> Self | Tensor:
         bs = self._batch_size
         if dim == "feature":
             src = _dense(self, self._call("quantile"))

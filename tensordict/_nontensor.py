@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from tensordict._batch import BatchSizeLike, DeviceLike, as_batch_size, as_device
+from tensordict._batch import BatchSizeLike, DeviceLike, as_batch_size, as_device, permute_args
 
 
 class NonTensor:
@@ -257,13 +259,14 @@ class NonTensor:
         """
         return self._op(lambda p: p.unsqueeze(dim), "unsqueeze")
 
-    def permute(self, *dims: Any) -> NonTensor:
+    def permute(self, *args: Any, dims: Any = None) -> NonTensor:
         """Reorder the batch dims.
 
         >>> from tensordict import NonTensorStack
         >>> NonTensorStack.from_list([["a", "b"]]).permute(1, 0).tolist()
         [['a'], ['b']]
         """
+        dims = permute_args(f"{type(self).__name__}.permute", args, dims)
         order = dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims
         return self._op(lambda p: p.permute(*order), "permute", spread=False)
 
@@ -546,6 +549,29 @@ class NonTensorData(NonTensorDataBase):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def _logical(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
+        """``op`` of two entries' values as upstream gives it: a bool tensor shaped like
+        the batch (a tensor or array result is returned as a tensor)."""
+        if not isinstance(other, NonTensorData):
+            return NotImplemented
+        out = op(self.data, other.data)
+        if isinstance(out, (Tensor, np.ndarray)):
+            return torch.as_tensor(out, device=self.device)
+        return torch.full(self.batch_size, bool(out), device=self.device)
+
+    def __xor__(self, other: object) -> Any:
+        """``a ^ b`` of two entries: their values' xor, a bool tensor shaped like the batch.
+
+        >>> from tensordict import NonTensorData
+        >>> NonTensorData(True, batch_size=[2]) ^ NonTensorData(False, batch_size=[2])
+        tensor([True, True])
+        """
+        return self._logical(other, operator.xor)
+
+    def __or__(self, other: object) -> Any:
+        """``a | b`` of two entries: their values' or, a bool tensor shaped like the batch."""
+        return self._logical(other, operator.or_)
+
     def __repr__(self) -> str:
         from tensordict._repr import nontensor_repr
 
@@ -749,6 +775,23 @@ class NonTensorStack(NonTensorEntry):
 
     def _public(self) -> Any:
         return self.tolist()
+
+    @property
+    def data(self) -> Any:
+        """The value every element holds; an AttributeError when they differ (read
+        them with :meth:`tolist`).
+
+        >>> from tensordict import NonTensorStack
+        >>> NonTensorStack("x", "x").data
+        'x'
+        """
+        used = [self.values[i] for i in sorted(set(self.positions.flatten().tolist()))]
+        if not used or not all(same_value(used[0], v) for v in used[1:]):
+            raise AttributeError(
+                f"NonTensorStack.data: the {self.positions.numel()} elements do not all hold "
+                f"one value ({len(used)} distinct); read them with .tolist()"
+            )
+        return used[0]
 
     def _positions(self) -> Tensor:
         return self.positions

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,24 @@ class PackLayout:
     def num_features(self) -> int:
         """The size of the packed dimension: the number of features of all the leaves."""
         return sum(self._sizes)
+
+    @property
+    def numel(self) -> int:
+        """The number of columns of the packed tensor (upstream's name of ``num_features``)."""
+        return sum(self._sizes)
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """The first column of each leaf, in ``keys`` order.
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(p=torch.zeros(5), v=torch.ones(5, 3), batch_size=[5])
+        >>> _, layout = td.pack()
+        >>> layout.offsets, layout.numel
+        ((0, 1), 4)
+        """
+        return tuple(itertools.accumulate(self._sizes[:-1], initial=0)) if self._sizes else ()
 
     def unpack(self, flat: Tensor) -> Any:
         """The tensordict (or tensorclass) that ``pack`` turned into ``flat``.

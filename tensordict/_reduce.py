@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 Dim = int | Sequence[int] | str | None
+_R = TypeVar("_R")
 
 
 class RepeatedDimError(ValueError, RuntimeError):
@@ -57,6 +58,20 @@ def reduced_names(old: Sequence[str | None], dims: tuple[int, ...], keepdim: boo
     if all(n is None for n in old):
         return None
     return list(old) if keepdim else [n for i, n in enumerate(old) if i not in dims]
+
+
+def rekeyed(result: _R, key_transform: Callable[[str], Any] | None) -> _R:
+    """``result`` with every key, at every level, renamed by ``key_transform`` (a
+    reduction's ``key_transform=``); a tensor (``reduce=True``) is returned as is."""
+    if key_transform is None or isinstance(result, Tensor):
+        return result
+    src: Any = result
+    out = src.empty()
+    for key, value in src.items():
+        if hasattr(value, "_tensor_leaves"):  # a nested collection: rename its keys too
+            value = rekeyed(value, key_transform)
+        out.set(key_transform(key), value)
+    return cast(_R, out)
 
 
 def _reduce(op: str, t: Tensor, dims: tuple[int, ...] | None, keepdim: bool, **kw: Any) -> Tensor:
@@ -184,10 +199,13 @@ class ReduceOps(CollectionPrimitives):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """Sum each leaf (over everything, over batch ``dim``, or ``'feature'`` dims).
 
-        ``reduce=True`` sums across leaves too and returns one tensor.
+        ``reduce=True`` sums across leaves too and returns one tensor. ``key_transform``
+        renames every key of the result, at every level (ignored with ``reduce=True``);
+        ``mean``, ``std``, ``var``, ``quantile`` and ``norm`` take it too.
 
         >>> import torch
         >>> from tensordict import TensorDict
@@ -196,9 +214,11 @@ class ReduceOps(CollectionPrimitives):
         tensor([2., 2., 2.])
         >>> td.sum(reduce=True)
         tensor(8.)
+        >>> list(td.sum(key_transform=lambda key: f"sum_{key}").keys())
+        ['sum_a', 'sum_b']
         """
         kw = {} if dtype is None else {"dtype": dtype}
-        return self._reduction("sum", dim, keepdim, reduce, **kw)
+        return rekeyed(self._reduction("sum", dim, keepdim, reduce, **kw), key_transform)
 
     def mean(
         self,
@@ -207,10 +227,11 @@ class ReduceOps(CollectionPrimitives):
         *,
         dtype: torch.dtype | None = None,
         reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The mean of each leaf; ``reduce=True`` averages over all elements of all leaves."""
         kw = {} if dtype is None else {"dtype": dtype}
-        return self._reduction("mean", dim, keepdim, reduce, **kw)
+        return rekeyed(self._reduction("mean", dim, keepdim, reduce, **kw), key_transform)
 
     def prod(
         self,
@@ -225,16 +246,30 @@ class ReduceOps(CollectionPrimitives):
         return self._reduction("prod", dim, keepdim, reduce, **kw)
 
     def std(
-        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The standard deviation of each leaf (Bessel-corrected by default)."""
-        return self._reduction("std", dim, keepdim, reduce, correction=correction)
+        out = self._reduction("std", dim, keepdim, reduce, correction=correction)
+        return rekeyed(out, key_transform)
 
     def var(
-        self, dim: Dim = None, keepdim: bool = False, *, correction: int = 1, reduce: bool = False
+        self,
+        dim: Dim = None,
+        keepdim: bool = False,
+        *,
+        correction: int = 1,
+        reduce: bool = False,
+        key_transform: Callable[[str], Any] | None = None,
     ) -> Self | Tensor:
         """The variance of each leaf (Bessel-corrected by default)."""
-        return self._reduction("var", dim, keepdim, reduce, correction=correction)
+        out = self._reduction("var", dim, keepdim, reduce, correction=correction)
+        return rekeyed(out, key_transform)
 
     def amax(self, dim: Dim = None, keepdim: bool = False, *, reduce: bool = False) -> Any:
         """The maximum of each leaf."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from tensordict._batch import dim_error
+from tensordict._batch import dim_error, permute_args
 from tensordict._context import adopt, record
 from tensordict._lock_keep import keep_lock, keeps_lock
 from tensordict._nontensor import (
@@ -395,8 +395,9 @@ class ShapeOps(CollectionPrimitives):
         out = self._remap(self._call("unsqueeze"), fn, new_bs, names, fn)
         return record(keep_lock(self, out), "unsqueeze", (d,), self)
 
-    def permute(self, *dims: Any) -> Self:
-        """Reorder the batch dims."""
+    def permute(self, *args: Any, dims: Any = None) -> Self:
+        """Reorder the batch dims: ``permute(1, 0)``, ``permute((1, 0))``, ``permute(dims=...)``."""
+        dims = args if dims is None else permute_args(self._call("permute"), args, dims)
         n = len(self._batch_size)
         try:
             plan = _PERMUTE_PLANS.get((n, dims))
@@ -761,13 +762,20 @@ class ShapeOps(CollectionPrimitives):
         return out.rename_(*names, **rename_map)
 
     def rename_(self, *names: str | None, **rename_map: str | None) -> Self:
-        """Rename batch dims in place (positionally, or ``old=new``)."""
+        """Rename batch dims in place (positionally, or ``old=new``); a single ``None``
+        clears every name.
+
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict(batch_size=[1, 2], names=["a", "b"])
+        >>> td.rename_(None).names
+        [None, None]
+        """
         if names and rename_map:
             raise ValueError(
                 f"{type(self).__name__}.rename_: pass names positionally or as old=new, not both"
             )
         if names:
-            self.names = list(names)  # type: ignore[misc]
+            self.names = None if names == (None,) else list(names)  # type: ignore[misc, assignment]
             return self
         current = self.names
         unknown = sorted(set(rename_map) - {n for n in current if n is not None})

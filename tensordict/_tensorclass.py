@@ -33,7 +33,7 @@ from tensordict._tensorclass_cast import cast_value, check_tensor_only, resolve_
 T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
 _INHERIT: Any = object()  # a class keyword not given: the base's value stays
-_FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
+_FLAGS = ("autocast", "nocast", "frozen", "shadow", "tensor_only", "skip_post_init_on_rebuild")
 
 
 class NotAFieldError(AttributeError, ValueError):

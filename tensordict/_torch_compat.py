@@ -299,3 +299,8 @@ def compile_disabled(fn: Callable[..., Any]) -> Callable[..., Any]:
     if lazy is None:  # (a torch without it: the eager import)
         return torch.compiler.disable(fn)  # type: ignore[no-untyped-call,no-any-return]
     return lazy(fn)  # type: ignore[no-any-return]
+
+
+def fake_mode_active() -> bool:
+    """Whether a ``FakeTensorMode`` is active: tensors made now are fake (no data)."""
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None

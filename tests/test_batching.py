@@ -76,8 +76,7 @@ def test_collate_kinds() -> None:
     assert tensordict.collate([1, 2]).tolist() == [1, 2]
     td = tds[0]
     assert tensordict.collate(td) is td and tensordict.collate([]) == []
-    with pytest.raises(NotImplementedError, match="nested_keys is not supported"):
-        tensordict.collate(tds, nested_keys=["x"])
+    assert tensordict.collate(tds, nested_keys=["x"])["x"].is_nested
 
 
 def test_collate_pads_in_a_dataloader() -> None:

@@ -215,8 +215,7 @@ def test_metadata_keeps_its_class_through_delegated_ops() -> None:
 @pytest.mark.parametrize("cls", [NonTensorData, NonTensorStack, MetaData])
 def test_every_public_tensordict_name(cls: type) -> None:
     missing = [n for n in dir(TensorDict) if not n.startswith("_") and not hasattr(cls, n)]
-    # ``data`` is the value of a one-value entry; a stack's values are ``tolist()``
-    assert missing == ([] if cls is not NonTensorStack else ["data"])
+    assert missing == []
 
 
 def test_setting_the_value_takes_a_non_tensor_entry_as_a_value() -> None:
