@@ -331,7 +331,9 @@ class TensorDictBase(
 
         Members' leaves of one shape are stacked; leaves that differ in shape become
         nested tensors of ``layout`` (``torch.strided``, the default, or ``torch.jagged``)
-        along the stack dim, and a key some members lack is zero-filled there, as upstream.
+        along the stack dim, a key some members lack has no rows there (None for a
+        non-tensor entry), as upstream; non-tensor entries are stacked, names and empty
+        nested levels kept.
 
         >>> import torch
         >>> from tensordict import TensorDict, lazy_stack

@@ -750,7 +750,9 @@ class ShapeOps(CollectionPrimitives):
                     f"{self._call('refine_names')}: cannot coerce TensorDict names: dim {i} "
                     f"is named {old!r}; cannot refine to {new!r}"
                 )
-        self.names = [old if new is None else new for old, new in zip(current, names, strict=True)]  # type: ignore[misc]
+        _assign_names(
+            self, [old if new is None else new for old, new in zip(current, names, strict=True)]
+        )
         return self
 
     def rename(self, *names: str | None, **rename_map: str | None) -> Self:
@@ -775,7 +777,7 @@ class ShapeOps(CollectionPrimitives):
                 f"{type(self).__name__}.rename_: pass names positionally or as old=new, not both"
             )
         if names:
-            self.names = None if names == (None,) else list(names)  # type: ignore[misc, assignment]
+            _assign_names(self, None if names == (None,) else list(names))
             return self
         current = self.names
         unknown = sorted(set(rename_map) - {n for n in current if n is not None})
@@ -783,7 +785,7 @@ class ShapeOps(CollectionPrimitives):
             raise ValueError(
                 f"{type(self).__name__}.rename_: no batch dims named {unknown}; names are {current}"
             )
-        self.names = [rename_map.get(n, n) if n is not None else None for n in current]  # type: ignore[misc]
+        _assign_names(self, [rename_map.get(n, n) if n is not None else None for n in current])
         return self
 
 
@@ -905,3 +907,9 @@ def pad(td: Any, pad_size: Sequence[int], value: float = 0.0) -> TensorDictBase:
         return NonTensorStack._from_positions([*stack.values, None], positions, stack.device)
 
     return td._remap("pad", fn, new_bs, td._names_kept(), nontensor)  # type: ignore[no-any-return]
+
+
+def _assign_names(td: Any, names: list[str | None] | None) -> None:
+    """Set ``td.names`` through the property itself: a rename is an operation, not an
+    attribute write, so a frozen tensorclass (which refuses ``x.names = ...``) takes it."""
+    type(td).names.fset(td, names)

@@ -42,8 +42,11 @@ def test_frozen_tensorclass_refuses_batch_size_and_names_assignments(
     with pytest.raises(dataclasses.FrozenInstanceError, match=f"_Frozen.{name}: cannot assign"):
         setattr(frozen, name, value)
     assert frozen.batch_size == (2, 3) and frozen.names == [None, None]
-    # operations still make new (frozen) instances of other shapes
+    # operations still make new (frozen) instances of other shapes, and name dims
     assert frozen.reshape(-1).batch_size == (6,) and frozen[0].batch_size == (3,)
+    assert frozen.rename("a", "b").names == ["a", "b"] and frozen.names == [None, None]
+    assert frozen.refine_names("a", None).names == ["a", None]
+    assert frozen.rename_(None, "c").names == [None, "c"]
 
 
 def test_select_non_strict_keeps_the_levels_a_missing_key_passes_through() -> None:

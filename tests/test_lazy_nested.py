@@ -339,7 +339,7 @@ def test_densify_with_a_layout() -> None:
         dense = stack.densify(layout=layout)
         assert type(dense) is TensorDict and dense["b"].is_nested
         assert torch.equal(dense["d", "e"], torch.tensor([0.0, 1.0]))
-        assert torch.equal(dense["c"].unbind(0)[0], torch.zeros(2))  # m0 lacks c: zeros
+        assert dense["c"].unbind(0)[0].shape == (0,)  # m0 lacks c: no rows, as upstream
         parent = TensorDict(s=stack, batch_size=[2]).densify(layout=layout)
         assert torch.equal(parent["s", "b"].unbind(0)[1], torch.ones(1))
     with pytest.raises(ValueError, match="layout must be torch.strided or torch.jagged"):
@@ -381,3 +381,15 @@ def test_update_batch_size() -> None:
     assert td.batch_size == (3,) and torch.equal(td["a"], torch.zeros(3))  # left unchanged
     td.update(TensorDict(a=torch.ones(2), c=torch.ones(2), batch_size=[2]), update_batch_size=True)
     assert td.batch_size == (2,) and torch.equal(td["c"], torch.ones(2))
+
+
+def test_densify_keeps_non_tensor_entries_names_and_empty_levels() -> None:
+    a = TensorDict(a=torch.zeros(3), s="x", e=TensorDict())
+    b = TensorDict(a=torch.ones(4), s="y", e=TensorDict(), only=torch.ones(2))
+    dense = lazy_stack([a, b], stack_dim_name="t").densify()
+    assert dense["s"] == ["x", "y"] and dense.names == ["t"]
+    assert "e" in dense.keys() and dense["e"].is_empty()
+    only = dense["only"].unbind(0)
+    assert only[0].shape == (0,) and only[1].tolist() == [1.0, 1.0]  # a lacks it: no rows
+    partial = lazy_stack([TensorDict(a=torch.zeros(1), s="x"), TensorDict(a=torch.ones(2))])
+    assert partial.densify()["s"] == ["x", None]
