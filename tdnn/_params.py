@@ -594,6 +594,8 @@ class TensorDictParams(nn.Module):
                     if new is not leaf and _data_swappable(leaf, new):
                         leaf.data = new
                         tree.set(key, leaf)
+                        if leaf.grad is not None:  # (as module.to: the gradient follows)
+                            leaf.grad = leaf.grad.to(device=leaf.device, dtype=leaf.dtype)
             self._sync(tree)  # (the leaves that could not keep their object: registered anew)
             return self
         out = tree.to(*args, **kwargs)

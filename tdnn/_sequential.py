@@ -122,7 +122,9 @@ class TensorDictSequential(TensorDictModuleBase):
         written: list[Any] = []
         for m in self._members():
             ins, outs = _io(m)
-            read += [k for k in ins if k not in written and k not in read]
+            for k in ins:  # (a module may read one key twice: listed once)
+                if k not in written and k not in read:
+                    read.append(k)
             written += [k for k in outs if k != "_"]
         # a key written twice is listed where it is written last, as upstream's
         written = [k for i, k in enumerate(written) if k not in written[i + 1 :]]

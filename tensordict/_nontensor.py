@@ -424,7 +424,13 @@ def _from_positions(
         return like._with(positions.shape, like.device)
     if positions.ndim == 0:
         return NonTensorData(values[int(positions)], torch.Size(), like.device)
-    members = isinstance(like, NonTensorStack) and like._members
+    # (an op that adds elements, as expand does with stride-0 dims across members, loses
+    # the mark: only views that keep or drop elements stay inside the members)
+    members = (
+        isinstance(like, NonTensorStack)
+        and like._members
+        and positions.numel() <= like.positions.numel()
+    )
     if members and positions.numel() and not any(positions.stride()):
         # inside one member of a stack of NonTensorData (stride 0 there): that member,
         # as upstream's lazy stack hands it out (stack[i], unbind(0), iteration)

@@ -115,6 +115,9 @@ def test_module_dict_in_keys_two_arguments_read_one_key() -> None:
     assert module.in_keys == ["1", "2", "2"]
     td = module(TensorDict({"1": torch.tensor(1.0), "2": torch.tensor(2.0)}))
     assert td["t"].item() == 221.0
+    from tensordict.nn import TensorDictSequential
+
+    assert TensorDictSequential(module).in_keys == ["1", "2"]  # each key once, as upstream
 
 
 def test_lazy_stack_from_list_of_dicts() -> None:

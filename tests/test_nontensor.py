@@ -200,6 +200,9 @@ def test_stacks_not_made_of_members_stay_stacks_when_indexed() -> None:
     assert isinstance(same[0:2], NonTensorStack) and same[0].data == "a"
     spread = NonTensorStack("a", "b").expand(3, 2)  # a stack of stacks: column 0 is a stack
     assert isinstance(spread[:, 0], NonTensorStack) and spread[:, 0].tolist() == ["a"] * 3
+    expanded = _member_stack().expand(4, 2, 2)  # new dims across members: a column is
+    assert isinstance(expanded[:, 0].get("s"), NonTensorStack)  # a stack of members' values
+    assert [type(r.get("s")) for r in expanded.unbind(1)] == [NonTensorStack] * 2
     written = _member_stack()
     written[0, 1] = TensorDict(s="c", batch_size=[])  # a write breaks member 0 apart
     assert written[0]["s"] == ["a", "c"]

@@ -302,6 +302,10 @@ def test_tensordict_params_to_inplace_casts_the_registered_leaves() -> None:
     params["w"].sum().backward()
     opt.step()  # the optimizer still holds the cast parameter
     assert params["w"].dtype == torch.float32 and (params["w"] == -1).all()
+    params.to(torch.float64, inplace=True)  # its gradient follows, as module.double()
+    assert params["w"].grad is not None and params["w"].grad.dtype == torch.float64
+    torch.optim.Adam([params["w"]], foreach=True).step()
+    params.to(torch.float32, inplace=True)
     # a cast a parameter cannot hold (integers) replaces it with a plain tensor, as upstream
     params.to(torch.int64, inplace=True)
     assert type(params["w"]) is torch.Tensor and params["w"].dtype == torch.int64
