@@ -27,15 +27,16 @@ if TYPE_CHECKING:
 _NO_DEFAULT: Any = NO_DEFAULT  # one sentinel for every get(key, default)
 
 
-def _plain(value: Any) -> Any:
-    """A deep plain copy: tensors cloned, collections as TensorDicts, non-tensors kept."""
+def _plain(value: Any, retain_none: bool | None = None) -> Any:
+    """A deep plain copy: tensors cloned, collections as TensorDicts (``retain_none``
+    passed down to nested tensorclasses), non-tensors kept."""
     if isinstance(value, Tensor):
         if type(value) is Tensor or isinstance(value, NonTensor):  # (an UnbatchedTensor stays)
             return value.clone()
         return value.clone().as_subclass(Tensor)
     if isinstance(value, NonTensor):
         return value
-    return value.to_tensordict()
+    return value.to_tensordict(retain_none=retain_none)
 
 
 def _is_non_tensor_value(value: Any) -> bool:
@@ -73,7 +74,7 @@ class EntryOps(CollectionPrimitives):
         from tensordict._td import TensorDict
 
         dense = self._as_dense(self._call("to_tensordict"))
-        entries = {key: _plain(value) for key, value in dense._tensordict.items()}
+        entries = {key: _plain(value, retain_none) for key, value in dense._tensordict.items()}
         if retain_none:
             for name in getattr(type(self), "_fields", ()):
                 if name not in entries:

@@ -110,6 +110,12 @@ def test_to_tensordict_retain_none_keeps_unset_fields_as_upstream() -> None:
     assert sorted(kept.keys()) == ["meta", "w"] and kept["meta"] is None
     assert type(kept.get("meta")).__name__ == "NonTensorData"
     assert kept.get("meta").batch_size == (2,)
+    outer = TensorDict(inner=unset, batch_size=[2])  # nested levels keep them too
+    assert sorted(map(str, outer.to_tensordict(retain_none=True).keys(True))) == [
+        "('inner', 'meta')",
+        "('inner', 'w')",
+        "inner",
+    ]
 
 
 def test_lazy_stack_del_removes_a_key_some_members_hold() -> None:
