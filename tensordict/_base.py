@@ -174,16 +174,15 @@ class TensorDictBase(
         """``apply``/``named_apply``: the engine with ``args`` (batch size through default,
         in ``_apply_impl``'s order), then ``out`` updated with the result, or a new result
         locked when this collection is and ``propagate_lock`` asks."""
-        inplace = args[3]
-        if inplace and args[4] is not False:  # (None when no leaf was written, as upstream)
-            watch = WrittenWatch(fn)
-            result = self._apply_impl(watch, others, key_fn, *args)
-            if watch.wrote_nothing(self, args[4]):
+        inplace, filter_empty = args[3], args[4]
+        # (in place, the answer is None when no leaf was written, as upstream)
+        watch = WrittenWatch(fn) if inplace and filter_empty is not False else None
+        result = self._apply_impl(fn if watch is None else watch, others, key_fn, *args)
+        if watch is not None:
+            if watch.wrote_nothing(self, filter_empty):
                 return None
-        else:
-            result = self._apply_impl(fn, others, key_fn, *args)
-            if args[4] is not False and dropped(self, result, args[4]):
-                return None
+        elif filter_empty is not False and not inplace and dropped(self, result, filter_empty):
+            return None
         if out is not None:  # the results replace out's entries (set, not copied in), as upstream
             call = self._call("named_apply" if key_fn else "apply")
             if args[0] is not None and tuple(result.batch_size) != tuple(out.batch_size):

@@ -440,9 +440,7 @@ def _from_positions(
         member.device = like.device
         return member
     # (positions an op made from valid ones are valid: no pass over every element)
-    out = NonTensorStack._from_valid_positions(list(values), positions, like.device)
-    out._members = members
-    return out
+    return NonTensorStack._from_valid_positions(list(values), positions, like.device, members)
 
 
 class NonTensorEntry(NonTensor):
@@ -659,21 +657,10 @@ class NonTensorStack(NonTensorEntry):
         device: DeviceLike = None,
     ) -> None:
         entries = [x if isinstance(x, NonTensor) else NonTensorData(x) for x in items]
-        first = entries[0] if entries else None
-        nd = len(first.batch_size) + 1 if first is not None else 0
-        if (
-            first is not None
-            and nd > 1  # (members of a 0-dim batch: any view inside one is 0-dim anyway)
-            and -nd <= stack_dim < nd
-            and all(type(e) is NonTensorData and e.batch_size == first.batch_size for e in entries)
-        ):  # one value per member: kept as members (a view inside one reads as it)
-            d = stack_dim % nd
-            bs = first.batch_size
-            new_bs = torch.Size([*bs[:d], len(entries), *bs[d:]])
-            pool = [e.data for e in entries if isinstance(e, NonTensorData)]
-            made = stacked_values(pool, d, new_bs, None)
+        made = stack_of_members(entries, stack_dim, None)  # (a view inside one reads as it)
+        if made is not None:
             self._init(made.values, made.positions, device)
-            self._members = True  # (nd > 1)
+            self._members = made._members
         else:
             stacks = [as_stack(e) for e in entries]
             values, positions = _join(stacks, torch.stack, stack_dim, "NonTensorStack")
@@ -712,16 +699,21 @@ class NonTensorStack(NonTensorEntry):
 
     @classmethod
     def _from_valid_positions(
-        cls, values: list[Any], positions: Tensor, device: torch.device | None
+        cls,
+        values: list[Any],
+        positions: Tensor,
+        device: torch.device | None,
+        members: bool = False,
     ) -> NonTensorStack:
         """``_from_positions`` for int64 positions the caller built inside ``values``'
-        range (no min/max pass over every element)."""
+        range (no min/max pass over every element); ``members`` marks a stack of
+        NonTensorData members (see the class's slots)."""
         out = cls.__new__(cls)
         out.values = values
         out.positions = positions
         out.batch_size = positions.shape
         out.device = device
-        out._members = False
+        out._members = members
         return out
 
     @classmethod
@@ -791,13 +783,20 @@ class NonTensorStack(NonTensorEntry):
         >>> NonTensorStack("x", "x").data
         'x'
         """
-        used = [self.values[i] for i in sorted(set(self.positions.flatten().tolist()))]
-        if not used or not all(same_value(used[0], v) for v in used[1:]):
+        value = self._shared_value()
+        if value is _DIFFER:
             raise AttributeError(
                 f"NonTensorStack.data: the {self.positions.numel()} elements do not all hold "
-                f"one value ({len(used)} distinct); read them with .tolist()"
+                f"one value ({len(set(self.positions.reshape(-1).tolist()))} distinct); read "
+                "them with .tolist()"
             )
-        return used[0]
+        return value
+
+    def _shared_value(self) -> Any:
+        """The value every element holds (None without elements), or ``_DIFFER``."""
+        used = sorted(set(self.positions.reshape(-1).tolist()))
+        first = self.values[used[0]] if used else None
+        return first if all(same_value(self.values[i], first) for i in used) else _DIFFER
 
     def _positions(self) -> Tensor:
         return self.positions
@@ -809,14 +808,12 @@ class NonTensorStack(NonTensorEntry):
         if self.batch_size[: len(batch_size)] == batch_size:
             # the same batch, or a longer one that starts with it (stored as it is, like a
             # tensor whose shape starts with the batch size)
-            device = as_device(device)
-            out = NonTensorStack._from_valid_positions(self.values, self.positions, device)
-            out._members = self._members
-            return out
-        used = sorted(set(self.positions.reshape(-1).tolist()))
-        first = self.values[used[0]] if used else None
-        if all(same_value(self.values[i], first) for i in used):
-            return NonTensorData(first, batch_size, device)
+            return NonTensorStack._from_valid_positions(
+                self.values, self.positions, as_device(device), self._members
+            )
+        value = self._shared_value()
+        if value is not _DIFFER:
+            return NonTensorData(value, batch_size, device)
         raise ValueError(
             f"NonTensorStack: values differ along the batch, so they cannot follow a "
             f"batch size change from {tuple(self.batch_size)} to {tuple(batch_size)}"
@@ -856,6 +853,9 @@ class NonTensorStack(NonTensorEntry):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_stack, (self.values, self.positions, self.device, self._members))
+
+
+_DIFFER: Any = object()  # (NonTensorStack._shared_value: the elements' values differ)
 
 
 def _join(
@@ -931,7 +931,7 @@ def _rebuild_meta(
 def _rebuild_stack(
     values: list[Any], positions: Tensor, device: Any, members: bool = False
 ) -> NonTensorStack:
-    out = NonTensorStack._from_positions(values, positions, device)
+    out = NonTensorStack._from_positions(values, positions, device)  # (validated: a pickle)
     out._members = members
     return out
 
@@ -946,9 +946,27 @@ def stacked_values(
     strides = [0] * len(new_bs)
     strides[dim % len(new_bs)] = 1
     positions = torch.arange(len(pool)).as_strided(new_bs, strides)
-    out = NonTensorStack._from_valid_positions(pool, positions, device)
-    out._members = len(new_bs) > 1  # (members of a 0-dim batch: views inside are 0-dim)
-    return out
+    # (members of a 0-dim batch are not marked: a view inside one is 0-dim anyway)
+    return NonTensorStack._from_valid_positions(pool, positions, device, len(new_bs) > 1)
+
+
+def stack_of_members(
+    entries: Sequence[NonTensor], dim: int, device: torch.device | None
+) -> NonTensorStack | None:
+    """``torch.stack`` of single-value entries of one batch size, as :func:`stacked_values`
+    (the members kept); None for any other entries, or a ``dim`` out of range."""
+    if not entries:
+        return None
+    bs = entries[0].batch_size
+    nd = len(bs) + 1
+    if not -nd <= dim < nd or not all(
+        isinstance(e, NonTensorDataBase) and e.batch_size == bs for e in entries
+    ):
+        return None
+    d = dim % nd
+    new_bs = torch.Size([*bs[:d], len(entries), *bs[d:]])
+    pool = [e.data for e in entries if isinstance(e, NonTensorDataBase)]
+    return stacked_values(pool, d, new_bs, device)
 
 
 def _state_slots(cls: type) -> list[str]:

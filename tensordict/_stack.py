@@ -20,10 +20,9 @@ from tensordict._nontensor import (
     MetaData,
     NonTensor,
     NonTensorData,
-    NonTensorDataBase,
     NonTensorStack,
     as_stack,
-    stacked_values,
+    stack_of_members,
 )
 from tensordict._primitives import CollectionPrimitives
 from tensordict._switches import capture_non_tensor_stack, set_lazy_legacy
@@ -100,11 +99,8 @@ def _stack_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> N
     capture = flag is True or all(isinstance(v, MetaData) for v in values)
     if capture and _all_equal(values):
         return values[0]._with(new_bs, values[0].device)
-    first = values[0]
-    single = [v for v in values if isinstance(v, NonTensorDataBase)]
-    if len(single) == len(values) and all(v.batch_size == first.batch_size for v in single):
-        return stacked_values([v.data for v in single], dim, new_bs, first.device)
-    return _joined(values, torch.stack, dim)
+    members = stack_of_members(values, dim, values[0].device)
+    return members if members is not None else _joined(values, torch.stack, dim)
 
 
 def _cat_nontensor(values: list[NonTensor], dim: int, new_bs: torch.Size) -> NonTensor:
